@@ -1,0 +1,39 @@
+"""tensorlang: a tensor compiler. Einstein-notation DSL -> loop IR -> LLVM machine code.
+
+>>> import numpy as np, tensorlang as tl
+>>> op = tl.op('''
+... def matmul(A: f32[M, K], B: f32[K, N]) -> C:
+...     C[m, n] += A[m, k] * B[k, n]
+... ''')
+>>> k = tl.build(op, M=2, N=3, K=4)
+>>> A, B = np.ones((2, 4), np.float32), np.ones((4, 3), np.float32)
+>>> k(A, B).tolist()
+[[4.0, 4.0, 4.0], [4.0, 4.0, 4.0]]
+"""
+from .errors import BuildError, DSLError, ScheduleError, TensorlangError
+from .program import Op
+from .parse import parse as _parse
+from .schedule import Schedule, schedule
+
+__version__ = "0.1.0"
+
+
+def op(source: str) -> Op:
+    """Parse and check a DSL program; sizes stay symbolic.
+
+    >>> op("def double(X: f32[N]) -> Y:\\n    Y[i] = X[i] * 2.0").outputs
+    ('Y',)
+    """
+    return _parse(source)
+
+
+def __getattr__(name):
+    # the LLVM side (build, Kernel, load) is imported on first use, so that `tl.op` starts fast
+    if name in ("build", "Kernel", "load"):
+        import importlib
+        return getattr(importlib.import_module(".runtime", __name__), name)
+    raise AttributeError(f"module 'tensorlang' has no attribute {name!r}")
+
+
+__all__ = ["op", "build", "schedule", "Schedule", "Kernel", "Op", "DSLError", "ScheduleError", "BuildError",
+           "TensorlangError"]

@@ -1,0 +1,190 @@
+"""Bounds check: prove every access inside its buffer, or guard it.
+
+Interval arithmetic over the enclosing loops' ranges (and `Let` values, and `if v < e` guards) bounds each
+index. A store that cannot be proven in range is wrapped in an `If`; a load gets `guard` flags and reads 0
+outside. Loads the program allows to fall outside (`pad`, from `where`-widened ranges) are guarded the same
+way without counting as a failure; any other guard is counted in `Func.guards`, and `strict=True` turns it
+into an error (the tests lower that way, so a lowering bug cannot hide behind a guard).
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from .errors import BuildError
+from .ir import (Allocate, BinOp, Call, Cast, Cmp, Expr, For, Func, If, IntImm, Let, Load, Logic, Neg, Not, Select,
+                 Seq, Store, Var)
+
+Interval = tuple[int, int] | None
+
+
+def interval(e: Expr, env: dict[str, tuple[int, int]]) -> Interval:
+    """Inclusive integer bounds of `e` given bounds of variables, or None when unknown.
+
+    >>> from tensorlang.ir import Var, BinOp, const
+    >>> interval(BinOp("+", BinOp("*", Var("mo"), const(32)), Var("mi")), {"mo": (0, 3), "mi": (0, 31)})
+    (0, 127)
+    """
+    if isinstance(e, IntImm):
+        return (e.value, e.value)
+    if isinstance(e, Var):
+        return env.get(e.name)
+    if isinstance(e, Cast) and e.dtype in ("i64", "i32"):
+        return interval(e.a, env)
+    if isinstance(e, Neg):
+        a = interval(e.a, env)
+        return None if a is None else (-a[1], -a[0])
+    if isinstance(e, Select):
+        t, f = interval(e.t, env), interval(e.f, env)
+        return None if t is None or f is None else (min(t[0], f[0]), max(t[1], f[1]))
+    if not isinstance(e, BinOp) or e.dtype not in ("i64", "i32"):
+        return None
+    a, b = interval(e.a, env), interval(e.b, env)
+    if a is None or b is None:
+        if e.op == "%" and b is not None and b[0] > 0:
+            return (0, b[1] - 1)
+        return None
+    if e.op == "+":
+        return (a[0] + b[0], a[1] + b[1])
+    if e.op == "-":
+        return (a[0] - b[1], a[1] - b[0])
+    if e.op == "*":
+        ps = [x * y for x in a for y in b]
+        return (min(ps), max(ps))
+    if e.op == "min":
+        return (min(a[0], b[0]), min(a[1], b[1]))
+    if e.op == "max":
+        return (max(a[0], b[0]), max(a[1], b[1]))
+    if e.op == "//" and b[0] > 0:
+        return (min(a[0] // b[0], a[0] // b[1]), max(a[1] // b[0], a[1] // b[1]))
+    if e.op == "%" and b[0] > 0:
+        if a[0] >= 0 and a[1] < b[0]:
+            return a
+        return (0, b[1] - 1)
+    return None
+
+
+def _refine(cond: Expr, env: dict) -> dict:
+    """Tighten variable bounds inside `if cond` for conditions `v < e`, `v <= e`, `e > v` and `a and b`."""
+    if isinstance(cond, Logic) and cond.op == "and":
+        return _refine(cond.b, _refine(cond.a, env))
+    if isinstance(cond, Cmp) and cond.op in ("<", "<=", ">", ">="):
+        a, b, op = cond.a, cond.b, cond.op
+        if op in (">", ">="):
+            a, b, op = b, a, {">": "<", ">=": "<="}[op]
+        # a < b: bound variables appearing with coefficient 1 in a, e.g. `mo*32 + mi < N`
+        hi = interval(b, env)
+        if hi is None:
+            return env
+        limit = hi[1] - (1 if op == "<" else 0)
+        terms = _plus_terms(a)
+        out = dict(env)
+        for k, t in enumerate(terms):
+            if isinstance(t, Var) and t.name in env:
+                others = [interval(o, env) for j, o in enumerate(terms) if j != k]
+                if any(o is None for o in others):
+                    continue
+                rest_lo = sum(o[0] for o in others)
+                lo, vhi = env[t.name]
+                out[t.name] = (lo, min(vhi, limit - rest_lo))
+            elif isinstance(t, Var) is False and len(terms) == 1:
+                pass
+        return out
+    return env
+
+
+def _plus_terms(e: Expr) -> list[Expr]:
+    if isinstance(e, BinOp) and e.op == "+":
+        return _plus_terms(e.a) + _plus_terms(e.b)
+    return [e]
+
+
+class _Checker:
+    def __init__(self, strict: bool):
+        self.strict = strict
+        self.guards = 0
+
+    def unproven(self, buf, indices, env) -> tuple[bool, ...]:
+        out = []
+        for d, ix in enumerate(indices):
+            r = interval(ix, env)
+            out.append(r is None or r[0] < 0 or r[1] > buf.shape[d] - 1)
+        return tuple(out)
+
+    def fail(self, what: str, buf, indices) -> None:
+        self.guards += 1
+        if self.strict:
+            idx = ", ".join(str(i) for i in indices)
+            raise BuildError(f"internal: cannot prove {what} {buf.name}[{idx}] inside {buf.name}{list(buf.shape)}")
+
+    def expr(self, e: Expr, env) -> Expr:
+        if isinstance(e, Load):
+            idx = tuple(self.expr(i, env) for i in e.indices)
+            g = self.unproven(e.buffer, idx, env)
+            if any(g) and not e.pad:
+                self.fail("the read", e.buffer, idx)
+            return replace(e, indices=idx, guard=g if any(g) else ())
+        if isinstance(e, (BinOp, Cmp, Logic)):
+            return replace(e, a=self.expr(e.a, env), b=self.expr(e.b, env))
+        if isinstance(e, (Neg, Not)):
+            return replace(e, a=self.expr(e.a, env))
+        if isinstance(e, Cast):
+            return Cast(e.dtype, self.expr(e.a, env))
+        if isinstance(e, Select):
+            return Select(self.expr(e.cond, env), self.expr(e.t, env), self.expr(e.f, env))
+        if isinstance(e, Call):
+            return replace(e, args=tuple(self.expr(a, env) for a in e.args))
+        return e
+
+    def stmt(self, s, env):
+        if isinstance(s, Seq):
+            return Seq(tuple(self.stmt(x, env) for x in s.stmts))
+        if isinstance(s, For):
+            lo, ext = interval(s.lo, env), interval(s.extent, env)
+            inner = dict(env)
+            if lo is None or ext is None:
+                inner.pop(s.var.name, None)
+            else:
+                inner[s.var.name] = (lo[0], lo[1] + ext[1] - 1)
+            return replace(s, body=self.stmt(s.body, inner))
+        if isinstance(s, Let):
+            inner = dict(env)
+            r = interval(s.value, env)
+            if r is None:
+                inner.pop(s.var.name, None)
+            else:
+                inner[s.var.name] = r
+            return replace(s, value=self.expr(s.value, env), body=self.stmt(s.body, inner))
+        if isinstance(s, If):
+            then = self.stmt(s.then, _refine(s.cond, env))
+            orelse = None if s.orelse is None else self.stmt(s.orelse, env)
+            return If(self.expr(s.cond, env), then, orelse)
+        if isinstance(s, Allocate):
+            return replace(s, body=self.stmt(s.body, env))
+        if isinstance(s, Store):
+            idx = tuple(self.expr(i, env) for i in s.indices)
+            store = Store(s.buffer, idx, self.expr(s.value, env))
+            g = self.unproven(s.buffer, idx, env)
+            if not any(g):
+                return store
+            self.fail("the write", s.buffer, idx)
+            conds = None
+            for d, (ix, bad) in enumerate(zip(idx, g)):
+                if not bad:
+                    continue
+                c = Logic("and", Cmp(">=", ix, IntImm(0, ix.dtype)), Cmp("<", ix, IntImm(s.buffer.shape[d], ix.dtype)))
+                conds = c if conds is None else Logic("and", conds, c)
+            return If(conds, store)
+        raise TypeError(f"not an IR statement: {s!r}")
+
+
+def check_bounds(func: Func, strict: bool = False) -> Func:
+    """Return `func` with every access proven in range or guarded; `Func.guards` counts the guards added.
+
+    >>> import tensorlang as tl
+    >>> s = tl.schedule(tl.op("def f(A: f32[N]) -> B:\\n    B[i] = A[i]"), N=8)
+    >>> check_bounds(s.lowered(), strict=True).guards
+    0
+    """
+    c = _Checker(strict)
+    body = c.stmt(func.body, {})
+    return replace(func, body=body, guards=c.guards)

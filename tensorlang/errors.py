@@ -1,0 +1,80 @@
+"""Error types of tensorlang and the one `check` helper that raises them.
+
+Every error says what is wrong and where: a DSL error points at the source text (line, column and a
+caret line), a schedule error names the primitive, the stage and the axis, a build error names the
+size or argument.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class SourceLoc:
+    """A range of DSL source text: 1-based line and columns, `end_col` exclusive.
+
+    >>> SourceLoc(2, 5, 9).line
+    2
+    """
+
+    line: int
+    col: int
+    end_col: int
+
+
+class TensorlangError(Exception):
+    """Base class of every error tensorlang raises on bad input."""
+
+
+class DSLError(TensorlangError):
+    """An error in DSL text, with the line, the column and a caret under the offending text.
+
+    >>> import tensorlang as tl
+    >>> try:
+    ...     tl.op("def f(A: f32[N]) -> B:\\n    B[i] = Q[i]")
+    ... except tl.DSLError as e:
+    ...     (e.line, e.col)
+    (2, 12)
+    """
+
+    def __init__(self, message: str, loc: SourceLoc | None = None, source: str | None = None):
+        self.message = message
+        self.loc = loc
+        self.line = loc.line if loc else None
+        self.col = loc.col if loc else None
+        self.end_col = loc.end_col if loc else None
+        self.source_line = None
+        if loc and source is not None:
+            lines = source.splitlines()
+            if 1 <= loc.line <= len(lines):
+                self.source_line = lines[loc.line - 1]
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        if self.loc is None:
+            return self.message
+        text = f"line {self.line}, column {self.col}: {self.message}"
+        if self.source_line is not None:
+            width = max(1, (self.end_col or self.col + 1) - self.col)
+            text += f"\n    {self.source_line}\n    {' ' * (self.col - 1)}{'^' * width}"
+        return text
+
+
+class ScheduleError(TensorlangError):
+    """A schedule primitive that would change what the program computes, or names what does not exist.
+
+    The message starts with the primitive, the stage and the axis: ``split(C, m): factor must be > 0``.
+    """
+
+
+class BuildError(TensorlangError):
+    """Sizes, arguments or a target that a kernel cannot be built or called with."""
+
+
+def check(cond: object, error: type[TensorlangError], message: str, *args) -> None:
+    """Raise `error(message, *args)` unless `cond` holds.
+
+    >>> check(1 + 1 == 2, BuildError, "arithmetic is broken")
+    """
+    if not cond:
+        raise error(message, *args)

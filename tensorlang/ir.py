@@ -1,0 +1,343 @@
+"""The loop IR: one representation for code generation, the cost model's features and the printer.
+
+Expressions are immutable and carry a dtype ("i64" for indices, "f32", "f64", "i32", "bool"); statements
+are For (serial, parallel, vectorized, unrolled), Store, Allocate, If, Let and Seq. Buffers are indexed
+with one index per dimension (row-major), which keeps bounds checks and the printout readable.
+
+>>> i = Var("i")
+>>> X = Buffer("X", "f32", (4,), "input")
+>>> print(For(i, const(0), const(4), Store(X, (i,), FloatImm(0.0, "f32"))))
+for i in 0:4:
+  X[i] = 0f
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+# ---- expressions -------------------------------------------------------------------------------
+
+class Expr:
+    """Base class of IR expressions."""
+
+    dtype: str
+
+    def __str__(self) -> str:
+        return expr_str(self)
+
+
+@dataclass(frozen=True, eq=True)
+class IntImm(Expr):
+    """An integer constant."""
+
+    value: int
+    dtype: str = "i64"
+
+
+@dataclass(frozen=True, eq=True)
+class FloatImm(Expr):
+    """A floating-point constant."""
+
+    value: float
+    dtype: str = "f32"
+
+
+@dataclass(frozen=True, eq=True)
+class Var(Expr):
+    """A loop or let variable."""
+
+    name: str
+    dtype: str = "i64"
+
+
+@dataclass(frozen=True, eq=True)
+class BinOp(Expr):
+    """`a op b` with op one of + - * / // % min max **; both operands have the result dtype."""
+
+    op: str
+    a: Expr
+    b: Expr
+
+    @property
+    def dtype(self) -> str:
+        return self.a.dtype
+
+
+@dataclass(frozen=True, eq=True)
+class Cmp(Expr):
+    """A comparison (< <= > >= == !=); dtype bool."""
+
+    op: str
+    a: Expr
+    b: Expr
+    dtype: str = "bool"
+
+
+@dataclass(frozen=True, eq=True)
+class Logic(Expr):
+    """`a and b`, `a or b`."""
+
+    op: str
+    a: Expr
+    b: Expr
+    dtype: str = "bool"
+
+
+@dataclass(frozen=True, eq=True)
+class Not(Expr):
+    """Logical negation."""
+
+    a: Expr
+    dtype: str = "bool"
+
+
+@dataclass(frozen=True, eq=True)
+class Neg(Expr):
+    """Arithmetic negation."""
+
+    a: Expr
+
+    @property
+    def dtype(self) -> str:
+        return self.a.dtype
+
+
+@dataclass(frozen=True, eq=True)
+class Call(Expr):
+    """A math function: exp log sqrt tanh abs."""
+
+    fn: str
+    args: tuple
+    dtype: str = "f32"
+
+
+@dataclass(frozen=True, eq=True)
+class Select(Expr):
+    """`cond ? t : f` (both sides are computed)."""
+
+    cond: Expr
+    t: Expr
+    f: Expr
+
+    @property
+    def dtype(self) -> str:
+        return self.t.dtype
+
+
+@dataclass(frozen=True, eq=True)
+class Cast(Expr):
+    """Convert to `dtype`."""
+
+    dtype: str
+    a: Expr
+
+
+@dataclass(frozen=True, eq=True)
+class Buffer:
+    """A named row-major array: an input, an output, or a temporary the function allocates."""
+
+    name: str
+    dtype: str
+    shape: tuple
+    role: str = "temp"
+
+    @property
+    def size(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+
+@dataclass(frozen=True, eq=True)
+class Load(Expr):
+    """`buffer[indices]`.
+
+    `pad` says the program allows this read to fall outside the buffer (a `where`-widened range), where it
+    reads 0; `guard[d]` is True for each dimension the bounds check could not prove in range: the code
+    checks those dimensions and reads 0 outside.
+    """
+
+    buffer: Buffer
+    indices: tuple
+    pad: bool = False
+    guard: tuple = ()
+
+    @property
+    def dtype(self) -> str:
+        return self.buffer.dtype
+
+
+# ---- statements --------------------------------------------------------------------------------
+
+class Stmt:
+    """Base class of IR statements."""
+
+    def __str__(self) -> str:
+        return "\n".join(stmt_lines(self, 0))
+
+
+@dataclass(frozen=True, eq=True)
+class Store(Stmt):
+    """`buffer[indices] = value`."""
+
+    buffer: Buffer
+    indices: tuple
+    value: Expr
+
+
+@dataclass(frozen=True, eq=True)
+class For(Stmt):
+    """`for var in lo:lo+extent`; kind is serial, parallel, vectorized or unrolled."""
+
+    var: Var
+    lo: Expr
+    extent: Expr
+    body: Stmt
+    kind: str = "serial"
+
+
+@dataclass(frozen=True, eq=True)
+class If(Stmt):
+    """`if cond: then else: orelse`."""
+
+    cond: Expr
+    then: Stmt
+    orelse: Stmt | None = None
+
+
+@dataclass(frozen=True, eq=True)
+class Let(Stmt):
+    """Bind `var = value` for `body`."""
+
+    var: Var
+    value: Expr
+    body: Stmt
+
+
+@dataclass(frozen=True, eq=True)
+class Allocate(Stmt):
+    """A temporary buffer that lives for `body`."""
+
+    buffer: Buffer
+    body: Stmt
+
+
+@dataclass(frozen=True, eq=True)
+class Seq(Stmt):
+    """Statements one after another."""
+
+    stmts: tuple
+
+
+@dataclass(frozen=True)
+class Func:
+    """A lowered function: its parameters (inputs then outputs) and its body."""
+
+    name: str
+    params: tuple
+    body: Stmt
+    guards: int = field(default=0, compare=False)
+
+    def __str__(self) -> str:
+        sig = ", ".join(f"{b.name}: {b.dtype}[{', '.join(str(d) for d in b.shape)}]" for b in self.params)
+        return "\n".join([f"def {self.name}({sig}):"] + stmt_lines(self.body, 1))
+
+
+# ---- construction helpers ----------------------------------------------------------------------
+
+def const(value: int, dtype: str = "i64") -> Expr:
+    """An integer constant (i64 unless said).
+
+    >>> const(3).value
+    3
+    """
+    return IntImm(int(value), dtype)
+
+
+def seq(*stmts: Stmt) -> Stmt:
+    """A Seq of the non-empty statements, flattened; a single statement stays itself."""
+    out = []
+    for s in stmts:
+        if s is None:
+            continue
+        if isinstance(s, Seq):
+            out.extend(s.stmts)
+        else:
+            out.append(s)
+    return out[0] if len(out) == 1 else Seq(tuple(out))
+
+
+# ---- printing ----------------------------------------------------------------------------------
+
+_PREC = {"or": 1, "and": 2, "cmp": 3, "+": 4, "-": 4, "*": 5, "/": 5, "//": 5, "%": 5, "**": 6}
+
+
+def _fmt_float(v: float, dtype: str) -> str:
+    if v != v or v in (float("inf"), float("-inf")):
+        return repr(float(v))
+    text = repr(float(v))
+    if text.endswith(".0"):
+        text = text[:-2]
+    return text + ("f" if dtype == "f32" else "")
+
+
+def expr_str(e: Expr, prec: int = 0) -> str:
+    """Readable text of an expression (Python-like, minimal parentheses)."""
+    if isinstance(e, IntImm):
+        return str(e.value)
+    if isinstance(e, FloatImm):
+        return _fmt_float(e.value, e.dtype)
+    if isinstance(e, Var):
+        return e.name
+    if isinstance(e, Load):
+        return f"{e.buffer.name}[{', '.join(expr_str(i) for i in e.indices)}]" + \
+            (" (0 outside)" if any(e.guard) else "")
+    if isinstance(e, (BinOp, Cmp, Logic)):
+        if isinstance(e, BinOp) and e.op in ("min", "max"):
+            return f"{e.op}({expr_str(e.a)}, {expr_str(e.b)})"
+        p = _PREC["cmp"] if isinstance(e, Cmp) else _PREC[e.op]
+        sep = f" {e.op} " if isinstance(e, (Cmp, Logic)) or e.op in ("+", "-") else e.op
+        text = f"{expr_str(e.a, p)}{sep}{expr_str(e.b, p + 1)}"
+        return f"({text})" if p < prec else text
+    if isinstance(e, Not):
+        return f"not {expr_str(e.a, 7)}"
+    if isinstance(e, Neg):
+        return f"-{expr_str(e.a, 7)}"
+    if isinstance(e, Call):
+        return f"{e.fn}({', '.join(expr_str(a) for a in e.args)})"
+    if isinstance(e, Select):
+        return f"select({expr_str(e.cond)}, {expr_str(e.t)}, {expr_str(e.f)})"
+    if isinstance(e, Cast):
+        return f"{e.dtype}({expr_str(e.a)})"
+    raise TypeError(f"not an IR expression: {e!r}")
+
+
+def stmt_lines(s: Stmt, depth: int) -> list[str]:
+    """Readable lines of a statement, indented two spaces a level."""
+    pad = "  " * depth
+    if isinstance(s, Seq):
+        return [line for x in s.stmts for line in stmt_lines(x, depth)]
+    if isinstance(s, Store):
+        idx = ", ".join(expr_str(i) for i in s.indices)
+        return [f"{pad}{s.buffer.name}[{idx}] = {expr_str(s.value)}"]
+    if isinstance(s, For):
+        note = "" if s.kind == "serial" else f"  # {s.kind}"
+        hi = expr_str(BinOp("+", s.lo, s.extent)) if not (isinstance(s.lo, IntImm) and s.lo.value == 0) \
+            else expr_str(s.extent)
+        lo = expr_str(s.lo)
+        if isinstance(s.lo, IntImm) and isinstance(s.extent, IntImm):
+            hi = str(s.lo.value + s.extent.value)
+        return [f"{pad}for {s.var.name} in {lo}:{hi}:{note}"] + stmt_lines(s.body, depth + 1)
+    if isinstance(s, If):
+        out = [f"{pad}if {expr_str(s.cond)}:"] + stmt_lines(s.then, depth + 1)
+        if s.orelse is not None:
+            out += [f"{pad}else:"] + stmt_lines(s.orelse, depth + 1)
+        return out
+    if isinstance(s, Let):
+        return [f"{pad}{s.var.name} = {expr_str(s.value)}"] + stmt_lines(s.body, depth)
+    if isinstance(s, Allocate):
+        b = s.buffer
+        return [f"{pad}allocate {b.name}: {b.dtype}[{', '.join(str(d) for d in b.shape)}]"] + \
+            stmt_lines(s.body, depth)
+    raise TypeError(f"not an IR statement: {s!r}")

@@ -1,0 +1,625 @@
+"""Parse DSL text into an `Op`: Python's `ast` reads each side of a statement, never `eval`.
+
+The text is cut into the `def` header and one statement a line; each statement is split at its
+assignment operator (`=`, `+=`, `*=`, `max=`, `min=`) and its `where` clause, and each piece is parsed
+with `ast` at its own column, so that every error points into the original source.
+"""
+from __future__ import annotations
+
+import ast
+import math
+import re
+from dataclasses import dataclass
+
+from .check import check_program
+from .dtypes import TENSOR_DTYPES
+from .errors import DSLError, SourceLoc
+from .program import (Access, Binary, Call, Expr, IndexExpr, IntValue, Literal, Op, Param, Stage, Unary,
+                      WhereRange, index_vars_of)
+from .sizes import SizePoly
+
+MATH_FUNCS = ("exp", "log", "sqrt", "tanh")
+CASTS = ("f32", "f64", "i32")
+FUNCS = MATH_FUNCS + CASTS + ("abs", "max", "min", "select")
+CONSTANTS = ("inf",)
+_ARITH = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%", ast.Pow: "**"}
+_CMP = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!="}
+_ASSIGN_OPS = (("max=", "max"), ("min=", "min"), ("+=", "+"), ("*=", "*"), ("=", None))
+
+
+@dataclass
+class _Piece:
+    """A piece of one source line: its text and where it starts (1-based line, 0-based column)."""
+
+    text: str
+    line: int
+    col0: int
+
+
+def parse(source: str) -> Op:
+    """Parse and check a DSL program.
+
+    >>> op = parse("def f(A: f32[N]) -> B:\\n    B[i] = A[i] + 1.0")
+    >>> op.stages[0].name, op.stages[0].lhs_vars
+    ('B', ('i',))
+    """
+    if not isinstance(source, str):
+        raise DSLError(f"a program is DSL text (a str), not {type(source).__name__}")
+    return _Parser(source).parse()
+
+
+class _Parser:
+    def __init__(self, source: str):
+        self.source = source
+        self.lines = source.splitlines()
+        self.sizes: dict[str, SourceLoc] = {}
+        self.int_params: list[str] = []
+        self.params: dict[str, Param] = {}
+        self.stage_ranks: dict[str, int] = {}
+
+    # ---- errors and positions ----
+    def error(self, message: str, loc: SourceLoc | None) -> DSLError:
+        return DSLError(message, loc, self.source)
+
+    def loc_of(self, node: ast.AST, piece: _Piece) -> SourceLoc:
+        line = piece.line + node.lineno - 1
+        col = node.col_offset + (piece.col0 if node.lineno == 1 else 0)
+        end = (node.end_col_offset or node.col_offset + 1) + (piece.col0 if node.end_lineno == 1 else 0)
+        if node.end_lineno != node.lineno:
+            end = len(self.lines[line - 1])
+        return SourceLoc(line, col + 1, max(end + 1, col + 2))
+
+    def parse_piece(self, piece: _Piece, mode: str, what: str) -> ast.AST:
+        try:
+            return ast.parse(piece.text, mode=mode)
+        except SyntaxError as e:
+            line = piece.line + (e.lineno or 1) - 1
+            col = (e.offset or 1) + (piece.col0 if (e.lineno or 1) == 1 else 0)
+            end = col + 1
+            if e.end_offset and e.end_lineno == e.lineno and e.end_offset > e.offset:
+                end = e.end_offset + (piece.col0 if (e.lineno or 1) == 1 else 0)
+            raise self.error(f"syntax error in {what}: {e.msg}", SourceLoc(line, col, end)) from None
+
+    # ---- top level ----
+    def parse(self) -> Op:
+        code = [(i + 1, _strip_comment(t)) for i, t in enumerate(self.lines)]
+        code = [(n, t) for n, t in code if t.strip()]
+        if not code:
+            raise self.error("empty program: expected `def NAME(INPUTS) -> OUTPUT:` and statements", None)
+        first_no, first = code[0]
+        indent = len(first) - len(first.lstrip())
+        if not first.lstrip().startswith("def "):
+            raise self.error("a program starts with `def NAME(INPUTS) -> OUTPUT:`",
+                             SourceLoc(first_no, indent + 1, len(first) + 1))
+        # the header may continue over lines until its brackets close
+        header_lines, k = [first[indent:]], 1
+        while _depth("\n".join(header_lines)) > 0 and k < len(code):
+            header_lines.append(code[k][1])
+            k += 1
+        name, outputs, out_locs = self.parse_header(_Piece("\n".join(header_lines), first_no, indent))
+        statements = self.join_statements(code[k:], indent, first_no)
+        if not statements:
+            raise self.error(f"empty program: `{name}` has no statements", SourceLoc(first_no, indent + 1,
+                                                                                 len(first) + 1))
+        raw = [self.split_statement(p) for p in statements]
+        for r in raw:
+            lhs_name, rank, loc = r[0], r[1], r[2]
+            if lhs_name in self.stage_ranks:
+                prev = next(q for q in raw if q[0] == lhs_name)
+                raise self.error(f"stage `{lhs_name}` is written twice (first at line {prev[2].line}); "
+                                 "each stage has one statement", loc)
+            self.stage_ranks[lhs_name] = rank
+        self.stage_dtypes: dict[str, str] = {}
+        stages = [self.parse_statement(r) for r in self.dependency_order(raw)]
+        op = Op(name=name, source=self.source, params=tuple(self.params.values()),
+                int_params=tuple(self.int_params), stages=tuple(stages), outputs=tuple(outputs),
+                size_names=tuple(self.sizes))
+        return check_program(op, out_locs, self.error)
+
+    def dependency_order(self, raw):
+        """Statements ordered so that each comes after the stages it reads; a cycle is an error."""
+        reads: dict[str, list[tuple[str, SourceLoc]]] = {}
+        for r in raw:
+            rhs_p = r[3][5]
+            tree = self.parse_piece(_Piece(rhs_p.text.rstrip(), rhs_p.line, rhs_p.col0), "eval", "the right side")
+            found = []
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Name) and node.id in self.stage_ranks:
+                    found.append((node.id, self.loc_of(node, rhs_p)))
+            found.sort(key=lambda t: (t[1].line, t[1].col))
+            reads[r[0]] = found
+        order, state = [], {}
+
+        def visit(name, path):
+            if state.get(name) == "done":
+                return
+            if state.get(name) == "active":
+                cycle = path[path.index(name):] + [name]
+                reader = path[-1]
+                loc = next(lc for n, lc in reads[reader] if n == name)
+                raise self.error(f"cycle between stages: {' -> '.join(reversed(cycle))} "
+                                 "(a stage cannot depend on itself)", loc)
+            state[name] = "active"
+            for dep, _ in reads[name]:
+                visit(dep, path + [name])
+            state[name] = "done"
+            order.append(name)
+
+        for r in raw:
+            visit(r[0], [])
+        by_name = {r[0]: r for r in raw}
+        return [by_name[n] for n in order]
+
+    def join_statements(self, code, indent, def_line) -> list[_Piece]:
+        pieces: list[_Piece] = []
+        i = 0
+        while i < len(code):
+            no, text = code[i]
+            ind = len(text) - len(text.lstrip())
+            if ind <= indent:
+                raise self.error("statements must be indented under the `def` (one program per source)",
+                                 SourceLoc(no, ind + 1, len(text) + 1))
+            body = text[ind:]
+            j = i + 1
+            while (_depth(body) > 0 or body.rstrip().endswith("\\")) and j < len(code):
+                body = body.rstrip().rstrip("\\") + " " + code[j][1].strip()
+                j += 1
+            pieces.append(_Piece(body.rstrip(), no, ind))
+            i = j
+        return pieces
+
+    def parse_header(self, piece: _Piece):
+        tree = self.parse_piece(_Piece(piece.text + "\n    pass", piece.line, piece.col0), "exec", "the def line")
+        fn = tree.body[0]
+        if not isinstance(fn, ast.FunctionDef) or len(tree.body) != 1:
+            raise self.error("expected `def NAME(INPUTS) -> OUTPUT:`", SourceLoc(piece.line, piece.col0 + 1,
+                                                                               piece.col0 + 4))
+        args = fn.args
+        if args.vararg or args.kwarg or args.kwonlyargs or args.posonlyargs or args.defaults:
+            raise self.error("inputs are plain `NAME: DTYPE[SIZES]` or `NAME: int`", self.loc_of(fn, piece))
+        if not args.args:
+            raise self.error(f"`{fn.name}` has no inputs", self.loc_of(fn, piece))
+        for a in args.args:
+            self.parse_param(a, piece)
+        if fn.returns is None:
+            raise self.error("missing output: write `-> NAME` (or `-> (NAME1, NAME2)`) after the inputs",
+                             self.loc_of(fn, piece))
+        rets = fn.returns.elts if isinstance(fn.returns, ast.Tuple) else [fn.returns]
+        outputs, locs = [], {}
+        for r in rets:
+            if not isinstance(r, ast.Name):
+                raise self.error("an output is the name of a stage", self.loc_of(r, piece))
+            if r.id in outputs:
+                raise self.error(f"output `{r.id}` is listed twice", self.loc_of(r, piece))
+            outputs.append(r.id)
+            locs[r.id] = self.loc_of(r, piece)
+        return fn.name, outputs, locs
+
+    def parse_param(self, a: ast.arg, piece: _Piece) -> None:
+        loc = self.loc_of(a, piece)
+        name = a.arg
+        if name in self.params or name in self.sizes:
+            raise self.error(f"`{name}` is declared twice", loc)
+        self.check_name(name, loc, "an input")
+        ann = a.annotation
+        if isinstance(ann, ast.Name) and ann.id == "int":
+            self.sizes[name] = loc
+            self.int_params.append(name)
+            return
+        if not (isinstance(ann, ast.Subscript) and isinstance(ann.value, ast.Name)):
+            raise self.error(f"input `{name}` needs a type: `{name}: f32[N, M]` (f32, f64 or i32) "
+                             f"or `{name}: int` for a size", loc)
+        dt = ann.value.id
+        if dt not in TENSOR_DTYPES:
+            raise self.error(f"unknown dtype `{dt}`; use one of {', '.join(TENSOR_DTYPES)}",
+                             self.loc_of(ann.value, piece))
+        dims = ann.slice.elts if isinstance(ann.slice, ast.Tuple) else [ann.slice]
+        shape = tuple(self.size_expr(d, piece, declare=True) for d in dims)
+        self.params[name] = Param(name, dt, shape, loc)
+
+    def check_name(self, name: str, loc: SourceLoc, what: str) -> None:
+        if name in FUNCS or name in CONSTANTS or name in ("where", "int") + TENSOR_DTYPES:
+            raise self.error(f"`{name}` is a reserved word and cannot name {what}", loc)
+
+    # ---- size expressions (shapes and where bounds) ----
+    def size_expr(self, node: ast.AST, piece: _Piece, declare: bool = False) -> SizePoly:
+        loc = self.loc_of(node, piece)
+        if isinstance(node, ast.Constant) and type(node.value) is int:
+            return SizePoly.const(node.value)
+        if isinstance(node, ast.Name):
+            if node.id not in self.sizes:
+                if not declare:
+                    raise self.error(f"unknown size `{node.id}`: sizes are the names in the input shapes "
+                                     "and the `int` inputs", loc)
+                self.check_name(node.id, loc, "a size")
+                if node.id in self.params:
+                    raise self.error(f"`{node.id}` is an input, not a size", loc)
+                self.sizes[node.id] = loc
+            return SizePoly.symbol(node.id)
+        if isinstance(node, ast.BinOp) and type(node.op) in (ast.Add, ast.Sub, ast.Mult):
+            a, b = self.size_expr(node.left, piece, declare), self.size_expr(node.right, piece, declare)
+            return {ast.Add: a + b, ast.Sub: a - b, ast.Mult: a * b}[type(node.op)]
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            return -self.size_expr(node.operand, piece, declare)
+        raise self.error("a size is a name, an integer, or + - * of them", loc)
+
+    # ---- statements ----
+    def split_statement(self, p: _Piece):
+        """Split into (lhs name, rank, lhs loc, (lhs piece, op text, reduce op, rhs piece, where piece))."""
+        text = p.text
+        at, op_text, red = _find_assign(text)
+        if at is None:
+            raise self.error("expected a statement `NAME[i, ...] = EXPR` (or +=, *=, max=, min=)",
+                             SourceLoc(p.line, p.col0 + 1, p.col0 + len(text) + 1))
+        lhs = _Piece(text[:at], p.line, p.col0)
+        rest = text[at + len(op_text):]
+        w = _find_where(rest)
+        rhs_text, where_text = (rest, None) if w is None else (rest[:w], rest[w + len("where"):])
+        rhs = _Piece(rhs_text, p.line, p.col0 + at + len(op_text))
+        where = None if where_text is None else _Piece(where_text, p.line, rhs.col0 + w + len("where"))
+        lhs_s, rhs_s = _lstrip_piece(lhs), _lstrip_piece(rhs)
+        if not lhs_s.text.strip():
+            raise self.error("missing left side before the assignment",
+                             SourceLoc(p.line, p.col0 + at + 1, p.col0 + at + len(op_text) + 1))
+        if not rhs_s.text.strip():
+            raise self.error("missing right side after the assignment",
+                             SourceLoc(p.line, p.col0 + at + 1, p.col0 + at + len(op_text) + 1))
+        tree = self.parse_piece(_Piece(lhs_s.text.rstrip(), lhs_s.line, lhs_s.col0), "eval", "the left side")
+        node = tree.body
+        if isinstance(node, ast.Name):
+            name, idx = node.id, []
+        elif isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name):
+            name = node.value.id
+            idx = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        else:
+            raise self.error("the left side is `NAME[i, j, ...]` or `NAME`", self.loc_of(node, lhs_s))
+        name_node = node if isinstance(node, ast.Name) else node.value
+        loc = self.loc_of(name_node, lhs_s)
+        if name in self.params:
+            raise self.error(f"`{name}` is an input and cannot be written", loc)
+        if name in self.sizes:
+            raise self.error(f"`{name}` is a size and cannot be written", loc)
+        self.check_name(name, loc, "a stage")
+        op_loc = SourceLoc(p.line, p.col0 + at + 1, p.col0 + at + len(op_text) + 1)
+        return name, len(idx), loc, (lhs_s, node, idx, op_text, red, rhs_s, where, p, op_loc)
+
+    def parse_statement(self, raw) -> Stage:
+        name, _, loc, (lhs_p, lhs_node, idx_nodes, op_text, red, rhs_p, where_p, whole, op_loc) = raw
+        lhs_vars: list[str] = []
+        var_locs: dict[str, SourceLoc] = {}
+        for ix in idx_nodes:
+            iloc = self.loc_of(ix, lhs_p)
+            if not isinstance(ix, ast.Name) or ix.id in self.sizes or ix.id in self.stage_ranks \
+                    or ix.id in self.params:
+                raise self.error("a left-side index is a plain index variable (like `i`); "
+                                 "arithmetic belongs on the right side", iloc)
+            self.check_name(ix.id, iloc, "an index")
+            if ix.id in lhs_vars:
+                raise self.error(f"index `{ix.id}` appears twice on the left side", iloc)
+            lhs_vars.append(ix.id)
+            var_locs[ix.id] = iloc
+        rhs_tree = self.parse_piece(_Piece(rhs_p.text.rstrip(), rhs_p.line, rhs_p.col0), "eval", "the right side")
+        self._var_locs = var_locs
+        rhs = self.value(rhs_tree.body, rhs_p)
+        if rhs.dtype == "bool":
+            raise self.error("a stage stores numbers, not a comparison: use select(cond, a, b)",
+                             rhs.loc)
+        dtype = rhs.dtype
+        used = index_vars_of(rhs)
+        red_vars = tuple(v for v in used if v not in lhs_vars)
+        if red is None and red_vars:
+            v = red_vars[0]
+            raise self.error(f"`{v}` appears only on the right side, so it is a reduction index, but the "
+                             f"statement assigns with `=`; reduce with `+=`, `*=`, `max=` or `min=`",
+                             var_locs[v])
+        if red is not None and not red_vars:
+            raise self.error(f"`{op_text}` reduces over indices that appear only on the right side, and "
+                             f"there are none: every index ({', '.join(lhs_vars) or 'none'}) is on the left "
+                             f"side; use `=`, or leave the reduction index off the left side", op_loc)
+        where = self.parse_where(where_p, lhs_vars, used, var_locs) if where_p else {}
+        self.stage_dtypes[name] = dtype
+        return Stage(name=name, dtype=dtype, lhs_vars=tuple(lhs_vars), reduce_op=red, rhs=rhs,
+                     red_vars=red_vars, where=where, loc=loc, var_locs=var_locs, text=whole.text)
+
+    def parse_where(self, p: _Piece, lhs_vars, used, var_locs) -> dict[str, WhereRange]:
+        out: dict[str, WhereRange] = {}
+        for part in _split_top(p):
+            m = re.match(r"\s*([A-Za-z_]\w*)\s+in\s+", part.text)
+            full = SourceLoc(part.line, part.col0 + 1, part.col0 + len(part.text.rstrip()) + 1)
+            if not m:
+                raise self.error("a where clause is `where v in LO:HI, ...`", full)
+            var = m.group(1)
+            vloc = SourceLoc(part.line, part.col0 + m.start(1) + 1, part.col0 + m.end(1) + 1)
+            if var not in used and var not in lhs_vars:
+                raise self.error(f"where gives a range for `{var}`, which the statement does not use", vloc)
+            if var in out:
+                raise self.error(f"where gives the range of `{var}` twice", vloc)
+            rng = part.text[m.end():]
+            colon = _find_top_colon(rng)
+            if colon is None:
+                raise self.error(f"a range is `LO:HI` (like `0:N+2`), in `{var} in ...`", full)
+            lo_p = _lstrip_piece(_Piece(rng[:colon], part.line, part.col0 + m.end()))
+            hi_p = _lstrip_piece(_Piece(rng[colon + 1:], part.line, part.col0 + m.end() + colon + 1))
+            lo_node = self.parse_piece(_Piece(lo_p.text.rstrip(), lo_p.line, lo_p.col0), "eval", "a range").body
+            hi_node = self.parse_piece(_Piece(hi_p.text.rstrip(), hi_p.line, hi_p.col0), "eval", "a range").body
+            lo, hi = self.size_expr(lo_node, lo_p), self.size_expr(hi_node, hi_p)
+            if var in lhs_vars and lo != SizePoly():
+                raise self.error(f"`{var}` is a left-side index, so its range starts at 0 (not {lo})",
+                                 self.loc_of(lo_node, lo_p))
+            out[var] = WhereRange(lo, hi, full)
+            var_locs.setdefault(var, vloc)
+        return out
+
+    # ---- value expressions ----
+    def value(self, node: ast.AST, p: _Piece) -> Expr:
+        loc = self.loc_of(node, p)
+        if isinstance(node, ast.Subscript):
+            if not isinstance(node.value, ast.Name):
+                raise self.error("only a tensor name can be indexed", loc)
+            idx = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+            return self.access(node.value.id, idx, node, p)
+        if isinstance(node, ast.Name):
+            n = node.id
+            if n in self.params or n in self.stage_ranks:
+                return self.access(n, [], node, p)
+            if n in self.sizes:
+                return IntValue("i32", True, loc, IndexExpr.size(SizePoly.symbol(n)))
+            if n == "inf":
+                return Literal("f32", True, loc, math.inf)
+            if n in FUNCS:
+                raise self.error(f"`{n}` is a function: call it as `{n}(...)`", loc)
+            self._var_locs.setdefault(n, loc)
+            return IntValue("i32", True, loc, IndexExpr.var(n))
+        if isinstance(node, ast.Constant):
+            if type(node.value) is int:
+                return Literal("i32", True, loc, node.value)
+            if type(node.value) is float:
+                return Literal("f32", True, loc, node.value)
+            raise self.error(f"unsupported constant {node.value!r}: use int or float literals", loc)
+        if isinstance(node, ast.UnaryOp):
+            x = self.value(node.operand, p)
+            if isinstance(node.op, ast.UAdd):
+                return x
+            if isinstance(node.op, ast.USub):
+                if isinstance(x, Literal):
+                    return Literal(x.dtype, True, loc, -x.value)
+                self.need_numeric(x, "-")
+                return Unary(x.dtype, x.weak, loc, "neg", x)
+            if isinstance(node.op, ast.Not):
+                self.need_bool(x, "not")
+                return Unary("bool", False, loc, "not", x)
+            raise self.error("unsupported operator `~`", loc)
+        if isinstance(node, ast.BinOp):
+            op = _ARITH.get(type(node.op))
+            if op is None:
+                raise self.error("unsupported operator; use + - * / // % **", loc)
+            a, b = self.value(node.left, p), self.value(node.right, p)
+            return self.arith(op, a, b, loc)
+        if isinstance(node, ast.Compare):
+            parts = []
+            left = self.value(node.left, p)
+            for cop, comp in zip(node.ops, node.comparators):
+                if type(cop) not in _CMP:
+                    raise self.error("unsupported comparison; use < <= > >= == !=", loc)
+                right = self.value(comp, p)
+                dt, _ = self.unify(left, right, loc, _CMP[type(cop)])
+                parts.append(Binary("bool", False, loc, _CMP[type(cop)], left, right, dt))
+                left = right
+            out = parts[0]
+            for q in parts[1:]:
+                out = Binary("bool", False, loc, "and", out, q, "bool")
+            return out
+        if isinstance(node, ast.BoolOp):
+            word = "and" if isinstance(node.op, ast.And) else "or"
+            vals = [self.value(v, p) for v in node.values]
+            for v in vals:
+                self.need_bool(v, word)
+            out = vals[0]
+            for v in vals[1:]:
+                out = Binary("bool", False, loc, word, out, v, "bool")
+            return out
+        if isinstance(node, ast.IfExp):
+            return self.call("select", [self.value(node.test, p), self.value(node.body, p),
+                                        self.value(node.orelse, p)], loc, loc)
+        if isinstance(node, ast.Call):
+            if not isinstance(node.func, ast.Name):
+                raise self.error("only built-in functions can be called", loc)
+            if node.keywords:
+                raise self.error(f"`{node.func.id}` takes no keyword arguments", loc)
+            return self.call(node.func.id, [self.value(a, p) for a in node.args], loc, self.loc_of(node.func, p))
+        raise self.error("unsupported expression: use tensor reads, numbers, arithmetic, comparisons and "
+                         f"the functions {', '.join(FUNCS)}", loc)
+
+    def access(self, name: str, idx_nodes, node: ast.AST, p: _Piece) -> Access:
+        name_node = node.value if isinstance(node, ast.Subscript) else node
+        nloc = self.loc_of(name_node, p)
+        if name in self.params:
+            param = self.params[name]
+            rank, dtype = len(param.shape), param.dtype
+            decl = f"{name} is declared `{param}`"
+        elif name in self.stage_ranks:
+            rank, dtype = self.stage_ranks[name], self.stage_dtypes[name]
+            decl = f"stage {name} has {rank} indices"
+        else:
+            raise self.error(f"unknown tensor `{name}`: not an input ({', '.join(self.params)}) "
+                             f"nor a stage ({', '.join(self.stage_ranks)})", nloc)
+        if len(idx_nodes) != rank:
+            raise self.error(f"wrong number of indices for `{name}`: {len(idx_nodes)} given, {rank} expected "
+                             f"({decl})", self.loc_of(node, p))
+        indices = tuple(self.index_expr(ix, p) for ix in idx_nodes)
+        locs = tuple(self.loc_of(ix, p) for ix in idx_nodes)
+        return Access(dtype, False, self.loc_of(node, p), name, indices, locs)
+
+    def index_expr(self, node: ast.AST, p: _Piece) -> IndexExpr:
+        loc = self.loc_of(node, p)
+        if isinstance(node, ast.Constant) and type(node.value) is int:
+            return IndexExpr.size(SizePoly.const(node.value))
+        if isinstance(node, ast.Name):
+            n = node.id
+            if n in self.sizes:
+                return IndexExpr.size(SizePoly.symbol(n))
+            if n in self.params or n in self.stage_ranks:
+                raise self.error(f"a tensor (`{n}`) cannot be used as an index", loc)
+            self.check_name(n, loc, "an index")
+            self._var_locs.setdefault(n, loc)
+            return IndexExpr.var(n)
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+            x = self.index_expr(node.operand, p)
+            return -x if isinstance(node.op, ast.USub) else x
+        if isinstance(node, ast.BinOp) and type(node.op) in (ast.Add, ast.Sub, ast.Mult):
+            a, b = self.index_expr(node.left, p), self.index_expr(node.right, p)
+            if isinstance(node.op, ast.Add):
+                return a + b
+            if isinstance(node.op, ast.Sub):
+                return a - b
+            if a.terms and b.terms:
+                raise self.error("non-affine index: a product of index variables "
+                                 f"(`{ast.unparse(node)}`); indices are affine, like `2*h + r`", loc)
+            return (a * b.const) if a.terms or not b.terms else (b * a.const)
+        if isinstance(node, ast.Subscript):
+            raise self.error("a tensor read cannot be used as an index (no gathers)", loc)
+        raise self.error("an index is affine in index variables: names, sizes, integers, + - and *", loc)
+
+    # ---- typing ----
+    def need_bool(self, x: Expr, what: str) -> None:
+        if x.dtype != "bool":
+            raise self.error(f"`{what}` needs a comparison (true/false), got a {x.dtype} value", x.loc)
+
+    def need_numeric(self, x: Expr, what: str) -> None:
+        if x.dtype == "bool":
+            raise self.error(f"`{what}` needs a number, got a comparison", x.loc)
+
+    def unify(self, a: Expr, b: Expr, loc: SourceLoc, what: str) -> tuple[str, bool]:
+        """The dtype two operands are computed in; literals, sizes and indices adapt to tensors."""
+        self.need_numeric(a, what)
+        self.need_numeric(b, what)
+        if not a.weak and not b.weak:
+            if a.dtype != b.dtype:
+                raise self.error(f"dtype mismatch in `{what}`: {a.dtype} and {b.dtype}; convert one side "
+                                 f"with {a.dtype}(...) or {b.dtype}(...)", loc)
+            return a.dtype, False
+        if a.weak and b.weak:
+            return ("f32" if "f32" in (a.dtype, b.dtype) else "i32"), True
+        strong, weak = (a, b) if not a.weak else (b, a)
+        if weak.dtype == "f32" and strong.dtype == "i32":
+            raise self.error(f"dtype mismatch in `{what}`: a float value with an i32 tensor; convert with "
+                             f"f32(...) or i32(...)", loc)
+        return strong.dtype, False
+
+    def arith(self, op: str, a: Expr, b: Expr, loc: SourceLoc) -> Expr:
+        dt, weak = self.unify(a, b, loc, op)
+        if op == "**" and dt in ("i32",):
+            dt = "f32" if weak else dt
+            if not weak:
+                raise self.error("`**` needs float operands; convert with f32(...)", loc)
+        return Binary(dt, weak, loc, op, a, b, dt)
+
+    def call(self, fn: str, args: list[Expr], loc: SourceLoc, fn_loc: SourceLoc) -> Expr:
+        arity = {"select": 3, "max": 2, "min": 2}.get(fn, 1)
+        if fn not in FUNCS:
+            raise self.error(f"unknown function `{fn}`; the functions are {', '.join(FUNCS)}", fn_loc)
+        if len(args) != arity:
+            raise self.error(f"`{fn}` takes {arity} argument{'s' if arity > 1 else ''}, {len(args)} given", loc)
+        if fn in CASTS:
+            self.need_numeric(args[0], fn)
+            return Call(fn, False, loc, fn, tuple(args), args[0].dtype)
+        if fn == "select":
+            self.need_bool(args[0], "select")
+            dt, weak = self.unify(args[1], args[2], loc, "select")
+            return Call(dt, weak, loc, fn, tuple(args), dt)
+        if fn in ("max", "min"):
+            dt, weak = self.unify(args[0], args[1], loc, fn)
+            return Call(dt, weak, loc, fn, tuple(args), dt)
+        x = args[0]
+        self.need_numeric(x, fn)
+        if fn == "abs":
+            return Call(x.dtype, x.weak, loc, fn, (x,), x.dtype)
+        if x.dtype == "i32" and not x.weak:
+            raise self.error(f"`{fn}` needs a float argument, got i32; convert with f32(...)", loc)
+        dt = "f32" if x.weak else x.dtype
+        return Call(dt, x.weak, loc, fn, (x,), dt)
+
+
+# ---- text helpers ----
+
+def _strip_comment(text: str) -> str:
+    return text.split("#", 1)[0].rstrip()
+
+
+def _depth(text: str) -> int:
+    d = 0
+    for ch in text:
+        if ch in "([{":
+            d += 1
+        elif ch in ")]}":
+            d -= 1
+    return d
+
+
+def _find_assign(text: str):
+    """Position, text and reduce op of the top-level assignment operator, or (None, None, None)."""
+    depth = 0
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        elif depth == 0:
+            for tok, red in _ASSIGN_OPS:
+                if text.startswith(tok, i):
+                    if tok == "=":
+                        prev = text[i - 1] if i else ""
+                        nxt = text[i + 1] if i + 1 < len(text) else ""
+                        if prev in "=!<>+-*/%" or nxt == "=":
+                            break
+                    elif tok in ("max=", "min=") and i and (text[i - 1].isalnum() or text[i - 1] == "_"):
+                        continue
+                    return i, tok, red
+        i += 1
+    return None, None, None
+
+
+def _find_where(text: str):
+    depth = 0
+    for m in re.finditer(r"[()\[\]{}]|\bwhere\b", text):
+        t = m.group(0)
+        if t in "([{":
+            depth += 1
+        elif t in ")]}":
+            depth -= 1
+        elif depth == 0:
+            return m.start()
+    return None
+
+
+def _split_top(p: _Piece) -> list[_Piece]:
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(p.text):
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            parts.append(_Piece(p.text[start:i], p.line, p.col0 + start))
+            start = i + 1
+    parts.append(_Piece(p.text[start:], p.line, p.col0 + start))
+    return [_lstrip_piece(q) for q in parts]
+
+
+def _find_top_colon(text: str):
+    depth = 0
+    for i, ch in enumerate(text):
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        elif ch == ":" and depth == 0:
+            return i
+    return None
+
+
+def _lstrip_piece(p: _Piece) -> _Piece:
+    n = len(p.text) - len(p.text.lstrip())
+    return _Piece(p.text[n:], p.line, p.col0 + n)

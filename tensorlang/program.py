@@ -1,0 +1,301 @@
+"""The parsed program: tensors, stages and the Einstein expressions they compute.
+
+An `Op` is what `tl.op(SOURCE)` returns: sizes stay symbolic. Index expressions are affine in the
+index variables with size polynomials as coefficients; value expressions carry their dtype and the
+source range they came from, so that every later error can point at the text.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+
+from .errors import SourceLoc
+from .sizes import SizePoly
+
+REDUCE_OPS = ("+", "*", "max", "min")
+
+
+@dataclass(frozen=True)
+class IndexExpr:
+    """An affine index expression: sum of coefficient * index variable, plus a constant.
+
+    >>> e = IndexExpr.var("h") * SizePoly.const(2) + IndexExpr.var("r")
+    >>> str(e)
+    '2*h + r'
+    >>> e.evaluate({})
+    ({'h': 2, 'r': 1}, 0)
+    """
+
+    terms: tuple[tuple[str, SizePoly], ...] = ()
+    const: SizePoly = SizePoly()
+
+    @staticmethod
+    def var(name: str) -> "IndexExpr":
+        """The index variable `name`."""
+        return IndexExpr(((name, SizePoly.const(1)),))
+
+    @staticmethod
+    def size(poly: SizePoly) -> "IndexExpr":
+        """A constant (size polynomial) index."""
+        return IndexExpr((), poly)
+
+    def variables(self) -> tuple[str, ...]:
+        """The index variables with a non-zero coefficient, sorted."""
+        return tuple(v for v, _ in self.terms)
+
+    def __add__(self, other: "IndexExpr") -> "IndexExpr":
+        d = dict(self.terms)
+        for v, c in other.terms:
+            d[v] = d.get(v, SizePoly()) + c
+        return IndexExpr(tuple(sorted((v, c) for v, c in d.items() if c.terms)), self.const + other.const)
+
+    def __neg__(self) -> "IndexExpr":
+        return IndexExpr(tuple((v, -c) for v, c in self.terms), -self.const)
+
+    def __sub__(self, other: "IndexExpr") -> "IndexExpr":
+        return self + (-other)
+
+    def __mul__(self, k: SizePoly) -> "IndexExpr":
+        return IndexExpr(tuple((v, c * k) for v, c in self.terms if (c * k).terms), self.const * k)
+
+    def evaluate(self, sizes: dict[str, int]) -> tuple[dict[str, int], int]:
+        """Bind sizes: integer coefficients per variable and an integer constant."""
+        coeffs = {v: c.evaluate(sizes) for v, c in self.terms}
+        return {v: c for v, c in coeffs.items() if c != 0}, self.const.evaluate(sizes)
+
+    def is_plain_var(self) -> str | None:
+        """The variable name when the expression is exactly one variable, else None."""
+        if not self.const.terms and len(self.terms) == 1 and self.terms[0][1] == SizePoly.const(1):
+            return self.terms[0][0]
+        return None
+
+    def __str__(self) -> str:
+        parts = []
+        for v, c in self.terms:
+            if c == SizePoly.const(1):
+                parts.append(v)
+            elif c == SizePoly.const(-1):
+                parts.append(f"-{v}")
+            elif c.is_constant() or len(c.terms) == 1:
+                parts.append(f"{c}*{v}")
+            else:
+                parts.append(f"({c})*{v}")
+        if self.const.terms or not parts:
+            parts.append(str(self.const))
+        text = parts[0]
+        for p in parts[1:]:
+            text += f" - {p[1:]}" if p.startswith("-") else f" + {p}"
+        return text
+
+
+# ---- value expressions -------------------------------------------------------------------------
+# Every node has `dtype` (the DSL dtype name) and `weak` (a literal, size or index value whose type
+# adapts to its context, like a Python number in numpy).
+
+
+@dataclass(frozen=True)
+class Expr:
+    """Base of value expressions."""
+
+    dtype: str
+    weak: bool
+    loc: SourceLoc = field(compare=False, hash=False)
+
+
+@dataclass(frozen=True)
+class Access(Expr):
+    """A read `tensor[indices]`."""
+
+    tensor: str = ""
+    indices: tuple[IndexExpr, ...] = ()
+    index_locs: tuple[SourceLoc, ...] = field(default=(), compare=False, hash=False)
+
+
+@dataclass(frozen=True)
+class Literal(Expr):
+    """An int or float constant (`inf` included)."""
+
+    value: float | int = 0
+
+
+@dataclass(frozen=True)
+class IntValue(Expr):
+    """An integer computed from index variables and sizes, used as a value (`select(i == j, 1.0, 0.0)`)."""
+
+    expr: IndexExpr = IndexExpr()
+
+
+@dataclass(frozen=True)
+class Unary(Expr):
+    """`-x` (op "neg") or `not x` (op "not")."""
+
+    op: str = ""
+    x: Expr | None = None
+
+
+@dataclass(frozen=True)
+class Binary(Expr):
+    """Arithmetic (+ - * / // % **), comparison (< <= > >= == !=) or logic (and or).
+
+    `operand_dtype` is the dtype both operands are computed in (for comparisons it differs from the result).
+    """
+
+    op: str = ""
+    a: Expr | None = None
+    b: Expr | None = None
+    operand_dtype: str = ""
+
+
+@dataclass(frozen=True)
+class Call(Expr):
+    """A function: exp log sqrt tanh abs max min select, or a cast f32 f64 i32."""
+
+    fn: str = ""
+    args: tuple[Expr, ...] = ()
+    operand_dtype: str = ""
+
+
+def walk(e: Expr):
+    """Yield `e` and every sub-expression, parents first.
+
+    >>> [type(x).__name__ for x in walk(Literal("f32", True, None, 1.0))]
+    ['Literal']
+    """
+    yield e
+    if isinstance(e, Unary):
+        yield from walk(e.x)
+    elif isinstance(e, Binary):
+        yield from walk(e.a)
+        yield from walk(e.b)
+    elif isinstance(e, Call):
+        for a in e.args:
+            yield from walk(a)
+
+
+def index_vars_of(e: Expr) -> list[str]:
+    """Index variables a value expression uses, in order of first appearance."""
+    seen: dict[str, None] = {}
+    for node in walk(e):
+        if isinstance(node, Access):
+            for ix in node.indices:
+                for v in ix.variables():
+                    seen.setdefault(v)
+        elif isinstance(node, IntValue):
+            for v in node.expr.variables():
+                seen.setdefault(v)
+    return list(seen)
+
+
+# ---- program -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Param:
+    """A tensor input `NAME: DTYPE[SIZES]`."""
+
+    name: str
+    dtype: str
+    shape: tuple[SizePoly, ...]
+    loc: SourceLoc = field(compare=False, hash=False)
+
+    def __str__(self) -> str:
+        return f"{self.name}: {self.dtype}[{', '.join(str(s) for s in self.shape)}]"
+
+
+@dataclass(frozen=True)
+class WhereRange:
+    """An explicit range `var in lo:hi` from a `where` clause."""
+
+    lo: SizePoly
+    hi: SizePoly
+    loc: SourceLoc = field(compare=False, hash=False)
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One statement: `name[lhs_vars] reduce_op= rhs where ...`; `reduce_op` is None for `=`."""
+
+    name: str
+    dtype: str
+    lhs_vars: tuple[str, ...]
+    reduce_op: str | None
+    rhs: Expr
+    red_vars: tuple[str, ...]
+    where: dict[str, WhereRange] = field(compare=False, hash=False)
+    loc: SourceLoc = field(compare=False, hash=False)
+    var_locs: dict[str, SourceLoc] = field(compare=False, hash=False)
+    text: str = field(default="", compare=False, hash=False)
+
+    @property
+    def all_vars(self) -> tuple[str, ...]:
+        """Left-side variables then reduction variables: the default loop order."""
+        return self.lhs_vars + self.red_vars
+
+    def accesses(self) -> list[Access]:
+        """Every read in the right side, in source order."""
+        return [n for n in walk(self.rhs) if isinstance(n, Access)]
+
+    def reads(self) -> list[str]:
+        """Names of the tensors read, without repeats, in source order."""
+        return list(dict.fromkeys(a.tensor for a in self.accesses()))
+
+
+@dataclass(frozen=True)
+class Op:
+    """A parsed and checked program; sizes stay symbolic until `tl.build(op, **sizes)`.
+
+    >>> import tensorlang as tl
+    >>> op = tl.op('''
+    ... def matmul(A: f32[M, K], B: f32[K, N]) -> C:
+    ...     C[m, n] += A[m, k] * B[k, n]
+    ... ''')
+    >>> op.inputs, op.outputs, op.size_names
+    (['A', 'B'], ['C'], ('M', 'K', 'N'))
+    """
+
+    name: str
+    source: str = field(compare=False, hash=False, repr=False)
+    params: tuple[Param, ...]
+    int_params: tuple[str, ...]
+    stages: tuple[Stage, ...]
+    outputs: tuple[str, ...]
+    size_names: tuple[str, ...]
+
+    @property
+    def inputs(self) -> list[str]:
+        """Input tensor names, in parameter order."""
+        return [p.name for p in self.params]
+
+    def param(self, name: str) -> Param | None:
+        """The input called `name`, or None."""
+        return next((p for p in self.params if p.name == name), None)
+
+    def stage(self, name: str) -> Stage | None:
+        """The stage called `name`, or None."""
+        return next((s for s in self.stages if s.name == name), None)
+
+    @property
+    def key(self) -> str:
+        """A hash of the normalized program text (comments and blank lines removed, spacing folded)."""
+        lines = []
+        for line in self.source.splitlines():
+            text = line.split("#", 1)[0].strip()
+            if text:
+                lines.append(" ".join(text.split()))
+        return hashlib.sha256("\n".join(lines).encode()).hexdigest()[:16]
+
+    def lower(self, **sizes: int) -> str:
+        """The loop IR of the default schedule for these sizes, as text.
+
+        >>> import tensorlang as tl
+        >>> print(tl.op("def t(X: f32[N]) -> Y:\\n    Y[i] = X[i] * 2.0").lower(N=4))  # doctest: +ELLIPSIS
+        def t(X: f32[4], Y: f32[4]):
+          for i in 0:4:
+            Y[i] = X[i]*2f
+        """
+        from .schedule import Schedule
+
+        return Schedule(self, sizes).lower()
+
+    def __str__(self) -> str:
+        return self.source.strip()

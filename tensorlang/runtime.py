@@ -1,0 +1,150 @@
+"""Compiled kernels: `tl.build(...)` returns a `Kernel` that checks its numpy arguments and runs machine code.
+
+>>> import numpy as np, tensorlang as tl
+>>> k = tl.build(tl.op("def f(A: f32[N]) -> B:\\n    B[i] = A[i] * 2.0"), N=3)
+>>> k(np.arange(3, dtype=np.float32)).tolist()
+[0.0, 2.0, 4.0]
+"""
+from __future__ import annotations
+
+import ctypes
+import threading
+import time
+
+import numpy as np
+
+from .codegen_llvm import emit_module
+from .dtypes import DTYPES
+from .errors import BuildError
+from .ir import Func
+from .program import Op
+from .schedule import Schedule
+from .target import Target, compile_ir, host_target, target_machine
+
+_cache: dict[tuple, "Kernel"] = {}
+_cache_lock = threading.Lock()
+
+
+class Kernel:
+    """A compiled program for fixed sizes: call it with numpy arrays (inputs in parameter order).
+
+    `k(*inputs)` returns the output (a tuple when there are several); `k(*inputs, out=arr)` fills `arr`.
+    """
+
+    def __init__(self, schedule: Schedule, func: Func, llvm_ir: str, engine, module_ref, target: Target,
+                 compile_seconds: float):
+        self.schedule = schedule
+        self.op = schedule.op
+        self.func = func
+        self.target = target
+        self.compile_seconds = compile_seconds
+        self._llvm_ir = llvm_ir
+        self._engine = engine  # keeps the machine code alive
+        self._module = module_ref
+        bound = schedule.bound
+        self.input_shapes = {p.name: bound.shapes[p.name] for p in self.op.params}
+        self.output_shapes = {o: bound.shapes[o] for o in self.op.outputs}
+        self.input_dtypes = {p.name: DTYPES[p.dtype].numpy for p in self.op.params}
+        self.output_dtypes = {o: DTYPES[bound.dtypes[o]].numpy for o in self.op.outputs}
+        address = engine.get_function_address(func.name)
+        n = len(func.params)
+        self._fn = ctypes.CFUNCTYPE(ctypes.c_int32, *([ctypes.c_void_p] * n))(address)
+
+    @property
+    def sizes(self) -> dict:
+        """The bound sizes."""
+        return dict(self.schedule.sizes)
+
+    def __call__(self, *inputs, out=None):
+        names = self.op.inputs
+        if len(inputs) != len(names):
+            raise BuildError(f"{self.op.name}: expected {len(names)} input array{'s' if len(names) != 1 else ''} "
+                             f"({', '.join(names)}), got {len(inputs)}")
+        for name, a in zip(names, inputs):
+            self._check(name, a, self.input_shapes[name], self.input_dtypes[name], "input")
+        outs = self._outputs(out, inputs)
+        status = self._fn(*[a.ctypes.data for a in inputs], *[o.ctypes.data for o in outs])
+        if status != 0:
+            raise MemoryError(f"{self.op.name}: the kernel could not allocate its temporary buffers")
+        if out is not None:
+            return out
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def _outputs(self, out, inputs) -> list[np.ndarray]:
+        names = list(self.op.outputs)
+        if out is None:
+            return [np.empty(self.output_shapes[n], self.output_dtypes[n]) for n in names]
+        outs = list(out) if isinstance(out, (tuple, list)) else [out]
+        if len(outs) != len(names):
+            raise BuildError(f"{self.op.name}: out= needs {len(names)} array{'s' if len(names) > 1 else ''} "
+                             f"({', '.join(names)}), got {len(outs)}")
+        for name, o in zip(names, outs):
+            self._check(name, o, self.output_shapes[name], self.output_dtypes[name], "output")
+            if not o.flags.writeable:
+                raise BuildError(f"{self.op.name}: output {name} (out=) is read-only")
+            for iname, a in zip(self.op.inputs, inputs):
+                if np.shares_memory(o, a):
+                    raise BuildError(f"{self.op.name}: output {name} (out=) overlaps input {iname}; "
+                                     "pass a separate array")
+        return outs
+
+    def _check(self, name, a, shape, dtype, role) -> None:
+        where = f"{self.op.name}: {role} {name}"
+        if not isinstance(a, np.ndarray):
+            raise BuildError(f"{where} must be a numpy array, got {type(a).__name__}")
+        if a.dtype != dtype:
+            raise BuildError(f"{where} has dtype {a.dtype}, expected {dtype}; convert with "
+                             f"{name}.astype(np.{dtype.name})")
+        if a.shape != tuple(shape):
+            raise BuildError(f"{where} has shape {a.shape}, expected {tuple(shape)} "
+                             f"(sizes {', '.join(f'{k}={v}' for k, v in self.sizes.items())})")
+        if not a.flags.c_contiguous:
+            raise BuildError(f"{where} is not C-contiguous; pass np.ascontiguousarray({name})")
+
+    def source(self, kind: str = "llvm") -> str:
+        """The kernel as text: "ir" (loop IR), "llvm" (optimised LLVM IR), "llvm-unoptimized", or "asm"."""
+        if kind == "ir":
+            return str(self.func)
+        if kind == "llvm":
+            return str(self._module)
+        if kind == "llvm-unoptimized":
+            return self._llvm_ir
+        if kind == "asm":
+            return target_machine(self.target).emit_assembly(self._module)
+        raise BuildError(f"source(kind={kind!r}): kind is one of 'ir', 'llvm', 'llvm-unoptimized', 'asm'")
+
+    def __repr__(self) -> str:
+        sizes = ", ".join(f"{k}={v}" for k, v in self.sizes.items())
+        return f"<Kernel {self.op.name}({sizes}) for {self.target.cpu}>"
+
+
+def build(what: Op | Schedule, **sizes: int) -> Kernel:
+    """Compile a program (default schedule, with `sizes`) or a Schedule for this CPU; cached.
+
+    >>> import tensorlang as tl
+    >>> op = tl.op("def f(A: f32[N]) -> B:\\n    B[i] = A[i]")
+    >>> tl.build(op, N=4) is tl.build(op, N=4)
+    True
+    """
+    if isinstance(what, Schedule):
+        if sizes:
+            raise BuildError("build(schedule): the schedule already has its sizes; pass no sizes")
+        sched = what
+    elif isinstance(what, Op):
+        sched = Schedule(what, sizes)
+    else:
+        raise BuildError(f"build() takes an Op (from tl.op) or a Schedule, not {type(what).__name__}")
+    target = host_target()
+    key = (sched.op.key, tuple(sorted(sched.sizes.items())), sched.key(), target.key)
+    with _cache_lock:
+        hit = _cache.get(key)
+    if hit is not None:
+        return hit
+    t0 = time.perf_counter()
+    func = sched.lowered()
+    llvm_ir = str(emit_module(func))
+    engine, mod = compile_ir(llvm_ir, target)
+    kernel = Kernel(sched, func, llvm_ir, engine, mod, target, time.perf_counter() - t0)
+    with _cache_lock:
+        _cache.setdefault(key, kernel)
+    return _cache[key]

@@ -1,0 +1,104 @@
+"""Simplify index expressions: fold constants and put affine integer expressions in a canonical order.
+
+>>> from tensorlang.ir import Var, BinOp, const
+>>> i, j = Var("i"), Var("j")
+>>> str(simplify(BinOp("+", BinOp("*", BinOp("+", i, const(1)), const(2)), BinOp("-", j, i))))
+'i + j + 2'
+"""
+from __future__ import annotations
+
+from .ir import BinOp, Cast, Cmp, Expr, IntImm, Logic, Neg, Not, Select, Var
+
+_INT = ("i64", "i32")
+
+
+def simplify(e: Expr) -> Expr:
+    """A simpler expression equal to `e` (integer arithmetic exactly; floats are left alone)."""
+    if isinstance(e, BinOp) and e.dtype in _INT and e.op in ("+", "-", "*"):
+        return _rebuild(*_linear(e), e.dtype)
+    if isinstance(e, Neg) and e.dtype in _INT:
+        return _rebuild(*_linear(e), e.dtype)
+    if isinstance(e, BinOp):
+        a, b = simplify(e.a), simplify(e.b)
+        if isinstance(a, IntImm) and isinstance(b, IntImm) and e.op in ("//", "%", "min", "max") and \
+                (e.op in ("min", "max") or b.value != 0):
+            v = {"//": lambda x, y: x // y, "%": lambda x, y: x % y, "min": min, "max": max}[e.op](a.value, b.value)
+            return IntImm(v, e.dtype)
+        if e.op in ("//", "%") and isinstance(b, IntImm) and b.value == 1:
+            return a if e.op == "//" else IntImm(0, e.dtype)
+        return BinOp(e.op, a, b)
+    if isinstance(e, Cmp):
+        a, b = simplify(e.a), simplify(e.b)
+        if isinstance(a, IntImm) and isinstance(b, IntImm):
+            return IntImm(int(_cmp(e.op, a.value, b.value)), "bool")
+        return Cmp(e.op, a, b)
+    if isinstance(e, Logic):
+        return Logic(e.op, simplify(e.a), simplify(e.b))
+    if isinstance(e, Not):
+        return Not(simplify(e.a))
+    if isinstance(e, Select):
+        c = simplify(e.cond)
+        if isinstance(c, IntImm):
+            return simplify(e.t if c.value else e.f)
+        return Select(c, simplify(e.t), simplify(e.f))
+    if isinstance(e, Cast):
+        a = simplify(e.a)
+        if isinstance(a, IntImm) and e.dtype in _INT:
+            return IntImm(a.value, e.dtype)
+        return Cast(e.dtype, a)
+    return e
+
+
+def _cmp(op: str, x: int, y: int) -> bool:
+    return {"<": x < y, "<=": x <= y, ">": x > y, ">=": x >= y, "==": x == y, "!=": x != y}[op]
+
+
+def _linear(e: Expr) -> tuple[dict, int]:
+    """e as (atom -> coefficient, constant); atoms are variables or simplified non-affine parts."""
+    if isinstance(e, IntImm):
+        return {}, e.value
+    if isinstance(e, BinOp) and e.op in ("+", "-"):
+        ta, ca = _linear(e.a)
+        tb, cb = _linear(e.b)
+        sign = 1 if e.op == "+" else -1
+        out = dict(ta)
+        for k, v in tb.items():
+            out[k] = out.get(k, 0) + sign * v
+        return out, ca + sign * cb
+    if isinstance(e, Neg):
+        t, c = _linear(e.a)
+        return {k: -v for k, v in t.items()}, -c
+    if isinstance(e, BinOp) and e.op == "*":
+        ta, ca = _linear(e.a)
+        tb, cb = _linear(e.b)
+        if not ta:
+            return {k: ca * v for k, v in tb.items()}, ca * cb
+        if not tb:
+            return {k: cb * v for k, v in ta.items()}, ca * cb
+        return {BinOp("*", _rebuild(ta, ca, e.dtype), _rebuild(tb, cb, e.dtype)): 1}, 0
+    s = simplify(e)
+    if isinstance(s, IntImm):
+        return {}, s.value
+    return {s: 1}, 0
+
+
+def _order(atom: Expr):
+    return (0, atom.name) if isinstance(atom, Var) else (1, str(atom))
+
+
+def _rebuild(terms: dict, c: int, dtype: str) -> Expr:
+    items = sorted(((k, v) for k, v in terms.items() if v != 0), key=lambda kv: _order(kv[0]))
+    out: Expr | None = None
+    for atom, coef in items:
+        term = atom if abs(coef) == 1 else BinOp("*", atom, IntImm(abs(coef), dtype))
+        if out is None:
+            out = term if coef > 0 else Neg(term)
+        else:
+            out = BinOp("+" if coef > 0 else "-", out, term)
+    if out is None:
+        return IntImm(c, dtype)
+    if c > 0:
+        return BinOp("+", out, IntImm(c, dtype))
+    if c < 0:
+        return BinOp("-", out, IntImm(-c, dtype))
+    return out

@@ -1,0 +1,87 @@
+"""The compilation target: this machine's CPU, and the one place where target choices are made.
+
+LLVM gets the host CPU name and its features (without them the code is many times slower), opt level 3,
+and the new pass manager.
+
+>>> t = host_target()
+>>> t.cpu == __import__("llvmlite.binding", fromlist=["x"]).get_host_cpu_name()
+True
+"""
+from __future__ import annotations
+
+import functools
+import threading
+from dataclasses import dataclass
+
+import llvmlite.binding as llvm
+
+_lock = threading.Lock()
+
+
+@dataclass(frozen=True)
+class Target:
+    """A CPU to compile for: LLVM triple, CPU name and feature string."""
+
+    triple: str
+    cpu: str
+    features: str
+
+    @property
+    def key(self) -> str:
+        """A short stable text that identifies the target (for caches and tuning records)."""
+        import hashlib
+        return f"{self.triple}/{self.cpu}/{hashlib.sha256(self.features.encode()).hexdigest()[:12]}"
+
+    def vector_bits(self) -> int:
+        """The widest SIMD register in bits (512 with AVX-512, 256 with AVX2, else 128)."""
+        f = self.features
+        if "+avx512f" in f:
+            return 512
+        if "+avx2" in f or "+avx" in f:
+            return 256
+        return 128
+
+
+@functools.lru_cache(maxsize=None)
+def _initialise() -> None:
+    # llvmlite 0.50: llvm.initialize() raises; targets and printers are initialised explicitly
+    llvm.initialize_all_targets()
+    llvm.initialize_all_asmprinters()
+
+
+def host_target() -> Target:
+    """The machine this process runs on."""
+    _initialise()
+    return Target(llvm.get_process_triple(), llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten())
+
+
+@functools.lru_cache(maxsize=None)
+def target_machine(target: Target, reloc: str = "default", codemodel: str = "jitdefault"):
+    """An LLVM TargetMachine for `target` at opt level 3 (shared objects need reloc='pic', codemodel='default')."""
+    _initialise()
+    t = llvm.Target.from_triple(target.triple)
+    return t.create_target_machine(cpu=target.cpu, features=target.features, opt=3, reloc=reloc,
+                                   codemodel=codemodel)
+
+
+def optimize(module_ref, tm) -> None:
+    """Run the O3 pipeline of the new pass manager over a parsed module, in place."""
+    pto = llvm.create_pipeline_tuning_options(speed_level=3)
+    pto.loop_vectorization = True
+    pto.slp_vectorization = True
+    pb = llvm.create_pass_builder(tm, pto)
+    pb.getModulePassManager().run(module_ref, pb)
+
+
+def compile_ir(llvm_ir: str, target: Target):
+    """Parse, verify, optimise and JIT-compile LLVM IR text; return (engine, optimised module ref)."""
+    with _lock:
+        tm = target_machine(target)
+        mod = llvm.parse_assembly(llvm_ir)
+        mod.triple = target.triple
+        mod.data_layout = str(tm.target_data)
+        mod.verify()
+        optimize(mod, tm)
+        engine = llvm.create_mcjit_compiler(mod, tm)
+        engine.finalize_object()
+        return engine, mod
