@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from .errors import BuildError
+from .simplify import simplify
 from .ir import (Allocate, BinOp, Call, Cast, Cmp, Expr, For, Func, If, IntImm, Let, Load, Logic, Neg, Not, Select,
                  Seq, Store, Var)
 
@@ -24,6 +25,16 @@ def interval(e: Expr, env: dict[str, tuple[int, int]]) -> Interval:
     >>> interval(BinOp("+", BinOp("*", Var("mo"), const(32)), Var("mi")), {"mo": (0, 3), "mi": (0, 31)})
     (0, 127)
     """
+    computed = _interval(e, env)
+    fact = env.get(e) if env and not isinstance(e, (IntImm, Var)) else None
+    if fact is None:
+        return computed
+    if computed is None:
+        return fact
+    return (max(fact[0], computed[0]), min(fact[1], computed[1]))
+
+
+def _interval(e: Expr, env) -> Interval:
     if isinstance(e, IntImm):
         return (e.value, e.value)
     if isinstance(e, Var):
@@ -64,38 +75,31 @@ def interval(e: Expr, env: dict[str, tuple[int, int]]) -> Interval:
 
 
 def _refine(cond: Expr, env: dict) -> dict:
-    """Tighten variable bounds inside `if cond` for conditions `v < e`, `v <= e`, `e > v` and `a and b`."""
+    """Inside `if cond`: remember `a < b` (and <=, >, >=, `and`) as a fact bounding expression `a`.
+
+    Facts are keyed by the simplified expression, so a guard `mo*32 + mi < N` proves `X[mo*32 + mi]`.
+    """
     if isinstance(cond, Logic) and cond.op == "and":
         return _refine(cond.b, _refine(cond.a, env))
-    if isinstance(cond, Cmp) and cond.op in ("<", "<=", ">", ">="):
-        a, b, op = cond.a, cond.b, cond.op
-        if op in (">", ">="):
-            a, b, op = b, a, {">": "<", ">=": "<="}[op]
-        # a < b: bound variables appearing with coefficient 1 in a, e.g. `mo*32 + mi < N`
-        hi = interval(b, env)
-        if hi is None:
-            return env
-        limit = hi[1] - (1 if op == "<" else 0)
-        terms = _plus_terms(a)
-        out = dict(env)
-        for k, t in enumerate(terms):
-            if isinstance(t, Var) and t.name in env:
-                others = [interval(o, env) for j, o in enumerate(terms) if j != k]
-                if any(o is None for o in others):
-                    continue
-                rest_lo = sum(o[0] for o in others)
-                lo, vhi = env[t.name]
-                out[t.name] = (lo, min(vhi, limit - rest_lo))
-            elif isinstance(t, Var) is False and len(terms) == 1:
-                pass
-        return out
-    return env
-
-
-def _plus_terms(e: Expr) -> list[Expr]:
-    if isinstance(e, BinOp) and e.op == "+":
-        return _plus_terms(e.a) + _plus_terms(e.b)
-    return [e]
+    if not (isinstance(cond, Cmp) and cond.op in ("<", "<=", ">", ">=")):
+        return env
+    out = dict(env)
+    for a, b, upper in ((cond.a, cond.b, cond.op in ("<", "<=")), (cond.b, cond.a, cond.op in (">", ">="))):
+        strict = cond.op in ("<", ">")
+        other = interval(b, env)
+        if other is None:
+            continue
+        key = simplify(a)
+        lo, hi = interval(key, env) or (-(1 << 62), 1 << 62)
+        if upper:
+            hi = min(hi, other[1] - (1 if strict else 0))
+        else:
+            lo = max(lo, other[0] + (1 if strict else 0))
+        if isinstance(key, Var):
+            out[key.name] = (lo, hi)
+        else:
+            out[key] = (lo, hi)
+    return out
 
 
 class _Checker:
@@ -106,7 +110,7 @@ class _Checker:
     def unproven(self, buf, indices, env) -> tuple[bool, ...]:
         out = []
         for d, ix in enumerate(indices):
-            r = interval(ix, env)
+            r = interval(simplify(ix), env)
             out.append(r is None or r[0] < 0 or r[1] > buf.shape[d] - 1)
         return tuple(out)
 

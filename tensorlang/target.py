@@ -55,13 +55,21 @@ def host_target() -> Target:
     return Target(llvm.get_process_triple(), llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten())
 
 
-@functools.lru_cache(maxsize=None)
-def target_machine(target: Target, reloc: str = "default", codemodel: str = "jitdefault"):
-    """An LLVM TargetMachine for `target` at opt level 3 (shared objects need reloc='pic', codemodel='default')."""
+def new_target_machine(target: Target, reloc: str = "default", codemodel: str = "jitdefault"):
+    """A new LLVM TargetMachine for `target` at opt level 3 (shared objects need reloc='pic', codemodel='default').
+
+    An MCJIT engine takes ownership of the target machine it is given, so each engine needs its own.
+    """
     _initialise()
     t = llvm.Target.from_triple(target.triple)
     return t.create_target_machine(cpu=target.cpu, features=target.features, opt=3, reloc=reloc,
                                    codemodel=codemodel)
+
+
+@functools.lru_cache(maxsize=None)
+def target_machine(target: Target, reloc: str = "default", codemodel: str = "jitdefault"):
+    """A shared TargetMachine for optimising and printing (never hand it to an engine)."""
+    return new_target_machine(target, reloc, codemodel)
 
 
 def optimize(module_ref, tm) -> None:
@@ -70,7 +78,14 @@ def optimize(module_ref, tm) -> None:
     pto.loop_vectorization = True
     pto.slp_vectorization = True
     pb = llvm.create_pass_builder(tm, pto)
-    pb.getModulePassManager().run(module_ref, pb)
+    mpm = pb.getModulePassManager()
+    try:
+        mpm.run(module_ref, pb)
+    finally:
+        # close in this order, now: a pass builder collected after its module frees the module's analyses twice
+        mpm.close()
+        pb.close()
+        pto.close()
 
 
 def compile_ir(llvm_ir: str, target: Target):
@@ -82,6 +97,6 @@ def compile_ir(llvm_ir: str, target: Target):
         mod.data_layout = str(tm.target_data)
         mod.verify()
         optimize(mod, tm)
-        engine = llvm.create_mcjit_compiler(mod, tm)
+        engine = llvm.create_mcjit_compiler(mod, new_target_machine(target))
         engine.finalize_object()
         return engine, mod

@@ -1,0 +1,184 @@
+"""The `tensorlang` command line.
+
+    tensorlang ops [--json]                               workloads and their size presets
+    tensorlang run WORKLOAD [--preset P | --size K=V,...]  compile, run, check against numpy, time it
+    tensorlang show WORKLOAD [--ir | --llvm | --asm]       the loop IR or generated code
+
+Every command takes `--json` and then prints one JSON object on stdout. Bad flags name the flag and the
+legal values; errors never end in a traceback.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+from .errors import TensorlangError
+
+
+class CLIError(Exception):
+    """A bad command line: the message names the flag and what is legal."""
+
+
+def parse_sizes(text: str) -> dict[str, int]:
+    """Parse `--size M=1024,N=1024` into a dict.
+
+    >>> parse_sizes("M=4, N=8")
+    {'M': 4, 'N': 8}
+    """
+    out: dict[str, int] = {}
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        name, eq, value = part.partition("=")
+        name, value = name.strip(), value.strip()
+        if not eq or not name.isidentifier():
+            raise CLIError(f"--size: expected NAME=INT pairs separated by commas (like M=1024,N=512), got {part!r}")
+        try:
+            out[name] = int(value)
+        except ValueError:
+            raise CLIError(f"--size: {name}={value!r} is not an integer") from None
+    if not out:
+        raise CLIError("--size: no sizes given; expected NAME=INT pairs like M=1024,N=512")
+    return out
+
+
+def workload_and_sizes(args) -> tuple:
+    """The workload and its sizes from WORKLOAD, --preset and --size (which overrides preset values)."""
+    import schedules
+    if args.workload not in schedules.WORKLOADS:
+        raise CLIError(f"unknown workload {args.workload!r}; workloads: {', '.join(schedules.WORKLOADS)}")
+    w = schedules.WORKLOADS[args.workload]
+    if args.preset is not None and args.preset not in w.presets:
+        raise CLIError(f"--preset: {w.name} has no preset {args.preset!r}; presets: {', '.join(w.presets)}")
+    sizes = w.sizes(args.preset)
+    if args.size:
+        extra = parse_sizes(args.size)
+        unknown = [k for k in extra if k not in sizes]
+        if unknown:
+            raise CLIError(f"--size: {w.name} has no size {', '.join(unknown)}; sizes: {', '.join(sizes)}")
+        sizes.update(extra)
+    return w, sizes
+
+
+def cmd_ops(args) -> dict:
+    import schedules
+    rows = []
+    for w in schedules.WORKLOADS.values():
+        rows.append({"workload": w.name, "description": w.description, "default_preset": w.default_preset,
+                     "presets": w.presets})
+    if not args.json:
+        for r in rows:
+            print(f"{r['workload']:<18} {r['description']}")
+            for name, sizes in r["presets"].items():
+                mark = "*" if name == r["default_preset"] else " "
+                print(f"  {mark} {name:<16} {', '.join(f'{k}={v}' for k, v in sizes.items())}")
+        print("\n(* default preset)  run one: tensorlang run conv2d --preset resnet18_3x3")
+    return {"workloads": rows}
+
+
+def cmd_run(args) -> dict:
+    import numpy as np
+
+    import tensorlang as tl
+    w, sizes = workload_and_sizes(args)
+    op = tl.op(w.source)
+    t0 = time.perf_counter()
+    kernel = tl.build(op, **sizes)
+    compile_s = time.perf_counter() - t0
+    inputs = w.make_inputs(sizes, np.random.default_rng(args.seed))
+    out = kernel(*inputs)
+    times = []
+    deadline = time.perf_counter() + args.min_time
+    while len(times) < args.repeat or time.perf_counter() < deadline:
+        t = time.perf_counter()
+        kernel(*inputs)
+        times.append(time.perf_counter() - t)
+    median = float(np.median(times))
+    expected = w.reference(*inputs, **sizes)
+    outs = out if isinstance(out, tuple) else (out,)
+    exps = expected if isinstance(expected, tuple) else (expected,)
+    err = max(float(np.max(np.abs(o.astype(np.float64) - e))) / max(1.0, float(np.max(np.abs(e))))
+              for o, e in zip(outs, exps))
+    ok = err < 1e-3
+    gflops = w.flops(sizes) / median / 1e9
+    result = {"workload": w.name, "sizes": sizes, "compile_s": compile_s, "median_s": median,
+              "gflops": gflops, "runs": len(times), "max_rel_error": err, "matches_numpy": ok}
+    if not args.json:
+        print(f"{w.name} ({', '.join(f'{k}={v}' for k, v in sizes.items())})")
+        print(f"  compiled in {compile_s * 1000:.0f} ms (default schedule, {kernel.target.cpu})")
+        print(f"  median of {len(times)} runs: {median * 1000:.3f} ms, {gflops:.2f} GFLOPS")
+        print(f"  matches numpy: {'yes' if ok else 'NO'} (max relative error {err:.2e})")
+    if not ok:
+        raise CLIError(f"{w.name}: result differs from numpy (max relative error {err:.2e})")
+    return result
+
+
+def cmd_show(args) -> dict:
+    import tensorlang as tl
+    w, sizes = workload_and_sizes(args)
+    op = tl.op(w.source)
+    kind = "llvm" if args.llvm else "asm" if args.asm else "ir"
+    text = tl.schedule(op, **sizes).lower() if kind == "ir" else tl.build(op, **sizes).source(kind)
+    if not args.json:
+        print(text)
+    return {"workload": w.name, "sizes": sizes, "kind": kind, "text": text}
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # argparse's own errors: usage line and the message, exit 2, no traceback
+        self.print_usage(sys.stderr)
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def make_parser() -> argparse.ArgumentParser:
+    """The argument parser of the `tensorlang` command."""
+    p = _Parser(prog="tensorlang", description="tensorlang: a tensor compiler with an auto-tuner")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+
+    def common(sp, sizes=True):
+        sp.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+        if sizes:
+            sp.add_argument("workload", metavar="WORKLOAD", help="a workload (see `tensorlang ops`)")
+            sp.add_argument("--preset", help="a size preset of the workload")
+            sp.add_argument("--size", help="sizes as NAME=INT,... (override the preset's)")
+
+    common(sub.add_parser("ops", help="list workloads and their size presets"), sizes=False)
+    r = sub.add_parser("run", help="compile a workload, run it, check it against numpy and time it")
+    common(r)
+    r.add_argument("--repeat", type=int, default=10, help="at least this many timed runs (default 10)")
+    r.add_argument("--min-time", type=float, default=0.2, help="and at least this many seconds (default 0.2)")
+    r.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    s = sub.add_parser("show", help="print the loop IR (default), LLVM IR or assembly")
+    common(s)
+    g = s.add_mutually_exclusive_group()
+    g.add_argument("--ir", action="store_true", help="the loop IR (default)")
+    g.add_argument("--llvm", action="store_true", help="the optimised LLVM IR")
+    g.add_argument("--asm", action="store_true", help="the assembly")
+    return p
+
+
+COMMANDS = {"ops": cmd_ops, "run": cmd_run, "show": cmd_show}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the `tensorlang` console script; returns the exit status."""
+    args = make_parser().parse_args(argv)
+    try:
+        result = COMMANDS[args.command](args)
+    except (CLIError, TensorlangError, ValueError) as e:
+        print(f"tensorlang {args.command}: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"tensorlang {args.command}: interrupted", file=sys.stderr)
+        return 130
+    if args.json:
+        print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,66 @@
+"""The command line (as a user runs it) and the tutorials (run as scripts)."""
+import json
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def tensorlang(*args):
+    return subprocess.run([sys.executable, "-m", "tensorlang.cli", *args], capture_output=True, text=True,
+                          cwd=ROOT, timeout=300)
+
+
+def test_ops_lists_every_workload_with_presets():
+    import schedules
+    r = tensorlang("ops", "--json")
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)
+    names = [w["workload"] for w in data["workloads"]]
+    assert names == list(schedules.WORKLOADS)
+    conv = next(w for w in data["workloads"] if w["workload"] == "conv2d")
+    assert conv["presets"][conv["default_preset"]] == dict(N=1, C=64, H=56, W=56, F=64, R=3, S=3, stride=1,
+                                                          pad=1, dil=1)
+    text = tensorlang("ops")
+    assert "conv2d" in text.stdout and "resnet18_3x3" in text.stdout
+
+
+def test_run_checks_against_numpy_and_reports_json():
+    r = tensorlang("run", "matmul", "--size", "M=17,N=5,K=3", "--json", "--repeat", "2", "--min-time", "0")
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)
+    assert data["matches_numpy"] is True and data["sizes"] == {"M": 17, "N": 5, "K": 3}
+    assert data["median_s"] > 0 and data["gflops"] > 0
+
+
+def test_show_prints_loop_ir_and_llvm():
+    r = tensorlang("show", "softmax", "--size", "N=2,D=3")
+    assert r.returncode == 0 and "mx[n] = max(mx[n], X[n, d])" in r.stdout
+    r = tensorlang("show", "softmax", "--size", "N=2,D=3", "--llvm")
+    assert r.returncode == 0 and "define" in r.stdout
+
+
+@pytest.mark.parametrize("args,message", [
+    (("run", "nosuch"), "unknown workload 'nosuch'; workloads: matmul"),
+    (("run", "matmul", "--preset", "huge"), "--preset: matmul has no preset 'huge'; presets: 1024"),
+    (("run", "matmul", "--size", "M"), "--size: expected NAME=INT pairs"),
+    (("run", "matmul", "--size", "M=big"), "--size: M='big' is not an integer"),
+    (("run", "matmul", "--size", "Q=3"), "--size: matmul has no size Q; sizes: M, N, K"),
+    (("run", "matmul", "--size", "M=-2"), "size M=-2 must be >= 1"),
+    (("show", "matmul", "--ir", "--asm"), "not allowed with argument"),
+    (("frobnicate",), "invalid choice: 'frobnicate'"),
+])
+def test_bad_flags_name_the_flag_without_traceback(args, message):
+    r = tensorlang(*args)
+    assert r.returncode == 2
+    assert message in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "tutorials").glob("*.py")), ids=lambda p: p.name)
+def test_tutorial_runs(path):
+    r = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
