@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .errors import BuildError, DSLError
-from .program import Access, Op, Stage
+from .program import Op, Stage
 
 
 @dataclass(frozen=True)
@@ -178,7 +178,7 @@ def _bind_stage(op: Op, s: Stage, sizes: dict, shapes: dict) -> BoundStage:
             raise BuildError(f"{op.name}: the range of `{v}` in stage `{s.name}` (line {s.loc.line}) is empty "
                              f"for {sz}{where}")
     padded = []
-    for n, a in enumerate(accesses):
+    for a in accesses:
         pad = False
         for d, ix in enumerate(a.indices):
             coeffs, const = ix.evaluate(sizes)

@@ -191,8 +191,8 @@ class _FunctionEmitter:
     def load(self, e: ir.Load) -> ll.Value:
         b = self.b
         if not any(e.guard):
-            return b.load(self.address(e.buffer, [self.expr(i) for i in e.indices]), align=DTYPES[e.buffer.dtype].itemsize,
-                          typ=ll_type(e.buffer.dtype))
+            ptr = self.address(e.buffer, [self.expr(i) for i in e.indices])
+            return b.load(ptr, align=DTYPES[e.buffer.dtype].itemsize, typ=ll_type(e.buffer.dtype))
         # guarded: out-of-range reads give 0; the address is clamped to a valid one so the load is safe
         ok = None
         safe = []
