@@ -7,7 +7,7 @@ from __future__ import annotations
 from .program import Access, IntValue, Op, walk
 
 
-def check_program(op: Op, output_locs: dict, error) -> Op:
+def check_program(op: Op, output_locs: dict, error, int_param_locs: dict | None = None) -> Op:
     """Check `op` as a whole and return it; `error(message, loc)` builds the DSLError to raise.
 
     >>> import tensorlang as tl
@@ -31,8 +31,7 @@ def check_program(op: Op, output_locs: dict, error) -> Op:
     used_sizes = _sizes_used(op)
     for name in op.int_params:
         if name not in used_sizes:
-            p_loc = _int_param_loc(op, name)
-            raise error(f"size input `{name}` is never used", p_loc)
+            raise error(f"size input `{name}` is never used", (int_param_locs or {}).get(name))
     for s in op.stages:
         _check_inferable(op, s, error)
         _check_exact_ranges(op, s, error)
@@ -51,16 +50,6 @@ def _sizes_used(op: Op) -> set[str]:
                 for _, c in e.terms:
                     used |= c.symbols()
     return used
-
-
-def _int_param_loc(op: Op, name: str):
-    import re
-    for i, line in enumerate(op.source.splitlines()):
-        m = re.search(rf"\b{re.escape(name)}\s*:\s*int\b", line)
-        if m:
-            from .errors import SourceLoc
-            return SourceLoc(i + 1, m.start() + 1, m.start() + len(name) + 1)
-    return None
 
 
 def _check_inferable(op: Op, s, error) -> None:

@@ -56,7 +56,9 @@ class DSLError(TensorlangError):
         text = f"line {self.line}, column {self.col}: {self.message}"
         if self.source_line is not None:
             width = max(1, (self.end_col or self.col + 1) - self.col)
-            text += f"\n    {self.source_line}\n    {' ' * (self.col - 1)}{'^' * width}"
+            # keep the line's tabs in the caret line so that the caret lines up however tabs are shown
+            pad = "".join(ch if ch == "\t" else " " for ch in self.source_line[:self.col - 1])
+            text += f"\n    {self.source_line}\n    {pad}{'^' * width}"
         return text
 
 

@@ -15,7 +15,7 @@ from .check import check_program
 from .dtypes import TENSOR_DTYPES
 from .errors import DSLError, SourceLoc
 from .program import (Access, Binary, Call, Expr, IndexExpr, IntValue, Literal, Op, Param, Stage, Unary,
-                      WhereRange, index_vars_of)
+                      WhereRange, index_vars_of, walk)
 from .sizes import SizePoly
 
 MATH_FUNCS = ("exp", "log", "sqrt", "tanh")
@@ -56,6 +56,7 @@ class _Parser:
         self.int_params: list[str] = []
         self.params: dict[str, Param] = {}
         self.stage_ranks: dict[str, int] = {}
+        self.size_locs: dict[str, SourceLoc] = {}
 
     # ---- errors and positions ----
     def error(self, message: str, loc: SourceLoc | None) -> DSLError:
@@ -73,6 +74,11 @@ class _Parser:
         try:
             return ast.parse(piece.text, mode=mode)
         except SyntaxError as e:
+            if not e.offset or not e.lineno:  # Python gives no position for some errors at the end of the text
+                stripped = piece.text.rstrip()
+                e.lineno = stripped.count("\n") + 1
+                e.offset = len(stripped) - (stripped.rfind("\n") + 1)
+                e.end_offset = e.offset + 1
             line = piece.line + (e.lineno or 1) - 1
             col = (e.offset or 1) + (piece.col0 if (e.lineno or 1) == 1 else 0)
             end = col + 1
@@ -91,13 +97,13 @@ class _Parser:
         if not first.lstrip().startswith("def "):
             raise self.error("a program starts with `def NAME(INPUTS) -> OUTPUT:`",
                              SourceLoc(first_no, indent + 1, len(first) + 1))
-        # the header may continue over lines until its brackets close
-        header_lines, k = [first[indent:]], 1
-        while _depth("\n".join(header_lines)) > 0 and k < len(code):
-            header_lines.append(code[k][1])
-            k += 1
-        name, outputs, out_locs = self.parse_header(_Piece("\n".join(header_lines), first_no, indent))
-        statements = self.join_statements(code[k:], indent, first_no)
+        # the header may continue over lines (blank and comment lines included) until its brackets close
+        header, last = first[indent:], first_no
+        while _depth(header) > 0 and last < len(self.lines):
+            header += "\n" + _strip_comment(self.lines[last])
+            last += 1
+        name, outputs, out_locs = self.parse_header(_Piece(header, first_no, indent))
+        statements = self.join_statements(last + 1, indent)
         if not statements:
             raise self.error(f"empty program: `{name}` has no statements", SourceLoc(first_no, indent + 1,
                                                                                  len(first) + 1))
@@ -114,7 +120,7 @@ class _Parser:
         op = Op(name=name, source=self.source, params=tuple(self.params.values()),
                 int_params=tuple(self.int_params), stages=tuple(stages), outputs=tuple(outputs),
                 size_names=tuple(self.sizes))
-        return check_program(op, out_locs, self.error)
+        return check_program(op, out_locs, self.error, self.size_locs)
 
     def dependency_order(self, raw):
         """Statements ordered so that each comes after the stages it reads; a cycle is an error."""
@@ -150,22 +156,35 @@ class _Parser:
         by_name = {r[0]: r for r in raw}
         return [by_name[n] for n in order]
 
-    def join_statements(self, code, indent, def_line) -> list[_Piece]:
+    def join_statements(self, start: int, indent: int) -> list[_Piece]:
+        """One piece per statement from line `start` on; a statement continues over the next lines, kept as
+        they are so that positions stay right, while a bracket is open (and the next line is indented more)
+        or the line ends in a backslash."""
         pieces: list[_Piece] = []
-        i = 0
-        while i < len(code):
-            no, text = code[i]
+        no = start
+        while no <= len(self.lines):
+            text = _strip_comment(self.lines[no - 1])
+            if not text.strip():
+                no += 1
+                continue
             ind = len(text) - len(text.lstrip())
             if ind <= indent:
                 raise self.error("statements must be indented under the `def` (one program per source)",
                                  SourceLoc(no, ind + 1, len(text) + 1))
-            body = text[ind:]
-            j = i + 1
-            while (_depth(body) > 0 or body.rstrip().endswith("\\")) and j < len(code):
-                body = body.rstrip().rstrip("\\") + " " + code[j][1].strip()
-                j += 1
+            body, last = text[ind:], no
+            while last < len(self.lines):
+                if body.endswith("\\"):
+                    pass
+                elif _depth(body) > 0:
+                    nxt = _strip_comment(self.lines[last])
+                    if nxt.strip() and len(nxt) - len(nxt.lstrip()) <= ind:
+                        break  # the next statement: leave the bracket unclosed for a clear syntax error
+                else:
+                    break
+                body += "\n" + _strip_comment(self.lines[last])
+                last += 1
             pieces.append(_Piece(body.rstrip(), no, ind))
-            i = j
+            no = last + 1
         return pieces
 
     def parse_header(self, piece: _Piece):
@@ -204,6 +223,7 @@ class _Parser:
         ann = a.annotation
         if isinstance(ann, ast.Name) and ann.id == "int":
             self.sizes[name] = loc
+            self.size_locs[name] = loc
             self.int_params.append(name)
             return
         if not (isinstance(ann, ast.Subscript) and isinstance(ann.value, ast.Name)):
@@ -247,16 +267,19 @@ class _Parser:
     def split_statement(self, p: _Piece):
         """Split into (lhs name, rank, lhs loc, (lhs piece, op text, reduce op, rhs piece, where piece))."""
         text = p.text
+        bad = _unmatched_close(text)
+        if bad is not None:
+            q = _sub(p, bad, bad + 1)
+            raise self.error(f"unmatched '{text[bad]}'", SourceLoc(q.line, q.col0 + 1, q.col0 + 2))
         at, op_text, red = _find_assign(text)
         if at is None:
             raise self.error("expected a statement `NAME[i, ...] = EXPR` (or +=, *=, max=, min=)",
                              SourceLoc(p.line, p.col0 + 1, p.col0 + len(text) + 1))
-        lhs = _Piece(text[:at], p.line, p.col0)
-        rest = text[at + len(op_text):]
-        w = _find_where(rest)
-        rhs_text, where_text = (rest, None) if w is None else (rest[:w], rest[w + len("where"):])
-        rhs = _Piece(rhs_text, p.line, p.col0 + at + len(op_text))
-        where = None if where_text is None else _Piece(where_text, p.line, rhs.col0 + w + len("where"))
+        lhs = _sub(p, 0, at)
+        rest_at = at + len(op_text)
+        w = _find_where(text[rest_at:])
+        rhs = _sub(p, rest_at, None if w is None else rest_at + w)
+        where = None if w is None else _sub(p, rest_at + w + len("where"))
         lhs_s, rhs_s = _lstrip_piece(lhs), _lstrip_piece(rhs)
         if not lhs_s.text.strip():
             raise self.error("missing left side before the assignment",
@@ -307,6 +330,13 @@ class _Parser:
         dtype = rhs.dtype
         used = index_vars_of(rhs)
         red_vars = tuple(v for v in used if v not in lhs_vars)
+        read_vars = {v for a in (n for n in walk(rhs) if isinstance(n, Access)) for ix in a.indices
+                     for v in ix.variables()}
+        where = self.parse_where(where_p, lhs_vars, used, var_locs) if where_p else {}
+        for v in red_vars:
+            if v not in read_vars and v not in where:
+                raise self.error(f"unknown name `{v}`: not an input ({', '.join(self.params)}), a stage, a size, "
+                                 "or an index that reads a tensor", var_locs[v])
         if red is None and red_vars:
             v = red_vars[0]
             raise self.error(f"`{v}` appears only on the right side, so it is a reduction index, but the "
@@ -316,7 +346,6 @@ class _Parser:
             raise self.error(f"`{op_text}` reduces over indices that appear only on the right side, and "
                              f"there are none: every index ({', '.join(lhs_vars) or 'none'}) is on the left "
                              f"side; use `=`, or leave the reduction index off the left side", op_loc)
-        where = self.parse_where(where_p, lhs_vars, used, var_locs) if where_p else {}
         self.stage_dtypes[name] = dtype
         return Stage(name=name, dtype=dtype, lhs_vars=tuple(lhs_vars), reduce_op=red, rhs=rhs,
                      red_vars=red_vars, where=where, loc=loc, var_locs=var_locs, text=whole.text)
@@ -338,8 +367,8 @@ class _Parser:
             colon = _find_top_colon(rng)
             if colon is None:
                 raise self.error(f"a range is `LO:HI` (like `0:N+2`), in `{var} in ...`", full)
-            lo_p = _lstrip_piece(_Piece(rng[:colon], part.line, part.col0 + m.end()))
-            hi_p = _lstrip_piece(_Piece(rng[colon + 1:], part.line, part.col0 + m.end() + colon + 1))
+            lo_p = _lstrip_piece(_sub(part, m.end(), m.end() + colon))
+            hi_p = _lstrip_piece(_sub(part, m.end() + colon + 1))
             lo_node = self.parse_piece(_Piece(lo_p.text.rstrip(), lo_p.line, lo_p.col0), "eval", "a range").body
             hi_node = self.parse_piece(_Piece(hi_p.text.rstrip(), hi_p.line, hi_p.col0), "eval", "a range").body
             lo, hi = self.size_expr(lo_node, lo_p), self.size_expr(hi_node, hi_p)
@@ -602,9 +631,9 @@ def _split_top(p: _Piece) -> list[_Piece]:
         elif ch in ")]}":
             depth -= 1
         elif ch == "," and depth == 0:
-            parts.append(_Piece(p.text[start:i], p.line, p.col0 + start))
+            parts.append(_sub(p, start, i))
             start = i + 1
-    parts.append(_Piece(p.text[start:], p.line, p.col0 + start))
+    parts.append(_sub(p, start))
     return [_lstrip_piece(q) for q in parts]
 
 
@@ -621,5 +650,25 @@ def _find_top_colon(text: str):
 
 
 def _lstrip_piece(p: _Piece) -> _Piece:
-    n = len(p.text) - len(p.text.lstrip())
-    return _Piece(p.text[n:], p.line, p.col0 + n)
+    return _sub(p, len(p.text) - len(p.text.lstrip()))
+
+
+def _sub(p: _Piece, start: int, end: int | None = None) -> _Piece:
+    """The piece of `p` from `start` to `end`, with its own line and column (`p` may span lines)."""
+    newlines = p.text.count("\n", 0, start)
+    if newlines == 0:
+        return _Piece(p.text[start:end], p.line, p.col0 + start)
+    return _Piece(p.text[start:end], p.line + newlines, start - (p.text.rfind("\n", 0, start) + 1))
+
+
+def _unmatched_close(text: str) -> int | None:
+    """Position of a closing bracket that closes nothing, or None."""
+    depth = 0
+    for i, ch in enumerate(text):
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+            if depth < 0:
+                return i
+    return None

@@ -66,18 +66,20 @@ class Kernel:
         status = self._fn(*[a.ctypes.data for a in inputs], *[o.ctypes.data for o in outs])
         if status != 0:
             raise MemoryError(f"{self.op.name}: the kernel could not allocate its temporary buffers")
-        if out is not None:
-            return out
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     def _outputs(self, out, inputs) -> list[np.ndarray]:
         names = list(self.op.outputs)
         if out is None:
             return [np.empty(self.output_shapes[n], self.output_dtypes[n]) for n in names]
-        outs = list(out) if isinstance(out, (tuple, list)) else [out]
-        if len(outs) != len(names):
-            raise BuildError(f"{self.op.name}: out= needs {len(names)} array{'s' if len(names) > 1 else ''} "
-                             f"({', '.join(names)}), got {len(outs)}")
+        if len(names) == 1:
+            outs = [out]  # one output: out= is that array
+        elif isinstance(out, (tuple, list)) and len(out) == len(names):
+            outs = list(out)
+        else:
+            got = f"{len(out)} items" if isinstance(out, (tuple, list)) else type(out).__name__
+            raise BuildError(f"{self.op.name}: out= needs a tuple of {len(names)} arrays ({', '.join(names)}), "
+                             f"got {got}")
         for name, o in zip(names, outs):
             self._check(name, o, self.output_shapes[name], self.output_dtypes[name], "output")
             if not o.flags.writeable:
@@ -93,8 +95,9 @@ class Kernel:
         if not isinstance(a, np.ndarray):
             raise BuildError(f"{where} must be a numpy array, got {type(a).__name__}")
         if a.dtype != dtype:
-            raise BuildError(f"{where} has dtype {a.dtype}, expected {dtype}; convert with "
-                             f"{name}.astype(np.{dtype.name})")
+            fix = (f"convert with {name}.astype(np.{dtype.name})" if role == "input" else
+                   f"pass an array of that dtype, like np.empty({tuple(shape)}, np.{dtype.name})")
+            raise BuildError(f"{where} has dtype {a.dtype}, expected {dtype}; {fix}")
         if a.shape != tuple(shape):
             raise BuildError(f"{where} has shape {a.shape}, expected {tuple(shape)} "
                              f"(sizes {', '.join(f'{k}={v}' for k, v in self.sizes.items())})")
