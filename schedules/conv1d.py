@@ -1,0 +1,97 @@
+"""1-D convolution (NCW layout, cross-correlation as in deep-learning frameworks).
+
+Stride, zero padding and dilation are DSL ``int`` parameters.
+
+Example::
+
+    >>> import numpy as np
+    >>> from schedules.conv1d import WORKLOAD
+    >>> sizes = WORKLOAD.sizes("small")
+    >>> I, Wt = WORKLOAD.make_inputs(sizes, np.random.default_rng(0))
+    >>> WORKLOAD.reference(I, Wt, **sizes).shape
+    (2, 6, 20)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from schedules.workload import Workload, conv_output_size
+
+SOURCE = """\
+def conv1d(I: f32[N, C, W], Wt: f32[F, C, S], stride: int, pad: int, dil: int) -> O:
+    P[n, c, x] = I[n, c, x - pad] where x in 0:W+2*pad
+    O[n, f, w] += P[n, c, w*stride + s*dil] * Wt[f, c, s]
+"""
+
+
+def reference(I: np.ndarray, Wt: np.ndarray, *, stride: int, pad: int, dil: int, **sizes: int) -> np.ndarray:
+    """Zero-pad with ``np.pad``, then accumulate one strided-slice ``einsum`` per filter tap (float64).
+
+    ``O[n, f, w] = sum_{c, s} Ipad[n, c, w*stride + s*dil] * Wt[f, c, s]``.
+
+    Example::
+
+        >>> import numpy as np
+        >>> I = np.arange(5, dtype=np.float32).reshape(1, 1, 5)
+        >>> Wt = np.array([[[1, 0, -1]]], np.float32)
+        >>> reference(I, Wt, stride=1, pad=0, dil=1).ravel().tolist()
+        [-2.0, -2.0, -2.0]
+    """
+    x = np.pad(I.astype(np.float64), ((0, 0), (0, 0), (pad, pad)))
+    wt = Wt.astype(np.float64)
+    N, _, W = I.shape
+    F, _, S = Wt.shape
+    OW = conv_output_size(W, S, stride, pad, dil)
+    out = np.zeros((N, F, OW))
+    for s in range(S):
+        start = s * dil
+        window = x[:, :, start : start + stride * (OW - 1) + 1 : stride]  # (N, C, OW)
+        out += np.einsum("ncw,fc->nfw", window, wt[:, :, s])
+    return out.astype(np.float32)
+
+
+def make_inputs(sizes: dict, rng: np.random.Generator) -> list[np.ndarray]:
+    """Standard-normal input ``I[N, C, W]`` and filter ``Wt[F, C, S]``.
+
+    Example::
+
+        >>> import numpy as np
+        >>> sz = {"N": 1, "C": 2, "W": 9, "F": 3, "S": 3, "stride": 1, "pad": 1, "dil": 1}
+        >>> [a.shape for a in make_inputs(sz, np.random.default_rng(0))]
+        [(1, 2, 9), (3, 2, 3)]
+    """
+    I = rng.standard_normal((sizes["N"], sizes["C"], sizes["W"]), dtype=np.float32)
+    Wt = rng.standard_normal((sizes["F"], sizes["C"], sizes["S"]), dtype=np.float32)
+    return [I, Wt]
+
+
+def flops(sizes: dict) -> float:
+    """``2*N*F*OW*C*S`` (one multiply and one add per tap).
+
+    Example::
+
+        >>> flops({"N": 1, "C": 2, "W": 9, "F": 3, "S": 3, "stride": 1, "pad": 1, "dil": 1})
+        324.0
+    """
+    OW = conv_output_size(sizes["W"], sizes["S"], sizes["stride"], sizes["pad"], sizes["dil"])
+    return 2.0 * sizes["N"] * sizes["F"] * OW * sizes["C"] * sizes["S"]
+
+
+WORKLOAD = Workload(
+    name="conv1d",
+    source=SOURCE,
+    presets={
+        "c64_w1024": {"N": 1, "C": 64, "W": 1024, "F": 64, "S": 3, "stride": 1, "pad": 1, "dil": 1},
+        "strided": {"N": 1, "C": 64, "W": 1024, "F": 128, "S": 5, "stride": 2, "pad": 2, "dil": 1},
+        # WaveNet-style dilated causal-size window.
+        "dilated": {"N": 1, "C": 32, "W": 2048, "F": 32, "S": 3, "stride": 1, "pad": 4, "dil": 4},
+        "small": {"N": 2, "C": 3, "W": 20, "F": 6, "S": 3, "stride": 1, "pad": 1, "dil": 1},
+    },
+    default_preset="c64_w1024",
+    reference=reference,
+    make_inputs=make_inputs,
+    flops=flops,
+    description="1-D f32 convolution O[N, F, OW] of I[N, C, W] with Wt[F, C, S]; "
+    "stride, zero padding, dilation.",
+)

@@ -1,0 +1,122 @@
+"""2-D convolution (NCHW / FCRS layouts, cross-correlation as in deep-learning frameworks).
+
+Stride, zero padding and dilation are DSL ``int`` parameters and apply to both spatial axes.
+
+Example::
+
+    >>> import numpy as np
+    >>> from schedules.conv2d import WORKLOAD
+    >>> sizes = WORKLOAD.sizes("small")
+    >>> I, Wt = WORKLOAD.make_inputs(sizes, np.random.default_rng(0))
+    >>> WORKLOAD.reference(I, Wt, **sizes).shape
+    (2, 8, 10, 10)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from schedules.workload import Workload, conv_output_size
+
+SOURCE = """\
+def conv2d(I: f32[N, C, H, W], Wt: f32[F, C, R, S], stride: int, pad: int, dil: int) -> O:
+    P[n, c, y, x] = I[n, c, y - pad, x - pad] where y in 0:H+2*pad, x in 0:W+2*pad
+    O[n, f, h, w] += P[n, c, h*stride + r*dil, w*stride + s*dil] * Wt[f, c, r, s]
+"""
+
+
+def reference(I: np.ndarray, Wt: np.ndarray, *, stride: int, pad: int, dil: int, **sizes: int) -> np.ndarray:
+    """Zero-pad with ``np.pad``, then accumulate one strided-window ``einsum`` per filter tap (float64).
+
+    ``O[n, f, h, w] = sum_{c, r, s} Ipad[n, c, h*stride + r*dil, w*stride + s*dil] * Wt[f, c, r, s]``.
+
+    Example::
+
+        >>> import numpy as np
+        >>> I = np.arange(9, dtype=np.float32).reshape(1, 1, 3, 3)
+        >>> Wt = np.ones((1, 1, 2, 2), np.float32)
+        >>> reference(I, Wt, stride=1, pad=0, dil=1).ravel().tolist()
+        [8.0, 12.0, 20.0, 24.0]
+    """
+    x = np.pad(I.astype(np.float64), ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    wt = Wt.astype(np.float64)
+    N, _, H, W = I.shape
+    F, _, R, S = Wt.shape
+    OH = conv_output_size(H, R, stride, pad, dil)
+    OW = conv_output_size(W, S, stride, pad, dil)
+    out = np.zeros((N, F, OH, OW))
+    for r in range(R):
+        for s in range(S):
+            y0, x0 = r * dil, s * dil
+            rows = slice(y0, y0 + stride * (OH - 1) + 1, stride)
+            cols = slice(x0, x0 + stride * (OW - 1) + 1, stride)
+            window = x[:, :, rows, cols]  # (N, C, OH, OW)
+            out += np.einsum("nchw,fc->nfhw", window, wt[:, :, r, s])
+    return out.astype(np.float32)
+
+
+def make_inputs(sizes: dict, rng: np.random.Generator) -> list[np.ndarray]:
+    """Standard-normal input ``I[N, C, H, W]`` and filter ``Wt[F, C, R, S]``.
+
+    Example::
+
+        >>> import numpy as np
+        >>> sz = {"N": 1, "C": 2, "H": 5, "W": 6, "F": 3, "R": 3, "S": 3, "stride": 1, "pad": 1, "dil": 1}
+        >>> [a.shape for a in make_inputs(sz, np.random.default_rng(0))]
+        [(1, 2, 5, 6), (3, 2, 3, 3)]
+    """
+    I = rng.standard_normal((sizes["N"], sizes["C"], sizes["H"], sizes["W"]), dtype=np.float32)
+    Wt = rng.standard_normal((sizes["F"], sizes["C"], sizes["R"], sizes["S"]), dtype=np.float32)
+    return [I, Wt]
+
+
+def output_shape(sizes: dict) -> tuple[int, int, int, int]:
+    """``(N, F, OH, OW)`` of the convolution.
+
+    Example::
+
+        >>> output_shape(WORKLOAD.sizes("resnet18_stride2"))
+        (1, 128, 28, 28)
+    """
+    OH = conv_output_size(sizes["H"], sizes["R"], sizes["stride"], sizes["pad"], sizes["dil"])
+    OW = conv_output_size(sizes["W"], sizes["S"], sizes["stride"], sizes["pad"], sizes["dil"])
+    return (sizes["N"], sizes["F"], OH, OW)
+
+
+def flops(sizes: dict) -> float:
+    """``2*N*F*OH*OW*C*R*S`` (one multiply and one add per tap; padding taps counted).
+
+    Example::
+
+        >>> flops(WORKLOAD.sizes("resnet18_3x3"))
+        231211008.0
+    """
+    N, F, OH, OW = output_shape(sizes)
+    return 2.0 * N * F * OH * OW * sizes["C"] * sizes["R"] * sizes["S"]
+
+
+def _sizes(N, C, F, H, W, R, S, stride, pad, dil):
+    return {"N": N, "C": C, "H": H, "W": W, "F": F, "R": R, "S": S, "stride": stride, "pad": pad, "dil": dil}
+
+
+WORKLOAD = Workload(
+    name="conv2d",
+    source=SOURCE,
+    presets={
+        # ResNet-18 conv2_x: 3x3, 64 -> 64 channels on 56x56.
+        "resnet18_3x3": _sizes(N=1, C=64, F=64, H=56, W=56, R=3, S=3, stride=1, pad=1, dil=1),
+        # ResNet-18 conv3_1: 3x3 stride 2, 64 -> 128 channels, 56x56 -> 28x28.
+        "resnet18_stride2": _sizes(N=1, C=64, F=128, H=56, W=56, R=3, S=3, stride=2, pad=1, dil=1),
+        # ResNet-18 stem: 7x7 stride 2 on a 224x224 RGB image.
+        "resnet18_stem": _sizes(N=1, C=3, F=64, H=224, W=224, R=7, S=7, stride=2, pad=3, dil=1),
+        # DeepLab-style atrous 3x3 (dilation 2, "same" padding).
+        "dilated": _sizes(N=1, C=32, F=32, H=28, W=28, R=3, S=3, stride=1, pad=2, dil=2),
+        "small": _sizes(N=2, C=4, F=8, H=10, W=10, R=3, S=3, stride=1, pad=1, dil=1),
+    },
+    default_preset="resnet18_3x3",
+    reference=reference,
+    make_inputs=make_inputs,
+    flops=flops,
+    description="2-D f32 convolution O[N, F, OH, OW] of I[N, C, H, W] with Wt[F, C, R, S] (NCHW); "
+    "stride, zero padding and dilation.",
+)

@@ -1,0 +1,92 @@
+"""Depthwise 2-D convolution (NCHW, one RxS filter per channel) with stride and zero padding.
+
+Example::
+
+    >>> import numpy as np
+    >>> from schedules.depthwise_conv2d import WORKLOAD
+    >>> sizes = WORKLOAD.sizes("small")
+    >>> I, Wt = WORKLOAD.make_inputs(sizes, np.random.default_rng(0))
+    >>> WORKLOAD.reference(I, Wt, **sizes).shape
+    (2, 5, 12, 12)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from schedules.workload import Workload, conv_output_size
+
+SOURCE = """\
+def depthwise_conv2d(I: f32[N, C, H, W], Wt: f32[C, R, S], stride: int, pad: int) -> O:
+    P[n, c, y, x] = I[n, c, y - pad, x - pad] where y in 0:H+2*pad, x in 0:W+2*pad
+    O[n, c, h, w] += P[n, c, h*stride + r, w*stride + s] * Wt[c, r, s]
+"""
+
+
+def reference(I: np.ndarray, Wt: np.ndarray, *, stride: int, pad: int, **sizes: int) -> np.ndarray:
+    """Zero-pad, take ``sliding_window_view`` windows, subsample by ``stride``, weight per channel (float64).
+
+    ``O[n, c, h, w] = sum_{r, s} Ipad[n, c, h*stride + r, w*stride + s] * Wt[c, r, s]``.
+
+    Example::
+
+        >>> import numpy as np
+        >>> I = np.arange(8, dtype=np.float32).reshape(1, 2, 2, 2)
+        >>> Wt = np.stack([np.ones((2, 2)), -np.ones((2, 2))]).astype(np.float32)
+        >>> reference(I, Wt, stride=1, pad=0).ravel().tolist()
+        [6.0, -22.0]
+    """
+    x = np.pad(I.astype(np.float64), ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    _, R, S = Wt.shape
+    windows = np.lib.stride_tricks.sliding_window_view(x, (R, S), axis=(2, 3))  # (N, C, H', W', R, S)
+    windows = windows[:, :, ::stride, ::stride]
+    return np.einsum("nchwrs,crs->nchw", windows, Wt.astype(np.float64)).astype(np.float32)
+
+
+def make_inputs(sizes: dict, rng: np.random.Generator) -> list[np.ndarray]:
+    """Standard-normal input ``I[N, C, H, W]`` and per-channel filters ``Wt[C, R, S]``.
+
+    Example::
+
+        >>> import numpy as np
+        >>> sz = {"N": 1, "C": 2, "H": 5, "W": 6, "R": 3, "S": 3, "stride": 1, "pad": 1}
+        >>> [a.shape for a in make_inputs(sz, np.random.default_rng(0))]
+        [(1, 2, 5, 6), (2, 3, 3)]
+    """
+    I = rng.standard_normal((sizes["N"], sizes["C"], sizes["H"], sizes["W"]), dtype=np.float32)
+    Wt = rng.standard_normal((sizes["C"], sizes["R"], sizes["S"]), dtype=np.float32)
+    return [I, Wt]
+
+
+def flops(sizes: dict) -> float:
+    """``2*N*C*OH*OW*R*S``.
+
+    Example::
+
+        >>> flops(WORKLOAD.sizes("mobilenet_112"))
+        7225344.0
+    """
+    OH = conv_output_size(sizes["H"], sizes["R"], sizes["stride"], sizes["pad"])
+    OW = conv_output_size(sizes["W"], sizes["S"], sizes["stride"], sizes["pad"])
+    return 2.0 * sizes["N"] * sizes["C"] * OH * OW * sizes["R"] * sizes["S"]
+
+
+WORKLOAD = Workload(
+    name="depthwise_conv2d",
+    source=SOURCE,
+    presets={
+        # MobileNet-v1 first depthwise layer: 32 channels, 112x112, 3x3, pad 1, stride 1.
+        "mobilenet_112": {"N": 1, "C": 32, "H": 112, "W": 112, "R": 3, "S": 3, "stride": 1, "pad": 1},
+        # MobileNet-v1 stride-2 depthwise layer: 128 channels, 56x56 -> 28x28.
+        "mobilenet_56_s2": {"N": 1, "C": 128, "H": 56, "W": 56, "R": 3, "S": 3, "stride": 2, "pad": 1},
+        # MobileNet-v3 / EfficientNet style 5x5 depthwise.
+        "k5_28": {"N": 1, "C": 240, "H": 28, "W": 28, "R": 5, "S": 5, "stride": 1, "pad": 2},
+        "small": {"N": 2, "C": 5, "H": 12, "W": 12, "R": 3, "S": 3, "stride": 1, "pad": 1},
+    },
+    default_preset="mobilenet_112",
+    reference=reference,
+    make_inputs=make_inputs,
+    flops=flops,
+    description="Depthwise 2-D f32 convolution O[N, C, OH, OW] of I[N, C, H, W] with Wt[C, R, S] (NCHW); "
+    "stride and zero padding.",
+)

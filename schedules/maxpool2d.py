@@ -1,0 +1,79 @@
+"""2-D max pooling (NCHW) with a KHxKW window and a stride, no padding.
+
+Example::
+
+    >>> import numpy as np
+    >>> from schedules.maxpool2d import WORKLOAD
+    >>> sizes = WORKLOAD.sizes("small")
+    >>> (I,) = WORKLOAD.make_inputs(sizes, np.random.default_rng(0))
+    >>> WORKLOAD.reference(I, **sizes).shape
+    (2, 3, 5, 5)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from schedules.workload import Workload, conv_output_size
+
+SOURCE = """\
+def maxpool2d(I: f32[N, C, H, W], KH: int, KW: int, stride: int) -> O:
+    O[n, c, h, w] max= I[n, c, h*stride + r, w*stride + s] where r in 0:KH, s in 0:KW
+"""
+
+
+def reference(I: np.ndarray, *, KH: int, KW: int, stride: int, **sizes: int) -> np.ndarray:
+    """``np.max`` over ``sliding_window_view`` windows subsampled by ``stride``.
+
+    Example::
+
+        >>> import numpy as np
+        >>> I = np.array([[1, 5, 2, 0], [3, 4, 8, 1]], np.float32).reshape(1, 1, 2, 4)
+        >>> reference(I, KH=2, KW=2, stride=2).ravel().tolist()
+        [5.0, 8.0]
+    """
+    windows = np.lib.stride_tricks.sliding_window_view(I, (KH, KW), axis=(2, 3))
+    return np.max(windows[:, :, ::stride, ::stride], axis=(4, 5)).astype(I.dtype)
+
+
+def make_inputs(sizes: dict, rng: np.random.Generator) -> list[np.ndarray]:
+    """Standard-normal ``I[N, C, H, W]``.
+
+    Example::
+
+        >>> import numpy as np
+        >>> sz = {"N": 1, "C": 2, "H": 4, "W": 4, "KH": 2, "KW": 2, "stride": 2}
+        >>> [a.shape for a in make_inputs(sz, np.random.default_rng(0))]
+        [(1, 2, 4, 4)]
+    """
+    return [rng.standard_normal((sizes["N"], sizes["C"], sizes["H"], sizes["W"]), dtype=np.float32)]
+
+
+def flops(sizes: dict) -> float:
+    """``N*C*OH*OW*KH*KW`` (one comparison per window element).
+
+    Example::
+
+        >>> flops(WORKLOAD.sizes("2x2s2"))
+        802816.0
+    """
+    OH = conv_output_size(sizes["H"], sizes["KH"], sizes["stride"])
+    OW = conv_output_size(sizes["W"], sizes["KW"], sizes["stride"])
+    return float(sizes["N"] * sizes["C"] * OH * OW * sizes["KH"] * sizes["KW"])
+
+
+WORKLOAD = Workload(
+    name="maxpool2d",
+    source=SOURCE,
+    presets={
+        "2x2s2": {"N": 1, "C": 64, "H": 112, "W": 112, "KH": 2, "KW": 2, "stride": 2},
+        # Overlapping windows (ResNet-style 3x3 stride 2, without padding).
+        "3x3s2": {"N": 1, "C": 64, "H": 112, "W": 112, "KH": 3, "KW": 3, "stride": 2},
+        "small": {"N": 2, "C": 3, "H": 10, "W": 11, "KH": 2, "KW": 2, "stride": 2},
+    },
+    default_preset="2x2s2",
+    reference=reference,
+    make_inputs=make_inputs,
+    flops=flops,
+    description="2-D f32 max pooling O[N, C, OH, OW] over KHxKW windows of I[N, C, H, W] with a stride.",
+)

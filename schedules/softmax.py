@@ -1,0 +1,81 @@
+"""Row-wise numerically stable softmax over the last axis of ``X[N, D]``.
+
+Example::
+
+    >>> import numpy as np
+    >>> from schedules.softmax import WORKLOAD
+    >>> sizes = WORKLOAD.sizes("small")
+    >>> (X,) = WORKLOAD.make_inputs(sizes, np.random.default_rng(0))
+    >>> bool(np.allclose(WORKLOAD.reference(X, **sizes).sum(axis=1), 1.0))
+    True
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from schedules.workload import Workload
+
+SOURCE = """\
+def softmax(X: f32[N, D]) -> Y:
+    mx[n] max= X[n, d]
+    e[n, d] = exp(X[n, d] - mx[n])
+    sm[n] += e[n, d]
+    Y[n, d] = e[n, d] / sm[n]
+"""
+
+
+def reference(X: np.ndarray, **sizes: int) -> np.ndarray:
+    """``exp(x - max) / sum(exp(x - max))`` along axis 1, in float64, rounded to float32.
+
+    Example::
+
+        >>> import numpy as np
+        >>> reference(np.log(np.array([[1, 3]], np.float32))).tolist()
+        [[0.25, 0.75]]
+    """
+    x = X.astype(np.float64)
+    e = np.exp(x - np.max(x, axis=1, keepdims=True))
+    return (e / np.sum(e, axis=1, keepdims=True)).astype(np.float32)
+
+
+def make_inputs(sizes: dict, rng: np.random.Generator) -> list[np.ndarray]:
+    """``X[N, D]`` normal with standard deviation 2 (moderate logits).
+
+    Example::
+
+        >>> import numpy as np
+        >>> [a.shape for a in make_inputs({"N": 3, "D": 5}, np.random.default_rng(0))]
+        [(3, 5)]
+    """
+    return [(2.0 * rng.standard_normal((sizes["N"], sizes["D"]))).astype(np.float32)]
+
+
+def flops(sizes: dict) -> float:
+    """``5*N*D``: max, subtract, exp, add, divide per element.
+
+    Example::
+
+        >>> flops({"N": 2, "D": 3})
+        30.0
+    """
+    return 5.0 * sizes["N"] * sizes["D"]
+
+
+WORKLOAD = Workload(
+    name="softmax",
+    source=SOURCE,
+    presets={
+        "1024": {"N": 1024, "D": 1024},
+        # BERT-base attention probabilities: 12 heads x 128 queries, 128 keys.
+        "bert_attn": {"N": 1536, "D": 128},
+        # Vocabulary-sized rows.
+        "wide": {"N": 32, "D": 32768},
+        "small": {"N": 16, "D": 33},
+    },
+    default_preset="1024",
+    reference=reference,
+    make_inputs=make_inputs,
+    flops=flops,
+    description="Numerically stable softmax Y[N, D] over the rows of X[N, D] (max, exp, sum, divide).",
+)

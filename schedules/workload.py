@@ -1,0 +1,127 @@
+"""The :class:`Workload` record shared by every module of the workload library.
+
+A workload bundles a tensorlang DSL program with everything needed to run and check it: named size presets,
+an independent NumPy reference implementation, an input generator and a FLOP count.
+
+Example::
+
+    >>> import numpy as np
+    >>> from schedules import get
+    >>> w = get("matmul")
+    >>> sizes = w.sizes("small")
+    >>> A, B = w.make_inputs(sizes, np.random.default_rng(0))
+    >>> w.reference(A, B, **sizes).shape == (sizes["M"], sizes["N"])
+    True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["Workload", "conv_output_size"]
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One benchmark/test workload: a DSL program plus sizes, an oracle, inputs and a FLOP count.
+
+    Attributes:
+        name: the workload name; equal to the name of the DSL ``def``.
+        source: the DSL program text (see the tensorlang DSL contract).
+        presets: preset name -> sizes. Every preset binds *all* sizes of the program (the names used in tensor
+            shapes and the ``int`` parameters), so ``tl.build(tl.op(w.source), **w.sizes(p))`` works as is.
+        default_preset: the preset :meth:`sizes` returns when called without a name.
+        reference: ``reference(*inputs, **sizes)`` computes the output(s) with NumPy, independently of the DSL
+            (a tuple when the program has several outputs).
+        make_inputs: ``make_inputs(sizes, rng)`` returns the input tensors, in parameter order, as
+            C-contiguous arrays of the program's dtypes.
+        flops: ``flops(sizes)`` the conventional floating-point operation count of one run.
+        description: one or two sentences on what the workload computes.
+
+    Example::
+
+        >>> import numpy as np
+        >>> w = Workload(
+        ...     name="scale",
+        ...     source="def scale(X: f32[N]) -> Y:\\n    Y[i] = X[i] * 2.0\\n",
+        ...     presets={"small": {"N": 4}},
+        ...     default_preset="small",
+        ...     reference=lambda X, **sizes: (X.astype(np.float64) * 2).astype(np.float32),
+        ...     make_inputs=lambda sizes, rng: [rng.standard_normal(sizes["N"]).astype(np.float32)],
+        ...     flops=lambda sizes: float(sizes["N"]),
+        ...     description="Doubles a vector.",
+        ... )
+        >>> w.sizes()
+        {'N': 4}
+    """
+
+    name: str
+    source: str
+    presets: dict[str, dict[str, int]]
+    default_preset: str
+    reference: Callable[..., np.ndarray | tuple]
+    make_inputs: Callable[[dict, np.random.Generator], list[np.ndarray]]
+    flops: Callable[[dict], float]
+    description: str
+
+    def __post_init__(self) -> None:
+        if not self.presets:
+            raise ValueError(f"workload {self.name!r} has no presets")
+        if self.default_preset not in self.presets:
+            raise ValueError(
+                f"workload {self.name!r}: default preset {self.default_preset!r} is not one of "
+                f"{sorted(self.presets)}"
+            )
+        keys = set(self.presets[self.default_preset])
+        for preset, sizes in self.presets.items():
+            if set(sizes) != keys:
+                raise ValueError(
+                    f"workload {self.name!r}: preset {preset!r} binds {sorted(sizes)}, "
+                    f"but preset {self.default_preset!r} binds {sorted(keys)}"
+                )
+            for size, value in sizes.items():
+                # 0 is a legal `int` parameter (pad=0); shape sizes below 1 are refused by tl.build
+                if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                    raise ValueError(
+                        f"workload {self.name!r}: preset {preset!r} size {size}={value!r} "
+                        "is not a non-negative int"
+                    )
+
+    def sizes(self, preset: str | None = None) -> dict[str, int]:
+        """Return a fresh copy of the sizes of ``preset`` (the default preset when ``None``).
+
+        Raises ValueError naming the legal presets when ``preset`` is unknown.
+
+        Example::
+
+            >>> from schedules import get
+            >>> get("matmul").sizes("512")
+            {'M': 512, 'N': 512, 'K': 512}
+        """
+        if preset is None:
+            preset = self.default_preset
+        try:
+            return dict(self.presets[preset])
+        except (KeyError, TypeError):
+            legal = ", ".join(repr(p) for p in self.presets)
+            raise ValueError(
+                f"workload {self.name!r} has no preset {preset!r}; legal presets: {legal}"
+            ) from None
+
+
+def conv_output_size(size: int, kernel: int, stride: int = 1, pad: int = 0, dil: int = 1) -> int:
+    """Output length of a sliding window along one axis (the PyTorch/ONNX convolution formula).
+
+    ``(size + 2*pad - dil*(kernel - 1) - 1) // stride + 1``; may be <= 0 when the window does not fit.
+
+    Example::
+
+        >>> conv_output_size(56, 3, stride=2, pad=1)
+        28
+        >>> conv_output_size(7, 3, stride=1, pad=0, dil=2)
+        3
+    """
+    return (size + 2 * pad - dil * (kernel - 1) - 1) // stride + 1
