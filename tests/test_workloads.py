@@ -139,8 +139,11 @@ def test_workload_validates_presets():
         Workload(presets={"a": {"N": 1}}, default_preset="b", **kwargs)
     with pytest.raises(ValueError, match="binds"):
         Workload(presets={"a": {"N": 1}, "b": {"M": 1}}, default_preset="a", **kwargs)
-    with pytest.raises(ValueError, match="positive"):
-        Workload(presets={"a": {"N": 0}}, default_preset="a", **kwargs)
+    with pytest.raises(ValueError, match="non-negative"):
+        Workload(presets={"a": {"N": -1}}, default_preset="a", **kwargs)
+    with pytest.raises(ValueError, match="non-negative"):
+        Workload(presets={"a": {"N": 2.0}}, default_preset="a", **kwargs)
+    assert Workload(presets={"a": {"pad": 0}}, default_preset="a", **kwargs).sizes() == {"pad": 0}
 
 
 def test_required_presets():

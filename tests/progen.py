@@ -1,0 +1,1115 @@
+"""Random tensorlang programs and an independent numpy evaluator for them (used by test_random_programs.py).
+
+A program is generated as a small structure -- input declarations, stages, index accesses, expression trees --
+from which both the DSL text and the expected result are produced.  Nothing here imports tensorlang.
+
+The generator knows the iteration range of every index variable:
+
+* a variable gets an explicit ``where v in LO:HI`` (left-side variables always start at 0), or
+* it relies on the compiler's range inference: the intersection, over every dimension of every access in which
+  ``v`` is the only index variable (``a*v + c``), of ``ceil(-c/a) <= v <= floor((D-1-c)/a)``.  The generator only
+  relies on inference when the answer is unambiguous: the range is non-empty, starts at exactly 0 for left-side
+  variables, and every dimension that mixes ``v`` with other variables (``i + r``) stays in bounds over the
+  chosen ranges (so it does not matter whether the compiler also intersects those).
+
+The evaluator builds an open index grid per stage, gathers with a zero mask for out-of-range reads (padding),
+evaluates the expression in float64 (int64 for i32 stages) and reduces with sum/prod/max/min.  It raises
+``Reject`` when an example is numerically fragile (a comparison that is a near-tie, sqrt of a tiny non-zero
+value, i32 overflow) so that the test can discard it instead of reporting a rounding difference.
+
+Usage::
+
+    import random
+    from progen import Src, generate, make_inputs
+    prog = generate(Src.from_random(random.Random(0)))
+    print(prog.text, prog.env)
+    inputs = make_inputs(prog, seed=0)
+    expected = prog.evaluate(inputs)      # {output name: array}
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+INT32_MAX = 2**31 - 1
+NP_DTYPES = {"f32": np.float32, "f64": np.float64, "i32": np.int32}
+FLOAT_DTYPES = ("f32", "f64")
+
+
+class Reject(Exception):
+    """The example is numerically fragile (near-tie comparison, sqrt near 0, i32 overflow): discard it."""
+
+
+# ------------------------------------------------------------------------------------------ draw source
+class Src:
+    """Source of random choices; every choice is an integer draw so that hypothesis can shrink it.
+
+    Choices shrink toward the first option / False / the low end.
+    """
+
+    def __init__(self, draw_int):
+        self._draw = draw_int
+
+    @classmethod
+    def from_hypothesis(cls, draw):
+        from hypothesis import strategies as st
+
+        return cls(lambda lo, hi: draw(st.integers(lo, hi)))
+
+    @classmethod
+    def from_random(cls, rnd):
+        return cls(rnd.randint)
+
+    def int(self, lo, hi):
+        return self._draw(lo, hi)
+
+    def chance(self, pct):
+        """True with probability pct/100; shrinks to False."""
+        return self._draw(0, 99) >= 100 - pct
+
+    def pick(self, seq):
+        seq = list(seq)
+        return seq[self._draw(0, len(seq) - 1)]
+
+    def weighted(self, pairs):
+        pairs = [(item, w) for item, w in pairs if w > 0]
+        x = self._draw(0, sum(w for _, w in pairs) - 1)
+        for item, w in pairs:
+            if x < w:
+                return item
+            x -= w
+        raise AssertionError
+
+
+# ------------------------------------------------------------------------------------------ size expressions
+def _join(pieces, compact=False):
+    """pieces: [(positive, text)] -> 'a + b - c' with positive pieces first (no leading unary minus)."""
+    pos = [t for p, t in pieces if p]
+    neg = [t for p, t in pieces if not p]
+    if not pos:
+        pos = ["0"]
+    plus, minus = (" + ", " - ") if not compact else ("+", "-")
+    return plus.join(pos) + "".join(minus + t for t in neg)
+
+
+@dataclass(frozen=True)
+class SE:
+    """Size expression: const + sum(coef * size_name)."""
+
+    const: int = 0
+    terms: tuple = ()  # ((name, coef), ...)
+
+    @staticmethod
+    def lit(c):
+        return SE(int(c), ())
+
+    @staticmethod
+    def name(n, c=1):
+        return SE(0, ((n, c),))
+
+    def _coerce(self, other):
+        return SE.lit(other) if isinstance(other, int) else other
+
+    def __add__(self, other):
+        other = self._coerce(other)
+        d = dict(self.terms)
+        for n, c in other.terms:
+            d[n] = d.get(n, 0) + c
+        return SE(self.const + other.const, tuple((n, c) for n, c in d.items() if c != 0))
+
+    def __neg__(self):
+        return SE(-self.const, tuple((n, -c) for n, c in self.terms))
+
+    def __sub__(self, other):
+        return self + (-self._coerce(other))
+
+    def ev(self, env):
+        return self.const + sum(c * env[n] for n, c in self.terms)
+
+    def names(self):
+        return {n for n, _ in self.terms}
+
+    def is_lit(self):
+        return not self.terms
+
+    def pieces(self):
+        out = [(c > 0, n if abs(c) == 1 else f"{abs(c)}*{n}") for n, c in self.terms]
+        if self.const:
+            out.append((self.const > 0, str(abs(self.const))))
+        return out
+
+    def render(self, compact=False):
+        return _join(self.pieces(), compact)
+
+
+@dataclass(frozen=True)
+class Affine:
+    """Index expression: sum(coef * var) + const, coef a size expression (an int literal or a size parameter)."""
+
+    terms: tuple  # ((SE coef, var), ...)
+    const: SE = SE()
+
+    def vars(self):
+        return [v for _, v in self.terms]
+
+    def ev(self, env, grids):
+        out = self.const.ev(env)
+        for c, v in self.terms:
+            out = out + c.ev(env) * grids[v]
+        return out
+
+    def bounds(self, env, ranges):
+        """(min, max) of the expression over the box of variable ranges."""
+        lo = hi = self.const.ev(env)
+        for c, v in self.terms:
+            a = c.ev(env)
+            vlo, vhi = ranges[v]
+            lo += min(a * vlo, a * vhi)
+            hi += max(a * vlo, a * vhi)
+        return lo, hi
+
+    def render(self):
+        pieces = []
+        for c, v in self.terms:
+            if c.is_lit():
+                k = c.const
+                pieces.append((k > 0, v if abs(k) == 1 else f"{abs(k)}*{v}"))
+            else:
+                (n, k), = c.terms
+                pieces.append((True, f"{n}*{v}"))
+        return _join(pieces + self.const.pieces())
+
+
+# ------------------------------------------------------------------------------------------ expressions
+# Precedence levels (Python's): or 1, and 2, not 3, comparisons 4, + - 5, * / 6, unary - 7, ** 8, atoms 9.
+def _wrap(node, min_prec):
+    txt = node.render()
+    return f"({txt})" if node.prec < min_prec else txt
+
+
+class Ctx:
+    """Evaluation context of one stage."""
+
+    def __init__(self, env, grids, tensors, domain, prog_state):
+        self.env = env
+        self.grids = grids  # var -> int64 array (open grid, broadcastable)
+        self.tensors = tensors  # name -> stored array (float64 or int64)
+        self.domain = domain  # "float" or "int"
+        self.state = prog_state  # dict with "mag": largest finite |value| seen so far
+
+    def track(self, v):
+        v = np.asarray(v)
+        if v.dtype == bool or v.size == 0:
+            return v
+        if self.domain == "int":
+            if np.issubdtype(v.dtype, np.integer) and np.max(np.abs(v)) > INT32_MAX:
+                raise Reject("i32 overflow")
+        else:
+            a = np.abs(v[np.isfinite(v)])
+            if a.size:
+                self.state["mag"] = max(self.state["mag"], float(a.max()))
+        return v
+
+
+class Node:
+    prec = 9
+    typed = True  # does the value carry a tensor dtype (vs an adapting literal / index / size)
+
+    def children(self):
+        return []
+
+    def walk(self):
+        yield self
+        for c in self.children():
+            yield from c.walk()
+
+
+@dataclass(eq=False)
+class Read(Node):
+    tensor: str
+    idx: tuple  # of Affine; () for a 0-d tensor
+    typed = True
+
+    def render(self):
+        if not self.idx:
+            return self.tensor
+        return f"{self.tensor}[{', '.join(a.render() for a in self.idx)}]"
+
+    def ev(self, ctx):
+        arr = ctx.tensors[self.tensor]
+        if not self.idx:
+            return arr[()]
+        ids = [np.asarray(a.ev(ctx.env, ctx.grids), dtype=np.int64) for a in self.idx]
+        ids = np.broadcast_arrays(*ids)
+        mask = np.ones(ids[0].shape, dtype=bool)
+        clipped = []
+        for d, ix in enumerate(ids):
+            n = arr.shape[d]
+            mask &= (ix >= 0) & (ix < n)
+            clipped.append(np.clip(ix, 0, n - 1))
+        vals = arr[tuple(clipped)]
+        return np.where(mask, vals, np.zeros((), arr.dtype))
+
+
+@dataclass(eq=False)
+class Lit(Node):
+    value: object  # int or float (float may be +-inf)
+
+    @property
+    def typed(self):
+        return False
+
+    @property
+    def prec(self):
+        return 7 if self.value < 0 else 9
+
+    def render(self):
+        v = self.value
+        if isinstance(v, float) and math.isinf(v):
+            return "-inf" if v < 0 else "inf"
+        return repr(v)
+
+    def ev(self, ctx):
+        return float(self.value) if ctx.domain == "float" else int(self.value)
+
+
+@dataclass(eq=False)
+class Var(Node):
+    """An index variable used as a value."""
+
+    name: str
+    typed = False
+
+    def render(self):
+        return self.name
+
+    def ev(self, ctx):
+        g = ctx.grids[self.name]
+        return g.astype(np.float64) if ctx.domain == "float" else g
+
+
+@dataclass(eq=False)
+class Size(Node):
+    """A size (or int parameter) used as a value."""
+
+    name: str
+    typed = False
+
+    def render(self):
+        return self.name
+
+    def ev(self, ctx):
+        v = ctx.env[self.name]
+        return float(v) if ctx.domain == "float" else int(v)
+
+
+UNARY_FUNCS = ("exp", "log", "sqrt", "tanh", "abs")
+
+
+@dataclass(eq=False)
+class Un(Node):
+    op: str  # "neg" or a function name
+    x: Node
+
+    def children(self):
+        return [self.x]
+
+    @property
+    def typed(self):
+        return self.x.typed
+
+    @property
+    def prec(self):
+        return 7 if self.op == "neg" else 9
+
+    def render(self):
+        if self.op == "neg":
+            return "-" + _wrap(self.x, 9)
+        return f"{self.op}({self.x.render()})"
+
+    def ev(self, ctx):
+        x = self.x.ev(ctx)
+        if self.op == "neg":
+            r = -x
+        elif self.op == "abs":
+            r = np.abs(x)
+        elif self.op == "exp":
+            r = np.exp(x)
+        elif self.op == "log":
+            r = np.log(x)
+        elif self.op == "tanh":
+            r = np.tanh(x)
+        elif self.op == "sqrt":
+            ax = np.asarray(x)
+            thr = 1e-5 * max(1.0, ctx.state["mag"])
+            if np.any((ax > 0) & (ax < thr)):
+                raise Reject("sqrt of a tiny value")
+            r = np.sqrt(x)
+        else:
+            raise AssertionError(self.op)
+        return ctx.track(r)
+
+
+BIN_PREC = {"+": 5, "-": 5, "*": 6, "/": 6, "**": 8}
+
+
+@dataclass(eq=False)
+class Bin(Node):
+    op: str  # + - * / ** max min
+    a: Node
+    b: Node
+
+    def children(self):
+        return [self.a, self.b]
+
+    @property
+    def typed(self):
+        return self.a.typed or self.b.typed
+
+    @property
+    def prec(self):
+        return BIN_PREC.get(self.op, 9)
+
+    def render(self):
+        if self.op in ("max", "min"):
+            return f"{self.op}({self.a.render()}, {self.b.render()})"
+        if self.op == "**":
+            return f"{_wrap(self.a, 9)} ** {_wrap(self.b, 9)}"
+        p = BIN_PREC[self.op]
+        return f"{_wrap(self.a, p)} {self.op} {_wrap(self.b, p + 1)}"
+
+    def ev(self, ctx):
+        a, b = self.a.ev(ctx), self.b.ev(ctx)
+        op = self.op
+        if op == "+":
+            r = a + b
+        elif op == "-":
+            r = a - b
+        elif op == "*":
+            r = a * b
+        elif op == "**":
+            r = a**b
+        elif op == "max":
+            r = np.maximum(a, b)
+        elif op == "min":
+            r = np.minimum(a, b)
+        elif op == "/":
+            if ctx.domain == "float":
+                r = np.divide(a, b)
+            else:  # C-style: truncate toward zero
+                a, b = np.asarray(a, np.int64), np.asarray(b, np.int64)
+                r = np.sign(a) * np.sign(b) * (np.abs(a) // np.abs(b))
+        else:
+            raise AssertionError(op)
+        return ctx.track(r)
+
+
+@dataclass(eq=False)
+class Cmp(Node):
+    op: str  # > < >= <= == !=
+    a: Node
+    b: Node
+    prec = 4
+    typed = False
+
+    def children(self):
+        return [self.a, self.b]
+
+    def render(self):
+        return f"{_wrap(self.a, 5)} {self.op} {_wrap(self.b, 5)}"
+
+    def ev(self, ctx):
+        a, b = np.asarray(self.a.ev(ctx)), np.asarray(self.b.ev(ctx))
+        if ctx.domain == "float":
+            d = np.abs(a - b)
+            with np.errstate(invalid="ignore"):
+                near = (d > 0) & (d <= 1e-5 * (1.0 + np.abs(a) + np.abs(b)))
+            if np.any(near):
+                raise Reject("near-tie comparison")
+        return {
+            ">": np.greater,
+            "<": np.less,
+            ">=": np.greater_equal,
+            "<=": np.less_equal,
+            "==": np.equal,
+            "!=": np.not_equal,
+        }[self.op](a, b)
+
+
+@dataclass(eq=False)
+class Logic(Node):
+    op: str  # and / or
+    a: Node
+    b: Node
+    typed = False
+
+    def children(self):
+        return [self.a, self.b]
+
+    @property
+    def prec(self):
+        return 2 if self.op == "and" else 1
+
+    def render(self):
+        p = self.prec
+        return f"{_wrap(self.a, p)} {self.op} {_wrap(self.b, p + 1)}"
+
+    def ev(self, ctx):
+        f = np.logical_and if self.op == "and" else np.logical_or
+        return f(self.a.ev(ctx), self.b.ev(ctx))
+
+
+@dataclass(eq=False)
+class Not(Node):
+    x: Node
+    prec = 3
+    typed = False
+
+    def children(self):
+        return [self.x]
+
+    def render(self):
+        return "not " + _wrap(self.x, 3)
+
+    def ev(self, ctx):
+        return np.logical_not(self.x.ev(ctx))
+
+
+@dataclass(eq=False)
+class Sel(Node):
+    cond: Node
+    a: Node
+    b: Node
+
+    def children(self):
+        return [self.cond, self.a, self.b]
+
+    @property
+    def typed(self):
+        return self.a.typed or self.b.typed
+
+    def render(self):
+        return f"select({self.cond.render()}, {self.a.render()}, {self.b.render()})"
+
+    def ev(self, ctx):
+        return np.where(self.cond.ev(ctx), self.a.ev(ctx), self.b.ev(ctx))
+
+
+@dataclass(eq=False)
+class Cast(Node):
+    dtype: str
+    x: Node
+    typed = True
+
+    def children(self):
+        return [self.x]
+
+    def render(self):
+        return f"{self.dtype}({self.x.render()})"
+
+    def ev(self, ctx):
+        x = np.asarray(self.x.ev(ctx))
+        if self.dtype == "i32":
+            if np.issubdtype(x.dtype, np.floating):
+                x = np.trunc(x)
+            return ctx.track(x.astype(np.int64))
+        x = x.astype(np.float64)
+        if self.dtype == "f32":
+            x = x.astype(np.float32).astype(np.float64)
+        return ctx.track(x)
+
+
+# ------------------------------------------------------------------------------------------ program
+@dataclass
+class InputDecl:
+    name: str
+    dtype: str
+    dims: list  # of SE
+
+
+@dataclass
+class Stage:
+    name: str
+    lhs: list  # left-side index variables
+    red: list  # reduction index variables
+    op: str  # = += *= max= min=
+    expr: Node = None
+    dtype: str = "f32"
+    ranges: dict = field(default_factory=dict)  # var -> (lo, hi) inclusive
+    where: dict = field(default_factory=dict)  # var -> (SE lo, SE hi) for explicit ranges (hi exclusive)
+    compact_where: bool = True
+
+    @property
+    def shape(self):
+        return tuple(self.ranges[v][1] + 1 for v in self.lhs)
+
+    @property
+    def reduction_len(self):
+        return int(np.prod([self.ranges[v][1] - self.ranges[v][0] + 1 for v in self.red], dtype=np.int64))
+
+    def reads(self):
+        return [n for n in self.expr.walk() if isinstance(n, Read)]
+
+    def render(self):
+        lhs = self.name if not self.lhs else f"{self.name}[{', '.join(self.lhs)}]"
+        line = f"{lhs} {self.op} {self.expr.render()}"
+        if self.where:
+            parts = []
+            for v in self.lhs + self.red:
+                if v in self.where:
+                    lo, hi = self.where[v]
+                    sep = ":" if self.compact_where else " : "
+                    parts.append(f"{v} in {lo.render(self.compact_where)}{sep}{hi.render(self.compact_where)}")
+            line += " where " + ", ".join(parts)
+        return line
+
+
+REDUCE = {"+=": np.sum, "*=": np.prod, "max=": np.max, "min=": np.min}
+
+
+@dataclass
+class Program:
+    name: str
+    inputs: list  # of InputDecl (parameter order of tensors)
+    params: list  # int parameter names
+    env: dict  # size / parameter name -> value
+    stages: list  # of Stage, in dependency order
+    outputs: list  # output stage names
+    text: str = ""
+
+    def __repr__(self):
+        return f"Program(sizes={self.env}, text={self.text!r})"
+
+    def stage(self, name):
+        return next(s for s in self.stages if s.name == name)
+
+    def input_shape(self, decl):
+        return tuple(d.ev(self.env) for d in decl.dims)
+
+    def total_reduction_len(self):
+        return sum(s.reduction_len for s in self.stages)
+
+    def evaluate(self, inputs, return_all=False):
+        """inputs: {name: array}.  Returns {output name: array of the output dtype}; raises Reject."""
+        tensors = {}
+        for decl in self.inputs:
+            a = np.asarray(inputs[decl.name])
+            tensors[decl.name] = a.astype(np.int64 if decl.dtype == "i32" else np.float64)
+        state = {"mag": 0.0}
+        for st in self.stages:
+            tensors[st.name] = self._eval_stage(st, tensors, state)
+        self.magnitude = state["mag"]
+        names = [s.name for s in self.stages] if return_all else self.outputs
+        return {n: tensors[n].astype(NP_DTYPES[self.stage(n).dtype]) for n in names}
+
+    def _eval_stage(self, st, tensors, state):
+        allv = st.lhs + st.red
+        grids = {}
+        for ax, v in enumerate(allv):
+            lo, hi = st.ranges[v]
+            shape = [1] * len(allv)
+            shape[ax] = hi - lo + 1
+            grids[v] = np.arange(lo, hi + 1, dtype=np.int64).reshape(shape)
+        full = tuple(st.ranges[v][1] - st.ranges[v][0] + 1 for v in allv)
+        domain = "int" if st.dtype == "i32" else "float"
+        ctx = Ctx(self.env, grids, tensors, domain, state)
+        val = np.asarray(st.expr.ev(ctx))
+        val = np.broadcast_to(val, full).astype(np.int64 if domain == "int" else np.float64)
+        if st.red:
+            val = REDUCE[st.op](val, axis=tuple(range(len(st.lhs), len(allv))))
+        val = ctx.track(np.asarray(val))
+        if st.dtype == "f32":
+            val = val.astype(np.float32).astype(np.float64)
+        return np.array(val, order="C")
+
+
+def make_inputs(prog, seed):
+    """Input arrays: floats are multiples of 1/8 in [-2, 2] (exact in f32), ints in [-3, 3]."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for decl in prog.inputs:
+        shape = prog.input_shape(decl)
+        if decl.dtype == "i32":
+            a = rng.integers(-3, 4, size=shape).astype(np.int32)
+        else:
+            a = (rng.integers(-16, 17, size=shape) / 8.0).astype(NP_DTYPES[decl.dtype])
+        out[decl.name] = np.array(a, order="C")
+    return out
+
+
+# ------------------------------------------------------------------------------------------ generator
+SIZE_NAMES = ["N", "M", "K", "L"]
+SIZE_VALUES = [1, 2, 3, 5, 7, 4, 6]  # shrink toward small; includes 1 and primes
+INPUT_NAMES = ["X", "Y", "Z"]
+LHS_VARS = ["i", "j", "k"]
+RED_VARS = ["r", "s"]
+PARAM_VALUES = {"pad": [1, 2], "st": [1, 2, 3]}
+FLOAT_LITS = [1, 2, 0.5, 1.5, 0.25, 3, 2.0, -1, -0.5, 0.125]
+INT_LITS = [1, 2, 0, 3, -1, -2]
+MAX_EXTENT = 9
+
+
+class _Gen:
+    def __init__(self, src: Src, allow_rank0_inputs=True):
+        self.s = src
+        self.allow_rank0 = allow_rank0_inputs
+
+    # -- sizes / params
+    def size_name(self):
+        """A size name for a new shape dimension; an unused name gets a value now."""
+        used = [n for n in SIZE_NAMES if n in self.env]
+        if used and (len(used) == len(SIZE_NAMES) or self.s.chance(60)):
+            return self.s.pick(used)
+        n = next(n for n in SIZE_NAMES if n not in self.env)
+        self.env[n] = self.s.pick(SIZE_VALUES)
+        return n
+
+    def param(self, name):
+        if name not in self.params:
+            self.params.append(name)
+            self.env[name] = self.s.pick(PARAM_VALUES[name])
+        return name
+
+    def known_sizes(self):
+        return [n for n in self.env]
+
+    def dim_se(self):
+        kind = self.s.weighted([("name", 78), ("lit", 10), ("plus", 8), ("sum", 4)])
+        if kind == "lit":
+            return SE.lit(self.s.int(1, 4))
+        n = self.size_name()
+        if kind == "plus":
+            return SE.name(n) + self.s.int(1, 2)
+        if kind == "sum":  # the second name is one already in a shape
+            m = self.s.pick([x for x in SIZE_NAMES if x in self.env])
+            e = SE.name(n) + SE.name(m)
+            if e.ev(self.env) <= MAX_EXTENT:
+                return e
+        return SE.name(n)
+
+    # -- tensors
+    def new_input(self, min_rank=0):
+        name = INPUT_NAMES[len(self.inputs)]
+        dtype = self.main
+        if self.mixed and self.s.chance(50):
+            dtype = self.s.pick([d for d in ("f32", "f64", "i32") if d != self.main])
+        ranks = [(1, 30), (2, 40), (3, 18), (0, 12 if self.allow_rank0 else 0)]
+        rank = self.s.weighted([(r, w) for r, w in ranks if r >= min_rank])
+        decl = InputDecl(name, dtype, [self.dim_se() for _ in range(rank)])
+        self.inputs.append(decl)
+        self.tensors[name] = (dtype, decl.dims)
+        return name
+
+    def tensor_dims(self, name):
+        """(list of SE, list of int) for a tensor's dims."""
+        dims = self.tensors[name][1]
+        return dims, [d.ev(self.env) for d in dims]
+
+    def pick_tensor(self, min_rank=0):
+        if self.pending:
+            return self.pending.pop(0)
+        avail = [t for t in self.tensors if len(self.tensors[t][1]) >= min_rank]
+        can_new = len(self.inputs) < len(INPUT_NAMES)
+        if can_new and (not avail or self.s.chance(35 if len(self.inputs) < 2 else 15)):
+            return self.new_input(min_rank)
+        if not avail:
+            return None
+        return self.s.pick(avail)
+
+    # -- index expressions
+    def pick_var(self):
+        unplaced = [v for v in self.vars if v not in self.placed]
+        if unplaced and self.s.chance(75):
+            v = self.s.pick(unplaced)
+        else:
+            v = self.s.pick(self.vars)
+        self.placed.add(v)
+        return v
+
+    def index(self, dim_se, prev):
+        """One dimension's affine index; prev = vars used in earlier dims of this access."""
+        if not self.vars:
+            return Affine((), SE.lit(0) if self.s.chance(50) else dim_se - 1)
+        one = SE.lit(1)
+        kinds = [
+            ("var", 46),
+            ("diag", 8 if prev else 0),
+            ("offset", 10),
+            ("sum", 10 if len(self.vars) > 1 else 0),
+            ("scaled", 8),
+            ("rev", 6),
+            ("const", 5),
+            ("param", 7),
+        ]
+        kind = self.s.weighted(kinds)
+        if kind == "const":
+            return Affine((), SE.lit(0) if self.s.chance(50) else dim_se - 1)
+        if kind == "diag":
+            return Affine(((one, self.s.pick(prev)),))
+        v = self.pick_var()
+        if kind == "var":
+            return Affine(((one, v),))
+        if kind == "offset":
+            return Affine(((one, v),), SE.lit(self.s.pick([1, -1, 2, -2])))
+        if kind == "sum":
+            w = self.s.pick([u for u in self.vars if u != v])
+            self.placed.add(w)
+            return Affine(((one, v), (one, w)), SE.lit(self.s.pick([0, 0, 1, -1])))
+        if kind == "scaled":
+            if len(self.vars) > 1 and self.s.chance(50):
+                w = self.s.pick([u for u in self.vars if u != v])
+                self.placed.add(w)
+                return Affine(((SE.lit(2), v), (one, w)))
+            return Affine(((SE.lit(2), v),), SE.lit(self.s.pick([0, 1])))
+        if kind == "rev":
+            return Affine(((SE.lit(-1), v),), dim_se - 1)
+        # param
+        if self.s.chance(50):
+            p = self.param("pad")
+            return Affine(((one, v),), SE.name(p, self.s.pick([1, -1])))
+        p = self.param("st")
+        if len(self.vars) > 1 and self.s.chance(60):
+            w = self.s.pick([u for u in self.vars if u != v])
+            self.placed.add(w)
+            return Affine(((SE.name(p), v), (one, w)))
+        return Affine(((SE.name(p), v),))
+
+    def read(self, min_rank=0, want_var=None):
+        t = self.pick_tensor(min_rank)
+        if t is None:
+            return None
+        dims, _ = self.tensor_dims(t)
+        idx, prev = [], []
+        for d in dims:
+            if want_var is not None and not prev:
+                a = Affine(((SE.lit(1), want_var),))
+                self.placed.add(want_var)
+            else:
+                a = self.index(d, prev)
+            idx.append(a)
+            prev.extend(a.vars())
+        node = Read(t, tuple(idx))
+        tdtype = self.tensors[t][0]
+        if tdtype != self.dtype:
+            node = Cast(self.dtype, node)
+        return node
+
+    # -- value expressions
+    def lit(self):
+        if self.dtype == "i32":
+            return Lit(self.s.pick(INT_LITS))
+        return Lit(self.s.pick(FLOAT_LITS))
+
+    def leaf(self, typed):
+        kind = self.s.weighted(
+            [("read", 80), ("lit", 0 if typed else 9), ("var", 0 if typed else 5), ("size", 0 if typed else 2),
+             ("castvar", 4 if self.vars else 0)]
+        )
+        if kind == "read":
+            r = self.read()
+            if r is not None:
+                return r
+            kind = "castvar" if self.vars else "lit"
+        if kind == "castvar":
+            v = self.s.pick(self.vars)
+            self.value_vars.add(v)
+            return Cast(self.dtype, Var(v))
+        if kind == "var" and self.vars:
+            v = self.s.pick(self.vars)
+            self.value_vars.add(v)
+            return Var(v)
+        if kind == "size" and self.env:
+            return Size(self.s.pick(self.known_sizes()))
+        if typed:  # no tensor could be read and no variables: a cast literal is typed
+            return Cast(self.dtype, self.lit())
+        return self.lit()
+
+    def expr(self, depth, typed):
+        """Random expression; typed=True guarantees the result carries the stage dtype."""
+        if depth <= 0 or self.s.chance(30):
+            return self.leaf(typed)
+        isf = self.dtype != "i32"
+        kind = self.s.weighted(
+            [
+                ("arith", 38),
+                ("div", 7),
+                ("maxmin", 9),
+                ("func", 22 if isf else 0),
+                ("absneg", 6),
+                ("select", 10),
+                ("pow", 2 if isf else 0),
+                ("roundtrip", 3 if isf else 0),
+                ("inf", 1 if isf else 0),
+            ]
+        )
+        d = depth - 1
+        if kind in ("arith", "maxmin"):
+            op = self.s.pick(["+", "*", "-"]) if kind == "arith" else self.s.pick(["max", "min"])
+            ta = typed and self.s.chance(50)
+            a = self.expr(d, ta)
+            b = self.expr(d, typed and not a.typed)
+            return Bin(op, a, b)
+        if kind == "div":  # a / (abs(b) + 1): never divides by (almost) zero
+            a = self.expr(d, True)
+            b = self.expr(d - 1, False)
+            return Bin("/", a, Bin("+", Un("abs", b), Lit(1)))
+        if kind == "absneg":
+            return Un(self.s.pick(["abs", "neg"]), self.expr(d, typed))
+        if kind == "select":
+            c = self.cond(2)
+            ta = typed and self.s.chance(50)
+            a = self.expr(d, ta)
+            b = self.expr(d, typed and not a.typed)
+            return Sel(c, a, b)
+        if kind == "pow":
+            return Bin("**", self.expr(d, True), Lit(2))
+        if kind == "roundtrip":
+            other = "f64" if self.dtype == "f32" else "f32"
+            saved, self.dtype = self.dtype, other
+            inner = self.expr(d, True)
+            self.dtype = saved
+            return Cast(saved, inner)
+        if kind == "inf":
+            x = self.expr(d, True)
+            return self.s.pick([Bin("max", x, Lit(-math.inf)), Bin("min", Lit(math.inf), x)])
+        # func
+        f = self.s.pick(["tanh", "exp", "log", "sqrt", "abs", "exp2"])
+        x = self.expr(d, True)
+        if f == "exp":
+            return Un("exp", Un("tanh", x))
+        if f == "exp2":
+            return Un("exp", Un("neg", Un("abs", x)))
+        if f == "log":
+            return Un("log", Bin("+", Un("abs", x), Lit(1)))
+        if f == "sqrt":
+            return Un("sqrt", Un("abs", x))
+        return Un(f, x)
+
+    def cond(self, depth):
+        kind = self.s.weighted([("cmp", 70), ("and", 12 if depth else 0), ("or", 10 if depth else 0),
+                                ("not", 8 if depth else 0)])
+        if kind == "cmp":
+            isf = self.dtype != "i32"
+            a = self.cond_operand()
+            b = self.cond_operand()
+            exact = not isf or not (a.typed or b.typed)
+            ops = [">", "<", ">=", "<="] + (["==", "!="] if exact else [])
+            return Cmp(self.s.pick(ops), a, b)
+        if kind == "not":
+            return Not(self.cond(depth - 1))
+        return Logic(kind, self.cond(depth - 1), self.cond(depth - 1))
+
+    def cond_operand(self):
+        if self.vars and self.s.chance(30):
+            v = self.s.pick(self.vars)
+            self.value_vars.add(v)
+            return Var(v)
+        if self.s.chance(25):
+            return self.lit()
+        return self.expr(1, False)
+
+    # -- stages
+    def stage(self, idx, must_read):
+        s = self.s
+        op = s.weighted([("=", 48), ("+=", 26), ("*=", 8), ("max=", 9), ("min=", 9)])
+        nl = s.weighted([(1, 35), (2, 35), (0, 12), (3, 18)])
+        nr = 0 if op == "=" else s.weighted([(1, 70), (2, 30)])
+        nr = min(nr, 4 - nl)
+        self.vars = LHS_VARS[:nl] + RED_VARS[:nr]
+        self.placed, self.value_vars = set(), set()
+        dtype = self.main
+        if self.main in FLOAT_DTYPES and s.chance(10):
+            dtype = "f64" if self.main == "f32" else "f32"
+        self.dtype = dtype
+        self.pending = list(must_read)
+        st = Stage(f"T{idx}", LHS_VARS[:nl], RED_VARS[:nr], op, dtype=dtype)
+        e = self.expr(s.weighted([(2, 40), (1, 25), (3, 35)]), True)
+        while self.pending:  # a must-read tensor that no leaf picked up
+            r = self.read()
+            e = Bin(s.pick(["+", "*"]), e, r)
+        # every reduction variable must occur on the right side
+        for v in list(st.red):
+            if v in self.placed or v in self.value_vars:
+                continue
+            r = self.read(min_rank=1, want_var=v)
+            if r is None:
+                st.red.remove(v)
+            else:
+                e = Bin(s.pick(["+", "*", "-"]), e, r)
+        if not st.red and op != "=":
+            st.op = op = "="
+        if op == "*=":  # keep products near 1
+            if dtype == "i32":
+                e = Bin("max", Bin("min", e, Lit(1)), Lit(-1))
+            else:
+                e = Bin("+", Lit(1), Bin("*", Lit(0.25), Un("tanh", e)))
+        st.expr = e
+        self.vars = st.lhs + st.red
+        self.ranges(st)
+        st.compact_where = not s.chance(20)
+        self.tensors[st.name] = (dtype, [SE.lit(n) for n in st.shape])
+        return st
+
+    # -- ranges
+    def single_var_bounds(self, st):
+        """var -> list of (lo, hi) from every access dimension in which it is the only variable."""
+        out = {v: [] for v in st.lhs + st.red}
+        for r in st.reads():
+            _, dvals = self.tensor_dims(r.tensor)
+            for a, D in zip(r.idx, dvals):
+                vs = a.vars()
+                if len(vs) != 1:
+                    continue
+                (c, v), = a.terms
+                k = c.ev(self.env)
+                rest = a.const.ev(self.env)
+                # 0 <= k*v + rest <= D-1
+                if k > 0:
+                    lo, hi = -((rest) // k), (D - 1 - rest) // k  # ceil(-rest/k), floor((D-1-rest)/k)
+                else:
+                    lo, hi = -((D - 1 - rest) // -k), rest // -k
+                out[v].append((lo, hi))
+        return out
+
+    def multi_dims(self, st):
+        res = []
+        for r in st.reads():
+            _, dvals = self.tensor_dims(r.tensor)
+            for a, D in zip(r.idx, dvals):
+                if len(a.vars()) > 1:
+                    res.append((a, D))
+        return res
+
+    def explicit_range(self, st, v, inferred):
+        """Choose an explicit where range for v; returns (SE lo, SE hi-exclusive)."""
+        s = self.s
+        lhs = v in st.lhs
+        lo = SE.lit(0)
+        if not lhs:
+            opts = [(SE.lit(0), 70), (SE.lit(1), 20)]
+            if "pad" in self.params:
+                opts.append((SE.name("pad"), 10))
+            lo = s.weighted(opts)
+        lov = lo.ev(self.env)
+        cands = []
+        if inferred is not None and inferred[0] <= inferred[1]:
+            cands.append(SE.lit(inferred[1] + 1))
+        # symbolic candidates from plain accesses v + c into a dimension D
+        for r in st.reads():
+            dims, _ = self.tensor_dims(r.tensor)
+            for a, dse in zip(r.idx, dims):
+                if len(a.terms) == 1 and a.terms[0][1] == v and a.terms[0][0] == SE.lit(1):
+                    base = dse - a.const
+                    cands += [base, base + 1, base + 2, base - 1]
+        for n in self.known_sizes():
+            cands += [SE.name(n), SE.name(n) + 1, SE.name(n) + 2]
+        cands += [SE.lit(k) for k in range(1, 5)]
+        good = [c for c in cands if lov < c.ev(self.env) <= lov + MAX_EXTENT]
+        if not good:
+            return lo, SE.lit(lov + s.int(1, 3))
+        return lo, s.pick(good)
+
+    def exact_uses_agree(self, st, v):
+        """tensorlang (like TC) requires the dimensions that an inferred index reads plainly (`A[.., v, ..]`) to
+        agree: the same size expression for inputs, the same extent for all tensors.  Otherwise use `where`."""
+        sym, num = set(), set()
+        for r in st.reads():
+            dims, dvals = self.tensor_dims(r.tensor)
+            is_input = any(d.name == r.tensor for d in self.inputs)
+            for a, dse, dval in zip(r.idx, dims, dvals):
+                if a.terms == ((SE.lit(1), v),) and a.const.ev(self.env) == 0 and a.const.is_lit():
+                    num.add(dval)
+                    if is_input:
+                        sym.add((dse.const, tuple(sorted(dse.terms))))
+        return len(sym) <= 1 and len(num) <= 1
+
+    def ranges(self, st):
+        s = self.s
+        single = self.single_var_bounds(st)
+        inferred = {}
+        for v, bs in single.items():
+            if bs:
+                inferred[v] = (max(b[0] for b in bs), min(b[1] for b in bs))
+            else:
+                inferred[v] = None
+        for v in st.lhs + st.red:
+            r = inferred[v]
+            ok = r is not None and r[0] <= r[1] and r[1] - r[0] < MAX_EXTENT
+            if v in st.lhs:
+                ok = ok and r[0] == 0
+            ok = ok and self.exact_uses_agree(st, v)
+            if ok and not s.chance(15):
+                st.ranges[v] = r
+            else:
+                lo, hi = self.explicit_range(st, v, r)
+                st.where[v] = (lo, hi)
+                st.ranges[v] = (lo.ev(self.env), hi.ev(self.env) - 1)
+        # inference must not depend on dimensions that mix variables (i + r): make such variables explicit
+        changed = True
+        while changed:
+            changed = False
+            for a, D in self.multi_dims(st):
+                lo, hi = a.bounds(self.env, st.ranges)
+                if 0 <= lo and hi <= D - 1:
+                    continue
+                for v in a.vars():
+                    if v not in st.where:
+                        lo_v, hi_v = st.ranges[v]
+                        if lo_v >= 0:
+                            st.where[v] = (SE.lit(lo_v), SE.lit(hi_v + 1))
+                        else:
+                            st.where[v] = self.explicit_range(st, v, None)
+                            st.ranges[v] = (st.where[v][0].ev(self.env), st.where[v][1].ev(self.env) - 1)
+                        changed = True
+                        break
+                if changed:
+                    break
+
+    # -- program
+    def program(self):
+        s = self.s
+        self.env, self.params, self.inputs, self.tensors = {}, [], [], {}
+        self.main = s.weighted([("f32", 75), ("f64", 13), ("i32", 12)])
+        self.mixed = s.chance(12)
+        nst = s.weighted([(1, 30), (2, 40), (3, 30)])
+        nout = 2 if nst >= 2 and s.chance(25) else 1
+        out_names = [f"T{i}" for i in range(nst - nout, nst)]
+        stages = []
+        for i in range(nst):
+            must = [f"T{i - 1}"] if i > 0 and f"T{i - 1}" not in out_names else []
+            if i > 0 and not must and s.chance(50):
+                must = [f"T{i - 1}"]
+            stages.append(self.stage(i, must))
+        prog = Program("prog", self.inputs, self.params, dict(self.env), stages, out_names)
+        prog.text = self.render(prog)
+        return prog
+
+    def render(self, prog):
+        s = self.s
+        # a 0-d input is declared `X: f32[()]` (the DSL is parsed as Python, where `f32[]` is a syntax error)
+        items = [f"{d.name}: {d.dtype}[{', '.join(x.render() for x in d.dims) or '()'}]" for d in prog.inputs]
+        for p in prog.params:
+            items.insert(s.int(0, len(items)), f"{p}: int")
+        outs = prog.outputs[0] if len(prog.outputs) == 1 else "(" + ", ".join(prog.outputs) + ")"
+        lines = [st.render() for st in prog.stages]
+        if len(lines) > 1 and s.chance(20):  # stages may be written in any order
+            perm = list(range(len(lines)))
+            for i in range(len(perm) - 1, 0, -1):
+                j = s.int(0, i)
+                perm[i], perm[j] = perm[j], perm[i]
+            lines = [lines[i] for i in perm]
+        body = []
+        for ln in lines:
+            if s.chance(8):
+                body.append("    # a comment line")
+            if s.chance(5):
+                body.append("")
+            body.append("    " + ln + ("  # trailing comment" if s.chance(8) else ""))
+        return f"def {prog.name}({', '.join(items)}) -> {outs}:\n" + "\n".join(body) + "\n"
+
+
+def generate(src: Src, allow_rank0_inputs=True) -> Program:
+    return _Gen(src, allow_rank0_inputs).program()

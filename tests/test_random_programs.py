@@ -1,0 +1,453 @@
+"""Property test: random Einstein programs, compiled by tensorlang, against an independent numpy evaluation.
+
+The generator and the numpy evaluator live in ``progen.py`` (no tensorlang inside).  Each hypothesis example is
+a program of 1-3 stages over 1-3 small input tensors with random index patterns (permutations, diagonals,
+broadcasting, affine offsets and strides, reversal, constants, ``where``-widened ranges that read padding),
+reductions (``+= *= max= min=``) and elementwise math; the DSL text is attached to failures with ``note``.
+
+Environment:
+
+* ``TENSORLANG_FUZZ_EXAMPLES`` -- number of examples (default 500).
+* ``TENSORLANG_FUZZ_RANDOM=1`` -- explore new random examples instead of the fixed (derandomized) CI set.
+
+Reproduce a failure by pasting the noted DSL text into ``check_text(text, sizes, seed)``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import os
+import random
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, note, reject, settings
+from hypothesis import strategies as st
+
+import progen
+from oracle import assert_close
+
+FUZZ_EXAMPLES = int(os.environ.get("TENSORLANG_FUZZ_EXAMPLES", "500"))
+DERANDOMIZE = os.environ.get("TENSORLANG_FUZZ_RANDOM", "0") != "1"
+EPS32 = float(np.finfo(np.float32).eps)
+
+
+# ------------------------------------------------------------------------------------------ helpers
+def _oracle_len(prog, expected):
+    """reduction_len for oracle.assert_close that buys the error budget of a multi-stage program.
+
+    The budget is ``4*eps*(sum of reduction lengths + expression nodes)`` relative to the largest magnitude
+    seen anywhere in the evaluation (cancellation between large intermediates), expressed as the ``n`` of
+    oracle's ``8*eps*sqrt(n) + 64*eps`` rule, relative to the rms of the expected output.
+    """
+    nodes = sum(sum(1 for _ in s.expr.walk()) for s in prog.stages)
+    e = expected.astype(np.float64)
+    e = e[np.isfinite(e)]
+    rms = float(np.sqrt(np.mean(e * e))) if e.size else 0.0
+    scale = rms if rms > 0 else 1.0
+    units = 4.0 * (prog.total_reduction_len() + nodes) * max(1.0, prog.magnitude / scale)
+    return max(prog.total_reduction_len(), int(math.ceil(max(units - 64.0, 8.0) / 8.0) ** 2))
+
+
+def run_compiled(text, sizes, inputs):
+    import tensorlang as tl
+
+    op = tl.op(text)
+    kernel = tl.build(op, **sizes)
+    outs = kernel(*[inputs[name] for name in op.inputs])
+    if len(op.outputs) == 1:
+        outs = (outs,)
+    return op, kernel, dict(zip(op.outputs, outs))
+
+
+def check_program(prog, seed):
+    """Compile ``prog`` and compare every output with the numpy evaluation.  Raises progen.Reject."""
+    inputs = progen.make_inputs(prog, seed)
+    expected = prog.evaluate(inputs)  # before compiling: a rejected example costs no compile
+    copies = {k: v.copy() for k, v in inputs.items()}
+    op, kernel, got = run_compiled(prog.text, prog.env, inputs)
+    assert list(op.inputs) == [d.name for d in prog.inputs]
+    assert list(op.outputs) == prog.outputs
+    assert set(op.size_names) == set(prog.env)
+    for name, arr in inputs.items():
+        np.testing.assert_array_equal(arr, copies[name], err_msg=f"input {name} was modified")
+    for name in prog.outputs:
+        exp = expected[name]
+        assert tuple(kernel.output_shapes[name]) == exp.shape, f"output {name} shape"
+        assert np.dtype(kernel.output_dtypes[name]) == exp.dtype, f"output {name} dtype"
+        assert_close(got[name], exp, reduction_len=_oracle_len(prog, exp), err_msg=f"output {name}")
+
+
+def describe(prog, seed):
+    inputs = progen.make_inputs(prog, seed)
+    lines = [prog.text, f"sizes = {prog.env}", f"input seed = {seed}"]
+    for d in prog.inputs:
+        lines.append(f"{d.name} = np.{inputs[d.name].dtype}({inputs[d.name].tolist()!r})")
+    return "\n".join(lines)
+
+
+@st.composite
+def programs(draw):
+    return progen.generate(progen.Src.from_hypothesis(draw))
+
+
+# ------------------------------------------------------------------------------------------ property test
+@settings(
+    max_examples=FUZZ_EXAMPLES,
+    deadline=None,
+    derandomize=DERANDOMIZE,
+    database=None if DERANDOMIZE else settings.default.database,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
+    print_blob=True,
+)
+@given(data=st.data())
+def test_random_program(data):
+    prog = data.draw(programs(), label="program")
+    seed = data.draw(st.integers(0, 2**32 - 1), label="input seed")
+    note(describe(prog, seed))
+    try:
+        check_program(prog, seed)
+    except progen.Reject:
+        reject()
+
+
+# ------------------------------------------------------------------------------------------ evaluator self-checks
+def _scalar(node, pt, env, tensors, domain):
+    """A deliberately naive, element-at-a-time interpreter (independent of the vectorized evaluator)."""
+    ev = lambda n: _scalar(n, pt, env, tensors, domain)  # noqa: E731
+    if isinstance(node, progen.Read):
+        arr = tensors[node.tensor]
+        if not node.idx:
+            return arr[()].item()
+        ix = []
+        for a, n in zip(node.idx, arr.shape):
+            v = a.const.ev(env) + sum(c.ev(env) * pt[var] for c, var in a.terms)
+            if not 0 <= v < n:
+                return 0
+            ix.append(v)
+        return arr[tuple(ix)].item()
+    if isinstance(node, progen.Lit):
+        return float(node.value) if domain == "float" else int(node.value)
+    if isinstance(node, progen.Var):
+        return float(pt[node.name]) if domain == "float" else pt[node.name]
+    if isinstance(node, progen.Size):
+        return float(env[node.name]) if domain == "float" else env[node.name]
+    if isinstance(node, progen.Un):
+        x = ev(node.x)
+        return {"neg": lambda: -x, "abs": lambda: abs(x), "exp": lambda: math.exp(x), "log": lambda: math.log(x),
+                "sqrt": lambda: math.sqrt(x), "tanh": lambda: math.tanh(x)}[node.op]()
+    if isinstance(node, progen.Bin):
+        a, b = ev(node.a), ev(node.b)
+        if node.op == "/" and domain == "int":
+            q = abs(a) // abs(b)
+            return q if (a >= 0) == (b >= 0) else -q
+        return {"+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b, "/": lambda: a / b,
+                "**": lambda: a**b, "max": lambda: max(a, b), "min": lambda: min(a, b)}[node.op]()
+    if isinstance(node, progen.Cmp):
+        a, b = ev(node.a), ev(node.b)
+        return {">": a > b, "<": a < b, ">=": a >= b, "<=": a <= b, "==": a == b, "!=": a != b}[node.op]
+    if isinstance(node, progen.Logic):
+        return (ev(node.a) and ev(node.b)) if node.op == "and" else (ev(node.a) or ev(node.b))
+    if isinstance(node, progen.Not):
+        return not ev(node.x)
+    if isinstance(node, progen.Sel):
+        return ev(node.a) if ev(node.cond) else ev(node.b)
+    if isinstance(node, progen.Cast):
+        x = ev(node.x)
+        if node.dtype == "i32":
+            return int(math.trunc(x))
+        return float(np.float32(x)) if node.dtype == "f32" else float(x)
+    raise AssertionError(type(node))
+
+
+def naive_evaluate(prog, inputs):
+    tensors = {d.name: np.asarray(inputs[d.name]) for d in prog.inputs}
+    for stg in prog.stages:
+        domain = "int" if stg.dtype == "i32" else "float"
+        out = np.zeros(stg.shape, dtype=np.int64 if domain == "int" else np.float64)
+        rng = lambda v: range(stg.ranges[v][0], stg.ranges[v][1] + 1)  # noqa: E731
+        for lp in itertools.product(*[rng(v) for v in stg.lhs]):
+            vals = []
+            for rp in itertools.product(*[rng(v) for v in stg.red]):
+                pt = dict(zip(stg.lhs + stg.red, lp + rp))
+                vals.append(_scalar(stg.expr, pt, prog.env, tensors, domain))
+            if stg.op == "=":
+                acc = vals[0]
+            elif stg.op == "+=":
+                acc = sum(vals)
+            elif stg.op == "*=":
+                acc = math.prod(vals)
+            else:
+                acc = max(vals) if stg.op == "max=" else min(vals)
+            out[lp] = acc
+        if stg.dtype == "f32":
+            out = out.astype(np.float32)
+        tensors[stg.name] = out
+    return {n: tensors[n].astype(progen.NP_DTYPES[prog.stage(n).dtype]) for n in prog.outputs}
+
+
+def test_evaluator_matches_naive_interpreter():
+    rnd = random.Random(1234)
+    checked = 0
+    for seed in range(300):
+        prog = progen.generate(progen.Src.from_random(rnd))
+        inputs = progen.make_inputs(prog, seed)
+        try:
+            fast = prog.evaluate(inputs)
+        except progen.Reject:
+            continue
+        slow = naive_evaluate(prog, inputs)
+        for name in prog.outputs:
+            a, b = fast[name], slow[name]
+            assert a.shape == b.shape and a.dtype == b.dtype, prog.text
+            if np.issubdtype(a.dtype, np.floating):
+                # f32 roundings of intermediates can differ by an ulp between summation orders
+                np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5 * (1 + np.abs(b).max()), err_msg=prog.text)
+            else:
+                np.testing.assert_array_equal(a, b, err_msg=prog.text)
+        checked += 1
+    assert checked > 250
+
+
+def _einsum_prog(spec, shapes):
+    """'ir,rj->ij' with input shapes -> a one-stage progen.Program equivalent to np.einsum."""
+    ins, out = spec.split("->")
+    ins = ins.split(",")
+    names = ["X", "Y", "Z"]
+    one = progen.SE.lit(1)
+    env, decls, expr = {}, [], None
+    for n, sub, shape in zip(names, ins, shapes):
+        dims = []
+        for ax, size in enumerate(shape):
+            sname = f"S{n}{ax}"
+            env[sname] = size
+            dims.append(progen.SE.name(sname))
+        decls.append(progen.InputDecl(n, "f64", dims))
+        r = progen.Read(n, tuple(progen.Affine(((one, v),)) for v in sub))
+        expr = r if expr is None else progen.Bin("*", expr, r)
+    red = sorted(set("".join(ins)) - set(out))
+    ranges = {}
+    for sub, shape in zip(ins, shapes):
+        for v, size in zip(sub, shape):
+            ranges[v] = (0, size - 1)
+    stg = progen.Stage("T0", list(out), red, "+=" if red else "=", expr, "f64", ranges)
+    return progen.Program("e", decls, [], env, [stg], ["T0"])
+
+
+@pytest.mark.parametrize(
+    "spec,shapes",
+    [
+        ("ir,rj->ij", [(3, 4), (4, 5)]),
+        ("ij->ji", [(2, 7)]),
+        ("ii->i", [(5, 5)]),
+        ("i,j->ij", [(3,), (4,)]),
+        ("ijr,jrk->ik", [(2, 3, 4), (3, 4, 5)]),
+        ("bir,brj->bij", [(2, 3, 4), (2, 4, 1)]),
+        ("ij->", [(3, 5)]),
+        ("i,i,i->i", [(6,), (6,), (6,)]),
+    ],
+)
+def test_evaluator_matches_einsum(spec, shapes):
+    prog = _einsum_prog(spec, shapes)
+    rng = np.random.default_rng(0)
+    arrs = [rng.standard_normal(s) for s in shapes]
+    got = prog.evaluate({d.name: a for d, a in zip(prog.inputs, arrs)})["T0"]
+    np.testing.assert_allclose(got, np.einsum(spec, *arrs), rtol=1e-12, atol=1e-12)
+
+
+def test_generator_renders_and_reaches_features():
+    """The generator produces every feature the property test is meant to cover."""
+    rnd = random.Random(99)
+    seen = set()
+    for _ in range(400):
+        prog = progen.generate(progen.Src.from_random(rnd))
+        text = prog.text
+        for stg in prog.stages:
+            seen.add(stg.op)
+            seen.add(f"stages{len(prog.stages)}")
+            if len(stg.red) == 2:
+                seen.add("two reductions")
+            if stg.where:
+                seen.add("where")
+            inferred = set(stg.lhs + stg.red) - set(stg.where)
+            if inferred:
+                seen.add("inferred")
+            for r in stg.reads():
+                vs = [v for a in r.idx for v in a.vars()]
+                if len(vs) != len(set(vs)):
+                    seen.add("repeated index")
+                if any(len(a.vars()) > 1 for a in r.idx):
+                    seen.add("i + j")
+                if any(a.const.ev(prog.env) != 0 and a.terms for a in r.idx):
+                    seen.add("offset")
+                if not r.idx:
+                    seen.add("0-d read")
+            for n in stg.expr.walk():
+                seen.add(type(n).__name__ + ":" + str(getattr(n, "op", getattr(n, "dtype", ""))))
+        if len(prog.outputs) == 2:
+            seen.add("two outputs")
+        if "pad" in prog.env or "st" in prog.env:
+            seen.add("int param")
+        for d in prog.inputs:
+            seen.add(d.dtype)
+        inputs = progen.make_inputs(prog, 0)
+        tensors = dict(inputs)
+        # padding: some read of some stage goes out of bounds
+        for stg in prog.stages:
+            for r in stg.reads():
+                shape = (tensors[r.tensor].shape if r.tensor in tensors
+                         else prog.stage(r.tensor).shape)
+                for a, n in zip(r.idx, shape):
+                    lo, hi = a.bounds(prog.env, stg.ranges)
+                    if lo < 0 or hi >= n:
+                        seen.add("padding")
+        assert text.startswith("def prog(")
+    want = {"=", "+=", "*=", "max=", "min=", "two reductions", "where", "inferred", "repeated index", "i + j",
+            "offset", "0-d read", "two outputs", "int param", "f32", "f64", "i32", "padding", "stages1",
+            "stages2", "stages3", "Un:exp", "Un:log", "Un:sqrt", "Un:tanh", "Un:abs", "Un:neg", "Bin:/",
+            "Bin:max", "Bin:min", "Bin:**", "Sel:", "Logic:and", "Logic:or", "Not:", "Cast:f32", "Cast:f64",
+            "Cast:i32", "Var:", "Size:"}
+    assert want <= seen, want - seen
+
+
+# ------------------------------------------------------------------------------------------ regression examples
+def check_text(text, sizes, inputs, expected, reduction_len=1):
+    """Compile DSL text, run on inputs (dict), compare each output (dict name -> expected array)."""
+    _, kernel, got = run_compiled(text, sizes, inputs)
+    for name, exp in expected.items():
+        assert tuple(kernel.output_shapes[name]) == exp.shape
+        assert_close(got[name], exp, reduction_len=reduction_len, err_msg=name)
+
+
+def _q(shape, seed=0, dtype=np.float32):
+    """Inputs that are multiples of 1/8 in [-2, 2]."""
+    return (np.random.default_rng(seed).integers(-16, 17, size=shape) / 8.0).astype(dtype)
+
+
+def test_regression_matmul():
+    X, Y = _q((3, 4)), _q((4, 5), 1)
+    check_text(
+        "def mm(X: f32[M, K], Y: f32[K, N]) -> C:\n    C[i, j] += X[i, r] * Y[r, j]\n",
+        dict(M=3, K=4, N=5), dict(X=X, Y=Y), dict(C=(X.astype(np.float64) @ Y).astype(np.float32)), 4,
+    )
+
+
+def test_regression_transpose_diagonal_broadcast():
+    X, Y = _q((5, 5)), _q((3,), 1)
+    text = (
+        "def f(X: f32[N, N], Y: f32[M]) -> (T, D, B):\n"
+        "    T[i, j] = X[j, i]\n"
+        "    D[i] = X[i, i]\n"
+        "    B[i, j] = X[i, 0] + Y[j]\n"
+    )
+    check_text(text, dict(N=5, M=3), dict(X=X, Y=Y), dict(T=X.T.copy(), D=np.diag(X).copy(), B=X[:, :1] + Y[None, :]))
+
+
+def test_regression_inferred_offsets_stride_reverse():
+    X, W = _q((7,)), _q((3,), 1)
+    text = (
+        "def f(X: f32[N], W: f32[R]) -> (A, C, V):\n"
+        "    A[i] = X[i + 1] - X[i]\n"  # i in 0:N-1
+        "    C[h] += X[2*h + r] * W[r]\n"  # r in 0:R, h in 0:(N-R)//2+1
+        "    V[i] = X[N - 1 - i]\n"
+    )
+    X64, W64 = X.astype(np.float64), W.astype(np.float64)
+    C = np.array([sum(X64[2 * h + r] * W64[r] for r in range(3)) for h in range((7 - 3) // 2 + 1)])
+    check_text(text, dict(N=7, R=3), dict(X=X, W=W),
+               dict(A=(X64[1:] - X64[:-1]).astype(np.float32), C=C.astype(np.float32), V=X[::-1].copy()), 3)
+
+
+def test_regression_padding_where():
+    X = _q((5,))
+    text = "def pad1(X: f32[N]) -> P:\n    P[i] = X[i - 1] where i in 0:N+2\n"
+    exp = np.concatenate([[0], X, [0]]).astype(np.float32)
+    check_text(text, dict(N=5), dict(X=X), dict(P=exp))
+
+
+def test_regression_reduction_ops_two_indices():
+    X = (1 + _q((3, 4, 2)) / 8).astype(np.float32)
+    X64 = X.astype(np.float64)
+    text = (
+        "def red(X: f32[A, B, C]) -> (S, P, H, L, Z):\n"
+        "    S[i] += X[i, r, s]\n"
+        "    P[i] *= X[i, r, s]\n"
+        "    H[i] max= X[i, r, s]\n"
+        "    L[i] min= X[i, r, s]\n"
+        "    Z += X[i, j, k]\n"
+    )
+    exp = dict(S=X64.sum((1, 2)), P=X64.prod((1, 2)), H=X64.max((1, 2)), L=X64.min((1, 2)), Z=X64.sum())
+    check_text(text, dict(A=3, B=4, C=2), dict(X=X), {k: v.astype(np.float32) for k, v in exp.items()}, 24)
+
+
+def test_regression_elementwise_math():
+    X, Y = _q((6,)), _q((6,), 1)
+    x, y = X.astype(np.float64), Y.astype(np.float64)
+    text = (
+        "def m(X: f32[N], Y: f32[N]) -> O:\n"
+        "    O[i] = exp(tanh(X[i])) + log(abs(Y[i]) + 1) * sqrt(abs(X[i])) - X[i] / (abs(Y[i]) + 1)"
+        " + max(X[i], Y[i]) * min(X[i], 0.5) + select(X[i] > Y[i] and not Y[i] < 0 or X[i] == 2, 2, -1.5)\n"
+    )
+    exp = (np.exp(np.tanh(x)) + np.log(np.abs(y) + 1) * np.sqrt(np.abs(x)) - x / (np.abs(y) + 1)
+           + np.maximum(x, y) * np.minimum(x, 0.5) + np.where(((x > y) & ~(y < 0)) | (x == 2), 2, -1.5))
+    check_text(text, dict(N=6), dict(X=X, Y=Y), dict(O=exp.astype(np.float32)), 4)
+
+
+def test_regression_int32_c_division():
+    X = np.array([-7, -3, 0, 5, 9], np.int32)
+    Y = np.array([1, -2, 3, 3, -4], np.int32)
+    text = "def d(X: i32[N], Y: i32[N]) -> (Q, T):\n    Q[i] = X[i] / (abs(Y[i]) + 1)\n    T += X[r] * Y[r]\n"
+    q = np.array([int(a / (abs(b) + 1)) for a, b in zip(X.tolist(), Y.tolist())], np.int32)
+    check_text(text, dict(N=5), dict(X=X, Y=Y), dict(Q=q, T=np.array(int(X @ Y), np.int32)))
+
+
+def test_regression_f64_and_casts():
+    X, Y = _q((4,), 0, np.float64), np.array([1, -2, 3, 0], np.int32)
+    text = (
+        "def c(X: f64[N], Y: i32[N]) -> (A, B):\n"
+        "    A[i] = X[i] * f64(Y[i]) + f64(f32(X[i]))\n"
+        "    B[i] = f32(X[i]) + f32(i32(X[i] * 3))\n"
+    )
+    exp_b = (X + np.trunc(X * 3)).astype(np.float32)
+    check_text(text, dict(N=4), dict(X=X, Y=Y), dict(A=X * Y + X, B=exp_b))
+
+
+def test_regression_multistage_any_order_two_outputs():
+    X, Y = _q((3, 4)), _q((4,), 1)
+    x, y = X.astype(np.float64), Y.astype(np.float64)
+    text = (
+        "def ms(X: f32[M, K], Y: f32[K]) -> (U, V):\n"
+        "    V[i] = U[i] * 2 + T[i, 0]  # reads stages defined later\n"
+        "    U[i] += T[i, r] * Y[r]\n"
+        "    T[i, j] = tanh(X[i, j])\n"
+    )
+    t = np.tanh(x).astype(np.float32).astype(np.float64)
+    u = (t @ y).astype(np.float32)
+    v = (u.astype(np.float64) * 2 + t[:, 0]).astype(np.float32)
+    check_text(text, dict(M=3, K=4), dict(X=X, Y=Y), dict(U=u, V=v), 4)
+
+
+def test_regression_index_and_size_values_and_params():
+    X = _q((4, 4))
+    x = X.astype(np.float64)
+    text = (
+        "def iv(X: f32[N, N], pad: int) -> (L, W, P):\n"
+        "    L[i, j] = select(i >= j, X[i, j], 0)\n"
+        "    W[i] = X[i, 0] * i + N\n"
+        "    P[i] = X[i - pad, 0] where i in 0:N+2*pad\n"
+    )
+    p = np.concatenate([np.zeros(2), x[:, 0], np.zeros(2)])
+    check_text(text, dict(N=4, pad=2), dict(X=X),
+               dict(L=np.tril(X), W=(x[:, 0] * np.arange(4) + 4).astype(np.float32), P=p.astype(np.float32)))
+
+
+def test_regression_rank0_input_literal_rhs_and_inf():
+    X, Y = np.array(1.5, np.float32), _q((3,))
+    text = (
+        "def z(X: f32[()], Y: f32[N]) -> (A, B, C):\n"
+        "    A[i] = Y[i] * X\n"
+        "    B[i] = 1.5 where i in 0:N\n"
+        "    C max= max(Y[r], -inf)\n"
+    )
+    check_text(text, dict(N=3), dict(X=X, Y=Y),
+               dict(A=Y * X, B=np.full(3, 1.5, np.float32), C=np.array(Y.max(), np.float32)))
