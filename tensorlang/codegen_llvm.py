@@ -1,8 +1,15 @@
 """Generate LLVM IR (llvmlite.ir objects, never strings) from the loop IR.
 
 The kernel is `i32 NAME(ptr noalias A, ptr noalias B, ...)`: one pointer per buffer (inputs then outputs),
-returning 0, or 1 when a temporary buffer could not be allocated. Indices are i64; float arithmetic carries
-the `contract` flag so that LLVM fuses multiply-add into FMA.
+returning 0, or 1 when a buffer could not be allocated. Indices are i64; float arithmetic carries the
+`contract` flag so that LLVM fuses multiply-add into FMA.
+
+Loops: serial loops are plain loops; unrolled loops are replicated with the index as a constant;
+vectorized loops are emitted once with every value that depends on the index as an explicit LLVM vector
+of `extent` lanes (contiguous loads and stores become vector loads and stores, others gathers and
+scatters, and a guard that depends on the index becomes a lane mask); a parallel loop's body is outlined
+into a function of a chunk range `(begin, end, closure)` that the runtime's thread pool calls through
+`tensorlang_parallel_for`.
 
 >>> import tensorlang as tl
 >>> s = tl.schedule(tl.op("def f(A: f32[N]) -> B:\\n    B[i] = A[i] * 2.0"), N=4)
@@ -15,14 +22,17 @@ import llvmlite.ir as ll
 
 from . import ir
 from .dtypes import DTYPES
+from .errors import BuildError
+from .loopnest import substitute, variables
+from .simplify import _linear, simplify
 
 I1, I8, I32, I64 = ll.IntType(1), ll.IntType(8), ll.IntType(32), ll.IntType(64)
 F32, F64 = ll.FloatType(), ll.DoubleType()
 PTR = ll.PointerType()
 LL_TYPES = {"f32": F32, "f64": F64, "i32": I32, "i64": I64, "bool": I1}
 FAST = ("contract",)
-_FCMP = {"<": "<", "<=": "<=", ">": ">", ">=": ">=", "==": "==", "!=": "!="}
 _ALIGN = 64
+PARALLEL_FOR = "tensorlang_parallel_for"
 
 
 def ll_type(dtype: str) -> ll.Type:
@@ -37,27 +47,46 @@ def emit_module(func: ir.Func, triple: str = "", data_layout: str = "") -> ll.Mo
         module.triple = triple
     if data_layout:
         module.data_layout = data_layout
-    _FunctionEmitter(module, func).emit()
+    fn = ll.Function(module, ll.FunctionType(I32, [PTR] * len(func.params)), name=func.name)
+    ptrs = {}
+    for arg, buf in zip(fn.args, func.params):
+        arg.name = buf.name
+        arg.add_attribute("noalias")
+        ptrs[buf.name] = arg
+    _Emitter(module, fn, ptrs, {}, func.name).emit(func.body)
     return module
 
 
-class _FunctionEmitter:
-    def __init__(self, module: ll.Module, func: ir.Func):
-        self.module, self.func = module, func
-        fnty = ll.FunctionType(I32, [PTR] * len(func.params))
-        self.fn = ll.Function(module, fnty, name=func.name)
-        self.ptrs: dict[str, ll.Value] = {}
-        for arg, buf in zip(self.fn.args, func.params):
-            arg.name = buf.name
-            arg.add_attribute("noalias")
-            self.ptrs[buf.name] = arg
-        self.vars: dict[str, ll.Value] = {}
-        self.allocated: list[ll.Value] = []
-        self.b = ll.IRBuilder(self.fn.append_basic_block("entry"))
-        self.fail_block = None
+def _mangle(t: ll.Type) -> str:
+    if isinstance(t, ll.VectorType):
+        return f"v{t.count}{_mangle(t.element)}"
+    if isinstance(t, ll.PointerType):
+        return "p0"
+    return {F32: "f32", F64: "f64"}.get(t) or f"i{t.width}"
 
-    def emit(self) -> None:
-        self.stmt(self.func.body)
+
+def _is_vec(v: ll.Value) -> bool:
+    return isinstance(v.type, ll.VectorType)
+
+
+class _Emitter:
+    """Emits one LLVM function body from a loop-IR statement."""
+
+    def __init__(self, module: ll.Module, fn: ll.Function, ptrs: dict, vars: dict, base_name: str):
+        self.module, self.fn, self.base_name = module, fn, base_name
+        self.ptrs = dict(ptrs)
+        self.vars = dict(vars)
+        self.entry = fn.append_basic_block("entry")
+        self.b = ll.IRBuilder(self.entry)
+        self.fail_block = None
+        self.lanes = 0            # width of the vectorized loop being emitted (0: scalar code)
+        self.lane_var = None      # its index variable
+        self.mask = None          # lanes a vector guard leaves active
+        self.defs: dict[str, ir.Expr] = {}  # Let-bound index variables and their IR definitions
+        self.n_outlined = 0
+
+    def emit(self, body: ir.Stmt) -> None:
+        self.stmt(body)
         self.b.ret(I32(0))
         if self.fail_block is not None:
             self.b.position_at_end(self.fail_block)
@@ -65,26 +94,55 @@ class _FunctionEmitter:
 
     # ---- helpers ----
     def intrinsic(self, name: str, ret: ll.Type, args: list[ll.Type], overload: list[ll.Type]):
-        return self.module.declare_intrinsic(name, overload, ll.FunctionType(ret, args))
+        """Declare an overloaded LLVM intrinsic, e.g. llvm.exp.v16f32 (llvmlite cannot mangle vector types)."""
+        full = ".".join([name] + [_mangle(t) for t in overload])
+        if full in self.module.globals:
+            return self.module.globals[full]
+        return ll.Function(self.module, ll.FunctionType(ret, args), name=full)
 
     def extern(self, name: str, ret: ll.Type, args: list[ll.Type]):
         if name in self.module.globals:
             return self.module.globals[name]
         return ll.Function(self.module, ll.FunctionType(ret, args), name=name)
 
-    def address(self, buf: ir.Buffer, indices: list[ll.Value]) -> ll.Value:
-        """Pointer to buf[indices] (row-major) from already-emitted i64 index values."""
-        flat = None
-        stride = 1
-        for d in range(len(buf.shape) - 1, -1, -1):
-            term = indices[d]
-            if stride != 1:
-                term = self.b.mul(term, I64(stride), flags=["nsw"])
-            flat = term if flat is None else self.b.add(flat, term, flags=["nsw"])
-            stride *= buf.shape[d]
-        if flat is None:
-            flat = I64(0)
-        return self.b.gep(self.ptrs[buf.name], [flat], inbounds=True, source_etype=ll_type(buf.dtype))
+    def fail_if(self, cond: ll.Value) -> None:
+        if self.fail_block is None:
+            self.fail_block = self.fn.append_basic_block("fail")
+        ok = self.fn.append_basic_block("ok")
+        self.b.cbranch(cond, self.fail_block, ok)
+        self.b.position_at_end(ok)
+
+    def bind(self, name: str, value):
+        old = self.vars.get(name)
+        self.vars[name] = value
+        return old
+
+    def unbind(self, name: str, old) -> None:
+        if old is None:
+            self.vars.pop(name, None)
+        else:
+            self.vars[name] = old
+
+    def splat(self, v: ll.Value, lanes: int | None = None) -> ll.Value:
+        """`v` as a vector of the current width (a vector stays as it is)."""
+        lanes = lanes or self.lanes
+        if _is_vec(v):
+            return v
+        vt = ll.VectorType(v.type, lanes)
+        undef = ll.Constant(vt, ll.Undefined)
+        one = self.b.insert_element(undef, v, I32(0))
+        return self.b.shuffle_vector(one, undef, ll.Constant(ll.VectorType(I32, lanes), [0] * lanes))
+
+    def match(self, a: ll.Value, c: ll.Value):
+        if _is_vec(a) and not _is_vec(c):
+            c = self.splat(c, a.type.count)
+        elif _is_vec(c) and not _is_vec(a):
+            a = self.splat(a, c.type.count)
+        return a, c
+
+    def const(self, dtype: str, value, like: ll.Value | None = None) -> ll.Value:
+        c = ll_type(dtype)(value)
+        return self.splat(c, like.type.count) if like is not None and _is_vec(like) else c
 
     # ---- statements ----
     def stmt(self, s: ir.Stmt) -> None:
@@ -92,50 +150,82 @@ class _FunctionEmitter:
             for x in s.stmts:
                 self.stmt(x)
         elif isinstance(s, ir.Store):
-            value = self.expr(s.value)
-            ptr = self.address(s.buffer, [self.expr(i) for i in s.indices])
-            self.b.store(value, ptr, align=DTYPES[s.buffer.dtype].itemsize)
+            self.store(s)
         elif isinstance(s, ir.For):
-            self.loop(s)
-        elif isinstance(s, ir.If):
-            cond = self.expr(s.cond)
-            if s.orelse is None:
-                with self.b.if_then(cond):
-                    self.stmt(s.then)
+            if s.kind == "unrolled":
+                self.unrolled(s)
+            elif s.kind == "vectorized":
+                self.vectorized(s)
+            elif s.kind == "parallel":
+                self.parallel(s)
             else:
-                with self.b.if_else(cond) as (then, orelse):
-                    with then:
-                        self.stmt(s.then)
-                    with orelse:
-                        self.stmt(s.orelse)
+                self.loop(s)
+        elif isinstance(s, ir.If):
+            self.if_(s)
         elif isinstance(s, ir.Let):
-            self.vars[s.var.name] = self.expr(s.value)
+            old = self.bind(s.var.name, self.expr(s.value))
+            old_def = self.defs.get(s.var.name)
+            self.defs[s.var.name] = self.expand(s.value)
             self.stmt(s.body)
-            del self.vars[s.var.name]
+            self.unbind(s.var.name, old)
+            if old_def is None:
+                self.defs.pop(s.var.name, None)
+            else:
+                self.defs[s.var.name] = old_def
         elif isinstance(s, ir.Allocate):
             self.allocate(s)
         else:
             raise TypeError(f"codegen: unknown statement {s!r}")
 
+    def if_(self, s: ir.If) -> None:
+        cond = self.expr(s.cond)
+        if _is_vec(cond):  # a guard on vector lanes: predicate the body instead of branching
+            outer = self.mask
+            self.mask = cond if outer is None else self.b.and_(outer, cond)
+            self.stmt(s.then)
+            if s.orelse is not None:
+                inv = self.b.xor(cond, self.splat(I1(1), cond.type.count))
+                self.mask = inv if outer is None else self.b.and_(outer, inv)
+                self.stmt(s.orelse)
+            self.mask = outer
+            return
+        if s.orelse is None:
+            with self.b.if_then(cond):
+                self.stmt(s.then)
+        else:
+            with self.b.if_else(cond) as (then, orelse):
+                with then:
+                    self.stmt(s.then)
+                with orelse:
+                    self.stmt(s.orelse)
+
     def allocate(self, s: ir.Allocate) -> None:
         buf = s.buffer
-        nbytes = max(_ALIGN, -(-buf.size * DTYPES[buf.dtype].itemsize // _ALIGN) * _ALIGN)
+        itemsize = DTYPES[buf.dtype].itemsize
+        if buf.role == "stack":
+            # in the entry block, so that a loop does not grow the stack and LLVM can promote it to registers
+            with self.b.goto_block(self.entry):
+                self.b.position_at_start(self.entry)
+                ptr = self.b.alloca(ll.ArrayType(ll_type(buf.dtype), max(1, buf.size)), name=buf.name)
+                ptr.align = _ALIGN
+                ptr.type = PTR  # an opaque pointer, like the parameters (llvmlite would type it)
+            self.ptrs[buf.name] = ptr
+            self.stmt(s.body)
+            del self.ptrs[buf.name]
+            return
+        nbytes = max(_ALIGN, -(-buf.size * itemsize // _ALIGN) * _ALIGN)
         aligned_alloc = self.extern("aligned_alloc", PTR, [I64, I64])
         free = self.extern("free", ll.VoidType(), [PTR])
         ptr = self.b.call(aligned_alloc, [I64(_ALIGN), I64(nbytes)], name=buf.name)
-        if self.fail_block is None:
-            self.fail_block = self.fn.append_basic_block("out_of_memory")
-        ok = self.fn.append_basic_block(f"{buf.name}_allocated")
-        self.b.cbranch(self.b.icmp_unsigned("==", ptr, ll.Constant(PTR, None)), self.fail_block, ok)
-        self.b.position_at_end(ok)
+        self.fail_if(self.b.icmp_unsigned("==", ptr, ll.Constant(PTR, None)))
         self.ptrs[buf.name] = ptr
         self.stmt(s.body)
         self.b.call(free, [ptr])
         del self.ptrs[buf.name]
 
-    def loop(self, s: ir.For) -> None:
-        lo = self.expr(s.lo)
-        hi = self.b.add(lo, self.expr(s.extent), flags=["nsw"])
+    def loop(self, s: ir.For, begin=None, end=None) -> None:
+        lo = self.expr(s.lo) if begin is None else begin
+        hi = self.b.add(lo, self.expr(s.extent), flags=["nsw"]) if end is None else end
         pre = self.b.block
         header = self.fn.append_basic_block(f"{s.var.name}_loop")
         body = self.fn.append_basic_block(f"{s.var.name}_body")
@@ -146,13 +236,196 @@ class _FunctionEmitter:
         iv.add_incoming(lo, pre)
         self.b.cbranch(self.b.icmp_signed("<", iv, hi), body, after)
         self.b.position_at_end(body)
-        self.vars[s.var.name] = iv
+        old = self.bind(s.var.name, iv)
         self.stmt(s.body)
         nxt = self.b.add(iv, I64(1), flags=["nsw"])
         iv.add_incoming(nxt, self.b.block)
         self.b.branch(header)
         self.b.position_at_end(after)
-        del self.vars[s.var.name]
+        self.unbind(s.var.name, old)
+
+    def unrolled(self, s: ir.For) -> None:
+        if not isinstance(s.extent, ir.IntImm):
+            raise BuildError(f"codegen: unrolled loop {s.var.name} needs a constant extent")
+        lo = self.expr(s.lo)
+        old = self.vars.get(s.var.name)
+        for i in range(s.extent.value):
+            self.vars[s.var.name] = self.b.add(lo, I64(i), flags=["nsw"]) if i else lo
+            self.stmt(s.body)
+        self.unbind(s.var.name, old)
+
+    def vectorized(self, s: ir.For) -> None:
+        if not isinstance(s.extent, ir.IntImm):
+            raise BuildError(f"codegen: vectorized loop {s.var.name} needs a constant extent")
+        if self.lanes:
+            raise BuildError(f"codegen: vectorized loop {s.var.name} inside another vectorized loop")
+        w = s.extent.value
+        lo = self.expr(s.lo)
+        ramp = self.b.add(self.splat(lo, w), ll.Constant(ll.VectorType(I64, w), list(range(w))), flags=["nsw"])
+        old = self.bind(s.var.name, ramp)
+        self.lanes, self.lane_var = w, s.var.name
+        self.stmt(s.body)
+        self.lanes, self.lane_var = 0, None
+        self.unbind(s.var.name, old)
+
+    def parallel(self, s: ir.For) -> None:
+        """Outline the loop body into `i32 f(i64 begin, i64 end, ptr closure)` and hand it to the thread pool."""
+        scalars = [(n, v) for n, v in self.vars.items() if not _is_vec(v)]
+        ptrs = list(self.ptrs.items())
+        slots = [v.type for _, v in scalars] + [PTR for _ in ptrs]   # every slot is 8 bytes (i64 or ptr)
+        self.n_outlined += 1
+        name = f"{self.base_name}_par{self.n_outlined}_{s.var.name}"
+        fn = ll.Function(self.module, ll.FunctionType(I32, [I64, I64, PTR]), name=name)
+        # caller: pack the closure, call the runtime
+        with self.b.goto_block(self.entry):
+            self.b.position_at_start(self.entry)
+            closure = self.b.alloca(ll.ArrayType(I64, max(1, len(slots))), name=f"{name}_closure")
+            closure.type = PTR
+        for i, (_, v) in enumerate(scalars + ptrs):
+            self.b.store(v, self.b.gep(closure, [I64(i)], inbounds=True, source_etype=slots[i]))
+        lo = self.expr(s.lo)
+        extent = self.expr(s.extent)
+        run = self.extern(PARALLEL_FOR, I32, [PTR, PTR, I64, I64])
+        status = self.b.call(run, [fn, closure, lo, extent])
+        self.fail_if(self.b.icmp_signed("!=", status, I32(0)))
+        # callee: unpack and run the chunk
+        sub = _Emitter(self.module, fn, {}, {}, name)
+        begin, end, cl = fn.args
+        for i, (n, v) in enumerate(scalars):
+            sub.vars[n] = sub.b.load(sub.b.gep(cl, [I64(i)], inbounds=True, source_etype=slots[i]), typ=v.type)
+        for j, (n, _) in enumerate(ptrs):
+            p = sub.b.gep(cl, [I64(len(scalars) + j)], inbounds=True, source_etype=PTR)
+            sub.ptrs[n] = sub.b.load(p, typ=PTR)
+        sub.defs = dict(self.defs)
+        sub.n_outlined = self.n_outlined * 100
+        sub.loop(ir.For(s.var, s.lo, s.extent, s.body, "serial"), begin=begin, end=end)
+        sub.b.ret(I32(0))
+        if sub.fail_block is not None:
+            sub.b.position_at_end(sub.fail_block)
+            sub.b.ret(I32(1))
+
+    # ---- memory ----
+    def flat_index(self, buf: ir.Buffer, indices) -> ir.Expr:
+        """The row-major offset of buf[indices] as an IR expression."""
+        e: ir.Expr = ir.IntImm(0)
+        stride = 1
+        for d in range(len(buf.shape) - 1, -1, -1):
+            e = ir.BinOp("+", e, ir.BinOp("*", indices[d], ir.IntImm(stride)))
+            stride *= buf.shape[d]
+        return simplify(e)
+
+    def expand(self, e: ir.Expr) -> ir.Expr:
+        """`e` with Let-bound variables replaced by their definitions (in terms of loop variables)."""
+        names = variables(e) & self.defs.keys()
+        return simplify(substitute(e, {n: self.defs[n] for n in names})) if names else e
+
+    def lane_stride(self, flat: ir.Expr) -> int | None:
+        """The flat index's step from one vector lane to the next: 0, 1, another constant, or None (varies)."""
+        if self.lane_var is None:
+            return 0
+        flat = self.expand(flat)
+        if self.lane_var not in variables(flat):
+            return 0
+        terms, _ = _linear(flat)
+        step = 0
+        for atom, coef in terms.items():
+            if isinstance(atom, ir.Var) and atom.name == self.lane_var:
+                step = coef
+            elif self.lane_var in variables(atom):
+                return None
+        return step
+
+    def pointer(self, buf: ir.Buffer, offset: ll.Value, inbounds: bool = True) -> ll.Value:
+        return self.b.gep(self.ptrs[buf.name], [offset], inbounds=inbounds, source_etype=ll_type(buf.dtype))
+
+    def address_parts(self, buf: ir.Buffer, indices):
+        flat = self.flat_index(buf, indices)
+        stride = self.lane_stride(flat) if self.lanes else 0
+        return flat, stride
+
+    def load(self, e: ir.Load) -> ll.Value:
+        b = self.b
+        t = ll_type(e.buffer.dtype)
+        align = DTYPES[e.buffer.dtype].itemsize
+        cond = None
+        indices = list(e.indices)
+        if any(e.guard):
+            for d, ix in enumerate(e.indices):
+                if e.guard[d]:
+                    v = self.expr(ix)
+                    inside = b.and_(b.icmp_signed(">=", v, self.const("i64", 0, v)),
+                                    b.icmp_signed("<", v, self.const("i64", e.buffer.shape[d], v)))
+                    cond = inside if cond is None else b.and_(*self.match(cond, inside))
+        flat, stride = self.address_parts(e.buffer, indices)
+        if stride == 0 and cond is None:
+            # the same element for every lane: one scalar load, at a valid address if no lane is active
+            off = self.expr(flat)
+            if self.mask is not None and _is_vec(self.mask):
+                w = self.mask.type.count
+                any_on = b.call(self.intrinsic("llvm.vector.reduce.or", I1, [ll.VectorType(I1, w)],
+                                               [ll.VectorType(I1, w)]), [self.mask])
+                off = b.select(any_on, off, I64(0))
+            return b.load(self.pointer(e.buffer, off), align=align, typ=t)
+        mask = self.mask
+        if cond is not None:
+            mask = cond if mask is None else b.and_(*self.match(mask, cond))
+        if stride == 0 and not _is_vec(mask):
+            safe = b.select(mask, self.expr(flat), I64(0))  # a scalar guard: read a valid element, then choose 0
+            return b.select(mask, b.load(self.pointer(e.buffer, safe), align=align, typ=t), t(0))
+        w = self.lanes
+        vt = ll.VectorType(t, w)
+        if stride == 1:
+            base = self.expr(self._at_lane0(flat))
+            ptr = self.pointer(e.buffer, base, inbounds=mask is None)
+            if mask is None:
+                return b.load(ptr, align=align, typ=vt)
+            f = self.intrinsic("llvm.masked.load", vt, [PTR, ll.VectorType(I1, w), vt], [vt, PTR])
+            return b.call(f, [ptr, self.splat(mask, w), ll.Constant(vt, [t(0)] * w)])
+        # any other pattern: a gather of per-lane addresses (masked lanes read nothing)
+        off = self.splat(self.expr(flat), w)
+        if mask is not None:
+            off = b.select(self.splat(mask, w), off, self.splat(I64(0), w))
+        ptrs = b.gep(self.ptrs[e.buffer.name], [off], source_etype=t)
+        ptrs.type = ll.VectorType(PTR, w)  # llvmlite types a GEP over a vector index as a scalar pointer
+        m = self.splat(mask, w) if mask is not None else self.splat(I1(1), w)
+        f = self.intrinsic("llvm.masked.gather", vt, [ll.VectorType(PTR, w), ll.VectorType(I1, w), vt],
+                           [vt, ll.VectorType(PTR, w)])
+        return b.call(f, [ptrs, m, ll.Constant(vt, [t(0)] * w)])
+
+    def _at_lane0(self, flat: ir.Expr) -> ir.Expr:
+        """The flat index with the vector index at its first lane: emitted as a scalar."""
+        return substitute(self.expand(flat), {self.lane_var: ir.Var(f"{self.lane_var}.lane0")})
+
+    def store(self, s: ir.Store) -> None:
+        b = self.b
+        t = ll_type(s.buffer.dtype)
+        align = DTYPES[s.buffer.dtype].itemsize
+        value = self.expr(s.value)
+        flat, stride = self.address_parts(s.buffer, list(s.indices))
+        if stride == 0:
+            if _is_vec(value) or (self.mask is not None and _is_vec(self.mask)):
+                raise BuildError(f"codegen: the store to {s.buffer.name} does not depend on the vectorized "
+                                 f"loop {self.lane_var} but its value or guard does")
+            b.store(value, self.pointer(s.buffer, self.expr(flat)), align=align)
+            return
+        w = self.lanes
+        vt = ll.VectorType(t, w)
+        value = self.splat(value, w)
+        if stride == 1:
+            ptr = self.pointer(s.buffer, self.expr(self._at_lane0(flat)), inbounds=self.mask is None)
+            if self.mask is None:
+                b.store(value, ptr, align=align)
+            else:
+                f = self.intrinsic("llvm.masked.store", ll.VoidType(), [vt, PTR, ll.VectorType(I1, w)], [vt, PTR])
+                b.call(f, [value, ptr, self.splat(self.mask, w)])
+            return
+        off = self.splat(self.expr(flat), w)
+        ptrs = b.gep(self.ptrs[s.buffer.name], [off], source_etype=t)
+        ptrs.type = ll.VectorType(PTR, w)
+        m = self.splat(self.mask, w) if self.mask is not None else self.splat(I1(1), w)
+        f = self.intrinsic("llvm.masked.scatter", ll.VoidType(), [vt, ll.VectorType(PTR, w), ll.VectorType(I1, w)],
+                           [vt, ll.VectorType(PTR, w)])
+        b.call(f, [value, ptrs, m])
 
     # ---- expressions ----
     def expr(self, e: ir.Expr) -> ll.Value:
@@ -162,53 +435,45 @@ class _FunctionEmitter:
         if isinstance(e, ir.FloatImm):
             return ll_type(e.dtype)(e.value)
         if isinstance(e, ir.Var):
+            if self.lane_var is not None and e.name == f"{self.lane_var}.lane0":
+                return b.extract_element(self.vars[self.lane_var], I32(0))
             return self.vars[e.name]
         if isinstance(e, ir.Load):
             return self.load(e)
         if isinstance(e, ir.BinOp):
-            return self.binop(e.op, self.expr(e.a), self.expr(e.b), e.dtype)
+            a, c = self.match(self.expr(e.a), self.expr(e.b))
+            return self.binop(e.op, a, c, e.dtype)
         if isinstance(e, ir.Cmp):
-            a, c = self.expr(e.a), self.expr(e.b)
+            a, c = self.match(self.expr(e.a), self.expr(e.b))
             if DTYPES[e.a.dtype].is_float:
-                return b.fcmp_ordered(_FCMP[e.op], a, c) if e.op != "!=" else b.fcmp_unordered("!=", a, c)
+                return b.fcmp_ordered(e.op, a, c) if e.op != "!=" else b.fcmp_unordered("!=", a, c)
             return b.icmp_signed(e.op, a, c)
         if isinstance(e, ir.Logic):
-            a, c = self.expr(e.a), self.expr(e.b)
+            a, c = self.match(self.expr(e.a), self.expr(e.b))
             return b.and_(a, c) if e.op == "and" else b.or_(a, c)
         if isinstance(e, ir.Not):
-            return b.xor(self.expr(e.a), I1(1))
+            a = self.expr(e.a)
+            return b.xor(a, self.const("bool", 1, a))
         if isinstance(e, ir.Neg):
             a = self.expr(e.a)
-            return b.fneg(a) if DTYPES[e.dtype].is_float else b.sub(a.type(0), a)
+            return b.fneg(a) if DTYPES[e.dtype].is_float else b.sub(self.const(e.dtype, 0, a), a)
         if isinstance(e, ir.Select):
-            return b.select(self.expr(e.cond), self.expr(e.t), self.expr(e.f))
+            cond, t, f = self.expr(e.cond), self.expr(e.t), self.expr(e.f)
+            t, f = self.match(t, f)
+            if _is_vec(cond) and not _is_vec(t):
+                t, f = self.splat(t, cond.type.count), self.splat(f, cond.type.count)
+            elif _is_vec(t) and not _is_vec(cond):
+                pass
+            return b.select(cond, t, f)
         if isinstance(e, ir.Cast):
             return self.cast(self.expr(e.a), e.a.dtype, e.dtype)
         if isinstance(e, ir.Call):
             return self.call(e.fn, [self.expr(a) for a in e.args], e.dtype)
         raise TypeError(f"codegen: unknown expression {e!r}")
 
-    def load(self, e: ir.Load) -> ll.Value:
-        b = self.b
-        if not any(e.guard):
-            ptr = self.address(e.buffer, [self.expr(i) for i in e.indices])
-            return b.load(ptr, align=DTYPES[e.buffer.dtype].itemsize, typ=ll_type(e.buffer.dtype))
-        # guarded: out-of-range reads give 0; the address is clamped to a valid one so the load is safe
-        ok = None
-        safe = []
-        for d, ix in enumerate(e.indices):
-            v = self.expr(ix)
-            if e.guard[d]:
-                inside = b.and_(b.icmp_signed(">=", v, I64(0)), b.icmp_signed("<", v, I64(e.buffer.shape[d])))
-                ok = inside if ok is None else b.and_(ok, inside)
-                v = b.select(inside, v, I64(0))
-            safe.append(v)
-        value = b.load(self.address(e.buffer, safe), align=DTYPES[e.buffer.dtype].itemsize,
-                       typ=ll_type(e.buffer.dtype))
-        return b.select(ok, value, ll_type(e.buffer.dtype)(0))
-
     def binop(self, op: str, a: ll.Value, c: ll.Value, dtype: str) -> ll.Value:
         b = self.b
+        zero, one = self.const(dtype, 0, a), self.const(dtype, 1, a)
         if DTYPES[dtype].is_float:
             if op == "+":
                 return b.fadd(a, c, flags=FAST)
@@ -226,12 +491,11 @@ class _FunctionEmitter:
                 return self.call("floor", [b.fdiv(a, c)], dtype)
             if op == "%":  # numpy: the result has the sign of the divisor
                 r = b.frem(a, c)
-                fix = b.and_(b.fcmp_unordered("!=", r, a.type(0)),
-                             b.xor(b.fcmp_ordered("<", r, a.type(0)), b.fcmp_ordered("<", c, a.type(0))))
+                fix = b.and_(b.fcmp_unordered("!=", r, zero),
+                             b.xor(b.fcmp_ordered("<", r, zero), b.fcmp_ordered("<", c, zero)))
                 return b.select(fix, b.fadd(r, c), r)
             raise TypeError(f"codegen: float op {op}")
-        wide = dtype == "i64"
-        flags = ["nsw"] if wide else []
+        flags = ["nsw"] if dtype == "i64" else []
         if op == "+":
             return b.add(a, c, flags=flags)
         if op == "-":
@@ -241,24 +505,30 @@ class _FunctionEmitter:
         if op in ("min", "max"):
             return b.select(b.icmp_signed("<" if op == "min" else ">", a, c), a, c)
         if op in ("/", "//", "%"):
+            if isinstance(c, ll.Constant) and not _is_vec(c) and c.constant > 0 and op != "/" and dtype == "i64":
+                # index arithmetic by a positive constant (fused and packed loops): no zero check needed
+                q, r = b.sdiv(a, c), b.srem(a, c)
+                fix = b.icmp_signed("<", r, zero)
+                return b.select(fix, b.sub(q, one), q) if op == "//" else b.select(fix, b.add(r, c), r)
             # division by zero gives 0 (like numpy's result, without its warning) instead of a crash
-            zero = b.icmp_signed("==", c, a.type(0))
-            safe = b.select(zero, a.type(1), c)
+            is_zero = b.icmp_signed("==", c, zero)
+            safe = b.select(is_zero, one, c)
             q, r = b.sdiv(a, safe), b.srem(a, safe)
             if op == "/":
                 out = q
             else:
-                fix = b.and_(b.icmp_signed("!=", r, a.type(0)),
-                             b.xor(b.icmp_signed("<", r, a.type(0)), b.icmp_signed("<", safe, a.type(0))))
-                out = b.select(fix, b.sub(q, a.type(1)), q) if op == "//" else b.select(fix, b.add(r, safe), r)
-            return b.select(zero, a.type(0), out)
+                fix = b.and_(b.icmp_signed("!=", r, zero),
+                             b.xor(b.icmp_signed("<", r, zero), b.icmp_signed("<", safe, zero)))
+                out = b.select(fix, b.sub(q, one), q) if op == "//" else b.select(fix, b.add(r, safe), r)
+            return b.select(is_zero, zero, out)
         if op == "**":
-            fa, fc = b.sitofp(a, F64), b.sitofp(c, F64)
+            ft = ll.VectorType(F64, a.type.count) if _is_vec(a) else F64
+            fa, fc = b.sitofp(a, ft), b.sitofp(c, ft)
             return b.fptosi(self.call("pow", [fa, fc], "f64"), a.type)
         raise TypeError(f"codegen: int op {op}")
 
     def call(self, fn: str, args: list[ll.Value], dtype: str) -> ll.Value:
-        t = ll_type(dtype)
+        t = args[0].type
         if fn == "abs" and not DTYPES[dtype].is_float:
             f = self.intrinsic("llvm.abs", t, [t, I1], [t])
             return self.b.call(f, [args[0], I1(0)])
@@ -274,6 +544,8 @@ class _FunctionEmitter:
             return v
         s, d = DTYPES[src], DTYPES[dst]
         t = ll_type(dst)
+        if _is_vec(v):
+            t = ll.VectorType(t, v.type.count)
         if s.is_float and d.is_float:
             return b.fpext(v, t) if d.itemsize > s.itemsize else b.fptrunc(v, t)
         if s.is_float:  # saturating, NaN -> 0: never undefined behaviour
@@ -284,5 +556,5 @@ class _FunctionEmitter:
         if d.is_float:
             return b.sitofp(v, t)
         if dst == "bool":
-            return b.icmp_signed("!=", v, v.type(0))
+            return b.icmp_signed("!=", v, self.const(src, 0, v))
         return b.sext(v, t) if d.itemsize > s.itemsize else b.trunc(v, t)

@@ -1,8 +1,11 @@
-"""Lower a bound program to the loop IR.
+"""Lower a bound program and its schedule to the loop IR.
 
-Each stage becomes a loop nest over its indices (left-side indices in order, reduction indices innermost);
-a reduction initialises each output element with the identity just before its reduction loops. Every
-intermediate stage is a buffer allocated around the whole function.
+Each stage becomes a loop nest over its scheduled loops. Inside the loop where an index variable's last
+loop opens, a `Let` computes it (`m = m_i + m_o*32`) and, when the loops can overshoot its range (a split
+that does not divide), an `If` guards the rest. A reduction initialises its output with the identity just
+before its reduction loops, or in a loop nest of its own when a reduction loop encloses an output loop.
+Stages computed at the root are buffers allocated around the whole function; a stage computed at a loop of
+its consumer is computed there for the region the consumer reads; an inlined stage is substituted.
 
 >>> import tensorlang as tl
 >>> print(tl.op("def s(X: f32[N, D]) -> T:\\n    T[n] += X[n, d]").lower(N=2, D=3))
@@ -15,27 +18,36 @@ def s(X: f32[2, 3], T: f32[2]):
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from . import ir
 from .bind import BoundOp, BoundStage
+from .bounds import interval
 from .dtypes import DTYPES
+from .errors import ScheduleError
+from .loopnest import LoopNest, substitute, variables
+from .primitives import Annotate, Fuse, Reorder, Split
 from .program import Access, Binary, Call, Expr, IndexExpr, IntValue, Literal, Unary
-from .simplify import simplify
+from .simplify import _linear, simplify, simplify_divmod
+
+STACK_LIMIT_BYTES = 32 * 1024
 
 
-def buffers_of(bound: BoundOp) -> dict[str, ir.Buffer]:
-    """One IR buffer per tensor: inputs, outputs and intermediate (temp) stages."""
+def buffers_of(bound: BoundOp, inlined: set[str] = frozenset()) -> dict[str, ir.Buffer]:
+    """One IR buffer per tensor: inputs, outputs and intermediate (temp) stages that are not inlined."""
     out = {}
     for p in bound.op.params:
         out[p.name] = ir.Buffer(p.name, p.dtype, bound.shapes[p.name], "input")
     for s in bound.op.stages:
+        if s.name in inlined:
+            continue
         role = "output" if s.name in bound.op.outputs else "temp"
         out[s.name] = ir.Buffer(s.name, s.dtype, bound.shapes[s.name], role)
     return out
 
 
 def index_to_ir(ix: IndexExpr, sizes: dict, env: dict[str, ir.Expr]) -> ir.Expr:
-    """An affine DSL index as an i64 IR expression over the loop variables in `env`."""
+    """An affine DSL index as an i64 IR expression over the expressions in `env`."""
     coeffs, const = ix.evaluate(sizes)
     e: ir.Expr = ir.IntImm(const)
     for v, c in coeffs.items():
@@ -43,23 +55,407 @@ def index_to_ir(ix: IndexExpr, sizes: dict, env: dict[str, ir.Expr]) -> ir.Expr:
     return simplify(e)
 
 
+def _constant(value, dtype: str) -> ir.Expr:
+    if DTYPES[dtype].is_float:
+        return ir.FloatImm(float(value), dtype)
+    if isinstance(value, float) and not math.isfinite(value):
+        value = DTYPES[dtype].identity("max" if value < 0 else "min")
+    return ir.IntImm(int(value), dtype)
+
+
+def _convert(x: ir.Expr, dtype: str) -> ir.Expr:
+    if x.dtype == dtype:
+        return x
+    if isinstance(x, ir.IntImm):
+        return _constant(x.value, dtype)
+    return ir.Cast(dtype, x)
+
+
+def _in_domain(indices, shape) -> ir.Expr:
+    cond = None
+    for ix, ext in zip(indices, shape):
+        c = ir.Logic("and", ir.Cmp(">=", ix, ir.const(0)), ir.Cmp("<", ix, ir.const(ext)))
+        cond = c if cond is None else ir.Logic("and", cond, c)
+    return cond
+
+
+@dataclass
+class Region:
+    """Per dimension: the smallest index (an expression of outer loops), and a constant extent that bounds it."""
+
+    mins: list
+    extents: list
+
+
+@dataclass
+class LocalCopy:
+    """A cache_read buffer: the local buffer, the tensor's region it holds, and its layout."""
+
+    buffer: ir.Buffer
+    region: Region
+    layout: list  # [(dim, kind, block)] with kind "whole", "outer" or "inner"
+
+    def index(self, logical: list[ir.Expr], ranges: dict) -> tuple:
+        """Physical indices into the local buffer for global indices `logical` (expressions of loops)."""
+        local = [simplify_divmod(ir.BinOp("-", g, m), ranges) for g, m in zip(logical, self.region.mins)]
+        out = []
+        for d, kind, block in self.layout:
+            x = local[d]
+            if kind == "outer":
+                x = ir.BinOp("//", x, ir.const(block))
+            elif kind == "inner":
+                x = ir.BinOp("%", x, ir.const(block))
+            out.append(simplify_divmod(x, ranges))
+        return tuple(out)
+
+
+class Lowerer:
+    """Builds the loop IR of a whole function from the bound program and the replayed schedule."""
+
+    def __init__(self, bound: BoundOp, state):
+        self.bound, self.state = bound, state
+        self.op = bound.op
+        self.inlined = {n for n, st in state.stages.items() if st.attach[0] == "inline"}
+        self.buffers = buffers_of(bound, self.inlined)
+        self.attached: dict[tuple[str, str], list[str]] = {}
+        for s in self.op.stages:
+            st = state.stages[s.name]
+            if st.attach[0] == "at":
+                self.attached.setdefault((st.attach[1], st.attach[2]), []).append(s.name)
+
+    # ---- the function ----
+    def function(self) -> ir.Func:
+        roots = [s.name for s in self.op.stages if self.state.stages[s.name].attach[0] == "root"]
+        body = ir.seq(*(self.stage(name, None) for name in roots))
+        for s in reversed(self.op.stages):
+            buf = self.buffers.get(s.name)
+            if buf is not None and buf.role == "temp":
+                body = ir.Allocate(buf, body)
+        params = tuple(self.buffers[p.name] for p in self.op.params) + \
+            tuple(self.buffers[o] for o in self.op.outputs)
+        return ir.Func(self.op.name, params, body)
+
+    # ---- one stage ----
+    def nest_for(self, name: str, region: Region | None) -> tuple[LoopNest, dict, str]:
+        """The stage's loops (replayed on the region's extents when it is computed at a consumer's loop),
+        each index variable's domain (lo, hi) as expressions, and the prefix of its IR variable names."""
+        bs = self.bound.stages[name]
+        s = bs.stage
+        if region is None:
+            nest = self.state.stages[name].nest
+            domains = {v: (ir.const(bs.ranges[v][0]), ir.const(bs.ranges[v][0] + bs.ranges[v][1] - 1))
+                       for v in s.all_vars}
+            return nest, domains, ""
+        prefix = f"{name}_"
+        axes = []
+        domains = {}
+        for d, v in enumerate(s.lhs_vars):
+            axes.append((v, 0, region.extents[d], False))
+            lo = simplify(ir.BinOp("max", region.mins[d], ir.const(0)))
+            hi = simplify(ir.BinOp("min", ir.BinOp("+", region.mins[d], ir.const(region.extents[d] - 1)),
+                                   ir.const(bs.shape[d] - 1)))
+            domains[v] = (lo, hi)
+        for v in s.red_vars:
+            lo, ext = bs.ranges[v]
+            axes.append((v, lo, ext, True))
+            domains[v] = (ir.const(lo), ir.const(lo + ext - 1))
+        nest = LoopNest(name, axes)
+        for p in self.state.loop_prims[name]:
+            if isinstance(p, Split):
+                nest.split("split", p.axis, p.factor, p.outer, p.inner)
+            elif isinstance(p, Fuse):
+                nest.fuse("fuse", p.outer, p.inner, p.fused)
+            elif isinstance(p, Reorder):
+                nest.reorder("reorder", p.axes)
+            elif isinstance(p, Annotate):
+                nest.annotate("annotate", p.axis, p.kind)
+        for v in s.lhs_vars:
+            # the loops run from 0 over the region's extent; the index starts at the region's clamped start
+            nest.exprs[v] = simplify(ir.BinOp("+", nest.exprs[v], domains[v][0]))
+        return nest, domains, prefix
+
+    def stage(self, name: str, region: Region | None) -> ir.Stmt:
+        """The statements that compute stage `name` (over `region` when given)."""
+        bs = self.bound.stages[name]
+        s = bs.stage
+        st = self.state.stages[name]
+        nest, domains, prefix = self.nest_for(name, region)
+        loops = nest.loops
+        pos = {lp.name: i for i, lp in enumerate(loops)}
+        var = {lp.name: ir.Var(prefix + lp.name) for lp in loops}
+        exprs = {v: simplify(substitute(e, var)) for v, e in nest.exprs.items()}
+        ranges = {prefix + lp.name: (lp.lo, lp.lo + lp.extent - 1) for lp in loops}
+        orig = {v: ir.Var(prefix + v) for v in s.all_vars}
+        depth_of = {v: max([pos[n[len(prefix):]] for n in variables(exprs[v]) if n[len(prefix):] in pos],
+                           default=-1) for v in s.all_vars}
+        out = self.buffers[name]
+        out_idx = tuple(orig[v] for v in s.lhs_vars)
+        cw_depth = nest.index("cache_write", st.cache_write) if st.cache_write else None
+
+        local = None  # cache_write: (buffer, index into it)
+        if cw_depth is not None:
+            free = {prefix + lp.name for lp in loops[cw_depth + 1:]}
+            mins, exts = zip(*(self.extent_over(exprs[v], free, ranges, domains[v]) for v in s.lhs_vars)) \
+                if s.lhs_vars else ((), ())
+            buf = _local_buffer(f"{name}_local", s.dtype, tuple(exts))
+            idx = tuple(simplify_divmod(ir.BinOp("-", exprs[v], m), ranges) for v, m in zip(s.lhs_vars, mins))
+            local = (buf, idx)
+
+        copies = self.cache_reads(name, nest, exprs, ranges, prefix)
+        value = ValueLowering(self, bs, orig, exprs, copies, ranges)(s.rhs, s.dtype)
+        tbuf, tidx = local if local is not None else (out, out_idx)
+        if s.reduce_op is None:
+            core: ir.Stmt = ir.Store(tbuf, tidx, value)
+            identity = None
+        else:
+            core = ir.Store(tbuf, tidx, ir.BinOp(s.reduce_op, ir.Load(tbuf, tidx), value))
+            identity = _constant(DTYPES[s.dtype].identity(s.reduce_op), s.dtype)
+
+        red_depths = [i for i, lp in enumerate(loops) if lp.reduction]
+        first_red = red_depths[0] if red_depths else None
+        pure_inside_red = first_red is not None and any(not lp.reduction for lp in loops[first_red:])
+        all_red_cached = cw_depth is not None and (first_red is None or first_red > cw_depth)
+        fused_init = identity is not None and cw_depth is None and not pure_inside_red
+        separate_init = identity is not None and not fused_init and not all_red_cached
+        guarded_vars = self.global_index_vars(value, orig) | (set(s.all_vars) if local is None else set())
+
+        def bounds_checks(v) -> list[ir.Expr]:
+            """The comparisons that keep index v in its domain, leaving out those its loops cannot break."""
+            lo, hi = domains[v]
+            r = interval(exprs[v], ranges)
+            out = []
+            if r is None or not isinstance(lo, ir.IntImm) or r[0] < lo.value:
+                out.append(ir.Cmp(">=", orig[v], lo))
+            if r is None or not isinstance(hi, ir.IntImm) or r[1] > hi.value:
+                out.append(ir.Cmp("<=", orig[v], hi))
+            return out
+
+        def needs_guard(v) -> bool:
+            return bool(bounds_checks(v))
+
+        def lets(depth: int, body: ir.Stmt, pure_only: bool, guard_all: bool) -> ir.Stmt:
+            """Let-bind the index variables whose last loop is at `depth`; guard those that may overshoot."""
+            vs = [v for v in s.all_vars if depth_of[v] == depth and not (pure_only and v in s.red_vars)]
+            cond = None
+            for v in vs:
+                if needs_guard(v) and (guard_all or v in guarded_vars):
+                    for c in bounds_checks(v):
+                        cond = c if cond is None else ir.Logic("and", cond, c)
+            if cond is not None:
+                body = ir.If(simplify(cond), body)
+            for v in reversed(vs):
+                if exprs[v] != orig[v]:
+                    body = ir.Let(orig[v], exprs[v], body)
+            return body
+
+        def tile(sub, body, guard_all) -> ir.Stmt:
+            """A nest over the pure loops of `sub` (same order and kinds) around `body`."""
+            for lp in reversed([lp for lp in sub if not lp.reduction]):
+                body = ir.For(var[lp.name], ir.const(lp.lo), ir.const(lp.extent),
+                              lets(pos[lp.name], body, True, guard_all), lp.kind)
+            return body
+
+        def build(depth: int) -> ir.Stmt:
+            if depth == len(loops):
+                return core
+            lp = loops[depth]
+            body = build(depth + 1)
+            if fused_init and depth == first_red:
+                return ir.seq(ir.Store(out, out_idx, identity),
+                              ir.For(var[lp.name], ir.const(lp.lo), ir.const(lp.extent), body, lp.kind))
+            if cw_depth == depth:
+                buf, idx = local
+                inner = loops[depth + 1:]
+                init = [] if identity is None else [tile(inner, ir.Store(buf, idx, identity), False)]
+                back = ir.Load(buf, idx)
+                if identity is not None and not all_red_cached:
+                    back = ir.BinOp(s.reduce_op, ir.Load(out, out_idx), back)
+                body = ir.Allocate(buf, ir.seq(*init, body, tile(inner, ir.Store(out, out_idx, back), True)))
+            body = ir.seq(*self.producers_at(name, lp.name, exprs, ranges, prefix), body)
+            for lc, copy in self.copies_at(copies, lp.name):
+                body = ir.Allocate(lc.buffer, ir.seq(copy, body))
+            body = lets(depth, body, False, False)
+            return ir.For(var[lp.name], ir.const(lp.lo), ir.const(lp.extent), body, lp.kind)
+
+        main = lets(-1, build(0), False, False)
+        if separate_init:
+            main = ir.seq(lets(-1, tile(loops, ir.Store(out, out_idx, identity), True), True, True), main)
+        return main
+
+    @staticmethod
+    def global_index_vars(value: ir.Expr, orig: dict) -> set[str]:
+        """Index variables used in the indices of loads from the program's buffers (not local copies)."""
+        names: set[str] = set()
+
+        def walk(e):
+            if isinstance(e, ir.Load):
+                if e.buffer.role in ("input", "output", "temp"):
+                    for i in e.indices:
+                        names.update(variables(i))
+                for i in e.indices:
+                    walk(i)
+            elif isinstance(e, (ir.BinOp, ir.Cmp, ir.Logic)):
+                walk(e.a)
+                walk(e.b)
+            elif isinstance(e, (ir.Neg, ir.Not, ir.Cast)):
+                walk(e.a)
+            elif isinstance(e, ir.Select):
+                walk(e.cond)
+                walk(e.t)
+                walk(e.f)
+            elif isinstance(e, ir.Call):
+                for a in e.args:
+                    walk(a)
+        walk(value)
+        return {v for v, var in orig.items() if var.name in names}
+
+    # ---- regions ----
+    @staticmethod
+    def extent_over(e: ir.Expr, free: set[str], ranges: dict, domain) -> tuple[ir.Expr, int]:
+        """The smallest value of `e` as an expression of the loops not in `free`, and a constant bound on the
+        number of values it takes while the `free` loops run; the whole domain when `e` is not affine in them."""
+        terms, c = _linear(simplify(e))
+        fixed = {}
+        lo, span = c, 0
+        for atom, coef in terms.items():
+            vs = variables(atom)
+            if not (vs & free):
+                fixed[atom] = coef
+                continue
+            if not isinstance(atom, ir.Var):
+                lo_d, hi_d = domain
+                if isinstance(lo_d, ir.IntImm) and isinstance(hi_d, ir.IntImm):
+                    return lo_d, hi_d.value - lo_d.value + 1
+                raise ScheduleError("internal: a region over a fused loop inside a computed-at stage")
+            a, b = ranges[atom.name]
+            lo += min(coef * a, coef * b)
+            span += abs(coef) * (b - a)
+        m: ir.Expr = ir.IntImm(lo)
+        for atom, coef in fixed.items():
+            m = ir.BinOp("+", m, ir.BinOp("*", atom, ir.const(coef)))
+        return simplify(m), span + 1
+
+    def region_of(self, s, tensor: str, exprs: dict, free: set[str], ranges: dict) -> Region:
+        """The part of `tensor` that stage `s` reads while the `free` loops run (one min and extent a dimension)."""
+        shape = self.bound.shapes[tensor]
+        env = exprs
+        per_dim: list[list] = [[] for _ in shape]
+        for a in s.accesses():
+            if a.tensor != tensor:
+                continue
+            for d, ix in enumerate(a.indices):
+                e = index_to_ir(ix, self.bound.sizes, env)
+                per_dim[d].append(self.extent_over(e, free, ranges, (ir.const(0), ir.const(shape[d] - 1))))
+        mins, exts = [], []
+        for d, cands in enumerate(per_dim):
+            base = [_linear(m)[0] for m, _ in cands]
+            if all(b == base[0] for b in base):
+                consts = [_linear(m)[1] for m, _ in cands]
+                lo = min(consts)
+                hi = max(k + e - 1 for k, (_, e) in zip(consts, cands))
+                mins.append(simplify(ir.BinOp("+", ir.BinOp("-", cands[0][0], ir.const(consts[0])), ir.const(lo))))
+                exts.append(hi - lo + 1)
+            else:  # reads whose starts move differently: take the whole dimension
+                mins.append(ir.const(0))
+                exts.append(shape[d])
+        return Region(mins, exts)
+
+    def producers_at(self, consumer: str, axis: str, exprs: dict, ranges: dict, prefix: str) -> list[ir.Stmt]:
+        """Producers computed at loop `axis` of `consumer`, each over the region the inner loops read."""
+        out = []
+        cons = self.bound.stages[consumer].stage
+        nest = self.state.stages[consumer].nest
+        i = nest.index("compute_at", axis)
+        free = {prefix + lp.name for lp in nest.loops[i + 1:]}
+        for p in self.attached.get((consumer, axis), []):
+            region = self.region_of(cons, p, exprs, free, ranges)
+            out.append(self.stage(p, region))
+        return out
+
+    def cache_reads(self, name, nest, exprs, ranges, prefix) -> dict[str, tuple]:
+        """The cache_read buffers of stage `name`: tensor -> (unprefixed loop name, LocalCopy)."""
+        s = self.bound.stages[name].stage
+        out = {}
+        for tensor, axis, layout in self.state.stages[name].cache_reads:
+            i = nest.index("cache_read", axis)
+            free = {prefix + lp.name for lp in nest.loops[i + 1:]}
+            region = self.region_of(s, tensor, exprs, free, ranges)
+            parts = _layout(layout, len(region.extents))
+            shape = []
+            for d, kind, block in parts:
+                ext = region.extents[d]
+                shape.append(-(-ext // block) if kind == "outer" else block if kind == "inner" else ext)
+            buf = _local_buffer(f"{tensor}_{name}_local", self.bound.dtypes[tensor], tuple(shape))
+            out[tensor] = (axis, LocalCopy(buf, region, parts))
+        return out
+
+    def copies_at(self, copies: dict, loop_name: str) -> list[tuple]:
+        """(LocalCopy, copy loop nest) for each tensor cached at loop `loop_name`: the region, read with
+        padding (0 outside the tensor), stored in the local layout."""
+        out = []
+        for tensor, (axis, lc) in copies.items():
+            if axis != loop_name:
+                continue
+            src = self.buffers[tensor]
+            lvars = [ir.Var(f"{lc.buffer.name}_{d}") for d in range(len(lc.region.extents))]
+            glob = tuple(simplify(ir.BinOp("+", m, lv)) for m, lv in zip(lc.region.mins, lvars))
+            lranges = {lv.name: (0, e - 1) for lv, e in zip(lvars, lc.region.extents)}
+            body: ir.Stmt = ir.Store(lc.buffer, lc.index(list(glob), lranges), ir.Load(src, glob, pad=True))
+            for lv, e in reversed(list(zip(lvars, lc.region.extents))):
+                body = ir.For(lv, ir.const(0), ir.const(e), body)
+            out.append((lc, body))
+        return out
+
+
+def _local_buffer(name: str, dtype: str, shape: tuple) -> ir.Buffer:
+    """A buffer local to a loop body: on the stack when small (LLVM can keep it in registers), else on the heap."""
+    size = math.prod(shape) * DTYPES[dtype].itemsize
+    return ir.Buffer(name, dtype, shape, "stack" if size <= STACK_LIMIT_BYTES else "local")
+
+
+def _layout(layout: tuple, rank: int) -> list:
+    """[(dim, kind, block)] from a cache_read layout; dimensions it leaves out follow, whole, in order."""
+    out = []
+    seen: dict[int, int] = {}
+    for d, b in layout:
+        if d in seen:
+            out.append((d, "inner", seen[d]))
+        elif b > 0:
+            out.append((d, "outer", b))
+            seen[d] = b
+        else:
+            out.append((d, "whole", 0))
+            seen[d] = 0
+    for d in range(rank):
+        if d not in seen:
+            out.append((d, "whole", 0))
+    return out
+
+
 class ValueLowering:
     """Turns a stage's value expression into IR, given IR expressions for its index variables."""
 
-    def __init__(self, bound: BoundOp, stage: BoundStage, buffers: dict, env: dict[str, ir.Expr]):
-        self.bound, self.stage, self.buffers, self.env = bound, stage, buffers, env
+    def __init__(self, lowerer: Lowerer, stage: BoundStage, env: dict[str, ir.Expr], leaf_env: dict[str, ir.Expr],
+                 copies: dict, ranges: dict):
+        self.lowerer, self.stage, self.env, self.copies, self.ranges = lowerer, stage, env, copies, ranges
+        self.leaf_env = leaf_env  # index variables as expressions of the loops (for local copies)
+        self.bound = lowerer.bound
         self.pads = dict(zip(map(id, stage.stage.accesses()), stage.padded))
 
     def __call__(self, e: Expr, want: str) -> ir.Expr:
         """Lower `e` computed in dtype `want` (literals and index values adapt; tensors must match)."""
         dt = want if e.weak else e.dtype
         if isinstance(e, Access):
+            if e.tensor in self.copies:
+                _, lc = self.copies[e.tensor]
+                idx = [index_to_ir(ix, self.bound.sizes, self.leaf_env) for ix in e.indices]
+                return _convert(ir.Load(lc.buffer, lc.index(idx, self.ranges)), dt)
             idx = tuple(index_to_ir(ix, self.bound.sizes, self.env) for ix in e.indices)
-            return self._convert(ir.Load(self.buffers[e.tensor], idx, pad=self.pads[id(e)]), dt)
+            return _convert(self.read(e.tensor, idx, self.pads[id(e)]), dt)
         if isinstance(e, Literal):
             return _constant(e.value, dt)
         if isinstance(e, IntValue):
-            return self._convert(index_to_ir(e.expr, self.bound.sizes, self.env), dt)
+            return _convert(index_to_ir(e.expr, self.bound.sizes, self.env), dt)
         if isinstance(e, Unary):
             if e.op == "not":
                 return ir.Not(self(e.x, "bool"))
@@ -74,7 +470,7 @@ class ValueLowering:
         if isinstance(e, Call):
             if e.fn in ("f32", "f64", "i32"):
                 a = e.args[0]
-                return self._convert(self(a, a.dtype), e.fn)
+                return _convert(self(a, a.dtype), e.fn)
             if e.fn == "select":
                 return ir.Select(self(e.args[0], "bool"), self(e.args[1], dt), self(e.args[2], dt))
             if e.fn in ("max", "min"):
@@ -82,58 +478,22 @@ class ValueLowering:
             return ir.Call(e.fn, (self(e.args[0], dt),), dt)
         raise TypeError(f"cannot lower {e!r}")
 
-    @staticmethod
-    def _convert(x: ir.Expr, dtype: str) -> ir.Expr:
-        if x.dtype == dtype:
-            return x
-        if isinstance(x, ir.IntImm):
-            return _constant(x.value, dtype)
-        return ir.Cast(dtype, x)
+    def read(self, tensor: str, idx: tuple, pad: bool) -> ir.Expr:
+        """A read of `tensor` at global indices: from its cache_read copy, its inlined expression, or its buffer."""
+        if tensor in self.lowerer.inlined:
+            bs = self.bound.stages[tensor]
+            env = {v: i for v, i in zip(bs.stage.lhs_vars, idx)}
+            inner = ValueLowering(self.lowerer, bs, env, env, {}, self.ranges)
+            value = inner(bs.stage.rhs, bs.stage.dtype)
+            if pad:  # reads outside the inlined stage's domain are 0, as they were from its buffer
+                value = ir.Select(_in_domain(idx, bs.shape), value, _constant(0, bs.stage.dtype))
+            return value
+        return ir.Load(self.lowerer.buffers[tensor], idx, pad=pad)
 
 
-def _constant(value, dtype: str) -> ir.Expr:
-    if DTYPES[dtype].is_float:
-        return ir.FloatImm(float(value), dtype)
-    if isinstance(value, float) and not math.isfinite(value):
-        value = DTYPES[dtype].identity("max" if value < 0 else "min")
-    return ir.IntImm(int(value), dtype)
-
-
-def combine(op: str, acc: ir.Expr, value: ir.Expr) -> ir.Expr:
-    """acc (op) value for a reduction op + * max min."""
-    return ir.BinOp(op, acc, value)
-
-
-def lower_stage(bound: BoundOp, name: str, buffers: dict) -> ir.Stmt:
-    """The loop nest that computes stage `name` with the default schedule."""
-    bs = bound.stages[name]
-    s = bs.stage
-    env = {v: ir.Var(v) for v in s.all_vars}
-    out = buffers[name]
-    value = ValueLowering(bound, bs, buffers, env)(s.rhs, s.dtype)
-    lhs = tuple(env[v] for v in s.lhs_vars)
-    if s.reduce_op is None:
-        body: ir.Stmt = ir.Store(out, lhs, value)
-    else:
-        body = ir.Store(out, lhs, combine(s.reduce_op, ir.Load(out, lhs), value))
-    for v in reversed(s.red_vars):
-        lo, ext = bs.ranges[v]
-        body = ir.For(env[v], ir.const(lo), ir.const(ext), body)
-    if s.reduce_op is not None:
-        init = ir.Store(out, lhs, _constant(DTYPES[s.dtype].identity(s.reduce_op), s.dtype))
-        body = ir.seq(init, body)
-    for v in reversed(s.lhs_vars):
-        lo, ext = bs.ranges[v]
-        body = ir.For(env[v], ir.const(lo), ir.const(ext), body)
-    return body
-
-
-def lower(bound: BoundOp) -> ir.Func:
-    """The whole function: every stage at the root in dependency order, temporaries allocated around it."""
-    buffers = buffers_of(bound)
-    body = ir.seq(*(lower_stage(bound, s.name, buffers) for s in bound.op.stages))
-    for s in reversed(bound.op.stages):
-        if buffers[s.name].role == "temp":
-            body = ir.Allocate(buffers[s.name], body)
-    params = tuple(buffers[p.name] for p in bound.op.params) + tuple(buffers[o] for o in bound.op.outputs)
-    return ir.Func(bound.op.name, params, body)
+def lower(bound: BoundOp, state=None) -> ir.Func:
+    """The whole function for a bound program and a replayed schedule (the default schedule when None)."""
+    if state is None:
+        from .schedule import ScheduleState
+        state = ScheduleState(bound)
+    return Lowerer(bound, state).function()

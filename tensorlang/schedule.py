@@ -1,29 +1,357 @@
 """Schedules: how a program's loops are arranged, kept as data (a list of primitive applications).
 
 The default schedule computes every stage at the root, its loops in the order of its output indices with
-reduction loops innermost.
+reduction loops innermost. `s["C"]` is a handle on stage C whose methods (split, tile, reorder, fuse,
+vectorize, unroll, parallel, compute_at, compute_inline, compute_root, cache_write, cache_read) append
+primitives after checking them; none of them changes what the program computes, and an illegal one raises
+`ScheduleError` naming the primitive, the stage and the loop.
 
 >>> import tensorlang as tl
->>> s = tl.schedule(tl.op("def f(A: f32[N]) -> B:\\n    B[i] = A[i] + 1.0"), N=4)
+>>> s = tl.schedule(tl.op("def f(A: f32[N]) -> B:\\n    B[i] = A[i] + 1.0"), N=64)
+>>> io, ii = s["B"].split("i", 16)
+>>> s["B"].vectorize(ii)
 >>> print(s.lower())
-def f(A: f32[4], B: f32[4]):
-  for i in 0:4:
-    B[i] = A[i] + 1f
->>> tl.Schedule.from_json(s.to_json(), s.op).to_json() == s.to_json()
+def f(A: f32[64], B: f32[64]):
+  for i_o in 0:4:
+    for i_i in 0:16:  # vectorized
+      i = i_i + i_o*16
+      B[i] = A[i] + 1f
+>>> print(s)
+s = tl.schedule(op, N=64)
+s["B"].split("i", 16, outer="i_o", inner="i_i")
+s["B"].vectorize("i_i")
+>>> tl.Schedule.from_json(s.to_json()).lower() == s.lower()
 True
 """
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 
 from .bind import BoundOp, bind
 from .bounds import check_bounds
 from .errors import ScheduleError
 from .ir import Func
-from .lower import lower as _lower
+from .loopnest import LoopNest
+from .primitives import (Annotate, CacheRead, CacheWrite, ComputeAt, ComputeInline, ComputeRoot, Fuse, Primitive,
+                         Reorder, Split, from_json)
 from .program import Op
 
 SCHEDULE_FORMAT = 1
+
+
+@dataclass
+class StageState:
+    """Everything the schedule says about one stage after replay."""
+
+    nest: LoopNest
+    attach: tuple = ("root",)            # ("root",), ("inline",) or ("at", consumer, axis)
+    cache_write: str | None = None       # loop at whose level the output tile is accumulated locally
+    cache_reads: list = field(default_factory=list)   # [(tensor, axis, layout)]
+
+
+class ScheduleState:
+    """The result of replaying a schedule's primitives: one StageState per stage."""
+
+    def __init__(self, bound: BoundOp):
+        self.bound = bound
+        self.loop_prims: dict[str, list] = {s.name: [] for s in bound.op.stages}
+        self.stages: dict[str, StageState] = {}
+        for s in bound.op.stages:
+            bs = bound.stages[s.name]
+            axes = [(v, bs.ranges[v][0], bs.ranges[v][1], v in s.red_vars) for v in s.all_vars]
+            self.stages[s.name] = StageState(LoopNest(s.name, axes))
+
+    def readers(self, name: str) -> list[str]:
+        """Stages that read `name`."""
+        return [s.name for s in self.bound.op.stages if name in s.reads()]
+
+    def stage(self, prim: str, name: str) -> StageState:
+        if name not in self.stages:
+            raise ScheduleError(f"{prim}({name}): no stage {name!r}; the stages are {', '.join(self.stages)}"
+                                + (f" ({name} is an input)" if self.bound.op.param(name) else ""))
+        return self.stages[name]
+
+    def apply(self, p: Primitive) -> None:
+        """Apply one primitive, or raise ScheduleError saying why it is illegal."""
+        name = p.NAME
+        st = self.stage(name, p.stage)
+        if isinstance(p, (Split, Fuse, Reorder, Annotate)):
+            self.loop_prims[p.stage].append(p)
+        if isinstance(p, Split):
+            st.nest.split(name, p.axis, p.factor, p.outer, p.inner)
+        elif isinstance(p, Fuse):
+            st.nest.fuse(name, p.outer, p.inner, p.fused)
+        elif isinstance(p, Reorder):
+            st.nest.reorder(name, tuple(p.axes))
+        elif isinstance(p, Annotate):
+            if p.kind == "parallel" and st.attach[0] == "at":
+                raise ScheduleError(f"parallel({p.stage}, {p.axis}): {p.stage} is computed inside "
+                                    f"{st.attach[1]}; parallelise a loop of {st.attach[1]} instead")
+            st.nest.annotate(name, p.axis, p.kind)
+        elif isinstance(p, ComputeAt):
+            self._compute_at(p, st)
+        elif isinstance(p, ComputeInline):
+            self._compute_inline(p, st)
+        elif isinstance(p, ComputeRoot):
+            st.attach = ("root",)
+        elif isinstance(p, CacheWrite):
+            st.nest.index(name, p.axis)
+            if st.attach[0] == "inline":
+                raise ScheduleError(f"cache_write({p.stage}, {p.axis}): {p.stage} is inlined and has no loops")
+            st.cache_write = p.axis
+        elif isinstance(p, CacheRead):
+            self._cache_read(p, st)
+        else:
+            raise ScheduleError(f"unknown primitive {p!r}")
+
+    def _producer_checks(self, prim: str, p: Primitive) -> None:
+        op = self.bound.op
+        if p.stage in op.outputs:
+            raise ScheduleError(f"{prim}({p.stage}): {p.stage} is an output; outputs are computed at the root")
+
+    def _compute_at(self, p: ComputeAt, st: StageState) -> None:
+        where = f"compute_at({p.stage}, {p.consumer}, {p.axis})"
+        self._producer_checks("compute_at", p)
+        cons = self.stage("compute_at", p.consumer)
+        readers = self.readers(p.stage)
+        if p.consumer not in readers:
+            raise ScheduleError(f"{where}: {p.consumer} does not read {p.stage} (its readers: {', '.join(readers)})")
+        if len(readers) > 1:
+            raise ScheduleError(f"{where}: {p.stage} is read by {', '.join(readers)}; compute_at needs a producer "
+                                "with one consumer (compute it at the root instead)")
+        if cons.attach[0] == "inline":
+            raise ScheduleError(f"{where}: {p.consumer} is inlined and has no loops")
+        i = cons.nest.index("compute_at", p.axis)
+        par = [lp.name for lp in cons.nest.loops[:i + 1] if lp.kind == "parallel"]
+        if par:
+            raise ScheduleError(f"{where}: {p.consumer}'s loop {par[0]} is parallel and encloses {p.axis}: the "
+                                f"regions of {p.stage} that different threads need overlap; compute it outside "
+                                f"{par[0]}")
+        vec = [lp.name for lp in cons.nest.loops[:i + 1] if lp.kind == "vectorized"]
+        if vec:
+            raise ScheduleError(f"{where}: {p.axis} is inside the vectorized loop {vec[0]}")
+        # no cycle: the consumer must not be computed inside the producer
+        c = cons
+        while c.attach[0] == "at":
+            if c.attach[1] == p.stage:
+                raise ScheduleError(f"{where}: {p.consumer} is computed inside {p.stage}; that would be a cycle")
+            c = self.stages[c.attach[1]]
+        if any(lp.kind == "parallel" for lp in st.nest.loops):
+            raise ScheduleError(f"{where}: {p.stage} has a parallel loop; a stage computed inside another "
+                                "runs on that stage's thread")
+        st.attach = ("at", p.consumer, p.axis)
+
+    def _compute_inline(self, p: ComputeInline, st: StageState) -> None:
+        self._producer_checks("compute_inline", p)
+        s = self.bound.op.stage(p.stage)
+        if s.reduce_op is not None:
+            raise ScheduleError(f"compute_inline({p.stage}): {p.stage} is a reduction (`{s.reduce_op}=` over "
+                                f"{', '.join(s.red_vars)}); only stages written with `=` can be inlined; use "
+                                "compute_at instead")
+        for other in self.stages.values():
+            if other.attach[0] == "at" and other.attach[1] == p.stage:
+                raise ScheduleError(f"compute_inline({p.stage}): a stage is computed inside {p.stage}")
+        st.attach = ("inline",)
+
+    def _cache_read(self, p: CacheRead, st: StageState) -> None:
+        where = f"cache_read({p.stage}, {p.tensor}, {p.axis})"
+        s = self.bound.op.stage(p.stage)
+        if p.tensor not in s.reads():
+            raise ScheduleError(f"{where}: {p.stage} does not read {p.tensor}; it reads {', '.join(s.reads())}")
+        if p.tensor in self.stages and self.stages[p.tensor].attach[0] == "inline":
+            raise ScheduleError(f"{where}: {p.tensor} is inlined; there is no buffer to copy")
+        st.nest.index("cache_read", p.axis)
+        rank = len(self.bound.shapes[p.tensor])
+        parts: dict[int, list[int]] = {}
+        for entry in p.layout:
+            if not (isinstance(entry, tuple) and len(entry) == 2 and all(isinstance(x, int) for x in entry)):
+                raise ScheduleError(f"{where}: a layout entry is (dimension, block), got {entry!r}")
+            d, b = entry
+            if not 0 <= d < rank:
+                raise ScheduleError(f"{where}: {p.tensor} has dimensions 0..{rank - 1}, the layout names {d}")
+            if b < 0:
+                raise ScheduleError(f"{where}: block {b} of dimension {d} must be >= 0")
+            parts.setdefault(d, []).append(b)
+        for d, bs in parts.items():
+            if not (bs == [0] or (len(bs) == 2 and bs[0] > 0 and bs[1] == 0)):
+                raise ScheduleError(f"{where}: dimension {d} appears as {bs}; give it once as (d, 0), or twice as "
+                                    "(d, block) then (d, 0) for its outer and inner parts")
+        if any(t == p.tensor for t, _, _ in st.cache_reads):
+            raise ScheduleError(f"{where}: {p.tensor} is cached by {p.stage} already")
+        st.cache_reads.append((p.tensor, p.axis, tuple(p.layout)))
+
+
+class StageHandle:
+    """The schedule of one stage: its methods apply primitives (see each for a before/after loop nest)."""
+
+    def __init__(self, schedule: "Schedule", name: str):
+        self._s = schedule
+        self.name = name
+
+    def loops(self) -> list[str]:
+        """The stage's loops, outermost first.
+
+        >>> import tensorlang as tl
+        >>> s = tl.schedule(tl.op("def f(A: f32[M, K]) -> B:\\n    B[m] += A[m, k]"), M=4, K=4)
+        >>> s["B"].loops()
+        ['m', 'k']
+        """
+        return self._s.state().stages[self.name].nest.names()
+
+    def split(self, axis: str, factor: int, outer: str | None = None, inner: str | None = None):
+        """Split loop `axis` into an outer loop over tiles and an inner loop of `factor` iterations.
+
+        A factor that does not divide the extent leaves a tail that a guard skips. Returns (outer, inner).
+
+        Before ``split("i", 4)`` on extent 10, and after::
+
+            for i in 0:10:             for i_o in 0:3:
+              B[i] = A[i]                for i_i in 0:4:
+                                           i = i_i + i_o*4
+                                           if i < 10:
+                                             B[i] = A[i]
+        """
+        outer = outer or f"{axis}_o"
+        inner = inner or f"{axis}_i"
+        self._s.apply(Split(self.name, axis, factor, outer, inner))
+        return outer, inner
+
+    def tile(self, x: str, y: str, fx: int, fy: int):
+        """Split `x` by `fx` and `y` by `fy` and order the loops x_o, y_o, x_i, y_i. Returns those names.
+
+        Before ``tile("m", "n", 32, 32)`` and after::
+
+            for m in 0:M:              for m_o in 0:M/32:
+              for n in 0:N:              for n_o in 0:N/32:
+                ...                        for m_i in 0:32:
+                                             for n_i in 0:32:
+                                               ...
+        """
+        xo, xi = self.split(x, fx)
+        yo, yi = self.split(y, fy)
+        self.reorder(xo, yo, xi, yi)
+        return xo, yo, xi, yi
+
+    def reorder(self, *axes: str) -> None:
+        """Put the named loops in this order (the loops not named keep their places).
+
+        Before ``reorder("k", "n")`` and after::
+
+            for m: for n: for k:       for m: for k: for n:
+
+        Moving a reduction loop outward is legal: the output is then initialised by a loop nest of its own.
+        """
+        self._s.apply(Reorder(self.name, tuple(axes)))
+
+    def fuse(self, outer: str, inner: str, fused: str | None = None) -> str:
+        """Fuse loop `outer` and the loop `inner` directly inside it into one loop. Returns its name.
+
+        Before ``fuse("m", "n")`` and after::
+
+            for m in 0:4:              for m_n in 0:12:
+              for n in 0:3:              m = m_n // 3
+                ...                      n = m_n % 3
+        """
+        fused = fused or f"{outer}_{inner}"
+        self._s.apply(Fuse(self.name, outer, inner, fused))
+        return fused
+
+    def vectorize(self, axis: str) -> None:
+        """Run loop `axis` as one SIMD operation of `extent` lanes (explicit LLVM vectors; tails masked).
+
+        Before and after ``vectorize("i_i")``::
+
+            for i_i in 0:16:           for i_i in 0:16:  # vectorized
+              B[i] = A[i] * 2            B[i] = A[i] * 2       (one <16 x float> load, mul, store)
+
+        A reduction loop cannot be vectorized (its iterations update the same element).
+        """
+        self._s.apply(Annotate(self.name, axis, "vectorized"))
+
+    def unroll(self, axis: str) -> None:
+        """Replicate the body of loop `axis` once per iteration (no loop left).
+
+        Before and after ``unroll("k_i")``::
+
+            for k_i in 0:2:            C[m] = C[m] + A[m, k_o*2]
+              C[m] += A[m, k]          C[m] = C[m] + A[m, k_o*2 + 1]
+        """
+        self._s.apply(Annotate(self.name, axis, "unrolled"))
+
+    def parallel(self, axis: str) -> None:
+        """Run the iterations of loop `axis` on the thread pool (`TENSORLANG_NUM_THREADS` threads).
+
+        Before and after ``parallel("m_o")``::
+
+            for m_o in 0:8:            for m_o in 0:8:  # parallel   (chunks of m_o run on different cores)
+              ...                        ...
+
+        Only loops over output indices can run in parallel; a reduction loop is refused.
+        """
+        self._s.apply(Annotate(self.name, axis, "parallel"))
+
+    def serial(self, axis: str) -> None:
+        """Undo vectorize, unroll or parallel on loop `axis`."""
+        self._s.apply(Annotate(self.name, axis, "serial"))
+
+    def compute_at(self, consumer: "StageHandle | str", axis: str) -> None:
+        """Compute this stage inside loop `axis` of `consumer`, just the part that one iteration reads.
+
+        Before and after ``s["P"].compute_at(s["O"], "h")``::
+
+            for y in 0:H+2:            for h in 0:H:
+              P[y] = I[y-1]              for y in max(h, 0):min(h+2, H+1)+1:
+            for h in 0:H:                  P[y] = I[y-1]
+              O[h] = P[h]+P[h+2]         O[h] = P[h]+P[h+2]
+        """
+        cname = consumer.name if isinstance(consumer, StageHandle) else consumer
+        self._s.apply(ComputeAt(self.name, cname, axis))
+
+    def compute_inline(self) -> None:
+        """Replace every read of this stage by its expression; the stage gets no buffer and no loops.
+
+        Before and after ``s["T"].compute_inline()``::
+
+            for i: T[i] = A[i]*2       for i: B[i] = A[i]*2 + 1
+            for i: B[i] = T[i] + 1
+
+        A reduction cannot be inlined.
+        """
+        self._s.apply(ComputeInline(self.name))
+
+    def compute_root(self) -> None:
+        """Compute this stage on its own at the root (undoes compute_at and compute_inline)."""
+        self._s.apply(ComputeRoot(self.name))
+
+    def cache_write(self, axis: str) -> None:
+        """Accumulate the tile of the output that loop `axis` covers in a local buffer (kept in registers
+        when it is small and its loops are unrolled and vectorized), then write the tile back.
+
+        Before and after ``cache_write("n_o")`` on a matmul tiled m_o, n_o, k, m_i, n_i::
+
+            for m_o: for n_o:                 for m_o: for n_o:
+              for k: for m_i: for n_i:          C_local[...] = 0
+                C[m, n] += A[m, k]*B[k, n]      for k: for m_i: for n_i:
+                                                  C_local[m_i, n_i] += A[m, k]*B[k, n]
+                                                for m_i: for n_i: C[m, n] = C_local[m_i, n_i]
+        """
+        self._s.apply(CacheWrite(self.name, axis))
+
+    def cache_read(self, tensor: str, axis: str, layout: tuple = ()) -> None:
+        """Copy the part of `tensor` that this stage reads inside loop `axis` into a contiguous local buffer
+        (in `layout`, see `CacheRead`) at the start of each iteration of `axis`, and read it from there.
+
+        Before and after ``cache_read("B", "k_o", layout=((1, 16), (0, 0), (1, 0)))`` (packing B panels)::
+
+            for k_o:                          for k_o:
+              for n_o: for k_i: for n_i:        B_local[n//16, k, n%16] = B[k_o*256 + k, n]  (for the tile)
+                ... B[k, n] ...                 for n_o: for k_i: for n_i:
+                                                  ... B_local[n_o, k_i, n_i] ...
+        """
+        self._s.apply(CacheRead(self.name, tensor, axis, tuple(tuple(x) for x in layout)))
+
+    pack = cache_read
 
 
 class Schedule:
@@ -33,20 +361,50 @@ class Schedule:
         self.op = op
         self.bound: BoundOp = bind(op, sizes)
         self.sizes = dict(self.bound.sizes)
-        self.primitives: list = list(primitives or [])
+        self.primitives: list[Primitive] = []
+        self._state: ScheduleState | None = None
+        for p in primitives or []:
+            self.apply(p if isinstance(p, Primitive) else from_json(p))
+
+    def __getitem__(self, name: str) -> StageHandle:
+        if not isinstance(name, str) or name not in {s.name for s in self.op.stages}:
+            stages = ", ".join(s.name for s in self.op.stages)
+            extra = f" ({name} is an input, not a stage)" if isinstance(name, str) and self.op.param(name) else ""
+            raise ScheduleError(f"schedule[{name!r}]: no stage {name!r}{extra}; the stages are {stages}")
+        return StageHandle(self, name)
+
+    def state(self) -> ScheduleState:
+        """The replayed state of every stage."""
+        if self._state is None:
+            st = ScheduleState(self.bound)
+            for p in self.primitives:
+                st.apply(p)
+            self._state = st
+        return self._state
+
+    def apply(self, p: Primitive) -> None:
+        """Check `p` against the current state and append it (a ScheduleError leaves the schedule unchanged)."""
+        trial = ScheduleState(self.bound)
+        for q in self.primitives:
+            trial.apply(q)
+        trial.apply(p)
+        self.primitives.append(p)
+        self._state = trial
 
     def lowered(self, strict: bool = False) -> Func:
         """The loop IR, every access proven in bounds or guarded (`strict`: a guard is an internal error)."""
-        return check_bounds(_lower(self.bound), strict=strict)
+        from .lower import lower
+        return check_bounds(lower(self.bound, self.state()), strict=strict)
 
     def lower(self) -> str:
-        """The loop IR as readable text."""
+        """The loop IR as readable text, with loop annotations and allocations."""
         return str(self.lowered())
 
     def to_json(self) -> str:
         """The schedule as JSON: program text, sizes and primitives."""
         return json.dumps({"format": SCHEDULE_FORMAT, "op": self.op.name, "source": self.op.source,
-                           "sizes": self.sizes, "primitives": self.primitives}, sort_keys=True)
+                           "sizes": self.sizes, "primitives": [p.to_json() for p in self.primitives]},
+                          sort_keys=True)
 
     @staticmethod
     def from_json(text: str, op: Op | None = None) -> "Schedule":
@@ -54,20 +412,20 @@ class Schedule:
         from .parse import parse
         try:
             data = json.loads(text)
-        except json.JSONDecodeError as e:
+        except (json.JSONDecodeError, TypeError) as e:
             raise ScheduleError(f"from_json: not JSON: {e}") from None
         if not isinstance(data, dict) or data.get("format") != SCHEDULE_FORMAT:
             raise ScheduleError(f"from_json: not a tensorlang schedule (format {SCHEDULE_FORMAT} expected)")
-        return Schedule(op if op is not None else parse(data["source"]), data["sizes"], data["primitives"])
+        return Schedule(op if op is not None else parse(data["source"]), data["sizes"],
+                        [from_json(p) for p in data["primitives"]])
 
     def key(self) -> str:
         """A stable text of the primitives, for caching."""
-        return json.dumps(self.primitives, sort_keys=True)
+        return json.dumps([p.to_json() for p in self.primitives], sort_keys=True)
 
     def __str__(self) -> str:
         sizes = ", ".join(f"{k}={v}" for k, v in self.sizes.items())
-        lines = [f"s = tl.schedule(op, {sizes})"]
-        return "\n".join(lines)
+        return "\n".join([f"s = tl.schedule(op, {sizes})"] + [p.to_python() for p in self.primitives])
 
 
 def schedule(op: Op, **sizes: int) -> Schedule:

@@ -102,3 +102,33 @@ def _rebuild(terms: dict, c: int, dtype: str) -> Expr:
     if c < 0:
         return BinOp("-", out, IntImm(-c, dtype))
     return out
+
+
+def simplify_divmod(e: Expr, ranges: dict[str, tuple[int, int]]) -> Expr:
+    """Simplify `(q*b + r) // b` to `q` and `(q*b + r) % b` to `r` when `r` provably lies in [0, b).
+
+    `ranges` gives inclusive bounds of loop variables. This keeps packed-layout indices affine, so that
+    vector code sees contiguous accesses.
+
+    >>> from tensorlang.ir import Var, BinOp, const
+    >>> e = BinOp("//", BinOp("+", BinOp("*", Var("o"), const(32)), Var("i")), const(32))
+    >>> str(simplify_divmod(e, {"o": (0, 7), "i": (0, 31)}))
+    'o'
+    """
+    e = simplify(e)
+    if isinstance(e, BinOp):
+        a, b = simplify_divmod(e.a, ranges), simplify_divmod(e.b, ranges)
+        if e.op in ("//", "%") and isinstance(b, IntImm) and b.value > 0 and a.dtype in _INT:
+            terms, c = _linear(a)
+            d = b.value
+            if all(isinstance(k, Var) and k.name in ranges for k in terms):
+                quot = {k: v // d for k, v in terms.items()}
+                rem = {k: v % d for k, v in terms.items()}
+                lo = c % d + sum(min(v * ranges[k.name][0], v * ranges[k.name][1]) for k, v in rem.items())
+                hi = c % d + sum(max(v * ranges[k.name][0], v * ranges[k.name][1]) for k, v in rem.items())
+                if 0 <= lo and hi < d:
+                    if e.op == "//":
+                        return _rebuild(quot, c // d, a.dtype)
+                    return _rebuild(rem, c % d, a.dtype)
+        return simplify(BinOp(e.op, a, b))
+    return e

@@ -47,6 +47,9 @@ def _initialise() -> None:
     # llvmlite 0.50: llvm.initialize() raises; targets and printers are initialised explicitly
     llvm.initialize_all_targets()
     llvm.initialize_all_asmprinters()
+    from .codegen_llvm import PARALLEL_FOR
+    from .threadpool import parallel_for_address
+    llvm.add_symbol(PARALLEL_FOR, parallel_for_address())
 
 
 def host_target() -> Target:
