@@ -117,6 +117,7 @@ class Lowerer:
         self.op = bound.op
         self.inlined = {n for n, st in state.stages.items() if st.attach[0] == "inline"}
         self.buffers = buffers_of(bound, self.inlined)
+        state.check_attachments()
         self.attached: dict[tuple[str, str], list[str]] = {}
         for s in self.op.stages:
             st = state.stages[s.name]
@@ -169,9 +170,6 @@ class Lowerer:
                 nest.reorder("reorder", p.axes)
             elif isinstance(p, Annotate):
                 nest.annotate("annotate", p.axis, p.kind)
-        for v in s.lhs_vars:
-            # the loops run from 0 over the region's extent; the index starts at the region's clamped start
-            nest.exprs[v] = simplify(ir.BinOp("+", nest.exprs[v], domains[v][0]))
         return nest, domains, prefix
 
     def stage(self, name: str, region: Region | None) -> ir.Stmt:
@@ -184,10 +182,16 @@ class Lowerer:
         pos = {lp.name: i for i, lp in enumerate(loops)}
         var = {lp.name: ir.Var(prefix + lp.name) for lp in loops}
         exprs = {v: simplify(substitute(e, var)) for v, e in nest.exprs.items()}
+        if region is not None:
+            # the loops run from 0 over the region's extent; the index starts at the region's clamped start
+            for v in s.lhs_vars:
+                exprs[v] = simplify(ir.BinOp("+", exprs[v], domains[v][0]))
         ranges = {prefix + lp.name: (lp.lo, lp.lo + lp.extent - 1) for lp in loops}
-        orig = {v: ir.Var(prefix + v) for v in s.all_vars}
-        depth_of = {v: max([pos[n[len(prefix):]] for n in variables(exprs[v]) if n[len(prefix):] in pos],
-                           default=-1) for v in s.all_vars}
+        # index variables: their own names at the root; inside a consumer, names that no loop can take
+        orig = {v: ir.Var(f"{name}.{v}" if prefix else v) for v in s.all_vars}
+        loop_depth = {prefix + n: i for n, i in pos.items()}
+        depth_of = {v: max([loop_depth[n] for n in variables(exprs[v]) if n in loop_depth], default=-1)
+                    for v in s.all_vars}
         out = self.buffers[name]
         out_idx = tuple(orig[v] for v in s.lhs_vars)
         cw_depth = nest.index("cache_write", st.cache_write) if st.cache_write else None
@@ -260,9 +264,6 @@ class Lowerer:
                 return core
             lp = loops[depth]
             body = build(depth + 1)
-            if fused_init and depth == first_red:
-                return ir.seq(ir.Store(out, out_idx, identity),
-                              ir.For(var[lp.name], ir.const(lp.lo), ir.const(lp.extent), body, lp.kind))
             if cw_depth == depth:
                 buf, idx = local
                 inner = loops[depth + 1:]
@@ -275,7 +276,10 @@ class Lowerer:
             for lc, copy in self.copies_at(copies, lp.name):
                 body = ir.Allocate(lc.buffer, ir.seq(copy, body))
             body = lets(depth, body, False, False)
-            return ir.For(var[lp.name], ir.const(lp.lo), ir.const(lp.extent), body, lp.kind)
+            loop = ir.For(var[lp.name], ir.const(lp.lo), ir.const(lp.extent), body, lp.kind)
+            if fused_init and depth == first_red:  # initialise just before the reduction loops
+                return ir.seq(ir.Store(out, out_idx, identity), loop)
+            return loop
 
         main = lets(-1, build(0), False, False)
         if separate_init:
@@ -361,16 +365,43 @@ class Lowerer:
         return Region(mins, exts)
 
     def producers_at(self, consumer: str, axis: str, exprs: dict, ranges: dict, prefix: str) -> list[ir.Stmt]:
-        """Producers computed at loop `axis` of `consumer`, each over the region the inner loops read."""
-        out = []
+        """Producers computed at loop `axis` of `consumer`, each over the region that the consumer's inner loops
+        and the other stages computed there read."""
+        attached = self.attached.get((consumer, axis), [])
+        if not attached:
+            return []
         cons = self.bound.stages[consumer].stage
         nest = self.state.stages[consumer].nest
         i = nest.index("compute_at", axis)
         free = {prefix + lp.name for lp in nest.loops[i + 1:]}
-        for p in self.attached.get((consumer, axis), []):
-            region = self.region_of(cons, p, exprs, free, ranges)
-            out.append(self.stage(p, region))
-        return out
+        regions: dict[str, Region] = {}
+        for p in reversed(attached):  # readers come after what they read: their regions are known first
+            parts = []
+            if p in cons.reads():
+                parts.append(self.region_of(cons, p, exprs, free, ranges))
+            for r in attached:
+                if r != p and p in self.bound.stages[r].stage.reads():
+                    parts.append(self.region_via(r, regions[r], p))
+            region = parts[0]
+            for other in parts[1:]:
+                region = _union(region, other, self.bound.shapes[p])
+            regions[p] = region
+        return [self.stage(p, regions[p]) for p in attached]
+
+    def region_via(self, reader: str, reader_region: Region, tensor: str) -> Region:
+        """The part of `tensor` that stage `reader` reads while it computes `reader_region`."""
+        s = self.bound.stages[reader].stage
+        bs = self.bound.stages[reader]
+        env, ranges = {}, {}
+        for d, v in enumerate(s.lhs_vars):
+            local = ir.Var(f"{reader}.{v}.local")
+            env[v] = ir.BinOp("+", reader_region.mins[d], local)
+            ranges[local.name] = (0, reader_region.extents[d] - 1)
+        for v in s.red_vars:
+            lo, ext = bs.ranges[v]
+            env[v] = ir.Var(f"{reader}.{v}")
+            ranges[env[v].name] = (lo, lo + ext - 1)
+        return self.region_of(s, tensor, {v: simplify(e) for v, e in env.items()}, set(ranges), ranges)
 
     def cache_reads(self, name, nest, exprs, ranges, prefix) -> dict[str, tuple]:
         """The cache_read buffers of stage `name`: tensor -> (unprefixed loop name, LocalCopy)."""
@@ -405,6 +436,23 @@ class Lowerer:
                 body = ir.For(lv, ir.const(0), ir.const(e), body)
             out.append((lc, body))
         return out
+
+
+def _union(a: Region, b: Region, shape: tuple) -> Region:
+    """The smallest region (of this form) holding both; a dimension whose starts move differently is whole."""
+    mins, exts = [], []
+    for d in range(len(shape)):
+        ta, ca = _linear(a.mins[d])
+        tb, cb = _linear(b.mins[d])
+        if ta == tb:
+            lo = min(ca, cb)
+            hi = max(ca + a.extents[d], cb + b.extents[d])
+            mins.append(simplify(ir.BinOp("+", ir.BinOp("-", a.mins[d], ir.const(ca)), ir.const(lo))))
+            exts.append(hi - lo)
+        else:
+            mins.append(ir.const(0))
+            exts.append(shape[d])
+    return Region(mins, exts)
 
 
 def _local_buffer(name: str, dtype: str, shape: tuple) -> ir.Buffer:

@@ -53,7 +53,8 @@ class Split(Primitive):
     NAME = "split"
 
     def to_python(self):
-        return f"s[{_q(self.stage)}].split({_q(self.axis)}, {self.factor}, outer={_q(self.outer)}, inner={_q(self.inner)})"
+        return (f"s[{_q(self.stage)}].split({_q(self.axis)}, {self.factor}, outer={_q(self.outer)}, "
+                f"inner={_q(self.inner)})")
 
 
 @dataclass(frozen=True)

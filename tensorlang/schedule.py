@@ -115,11 +115,15 @@ class ScheduleState:
         self._producer_checks("compute_at", p)
         cons = self.stage("compute_at", p.consumer)
         readers = self.readers(p.stage)
-        if p.consumer not in readers:
-            raise ScheduleError(f"{where}: {p.consumer} does not read {p.stage} (its readers: {', '.join(readers)})")
-        if len(readers) > 1:
-            raise ScheduleError(f"{where}: {p.stage} is read by {', '.join(readers)}; compute_at needs a producer "
-                                "with one consumer (compute it at the root instead)")
+        if p.consumer not in readers and not any(self.stages[r].attach == ("at", p.consumer, p.axis)
+                                                 for r in readers):
+            raise ScheduleError(f"{where}: neither {p.consumer} nor a stage computed at {p.consumer}.{p.axis} reads "
+                                f"{p.stage} (its readers: {', '.join(readers)})")
+        for r in readers:
+            if r != p.consumer and self.stages[r].attach != ("at", p.consumer, p.axis):
+                raise ScheduleError(f"{where}: {p.stage} is also read by {r}, which is not computed at "
+                                    f"{p.consumer}.{p.axis}; compute {r} there first "
+                                    f"(s[{r!r}].compute_at(s[{p.consumer!r}], {p.axis!r}))")
         if cons.attach[0] == "inline":
             raise ScheduleError(f"{where}: {p.consumer} is inlined and has no loops")
         i = cons.nest.index("compute_at", p.axis)
@@ -142,6 +146,18 @@ class ScheduleState:
                                 "runs on that stage's thread")
         st.attach = ("at", p.consumer, p.axis)
 
+    def check_attachments(self) -> None:
+        """Every reader of a stage computed at C.axis must be C or computed at C.axis too (checked when lowering,
+        since a later primitive can move a reader)."""
+        for name, st in self.stages.items():
+            if st.attach[0] != "at":
+                continue
+            _, cons, axis = st.attach
+            for r in self.readers(name):
+                if r != cons and self.stages[r].attach != ("at", cons, axis):
+                    raise ScheduleError(f"compute_at({name}, {cons}, {axis}): {name} is also read by {r}, which "
+                                        f"is no longer computed at {cons}.{axis}")
+
     def _compute_inline(self, p: ComputeInline, st: StageState) -> None:
         self._producer_checks("compute_inline", p)
         s = self.bound.op.stage(p.stage)
@@ -149,9 +165,10 @@ class ScheduleState:
             raise ScheduleError(f"compute_inline({p.stage}): {p.stage} is a reduction (`{s.reduce_op}=` over "
                                 f"{', '.join(s.red_vars)}); only stages written with `=` can be inlined; use "
                                 "compute_at instead")
-        for other in self.stages.values():
+        for n, other in self.stages.items():
             if other.attach[0] == "at" and other.attach[1] == p.stage:
-                raise ScheduleError(f"compute_inline({p.stage}): a stage is computed inside {p.stage}")
+                raise ScheduleError(f"compute_inline({p.stage}): {n} is computed inside {p.stage}; compute it "
+                                    "elsewhere first")
         st.attach = ("inline",)
 
     def _cache_read(self, p: CacheRead, st: StageState) -> None:
