@@ -40,6 +40,10 @@ class Workload:
             C-contiguous arrays of the program's dtypes.
         flops: ``flops(sizes)`` the conventional floating-point operation count of one run.
         description: one or two sentences on what the workload computes.
+        hand_schedule: ``hand_schedule(s)`` applies the hand-written schedule to ``s = tl.schedule(op, **sizes)``
+            with public primitives only (None: the workload has none).
+        numpy_fast: ``numpy_fast(*inputs, **sizes)`` the fastest reasonable numpy formulation, in the inputs'
+            dtype, used as the speed baseline by ``tensorlang bench`` (None: use ``reference``).
 
     Example::
 
@@ -66,6 +70,8 @@ class Workload:
     make_inputs: Callable[[dict, np.random.Generator], list[np.ndarray]]
     flops: Callable[[dict], float]
     description: str
+    hand_schedule: Callable | None = None
+    numpy_fast: Callable | None = None
 
     def __post_init__(self) -> None:
         if not self.presets:

@@ -33,6 +33,7 @@ LL_TYPES = {"f32": F32, "f64": F64, "i32": I32, "i64": I64, "bool": I1}
 FAST = ("contract",)
 _ALIGN = 64
 PARALLEL_FOR = "tensorlang_parallel_for"
+_REDUCE_IDENTITY = ("+", "*", "max", "min")
 
 
 def ll_type(dtype: str) -> ll.Type:
@@ -400,12 +401,14 @@ class _Emitter:
         b = self.b
         t = ll_type(s.buffer.dtype)
         align = DTYPES[s.buffer.dtype].itemsize
-        value = self.expr(s.value)
         flat, stride = self.address_parts(s.buffer, list(s.indices))
+        if stride == 0 and self.lanes and self._is_update(s):
+            b.store(self.reduce_lanes(s), self.pointer(s.buffer, self.expr(flat)), align=align)
+            return
+        value = self.expr(s.value)
         if stride == 0:
             if _is_vec(value) or (self.mask is not None and _is_vec(self.mask)):
-                raise BuildError(f"codegen: the store to {s.buffer.name} does not depend on the vectorized "
-                                 f"loop {self.lane_var} but its value or guard does")
+                value = self.reduce_lanes(s)
             b.store(value, self.pointer(s.buffer, self.expr(flat)), align=align)
             return
         w = self.lanes
@@ -426,6 +429,40 @@ class _Emitter:
         f = self.intrinsic("llvm.masked.scatter", ll.VoidType(), [vt, ll.VectorType(PTR, w), ll.VectorType(I1, w)],
                            [vt, ll.VectorType(PTR, w)])
         b.call(f, [value, ptrs, m])
+
+    @staticmethod
+    def _is_update(s: ir.Store) -> bool:
+        v = s.value
+        return isinstance(v, ir.BinOp) and v.op in _REDUCE_IDENTITY and isinstance(v.a, ir.Load) and \
+            v.a.buffer == s.buffer and v.a.indices == s.indices
+
+    def reduce_lanes(self, s: ir.Store) -> ll.Value:
+        """A reduction into one element from a vectorized (reduction) loop: combine the lanes, then the element.
+
+        `acc = acc (op) f(lane)` for every lane becomes `acc = acc (op) reduce(f(lanes))`, which reorders a float
+        sum (float reassociation); masked-off lanes contribute the identity.
+        """
+        if not self._is_update(s):
+            raise BuildError(f"codegen: the store to {s.buffer.name} does not depend on the vectorized loop "
+                             f"{self.lane_var} but its value does, and it is not a reduction")
+        op, dtype = s.value.op, s.buffer.dtype
+        acc = self.expr(s.value.a)
+        vals = self.expr(s.value.b)
+        if not _is_vec(vals):
+            return self.binop(op, acc, vals, dtype)
+        w = vals.type.count
+        if self.mask is not None and _is_vec(self.mask):
+            ident = DTYPES[dtype].identity(op)
+            vals = self.b.select(self.mask, vals, self.splat(ll_type(dtype)(ident), w))
+        is_float = DTYPES[dtype].is_float
+        name = {"+": "fadd" if is_float else "add", "*": "fmul" if is_float else "mul",
+                "max": "fmax" if is_float else "smax", "min": "fmin" if is_float else "smin"}[op]
+        vt = vals.type
+        if op in ("+", "*") and is_float:
+            f = self.intrinsic(f"llvm.vector.reduce.{name}", vt.element, [vt.element, vt], [vt])
+            return self.b.call(f, [acc, vals], fastmath=("reassoc", "contract"))
+        f = self.intrinsic(f"llvm.vector.reduce.{name}", vt.element, [vt], [vt])
+        return self.binop(op, acc, self.b.call(f, [vals]), dtype)
 
     # ---- expressions ----
     def expr(self, e: ir.Expr) -> ll.Value:
@@ -529,6 +566,8 @@ class _Emitter:
 
     def call(self, fn: str, args: list[ll.Value], dtype: str) -> ll.Value:
         t = args[0].type
+        if fn == "exp" and dtype == "f32":
+            return self.exp_f32(args[0])
         if fn == "abs" and not DTYPES[dtype].is_float:
             f = self.intrinsic("llvm.abs", t, [t, I1], [t])
             return self.b.call(f, [args[0], I1(0)])
@@ -537,6 +576,38 @@ class _Emitter:
                 "floor": "llvm.floor"}[fn]
         f = self.intrinsic(name, t, [t] * len(args), [t])
         return self.b.call(f, args, fastmath=FAST)
+
+    def exp_f32(self, x: ll.Value) -> ll.Value:
+        """exp for f32 (scalars and vectors) without a libm call: x = n*ln2 + r, exp(r) by a degree-6
+        polynomial (Cephes' coefficients, about 1 ulp), times 2**n built in the exponent bits."""
+        b = self.b
+
+        def c(v):
+            return self.const("f32", v, x)
+
+        def fma(p, q, r):
+            return b.fadd(b.fmul(p, q, flags=FAST), r, flags=FAST)
+
+        xc = self.call("min", [self.call("max", [x, c(-87.33654)], "f32"), c(88.72283)], "f32")
+        t = xc.type
+        n = self.b.call(self.intrinsic("llvm.roundeven", t, [t], [t]), [b.fmul(xc, c(1.44269504088896341))])
+        r = fma(n, c(-0.693359375), xc)
+        r = fma(n, c(2.12194440e-4), r)
+        p = c(1.9875691500e-4)
+        for k in (1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1):
+            p = fma(p, r, c(k))
+        p = fma(p, b.fmul(r, r, flags=FAST), b.fadd(r, c(1.0), flags=FAST))
+        it = ll.VectorType(I32, x.type.count) if _is_vec(x) else I32
+        ni = b.fptosi(n, it)
+        n1 = b.ashr(ni, self.const("i32", 1, ni))   # 2**n as 2**n1 * 2**n2: each factor stays a normal float
+        n2 = b.sub(ni, n1)
+        for part in (n1, n2):
+            bits = b.shl(b.add(part, self.const("i32", 127, ni)), self.const("i32", 23, ni))
+            p = b.fmul(p, b.bitcast(bits, t), flags=FAST)
+        y = p
+        y = b.select(b.fcmp_ordered(">", x, c(88.72283)), c(float("inf")), y)
+        y = b.select(b.fcmp_ordered("<", x, c(-87.33654)), c(0.0), y)
+        return b.select(b.fcmp_unordered("uno", x, x), x, y)
 
     def cast(self, v: ll.Value, src: str, dst: str) -> ll.Value:
         b = self.b

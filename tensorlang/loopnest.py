@@ -165,10 +165,15 @@ class LoopNest:
         where = f"{prim}({self.stage}, {axis})"
         if kind not in KINDS:
             raise ScheduleError(f"{where}: unknown loop kind {kind!r}; kinds are {', '.join(KINDS)}")
-        if kind in ("vectorized", "parallel") and lp.reduction:
+        if kind == "parallel" and lp.reduction:
             raise ScheduleError(f"{where}: {axis} is a reduction loop: its iterations accumulate into the same "
-                                f"element, so they cannot run at once; {kind[:-2] if kind == 'vectorized' else kind} "
-                                "a loop over an output index instead")
+                                "element, so they cannot run on different threads; parallelise a loop over an "
+                                "output index instead")
+        if kind == "vectorized" and lp.reduction and i != len(self.loops) - 1:
+            raise ScheduleError(f"{where}: {axis} is a reduction loop with loops inside it "
+                                f"({', '.join(q.name for q in self.loops[i + 1:])}): its lanes would update the "
+                                "same element at different times; vectorize it only as the innermost loop (the "
+                                "lanes are then combined), or vectorize a loop over an output index")
         if kind == "vectorized":
             if lp.extent > MAX_VECTOR_LANES:
                 raise ScheduleError(f"{where}: extent {lp.extent} is more than {MAX_VECTOR_LANES} lanes; split it "

@@ -199,10 +199,12 @@ class Lowerer:
         local = None  # cache_write: (buffer, index into it)
         if cw_depth is not None:
             free = {prefix + lp.name for lp in loops[cw_depth + 1:]}
-            mins, exts = zip(*(self.extent_over(exprs[v], free, ranges, domains[v]) for v in s.lhs_vars)) \
-                if s.lhs_vars else ((), ())
+            # the tile's dimensions in the order of their innermost loops: a vectorized index is contiguous
+            dims = sorted(s.lhs_vars, key=lambda v: depth_of[v])
+            mins, exts = zip(*(self.extent_over(exprs[v], free, ranges, domains[v]) for v in dims)) \
+                if dims else ((), ())
             buf = _local_buffer(f"{name}_local", s.dtype, tuple(exts))
-            idx = tuple(simplify_divmod(ir.BinOp("-", exprs[v], m), ranges) for v, m in zip(s.lhs_vars, mins))
+            idx = tuple(simplify_divmod(ir.BinOp("-", exprs[v], m), ranges) for v, m in zip(dims, mins))
             local = (buf, idx)
 
         copies = self.cache_reads(name, nest, exprs, ranges, prefix)
