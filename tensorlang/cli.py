@@ -2,6 +2,7 @@
 
     tensorlang ops [--json]                               workloads and their size presets
     tensorlang run WORKLOAD [--preset P | --size K=V,...]  compile, run, check against numpy, time it
+    tensorlang bench WORKLOAD [--threads N]                default vs hand schedule vs numpy, one table
     tensorlang show WORKLOAD [--ir | --llvm | --asm]       the loop IR or generated code
 
 Every command takes `--json` and then prints one JSON object on stdout. Bad flags name the flag and the
@@ -116,6 +117,22 @@ def cmd_run(args) -> dict:
     return result
 
 
+def cmd_bench(args) -> dict:
+    from .bench import format_table, run_bench
+    w, sizes = workload_and_sizes(args)
+    if args.threads is not None and args.threads < 1:
+        raise CLIError(f"--threads: must be >= 1, got {args.threads}")
+    threads = args.threads or __import__("tensorlang.threadpool", fromlist=["x"]).num_threads()
+    log = (lambda *a: print(*a, file=sys.stderr)) if args.json else (lambda *a: None)
+    report = run_bench(w, sizes, threads, min_runs=args.repeat, min_time=args.min_time, log=log)
+    if not args.json:
+        print(format_table(report))
+    bad = [r["name"] for r in report["results"] if r.get("max_rel_error", 0) > 1e-3]
+    if bad:
+        raise CLIError(f"{w.name}: {', '.join(bad)} differ from the numpy reference")
+    return report
+
+
 def cmd_show(args) -> dict:
     import tensorlang as tl
     w, sizes = workload_and_sizes(args)
@@ -152,6 +169,11 @@ def make_parser() -> argparse.ArgumentParser:
     r.add_argument("--repeat", type=int, default=10, help="at least this many timed runs (default 10)")
     r.add_argument("--min-time", type=float, default=0.2, help="and at least this many seconds (default 0.2)")
     r.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    b = sub.add_parser("bench", help="time the default schedule, the hand schedule and numpy in one table")
+    common(b)
+    b.add_argument("--threads", type=int, help="threads for tensorlang and OpenBLAS (default: all CPUs)")
+    b.add_argument("--repeat", type=int, default=10, help="at least this many timed runs each (default 10)")
+    b.add_argument("--min-time", type=float, default=0.3, help="and at least this many seconds each")
     s = sub.add_parser("show", help="print the loop IR (default), LLVM IR or assembly")
     common(s)
     g = s.add_mutually_exclusive_group()
@@ -161,7 +183,7 @@ def make_parser() -> argparse.ArgumentParser:
     return p
 
 
-COMMANDS = {"ops": cmd_ops, "run": cmd_run, "show": cmd_show}
+COMMANDS = {"ops": cmd_ops, "run": cmd_run, "bench": cmd_bench, "show": cmd_show}
 
 
 def main(argv: list[str] | None = None) -> int:

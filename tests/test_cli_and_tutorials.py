@@ -64,3 +64,21 @@ def test_bad_flags_name_the_flag_without_traceback(args, message):
 def test_tutorial_runs(path):
     r = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_bench_reports_every_row_in_json():
+    r = tensorlang("bench", "softmax", "--size", "N=8,D=40", "--threads", "1", "--repeat", "2", "--min-time", "0",
+                   "--json")
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)
+    assert data["workload"] == "softmax" and data["threads"] == 1 and data["sizes"] == {"N": 8, "D": 40}
+    names = [row["name"] for row in data["results"]]
+    assert names == ["default", "hand", "numpy", "numpy-avx512"]
+    for row in data["results"]:
+        assert row["median_s"] > 0 and row["gflops"] > 0
+        assert row.get("max_rel_error", 0) < 1e-5
+
+
+def test_bench_rejects_bad_thread_count():
+    r = tensorlang("bench", "softmax", "--size", "N=8,D=40", "--threads", "0")
+    assert r.returncode == 2 and "--threads: must be >= 1" in r.stderr and "Traceback" not in r.stderr
