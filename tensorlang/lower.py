@@ -195,13 +195,14 @@ class Lowerer:
         out = self.buffers[name]
         out_idx = tuple(orig[v] for v in s.lhs_vars)
         cw_depth = nest.index("cache_write", st.cache_write) if st.cache_write else None
+        whole = {v: (region.extents[d] if region is not None else bs.ranges[v][1]) for d, v in enumerate(s.lhs_vars)}
 
         local = None  # cache_write: (buffer, index into it)
         if cw_depth is not None:
             free = {prefix + lp.name for lp in loops[cw_depth + 1:]}
             # the tile's dimensions in the order of their innermost loops: a vectorized index is contiguous
             dims = sorted(s.lhs_vars, key=lambda v: depth_of[v])
-            mins, exts = zip(*(self.extent_over(exprs[v], free, ranges, domains[v]) for v in dims)) \
+            mins, exts = zip(*(self.extent_over(exprs[v], free, ranges, (domains[v][0], whole[v])) for v in dims)) \
                 if dims else ((), ())
             buf = _local_buffer(f"{name}_local", s.dtype, tuple(exts))
             idx = tuple(simplify_divmod(ir.BinOp("-", exprs[v], m), ranges) for v, m in zip(dims, mins))
@@ -317,22 +318,19 @@ class Lowerer:
 
     # ---- regions ----
     @staticmethod
-    def extent_over(e: ir.Expr, free: set[str], ranges: dict, domain) -> tuple[ir.Expr, int]:
+    def extent_over(e: ir.Expr, free: set[str], ranges: dict, whole: tuple) -> tuple[ir.Expr, int]:
         """The smallest value of `e` as an expression of the loops not in `free`, and a constant bound on the
-        number of values it takes while the `free` loops run; the whole domain when `e` is not affine in them."""
+        number of values it takes while the `free` loops run; `whole` (start, constant extent) when `e` is not
+        affine in the free loops (a fused loop)."""
         terms, c = _linear(simplify(e))
         fixed = {}
         lo, span = c, 0
         for atom, coef in terms.items():
-            vs = variables(atom)
-            if not (vs & free):
+            if not (variables(atom) & free):
                 fixed[atom] = coef
                 continue
             if not isinstance(atom, ir.Var):
-                lo_d, hi_d = domain
-                if isinstance(lo_d, ir.IntImm) and isinstance(hi_d, ir.IntImm):
-                    return lo_d, hi_d.value - lo_d.value + 1
-                raise ScheduleError("internal: a region over a fused loop inside a computed-at stage")
+                return whole
             a, b = ranges[atom.name]
             lo += min(coef * a, coef * b)
             span += abs(coef) * (b - a)
@@ -351,7 +349,7 @@ class Lowerer:
                 continue
             for d, ix in enumerate(a.indices):
                 e = index_to_ir(ix, self.bound.sizes, env)
-                per_dim[d].append(self.extent_over(e, free, ranges, (ir.const(0), ir.const(shape[d] - 1))))
+                per_dim[d].append(self.extent_over(e, free, ranges, (ir.const(0), shape[d])))
         mins, exts = [], []
         for d, cands in enumerate(per_dim):
             base = [_linear(m)[0] for m, _ in cands]
