@@ -24,7 +24,6 @@ from . import ir
 from .bind import BoundOp, BoundStage
 from .bounds import interval
 from .dtypes import DTYPES
-from .errors import ScheduleError
 from .loopnest import LoopNest, substitute, variables
 from .primitives import Annotate, Fuse, Reorder, Split
 from .program import Access, Binary, Call, Expr, IndexExpr, IntValue, Literal, Unary
