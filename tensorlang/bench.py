@@ -70,7 +70,7 @@ def run_bench(w, sizes: dict, threads: int, min_runs: int = 10, min_time: float 
         kernel = tl.build(sched)
         out = kernel(*inputs)
         err = float(np.max(np.abs(np.asarray(out, np.float64) - expected)) / max(1.0, float(np.max(np.abs(expected)))))
-        times = measure(lambda: kernel(*inputs), min_runs=min_runs, min_time=min_time)
+        times = measure(lambda k=kernel: k(*inputs), min_runs=min_runs, min_time=min_time)
         results.append({"name": name, "median_s": median(times), "runs": len(times), "max_rel_error": err})
         log(f"  {name}: {results[-1]['median_s'] * 1e3:.3f} ms")
     for name, coretype in (("numpy", None), ("numpy-avx512", "SkylakeX")):
