@@ -84,6 +84,7 @@ class _Emitter:
         self.lane_var = None      # its index variable
         self.mask = None          # lanes a vector guard leaves active
         self.defs: dict[str, ir.Expr] = {}  # Let-bound index variables and their IR definitions
+        self._addr_cache: dict = {}
         self.n_outlined = 0
 
     def emit(self, body: ir.Stmt) -> None:
@@ -130,6 +131,8 @@ class _Emitter:
         if _is_vec(v):
             return v
         vt = ll.VectorType(v.type, lanes)
+        if isinstance(v, ll.Constant):
+            return ll.Constant(vt, [v] * lanes)
         undef = ll.Constant(vt, ll.Undefined)
         one = self.b.insert_element(undef, v, I32(0))
         return self.b.shuffle_vector(one, undef, ll.Constant(ll.VectorType(I32, lanes), [0] * lanes))
@@ -265,6 +268,7 @@ class _Emitter:
         ramp = self.b.add(self.splat(lo, w), ll.Constant(ll.VectorType(I64, w), list(range(w))), flags=["nsw"])
         old = self.bind(s.var.name, ramp)
         self.lanes, self.lane_var = w, s.var.name
+        self._addr_cache = {}
         self.stmt(s.body)
         self.lanes, self.lane_var = 0, None
         self.unbind(s.var.name, old)
@@ -339,10 +343,18 @@ class _Emitter:
     def pointer(self, buf: ir.Buffer, offset: ll.Value, inbounds: bool = True) -> ll.Value:
         return self.b.gep(self.ptrs[buf.name], [offset], inbounds=inbounds, source_etype=ll_type(buf.dtype))
 
-    def address_parts(self, buf: ir.Buffer, indices):
-        flat = self.flat_index(buf, indices)
-        stride = self.lane_stride(flat) if self.lanes else 0
-        return flat, stride
+    def address_parts(self, node, buf: ir.Buffer, indices):
+        """(flat index, lane stride, flat index at lane 0) of a load or store; the symbolic work is done once per
+        IR node and vectorized loop, not once per unrolled copy."""
+        key = (id(node), self.lane_var)
+        hit = self._addr_cache.get(key)
+        if hit is None or hit[0] is not node:
+            flat = self.flat_index(buf, indices)
+            stride = self.lane_stride(flat) if self.lanes else 0
+            lane0 = self._at_lane0(flat) if stride == 1 else None
+            hit = (node, flat, stride, lane0)
+            self._addr_cache[key] = hit
+        return hit[1], hit[2], hit[3]
 
     def load(self, e: ir.Load) -> ll.Value:
         b = self.b
@@ -357,7 +369,7 @@ class _Emitter:
                     inside = b.and_(b.icmp_signed(">=", v, self.const("i64", 0, v)),
                                     b.icmp_signed("<", v, self.const("i64", e.buffer.shape[d], v)))
                     cond = inside if cond is None else b.and_(*self.match(cond, inside))
-        flat, stride = self.address_parts(e.buffer, indices)
+        flat, stride, lane0 = self.address_parts(e, e.buffer, indices)
         if stride == 0 and cond is None:
             # the same element for every lane: one scalar load, at a valid address if no lane is active
             off = self.expr(flat)
@@ -376,7 +388,7 @@ class _Emitter:
         w = self.lanes
         vt = ll.VectorType(t, w)
         if stride == 1:
-            base = self.expr(self._at_lane0(flat))
+            base = self.expr(lane0)
             ptr = self.pointer(e.buffer, base, inbounds=mask is None)
             if mask is None:
                 return b.load(ptr, align=align, typ=vt)
@@ -401,7 +413,7 @@ class _Emitter:
         b = self.b
         t = ll_type(s.buffer.dtype)
         align = DTYPES[s.buffer.dtype].itemsize
-        flat, stride = self.address_parts(s.buffer, list(s.indices))
+        flat, stride, lane0 = self.address_parts(s, s.buffer, list(s.indices))
         if stride == 0 and self.lanes and self._is_update(s):
             b.store(self.reduce_lanes(s), self.pointer(s.buffer, self.expr(flat)), align=align)
             return
@@ -415,7 +427,7 @@ class _Emitter:
         vt = ll.VectorType(t, w)
         value = self.splat(value, w)
         if stride == 1:
-            ptr = self.pointer(s.buffer, self.expr(self._at_lane0(flat)), inbounds=self.mask is None)
+            ptr = self.pointer(s.buffer, self.expr(lane0), inbounds=self.mask is None)
             if self.mask is None:
                 b.store(value, ptr, align=align)
             else:

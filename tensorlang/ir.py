@@ -341,3 +341,60 @@ def stmt_lines(s: Stmt, depth: int) -> list[str]:
         return [f"{pad}allocate {b.name}: {b.dtype}[{', '.join(str(d) for d in b.shape)}]"] + \
             stmt_lines(s.body, depth)
     raise TypeError(f"not an IR statement: {s!r}")
+
+
+# ---- small passes --------------------------------------------------------------------------------
+
+def expr_vars(e: Expr) -> set[str]:
+    """Names of the variables an expression reads (loads' indices included)."""
+    if isinstance(e, Var):
+        return {e.name}
+    if isinstance(e, (BinOp, Cmp, Logic)):
+        return expr_vars(e.a) | expr_vars(e.b)
+    if isinstance(e, (Neg, Not, Cast)):
+        return expr_vars(e.a)
+    if isinstance(e, Select):
+        return expr_vars(e.cond) | expr_vars(e.t) | expr_vars(e.f)
+    if isinstance(e, Call):
+        return set().union(*(expr_vars(a) for a in e.args)) if e.args else set()
+    if isinstance(e, Load):
+        return set().union(*(expr_vars(i) for i in e.indices)) if e.indices else set()
+    return set()
+
+
+def drop_unused_lets(s: Stmt) -> tuple[Stmt, set[str]]:
+    """`s` without the Lets whose variable nothing reads, and the variables `s` reads.
+
+    >>> body, used = drop_unused_lets(Let(Var("m"), const(1), Store(Buffer("X", "f32", (1,)), (const(0),), FloatImm(0.0))))
+    >>> isinstance(body, Store), used
+    (True, set())
+    """
+    if isinstance(s, Seq):
+        parts = [drop_unused_lets(x) for x in s.stmts]
+        return Seq(tuple(p for p, _ in parts)), set().union(*(u for _, u in parts)) if parts else set()
+    if isinstance(s, Store):
+        used = expr_vars(s.value)
+        for i in s.indices:
+            used |= expr_vars(i)
+        return s, used
+    if isinstance(s, For):
+        body, used = drop_unused_lets(s.body)
+        used.discard(s.var.name)
+        return For(s.var, s.lo, s.extent, body, s.kind), used | expr_vars(s.lo) | expr_vars(s.extent)
+    if isinstance(s, If):
+        then, used = drop_unused_lets(s.then)
+        orelse = None
+        if s.orelse is not None:
+            orelse, u2 = drop_unused_lets(s.orelse)
+            used |= u2
+        return If(s.cond, then, orelse), used | expr_vars(s.cond)
+    if isinstance(s, Let):
+        body, used = drop_unused_lets(s.body)
+        if s.var.name not in used:
+            return body, used
+        used.discard(s.var.name)
+        return Let(s.var, s.value, body), used | expr_vars(s.value)
+    if isinstance(s, Allocate):
+        body, used = drop_unused_lets(s.body)
+        return Allocate(s.buffer, body), used
+    raise TypeError(f"not an IR statement: {s!r}")

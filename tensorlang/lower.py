@@ -133,7 +133,7 @@ class Lowerer:
                 body = ir.Allocate(buf, body)
         params = tuple(self.buffers[p.name] for p in self.op.params) + \
             tuple(self.buffers[o] for o in self.op.outputs)
-        return ir.Func(self.op.name, params, body)
+        return ir.Func(self.op.name, params, ir.drop_unused_lets(body)[0])
 
     # ---- one stage ----
     def nest_for(self, name: str, region: Region | None) -> tuple[LoopNest, dict, str]:
