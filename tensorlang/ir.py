@@ -365,7 +365,8 @@ def expr_vars(e: Expr) -> set[str]:
 def drop_unused_lets(s: Stmt) -> tuple[Stmt, set[str]]:
     """`s` without the Lets whose variable nothing reads, and the variables `s` reads.
 
-    >>> body, used = drop_unused_lets(Let(Var("m"), const(1), Store(Buffer("X", "f32", (1,)), (const(0),), FloatImm(0.0))))
+    >>> store = Store(Buffer("X", "f32", (1,)), (const(0),), FloatImm(0.0))
+    >>> body, used = drop_unused_lets(Let(Var("m"), const(1), store))
     >>> isinstance(body, Store), used
     (True, set())
     """
