@@ -74,6 +74,9 @@ class LoopNest:
         self.loops = [Loop(name, lo, extent, "serial", red) for name, lo, extent, red in axes]
         self.exprs: dict[str, ir.Expr] = {name: ir.Var(name) for name, _, _, _ in axes}
         self.domains = {name: (lo, extent) for name, lo, extent, _ in axes}
+        # `expr < bound` for loops that were split by a factor that does not divide them and are no index
+        # variable themselves: their tails must be skipped, or an index would be visited twice
+        self.constraints: list[tuple[ir.Expr, int]] = []
 
     def copy(self) -> "LoopNest":
         """An independent copy."""
@@ -91,16 +94,17 @@ class LoopNest:
         raise ScheduleError(f"{prim}({self.stage}, {axis}): stage {self.stage} has no loop {axis!r}; "
                             f"its loops are {', '.join(self.names())}")
 
-    def _fresh(self, prim: str, name: str) -> None:
+    def _fresh(self, prim: str, axis: str, name: str) -> None:
         if not isinstance(name, str) or not name.isidentifier():
-            raise ScheduleError(f"{prim}({self.stage}): loop name {name!r} is not an identifier")
+            raise ScheduleError(f"{prim}({self.stage}, {axis}): the new loop name {name!r} is not an identifier")
         if name in self.names() or name in self.exprs:
-            raise ScheduleError(f"{prim}({self.stage}): a loop or index named {name!r} exists already; "
-                                "choose another name")
+            raise ScheduleError(f"{prim}({self.stage}, {axis}): a loop or index named {name!r} exists already; "
+                                "choose another name for the new loop")
 
     def _subst(self, name: str, value: ir.Expr) -> None:
         for v, e in self.exprs.items():
             self.exprs[v] = simplify(substitute(e, {name: value}))
+        self.constraints = [(simplify(substitute(e, {name: value})), b) for e, b in self.constraints]
 
     def split(self, prim: str, axis: str, factor: int, outer: str, inner: str) -> None:
         """Split loop `axis` in two; a factor that does not divide the extent leaves a guarded tail."""
@@ -111,14 +115,16 @@ class LoopNest:
         if lp.kind != "serial":
             raise ScheduleError(f"{prim}({self.stage}, {axis}): the loop is {lp.kind}; split it before "
                                 "annotating it")
-        self._fresh(prim, outer)
-        self._fresh(prim, inner)
+        self._fresh(prim, axis, outer)
+        self._fresh(prim, axis, inner)
         if outer == inner:
             raise ScheduleError(f"{prim}({self.stage}, {axis}): outer and inner need different names")
         n_outer = -(-lp.extent // factor)
         self.loops[i:i + 1] = [Loop(outer, 0, n_outer, "serial", lp.reduction),
                                Loop(inner, 0, factor, "serial", lp.reduction)]
         value = ir.BinOp("+", ir.BinOp("*", ir.Var(outer), ir.const(factor)), ir.Var(inner))
+        if lp.extent % factor and axis not in self.domains:
+            self.constraints.append((simplify(value), lp.extent))
         if lp.lo:
             value = ir.BinOp("+", value, ir.const(lp.lo))
         self._subst(axis, value)
@@ -135,7 +141,7 @@ class LoopNest:
                                 "is not; only loops of the same sort fuse")
         if a.kind != "serial" or b.kind != "serial":
             raise ScheduleError(f"{prim}({self.stage}, {outer}, {inner}): fuse loops before annotating them")
-        self._fresh(prim, fused)
+        self._fresh(prim, f"{outer}, {inner}", fused)
         self.loops[i:j + 1] = [Loop(fused, 0, a.extent * b.extent, "serial", a.reduction)]
         f = ir.Var(fused)
         va = ir.BinOp("//", f, ir.const(b.extent))

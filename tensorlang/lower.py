@@ -24,6 +24,7 @@ from . import ir
 from .bind import BoundOp, BoundStage
 from .bounds import interval
 from .dtypes import DTYPES
+from .errors import ScheduleError
 from .loopnest import LoopNest, substitute, variables
 from .primitives import Annotate, Fuse, Reorder, Split
 from .program import Access, Binary, Call, Expr, IndexExpr, IntValue, Literal, Unary
@@ -191,6 +192,13 @@ class Lowerer:
         loop_depth = {prefix + n: i for n, i in pos.items()}
         depth_of = {v: max([loop_depth[n] for n in variables(exprs[v]) if n in loop_depth], default=-1)
                     for v in s.all_vars}
+        red_loops = {prefix + lp.name for lp in loops if lp.reduction}
+        constraints = []  # (depth, condition, involves a reduction loop): tails of splits of split loops
+        for e, bound in nest.constraints:
+            e = simplify(substitute(e, var))
+            vs = variables(e)
+            depth = max([loop_depth[n] for n in vs if n in loop_depth], default=-1)
+            constraints.append((depth, ir.Cmp("<", e, ir.const(bound)), bool(vs & red_loops)))
         out = self.buffers[name]
         out_idx = tuple(orig[v] for v in s.lhs_vars)
         cw_depth = nest.index("cache_write", st.cache_write) if st.cache_write else None
@@ -243,6 +251,9 @@ class Lowerer:
             """Let-bind the index variables whose last loop is at `depth`; guard those that may overshoot."""
             vs = [v for v in s.all_vars if depth_of[v] == depth and not (pure_only and v in s.red_vars)]
             cond = None
+            for d, c, red in constraints:  # always: a tail of a split loop would visit an index twice
+                if d == depth and not (pure_only and red):
+                    cond = c if cond is None else ir.Logic("and", cond, c)
             for v in vs:
                 if needs_guard(v) and (guard_all or v in guarded_vars):
                     for c in bounds_checks(v):
@@ -274,9 +285,10 @@ class Lowerer:
                 if identity is not None and not all_red_cached:
                     back = ir.BinOp(s.reduce_op, ir.Load(out, out_idx), back)
                 body = ir.Allocate(buf, ir.seq(*init, body, tile(inner, ir.Store(out, out_idx, back), True)))
-            body = ir.seq(*self.producers_at(name, lp.name, exprs, ranges, prefix), body)
             for lc, copy in self.copies_at(copies, lp.name):
                 body = ir.Allocate(lc.buffer, ir.seq(copy, body))
+            # producers computed here come first: a cache_read at this loop may copy what they compute
+            body = ir.seq(*self.producers_at(name, lp.name, exprs, ranges, prefix, loops[:depth + 1]), body)
             body = lets(depth, body, False, False)
             loop = ir.For(var[lp.name], ir.const(lp.lo), ir.const(lp.extent), body, lp.kind)
             if fused_init and depth == first_red:  # initialise just before the reduction loops
@@ -363,9 +375,11 @@ class Lowerer:
                 exts.append(shape[d])
         return Region(mins, exts)
 
-    def producers_at(self, consumer: str, axis: str, exprs: dict, ranges: dict, prefix: str) -> list[ir.Stmt]:
+    def producers_at(self, consumer: str, axis: str, exprs: dict, ranges: dict, prefix: str,
+                     outer_loops: list) -> list[ir.Stmt]:
         """Producers computed at loop `axis` of `consumer`, each over the region that the consumer's inner loops
-        and the other stages computed there read."""
+        and the other stages computed there read. Inside a parallel loop, the regions of different iterations
+        must not overlap (else two threads would write the same elements)."""
         attached = self.attached.get((consumer, axis), [])
         if not attached:
             return []
@@ -385,6 +399,12 @@ class Lowerer:
             for other in parts[1:]:
                 region = _union(region, other, self.bound.shapes[p])
             regions[p] = region
+            for lp in outer_loops:
+                if lp.kind == "parallel" and not _disjoint(region, prefix + lp.name):
+                    raise ScheduleError(f"compute_at({p}, {consumer}, {axis}): {consumer}'s loop {lp.name} is "
+                                        f"parallel, and the parts of {p} that its iterations need overlap (two "
+                                        f"threads would write the same elements); compute {p} at {lp.name} or "
+                                        "outside it, or parallelise another loop")
         return [self.stage(p, regions[p]) for p in attached]
 
     def region_via(self, reader: str, reader_region: Region, tensor: str) -> Region:
@@ -435,6 +455,17 @@ class Lowerer:
                 body = ir.For(lv, ir.const(0), ir.const(e), body)
             out.append((lc, body))
         return out
+
+
+def _disjoint(region: Region, loop: str) -> bool:
+    """True when the regions for different values of `loop` cannot overlap: in some dimension the start moves
+    by at least the extent from one iteration to the next."""
+    for m, ext in zip(region.mins, region.extents):
+        terms, _ = _linear(m)
+        for atom, coef in terms.items():
+            if isinstance(atom, ir.Var) and atom.name == loop and abs(coef) >= ext:
+                return True
+    return False
 
 
 def _union(a: Region, b: Region, shape: tuple) -> Region:

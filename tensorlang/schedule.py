@@ -38,6 +38,7 @@ from .primitives import (Annotate, CacheRead, CacheWrite, ComputeAt, ComputeInli
 from .program import Op
 
 SCHEDULE_FORMAT = 1
+VERBS = {"vectorized": "vectorize", "unrolled": "unroll", "parallel": "parallel", "serial": "serial"}
 
 
 @dataclass
@@ -74,10 +75,16 @@ class ScheduleState:
 
     def apply(self, p: Primitive) -> None:
         """Apply one primitive, or raise ScheduleError saying why it is illegal."""
-        name = p.NAME
+        name = VERBS.get(p.kind, p.NAME) if isinstance(p, Annotate) else p.NAME
         st = self.stage(name, p.stage)
         if isinstance(p, (Split, Fuse, Reorder, Annotate)):
             self.loop_prims[p.stage].append(p)
+        if isinstance(p, (Split, Fuse)):
+            for axis in ((p.axis,) if isinstance(p, Split) else (p.outer, p.inner)):
+                used = self.uses_of_loop(p.stage, axis)
+                if used:
+                    raise ScheduleError(f"{name}({p.stage}, {axis}): {used} names loop {axis}; {name} the loop "
+                                        "before that, or name a loop you do not change")
         if isinstance(p, Split):
             st.nest.split(name, p.axis, p.factor, p.outer, p.inner)
         elif isinstance(p, Fuse):
@@ -88,6 +95,13 @@ class ScheduleState:
             if p.kind == "parallel" and st.attach[0] == "at":
                 raise ScheduleError(f"parallel({p.stage}, {p.axis}): {p.stage} is computed inside "
                                     f"{st.attach[1]}; parallelise a loop of {st.attach[1]} instead")
+            if p.kind == "vectorized":
+                i = st.nest.index(name, p.axis)
+                inside = {lp.name for lp in st.nest.loops[i:]}
+                for what, axis in self.levels_of(p.stage):
+                    if axis in inside:
+                        raise ScheduleError(f"vectorize({p.stage}, {p.axis}): {what} at loop {axis}, inside the "
+                                            "loop to vectorize; a vectorized loop runs its body once for all lanes")
             st.nest.annotate(name, p.axis, p.kind)
         elif isinstance(p, ComputeAt):
             self._compute_at(p, st)
@@ -96,9 +110,13 @@ class ScheduleState:
         elif isinstance(p, ComputeRoot):
             st.attach = ("root",)
         elif isinstance(p, CacheWrite):
-            st.nest.index(name, p.axis)
+            i = st.nest.index(name, p.axis)
             if st.attach[0] == "inline":
                 raise ScheduleError(f"cache_write({p.stage}, {p.axis}): {p.stage} is inlined and has no loops")
+            if st.cache_write is not None:
+                raise ScheduleError(f"cache_write({p.stage}, {p.axis}): {p.stage} is cached at {st.cache_write} "
+                                    "already; one cache_write a stage")
+            self.not_inside_vector("cache_write", st, i, p)
             st.cache_write = p.axis
         elif isinstance(p, CacheRead):
             self._cache_read(p, st)
@@ -127,11 +145,6 @@ class ScheduleState:
         if cons.attach[0] == "inline":
             raise ScheduleError(f"{where}: {p.consumer} is inlined and has no loops")
         i = cons.nest.index("compute_at", p.axis)
-        par = [lp.name for lp in cons.nest.loops[:i + 1] if lp.kind == "parallel"]
-        if par:
-            raise ScheduleError(f"{where}: {p.consumer}'s loop {par[0]} is parallel and encloses {p.axis}: the "
-                                f"regions of {p.stage} that different threads need overlap; compute it outside "
-                                f"{par[0]}")
         vec = [lp.name for lp in cons.nest.loops[:i + 1] if lp.kind == "vectorized"]
         if vec:
             raise ScheduleError(f"{where}: {p.axis} is inside the vectorized loop {vec[0]}")
@@ -146,10 +159,44 @@ class ScheduleState:
                                 "runs on that stage's thread")
         st.attach = ("at", p.consumer, p.axis)
 
+    def uses_of_loop(self, stage: str, axis: str) -> str:
+        """What names loop `axis` of `stage` (a compute_at, cache_write or cache_read), or ''."""
+        st = self.stages[stage]
+        for n, other in self.stages.items():
+            if other.attach == ("at", stage, axis):
+                return f"compute_at({n}, {stage}, {axis})"
+        if st.cache_write == axis:
+            return f"cache_write({stage}, {axis})"
+        for tensor, a, _ in st.cache_reads:
+            if a == axis:
+                return f"cache_read({stage}, {tensor}, {axis})"
+        return ""
+
+    def levels_of(self, stage: str) -> list[tuple[str, str]]:
+        """(what, loop) for everything attached to a loop of `stage`."""
+        st = self.stages[stage]
+        out = [(f"{n} is computed", other.attach[2]) for n, other in self.stages.items()
+               if other.attach[0] == "at" and other.attach[1] == stage]
+        if st.cache_write:
+            out.append(("its cache_write", st.cache_write))
+        out += [(f"its cache_read of {t}", a) for t, a, _ in st.cache_reads]
+        return out
+
+    @staticmethod
+    def not_inside_vector(prim: str, st: StageState, i: int, p) -> None:
+        vec = [lp.name for lp in st.nest.loops[:i + 1] if lp.kind == "vectorized"]
+        if vec:
+            raise ScheduleError(f"{prim}({p.stage}, {p.axis}): the loop is inside the vectorized loop {vec[0]}; "
+                                "choose a loop outside it")
+
     def check_attachments(self) -> None:
         """Every reader of a stage computed at C.axis must be C or computed at C.axis too (checked when lowering,
         since a later primitive can move a reader)."""
         for name, st in self.stages.items():
+            for what, axis in self.levels_of(name):
+                if axis not in st.nest.names():
+                    raise ScheduleError(f"{name}: {what} at loop {axis}, which no longer exists (loops: "
+                                        f"{', '.join(st.nest.names())})")
             if st.attach[0] != "at":
                 continue
             _, cons, axis = st.attach
@@ -178,11 +225,13 @@ class ScheduleState:
             raise ScheduleError(f"{where}: {p.stage} does not read {p.tensor}; it reads {', '.join(s.reads())}")
         if p.tensor in self.stages and self.stages[p.tensor].attach[0] == "inline":
             raise ScheduleError(f"{where}: {p.tensor} is inlined; there is no buffer to copy")
-        st.nest.index("cache_read", p.axis)
+        i = st.nest.index("cache_read", p.axis)
+        self.not_inside_vector("cache_read", st, i, p)
         rank = len(self.bound.shapes[p.tensor])
         parts: dict[int, list[int]] = {}
         for entry in p.layout:
-            if not (isinstance(entry, tuple) and len(entry) == 2 and all(isinstance(x, int) for x in entry)):
+            if not (isinstance(entry, tuple) and len(entry) == 2 and
+                    all(isinstance(x, int) and not isinstance(x, bool) for x in entry)):
                 raise ScheduleError(f"{where}: a layout entry is (dimension, block), got {entry!r}")
             d, b = entry
             if not 0 <= d < rank:
@@ -289,10 +338,10 @@ class StageHandle:
     def unroll(self, axis: str) -> None:
         """Replicate the body of loop `axis` once per iteration (no loop left).
 
-        Before and after ``unroll("k_i")``::
+        Before and after ``unroll("k_i")`` (the loop IR keeps the loop, marked; the code has no loop)::
 
-            for k_i in 0:2:            C[m] = C[m] + A[m, k_o*2]
-              C[m] += A[m, k]          C[m] = C[m] + A[m, k_o*2 + 1]
+            for k_i in 0:2:            for k_i in 0:2:  # unrolled     emitted as   C[m] += A[m, k_o*2]
+              C[m] += A[m, k]            C[m] += A[m, k]                          C[m] += A[m, k_o*2 + 1]
         """
         self._s.apply(Annotate(self.name, axis, "unrolled"))
 
@@ -315,12 +364,17 @@ class StageHandle:
     def compute_at(self, consumer: "StageHandle | str", axis: str) -> None:
         """Compute this stage inside loop `axis` of `consumer`, just the part that one iteration reads.
 
-        Before and after ``s["P"].compute_at(s["O"], "h")``::
+        Before and after ``s["P"].compute_at(s["O"], "h")`` (P's rows h..h+2, clipped to P)::
 
             for y in 0:H+2:            for h in 0:H:
-              P[y] = I[y-1]              for y in max(h, 0):min(h+2, H+1)+1:
-            for h in 0:H:                  P[y] = I[y-1]
-              O[h] = P[h]+P[h+2]         O[h] = P[h]+P[h+2]
+              P[y] = I[y-1]              for P_y in 0:3:
+            for h in 0:H:                  P.y = P_y + max(h, 0)
+              O[h] = P[h]+P[h+2]           if P.y <= min(h + 2, H + 1):
+                                             P[P.y] = I[P.y - 1]
+                                         O[h] = P[h] + P[h+2]
+
+        Every reader of this stage must be `consumer` or a stage computed at the same loop. When the loop is
+        inside a parallel loop, the regions of different iterations must not overlap (checked when lowering).
         """
         cname = consumer.name if isinstance(consumer, StageHandle) else consumer
         self._s.apply(ComputeAt(self.name, cname, axis))
@@ -405,6 +459,16 @@ class Schedule:
         for q in self.primitives:
             trial.apply(q)
         trial.apply(p)
+        if isinstance(p, ComputeAt) or (isinstance(p, Annotate) and p.kind == "parallel" and
+                                        any(st.attach[0] == "at" for st in trial.stages.values())):
+            # whether threads would share a computed region is known once regions are: lower to find out
+            from .lower import Lowerer
+            try:
+                Lowerer(self.bound, trial).function()
+            except ScheduleError as e:
+                if isinstance(p, Annotate):
+                    raise ScheduleError(f"parallel({p.stage}, {p.axis}): {e}") from None
+                raise
         self.primitives.append(p)
         self._state = trial
 
@@ -433,6 +497,11 @@ class Schedule:
             raise ScheduleError(f"from_json: not JSON: {e}") from None
         if not isinstance(data, dict) or data.get("format") != SCHEDULE_FORMAT:
             raise ScheduleError(f"from_json: not a tensorlang schedule (format {SCHEDULE_FORMAT} expected)")
+        missing = [k for k in ("source", "sizes", "primitives") if k not in data]
+        if missing:
+            raise ScheduleError(f"from_json: the schedule lacks {', '.join(missing)}")
+        if not isinstance(data["sizes"], dict) or not isinstance(data["primitives"], list):
+            raise ScheduleError("from_json: sizes must be an object and primitives a list")
         return Schedule(op if op is not None else parse(data["source"]), data["sizes"],
                         [from_json(p) for p in data["primitives"]])
 

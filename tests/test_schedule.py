@@ -1,0 +1,1810 @@
+"""Schedule primitives: each keeps the result identical to numpy and shows in the loop IR what it did; each
+illegal use is a ScheduleError that names the primitive, the stage and the loop, says what would be legal, and
+leaves the schedule unchanged; every schedule round-trips through JSON and through its printed Python.
+
+Sizes are small primes that the tiles do not divide. Every schedule is lowered with ``strict=True`` (a guard
+the bounds check cannot prove is an internal error) before it is built and run.
+
+Every schedule this module builds comes from `new()`, which keeps it in `BUILT`; the named schedules of the
+primitive tests come from builders registered in `CASES`, so that the round-trip test can rebuild each one in
+whatever process (pytest-xdist worker) runs it. Known bugs are `xfail(strict=True)` tests whose reason gives
+the bug.
+
+Run: ``.venv/bin/pytest tests/test_schedule.py -q``
+"""
+from __future__ import annotations
+
+import json
+import zlib
+
+import numpy as np
+import pytest
+
+import tensorlang as tl
+from oracle import assert_close
+from schedule_cases import PROGRAMS, encloses, loop_header, loop_order, make_inputs
+
+BUILT: list[tl.Schedule] = []             # every schedule built in this module (in this process)
+CASES: dict[str, object] = {}             # name -> builder of a schedule used by a primitive test
+
+
+def new(program: str, **sizes) -> tl.Schedule:
+    """The default schedule of PROGRAMS[program] at `sizes`, remembered for the round-trip test."""
+    s = tl.schedule(PROGRAMS[program].op, **sizes)
+    BUILT.append(s)
+    return s
+
+
+def case(name: str):
+    """Register a schedule builder under `name` (for the round-trip test)."""
+    def deco(fn):
+        assert name not in CASES, name
+        CASES[name] = fn
+        return fn
+    return deco
+
+
+def run(s: tl.Schedule, seed: int | None = None):
+    """Lower `s` strictly, build it, run it on random inputs and compare with the program's numpy oracle.
+
+    The inputs' seed comes from the schedule unless given, so that a kernel that reads a temporary it never
+    wrote cannot pass by finding there the values an earlier test's run of the same program left in freed
+    memory. Returns (loop IR text, kernel)."""
+    func = s.lowered(strict=True)
+    assert func.guards == 0
+    text = s.lower()
+    prog = PROGRAMS[s.op.name]
+    inputs = make_inputs(s, zlib.crc32(s.to_json().encode()) if seed is None else seed)
+    k = tl.build(s)
+    got = k(*inputs)
+    assert_close(got, prog.reference(*inputs, **s.sizes), prog.red_len(s.sizes), exact=prog.exact,
+                 err_msg=f"schedule:\n{s}\nloop IR:\n{text}")
+    return text, k
+
+
+def llvm(k) -> str:
+    return k.source("llvm-unoptimized")
+
+
+def default_text(s: tl.Schedule) -> str:
+    return tl.schedule(s.op, **s.sizes).lower()
+
+
+# =====================================================================================================
+# split
+# =====================================================================================================
+@case("split_tail")
+def _split_tail():
+    s = new("scale", N=67)
+    assert s["B"].split("i", 8) == ("i_o", "i_i")
+    return s
+
+
+def test_split_with_tail():
+    text, _ = run(CASES["split_tail"]())
+    assert loop_header(text, "i_o") == "for i_o in 0:9:"      # ceil(67 / 8)
+    assert loop_header(text, "i_i") == "for i_i in 0:8:"
+    assert "i = i_i + i_o*8" in text
+    assert "if i <= 66:" in text                               # the tail is guarded
+    assert encloses(text, "i_o", "i_i")
+
+
+@case("split_divides")
+def _split_divides():
+    s = new("scale", N=64)
+    s["B"].split("i", 16)
+    return s
+
+
+def test_split_that_divides_needs_no_guard():
+    text, _ = run(CASES["split_divides"]())
+    assert loop_header(text, "i_o") == "for i_o in 0:4:"
+    assert "if " not in text
+
+
+@case("split_factor_1")
+def _split_factor_1():
+    s = new("scalei", N=13)
+    s["B"].split("i", 1)
+    return s
+
+
+def test_split_factor_one():
+    text, _ = run(CASES["split_factor_1"]())
+    assert loop_header(text, "i_o") == "for i_o in 0:13:"
+    assert loop_header(text, "i_i") == "for i_i in 0:1:"
+    assert "i = i_i + i_o" in text
+    assert "if " not in text
+
+
+@case("split_factor_gt_extent")
+def _split_factor_gt_extent():
+    s = new("scale64", N=13)
+    s["B"].split("i", 16)
+    return s
+
+
+def test_split_factor_larger_than_extent():
+    text, _ = run(CASES["split_factor_gt_extent"]())
+    assert loop_header(text, "i_o") == "for i_o in 0:1:"
+    assert loop_header(text, "i_i") == "for i_i in 0:16:"
+    assert "if i <= 12:" in text
+
+
+@case("split_custom_names")
+def _split_custom_names():
+    s = new("scale", N=23)
+    assert s["B"].split("i", 5, outer="tile", inner="lane") == ("tile", "lane")
+    return s
+
+
+def test_split_custom_names():
+    s = CASES["split_custom_names"]()
+    assert s["B"].loops() == ["tile", "lane"]
+    text, _ = run(s)
+    assert "i = lane + tile*5" in text
+
+
+@case("split_of_split_outer")
+def _split_of_split_outer():
+    s = new("scale", N=67)
+    s["B"].split("i", 8)
+    s["B"].split("i_o", 3)
+    return s
+
+
+def test_split_of_split_outer():
+    s = CASES["split_of_split_outer"]()
+    assert s["B"].loops() == ["i_o_o", "i_o_i", "i_i"]
+    text, _ = run(s)
+    assert loop_header(text, "i_o_o") == "for i_o_o in 0:3:"   # ceil(9 / 3)
+    assert loop_header(text, "i_o_i") == "for i_o_i in 0:3:"
+    assert "i = i_i + i_o_i*8 + i_o_o*24" in text
+    assert "if i <= 66:" in text
+
+
+@case("split_of_split_inner")
+def _split_of_split_inner():
+    s = new("scale", N=67)
+    s["B"].split("i", 8)
+    s["B"].split("i_i", 3)                                     # 3 does not divide 8: i_i overshoots to 8
+    return s
+
+
+def test_split_of_split_inner_pure():
+    s = CASES["split_of_split_inner"]()
+    assert s["B"].loops() == ["i_o", "i_i_o", "i_i_i"]
+    text, _ = run(s)
+    assert loop_header(text, "i_i_o") == "for i_i_o in 0:3:"
+    assert "i = i_i_i + i_i_o*3 + i_o*8" in text
+
+
+@case("split_reduction")
+def _split_reduction():
+    s = new("mm", M=5, N=7, K=11)
+    s["C"].split("k", 4)
+    return s
+
+
+def test_split_reduction_loop():
+    text, _ = run(CASES["split_reduction"]())
+    assert loop_order(text) == ["m", "n", "k_o", "k_i"]
+    assert "k = k_i + k_o*4" in text
+    assert "if k <= 10:" in text
+    lines = [ln.strip() for ln in text.splitlines()]
+    assert lines.index("C[m, n] = 0f") == lines.index("for k_o in 0:3:") - 1   # initialised just before
+
+
+@case("split_reduction_lo")
+def _split_reduction_lo():
+    s = new("rowsum_lo", M=3, K=7, L=4)
+    s["B"].split("k", 2)
+    return s
+
+
+def test_split_reduction_loop_that_starts_above_zero():
+    text, _ = run(CASES["split_reduction_lo"]())
+    assert loop_header(text, "k_o") == "for k_o in 0:3:"       # k in 2:7 has 5 values
+    assert "k = k_i + k_o*2 + 2" in text
+    assert "if k <= 6:" in text
+
+
+@case("split_of_split_reduction_divides")
+def _split_of_split_reduction_divides():
+    s = new("mm", M=5, N=7, K=11)
+    s["C"].split("k", 8)
+    s["C"].split("k_i", 4)
+    return s
+
+
+def test_split_of_split_reduction_inner_divides():
+    text, _ = run(CASES["split_of_split_reduction_divides"]())
+    assert "k = k_i_i + k_i_o*4 + k_o*8" in text
+
+
+@case("split_of_split_reduction_tail")
+def _split_of_split_reduction_tail():
+    s = new("rowsum", M=3, K=13)
+    s["B"].split("k", 4)
+    s["B"].split("k_i", 3)          # k_i in 0:4 becomes k_i_o*3 + k_i_i in 0:6: k_i = 4, 5 repeat k
+    return s
+
+
+def test_split_of_split_reduction_inner_tail():
+    run(CASES["split_of_split_reduction_tail"]())
+
+
+@case("split_i32_f64")
+def _split_mmi():
+    s = new("mmi", M=7, N=11, K=13)
+    s["C"].split("n", 4)
+    s["C"].split("k", 5)
+    return s
+
+
+def test_split_int_program():
+    text, _ = run(CASES["split_i32_f64"]())
+    assert "n = n_i + n_o*4" in text and "k = k_i + k_o*5" in text
+
+
+# =====================================================================================================
+# tile
+# =====================================================================================================
+@case("tile_f64")
+def _tile_f64():
+    s = new("mm64", M=13, N=37, K=5)
+    assert s["C"].tile("m", "n", 4, 8) == ("m_o", "n_o", "m_i", "n_i")
+    return s
+
+
+def test_tile():
+    s = CASES["tile_f64"]()
+    assert s["C"].loops() == ["m_o", "n_o", "m_i", "n_i", "k"]
+    text, _ = run(s)
+    assert loop_order(text) == ["m_o", "n_o", "m_i", "n_i", "k"]
+    assert loop_header(text, "m_o") == "for m_o in 0:4:" and loop_header(text, "n_o") == "for n_o in 0:5:"
+    assert "if m <= 12:" in text and "if n <= 36:" in text
+
+
+@case("tile_i32")
+def _tile_i32():
+    s = new("mmi", M=7, N=11, K=13)
+    s["C"].tile("n", "m", 5, 3)
+    return s
+
+
+def test_tile_int_and_swapped_axes():
+    s = CASES["tile_i32"]()
+    assert s["C"].loops() == ["n_o", "m_o", "n_i", "m_i", "k"]
+    text, _ = run(s)
+    assert encloses(text, "n_i", "m_i")
+
+
+# =====================================================================================================
+# reorder
+# =====================================================================================================
+@case("reorder_pure")
+def _reorder_pure():
+    s = new("tr", M=5, N=7)
+    s["B"].reorder("i", "j")
+    return s
+
+
+def test_reorder_pure_loops():
+    s = CASES["reorder_pure"]()
+    assert s["B"].loops() == ["i", "j"]
+    text, _ = run(s)
+    assert loop_order(text) == ["i", "j"]
+    assert default_text(s) != text and loop_order(default_text(s)) == ["j", "i"]
+
+
+@case("reorder_reduction_out")
+def _reorder_reduction_out():
+    s = new("mm", M=5, N=7, K=11)
+    s["C"].reorder("k", "m")
+    return s
+
+
+def test_reorder_reduction_outside_output_loop_makes_init_nest():
+    s = CASES["reorder_reduction_out"]()
+    assert s["C"].loops() == ["k", "n", "m"]
+    text, _ = run(s)
+    assert loop_order(text) == ["n", "m", "k", "n", "m"]          # init nest, then the update nest
+    lines = [ln.strip() for ln in text.splitlines()]
+    init, k_loop = lines.index("C[m, n] = 0f"), lines.index("for k in 0:11:")
+    assert init < k_loop
+    assert not encloses(text, "k", "k") and encloses(text, "k", "m")
+
+
+@case("reorder_three")
+def _reorder_three():
+    s = new("mm64", M=5, N=7, K=11)
+    s["C"].reorder("n", "k", "m")
+    return s
+
+
+def test_reorder_three_loops():
+    s = CASES["reorder_three"]()
+    assert s["C"].loops() == ["n", "k", "m"]
+    text, _ = run(s)
+    assert loop_order(text)[-3:] == ["n", "k", "m"]
+    assert [ln.strip() for ln in text.splitlines()].count("C[m, n] = 0") == 1      # f64 zero, own nest
+
+
+@case("reorder_int_max_vec")
+def _reorder_int_max_vec():
+    s = new("rowmaxi", M=13, K=7)
+    s["B"].reorder("k", "m")
+    s["B"].split("m", 8)
+    s["B"].vectorize("m_i")
+    return s
+
+
+def test_reorder_int_max_reduction_outside_with_vectorized_output():
+    text, _ = run(CASES["reorder_int_max_vec"]())
+    assert "B[m] = -2147483648" in text                            # max= starts from the i32 minimum
+    assert encloses(text, "k", "m_i")
+    assert loop_header(text, "m_i") == "for m_i in 0:8:  # vectorized"
+
+
+@case("reorder_split_loops")
+def _reorder_split_loops():
+    s = new("mmi", M=7, N=11, K=13)
+    s["C"].tile("m", "n", 4, 4)
+    s["C"].reorder("m_o", "n_o", "k", "m_i", "n_i")
+    return s
+
+
+def test_reorder_split_loops_reduction_between():
+    text, _ = run(CASES["reorder_split_loops"]())
+    assert loop_order(text)[-5:] == ["m_o", "n_o", "k", "m_i", "n_i"]
+    assert "C[m, n] = 0" in text
+
+
+# =====================================================================================================
+# fuse
+# =====================================================================================================
+@case("fuse_split_vec")
+def _fuse_split_vec():
+    s = new("mm", M=5, N=7, K=11)
+    assert s["C"].fuse("m", "n") == "m_n"
+    s["C"].split("m_n", 8)
+    s["C"].vectorize("m_n_i")
+    return s
+
+
+def test_fuse_then_split_and_vectorize():
+    s = CASES["fuse_split_vec"]()
+    assert s["C"].loops() == ["m_n_o", "m_n_i", "k"]
+    text, _ = run(s)
+    assert loop_header(text, "m_n_o") == "for m_n_o in 0:5:"      # ceil(35 / 8)
+    assert loop_header(text, "m_n_i") == "for m_n_i in 0:8:  # vectorized"
+    assert "m = (m_n_i + m_n_o*8)//7" in text and "n = (m_n_i + m_n_o*8)%7" in text
+
+
+@case("fuse_plain")
+def _fuse_plain():
+    s = new("tri", M=5, N=7)
+    assert s["B"].fuse("j", "i", fused="ji") == "ji"
+    return s
+
+
+def test_fuse_custom_name_int():
+    text, _ = run(CASES["fuse_plain"]())
+    assert loop_order(text) == ["ji"]
+    assert loop_header(text, "ji") == "for ji in 0:35:"
+    assert "j = ji//5" in text and "i = ji%5" in text
+
+
+@case("fuse_reduction_lo")
+def _fuse_reduction_lo():
+    s = new("rowsum_lo", M=3, K=5, L=7)
+    s["B"].fuse("k", "l")
+    s["B"].split("k_l", 4)
+    return s
+
+
+def test_fuse_reduction_loops_that_start_above_zero():
+    text, _ = run(CASES["fuse_reduction_lo"]())
+    assert loop_header(text, "k_l_o") == "for k_l_o in 0:5:"      # 3 * 6 = 18 values, ceil(18 / 4)
+    assert "k = (k_l_i + k_l_o*4)//6 + 2" in text and "l = (k_l_i + k_l_o*4)%6 + 1" in text
+
+
+# =====================================================================================================
+# vectorize
+# =====================================================================================================
+def _vec_builder(w):
+    @case(f"vectorize_w{w}")
+    def build():
+        s = new("scale", N=67)
+        s["B"].split("i", w)
+        s["B"].vectorize("i_i")
+        return s
+    return build
+
+
+for _w in (4, 8, 16, 32, 64):
+    _vec_builder(_w)
+
+
+@pytest.mark.parametrize("w", [4, 8, 16, 32, 64])
+def test_vectorize_widths_with_tail(w):
+    text, k = run(CASES[f"vectorize_w{w}"]())
+    assert loop_header(text, "i_i") == f"for i_i in 0:{w}:  # vectorized"
+    assert "if i <= 66:" in text
+    ll = llvm(k)
+    assert f"<{w} x float>" in ll
+    assert "llvm.masked.store" in ll                                # the tail is a lane mask
+    assert "i_i_loop" not in ll                                      # no scalar loop over the lanes
+
+
+@case("vectorize_divides")
+def _vectorize_divides():
+    s = new("scale", N=64)
+    s["B"].split("i", 16)
+    s["B"].vectorize("i_i")
+    return s
+
+
+def test_vectorize_without_tail_is_unmasked():
+    text, k = run(CASES["vectorize_divides"]())
+    ll = llvm(k)
+    assert "store <16 x float>" in ll and "load <16 x float>" in ll
+    assert "llvm.masked" not in ll
+
+
+@case("vectorize_whole_loop")
+def _vectorize_whole_loop():
+    s = new("scale64", N=5)
+    s["B"].vectorize("i")
+    return s
+
+
+def test_vectorize_whole_loop_f64():
+    text, k = run(CASES["vectorize_whole_loop"]())
+    assert loop_header(text, "i") == "for i in 0:5:  # vectorized"
+    assert "<5 x double>" in llvm(k)
+
+
+@case("vectorize_i32")
+def _vectorize_i32():
+    s = new("scalei", N=23)
+    s["B"].split("i", 16)
+    s["B"].vectorize("i_i")
+    return s
+
+
+def test_vectorize_int():
+    text, k = run(CASES["vectorize_i32"]())
+    assert "<16 x i32>" in llvm(k)
+
+
+@case("vectorize_scatter")
+def _vectorize_scatter():
+    s = new("tr", M=5, N=7)
+    s["B"].reorder("i", "j")
+    s["B"].vectorize("j")        # B[j, i]: the store steps by 5 elements from lane to lane
+    return s
+
+
+def test_vectorize_transpose_scatter():
+    text, k = run(CASES["vectorize_scatter"]())
+    assert loop_header(text, "j") == "for j in 0:7:  # vectorized"
+    ll = llvm(k)
+    assert "llvm.masked.scatter" in ll
+    assert "llvm.masked.gather" not in ll and "load <7 x float>" in ll   # A[i, j] is contiguous in j
+
+
+@case("vectorize_gather")
+def _vectorize_gather():
+    s = new("tr", M=5, N=7)
+    s["B"].vectorize("i")        # A[i, j]: the load steps by 7 elements
+    return s
+
+
+def test_vectorize_transpose_gather():
+    text, k = run(CASES["vectorize_gather"]())
+    ll = llvm(k)
+    assert "llvm.masked.gather" in ll
+    assert "llvm.masked.scatter" not in ll and "store <5 x float>" in ll
+
+
+@case("vectorize_broadcast")
+def _vectorize_broadcast():
+    s = new("bcast", M=5, N=13)
+    s["C"].split("n", 8)
+    s["C"].vectorize("n_i")      # b[m] is the same for every lane: one scalar load, broadcast
+    return s
+
+
+def test_vectorize_broadcast_read():
+    text, k = run(CASES["vectorize_broadcast"]())
+    assert "C[m, n] = A[m, n]*c[n] + b[m]" in text
+    ll = llvm(k)
+    assert "llvm.masked.gather" not in ll and "llvm.masked.scatter" not in ll
+    assert "load float, ptr" in ll                                   # the scalar b[m]
+
+
+@case("vectorize_broadcast_other_axis")
+def _vectorize_broadcast_other_axis():
+    s = new("bcast", M=5, N=13)
+    s["C"].reorder("n", "m")
+    s["C"].vectorize("m")        # c[n] broadcast, A[m, n] gathered, b[m] contiguous
+    return s
+
+
+def test_vectorize_broadcast_and_gather_together():
+    text, k = run(CASES["vectorize_broadcast_other_axis"]())
+    ll = llvm(k)
+    assert "llvm.masked.gather" in ll and "llvm.masked.scatter" in ll
+
+
+@case("vectorize_in_reduction")
+def _vectorize_in_reduction():
+    s = new("mm64", M=5, N=7, K=11)
+    s["C"].reorder("k", "n")
+    s["C"].vectorize("n")
+    return s
+
+
+def test_vectorize_output_loop_inside_reduction_loop():
+    s = CASES["vectorize_in_reduction"]()
+    text, k = run(s)
+    assert encloses(text, "k", "n") and "# vectorized" in loop_header(text, "n")
+    assert "<7 x double>" in llvm(k)
+
+
+@case("vectorize_innermost_reduction")
+def _vectorize_innermost_reduction():
+    s = new("rowsum", M=5, K=37)
+    s["B"].split("k", 8)
+    s["B"].vectorize("k_i")      # an innermost reduction loop: lanes are combined
+    return s
+
+
+def test_vectorize_innermost_reduction_loop():
+    text, k = run(CASES["vectorize_innermost_reduction"]())
+    assert loop_header(text, "k_i") == "for k_i in 0:8:  # vectorized"
+    assert "llvm.vector.reduce.fadd" in llvm(k)
+
+
+@case("vectorize_innermost_reduction_int")
+def _vectorize_innermost_reduction_int():
+    s = new("rowmaxi", M=3, K=13)
+    s["B"].vectorize("k")
+    return s
+
+
+def test_vectorize_innermost_int_max_reduction():
+    text, k = run(CASES["vectorize_innermost_reduction_int"]())
+    assert "llvm.vector.reduce.smax" in llvm(k)
+
+
+def test_vectorize_outside_cache_write_level_is_refused():
+    # the local tile would hold one element for all the lanes of the vectorized m
+    s = new("mm", M=5, N=7, K=11)
+    s["C"].vectorize("m")
+    refuse(s, lambda: s["C"].cache_write("n"), "cache_write(C, n)", "inside the vectorized loop m")
+    s = new("mm", M=5, N=7, K=11)
+    s["C"].cache_write("n")
+    refuse(s, lambda: s["C"].vectorize("m"), "vectorize(C, m)", "its cache_write at loop n")
+
+
+# =====================================================================================================
+# unroll
+# =====================================================================================================
+@case("unroll_tail")
+def _unroll_tail():
+    s = new("mm", M=5, N=7, K=11)
+    s["C"].split("k", 4)
+    s["C"].unroll("k_i")
+    return s
+
+
+def test_unroll_with_tail():
+    text, k = run(CASES["unroll_tail"]())
+    assert loop_header(text, "k_i") == "for k_i in 0:4:  # unrolled"
+    ll = llvm(k)
+    assert "k_i_loop" not in ll and "k_o_loop" in ll                 # k_i is no loop in the code
+    assert ll.count("fmul contract float") >= 4
+
+
+@case("unroll_vectorize_i32")
+def _unroll_vectorize_i32():
+    s = new("mmi", M=7, N=11, K=13)
+    s["C"].tile("m", "n", 3, 4)
+    s["C"].reorder("m_o", "n_o", "k", "m_i", "n_i")
+    s["C"].unroll("m_i")
+    s["C"].vectorize("n_i")
+    return s
+
+
+def test_unroll_outside_vectorized_int():
+    text, k = run(CASES["unroll_vectorize_i32"]())
+    assert "# unrolled" in loop_header(text, "m_i") and "# vectorized" in loop_header(text, "n_i")
+    assert "m_i_loop" not in llvm(k)
+
+
+@case("unroll_lo")
+def _unroll_lo():
+    s = new("rowsum_lo", M=3, K=5, L=7)
+    s["B"].unroll("l")
+    return s
+
+
+def test_unroll_loop_that_starts_above_zero():
+    text, k = run(CASES["unroll_lo"]())
+    assert loop_header(text, "l") == "for l in 1:7:  # unrolled"
+
+
+# =====================================================================================================
+# parallel
+# =====================================================================================================
+def _run_threads(s, monkeypatch):
+    """Results with 1 and 2 threads: identical to each other and to numpy."""
+    outs = []
+    for n in ("1", "2"):
+        monkeypatch.setenv("TENSORLANG_NUM_THREADS", n)
+        _, k = run(s)
+        outs.append(k(*make_inputs(s, 1)))
+    np.testing.assert_array_equal(outs[0], outs[1])
+    return s.lower(), k
+
+
+@case("parallel_outer")
+def _parallel_outer():
+    s = new("mm", M=13, N=7, K=11)
+    s["C"].split("m", 4)
+    s["C"].parallel("m_o")
+    return s
+
+
+def test_parallel_outer_loop(monkeypatch):
+    text, k = _run_threads(CASES["parallel_outer"](), monkeypatch)
+    assert loop_header(text, "m_o") == "for m_o in 0:4:  # parallel"
+    ll = llvm(k)
+    assert "tensorlang_parallel_for" in ll and "_par1_m_o" in ll
+
+
+@case("parallel_fused")
+def _parallel_fused():
+    s = new("mmi", M=5, N=7, K=11)
+    s["C"].fuse("m", "n")
+    s["C"].parallel("m_n")
+    return s
+
+
+def test_parallel_fused_loop_int(monkeypatch):
+    text, _ = _run_threads(CASES["parallel_fused"](), monkeypatch)
+    assert loop_header(text, "m_n") == "for m_n in 0:35:  # parallel"
+
+
+@case("parallel_inner_vectorized_cached")
+def _parallel_inner_vectorized_cached():
+    s = new("mm", M=13, N=37, K=19)
+    s["C"].tile("m", "n", 4, 16)
+    s["C"].reorder("m_o", "n_o", "k", "m_i", "n_i")
+    s["C"].cache_write("n_o")
+    s["C"].vectorize("n_i")
+    s["C"].parallel("n_o")       # not the outermost loop
+    return s
+
+
+def test_parallel_inner_loop_with_cache_write_and_vectorize(monkeypatch):
+    text, _ = _run_threads(CASES["parallel_inner_vectorized_cached"](), monkeypatch)
+    assert "# parallel" in loop_header(text, "n_o")
+    assert encloses(text, "n_o", "n_i")
+
+
+@case("parallel_with_producers")
+def _parallel_with_producers():
+    s = new("softmax", N=7, D=13)
+    s["Y"].split("n", 2)
+    s["Y"].parallel("n_i")
+    for name in ("sm", "e", "mx"):
+        s[name].compute_at(s["Y"], "n_o")   # outside the parallel loop
+    return s
+
+
+def test_parallel_with_producers_computed_outside_it(monkeypatch):
+    text, _ = _run_threads(CASES["parallel_with_producers"](), monkeypatch)
+    assert encloses(text, "n_o", "e_d") and encloses(text, "n_o", "n_i")
+    assert not encloses(text, "n_i", "e_d")
+
+
+@case("parallel_producer_at_root")
+def _parallel_producer_at_root():
+    s = new("softmax", N=7, D=13)
+    s["e"].parallel("n")
+    s["mx"].parallel("n")
+    s["Y"].parallel("n")
+    return s
+
+
+def test_parallel_several_stages(monkeypatch):
+    text, k = _run_threads(CASES["parallel_producer_at_root"](), monkeypatch)
+    assert text.count("# parallel") == 3
+    assert llvm(k).count('call i32 @"tensorlang_parallel_for"') == 3
+
+
+@case("parallel_heap_locals")
+def _parallel_heap_locals():
+    s = new("mm", M=13, N=5, K=2111)
+    s["C"].split("m", 4)
+    s["C"].parallel("m_o")
+    s["C"].cache_read("A", "m_o")        # 4 x 2111 floats: more than the 32 KiB kept on the stack
+    s["C"].cache_write("m_o")
+    return s
+
+
+def test_parallel_loop_with_heap_local_buffers_per_thread(monkeypatch):
+    text, k = _run_threads(CASES["parallel_heap_locals"](), monkeypatch)
+    assert "allocate A_C_local: f32[4, 2111]" in text and encloses(text, "m_o", "A_C_local_1")
+    assert "aligned_alloc" in llvm(k)
+
+
+# =====================================================================================================
+# serial
+# =====================================================================================================
+@case("serial_undo")
+def _serial_undo():
+    s = new("mm", M=5, N=7, K=11)
+    s["C"].split("n", 4)
+    s["C"].vectorize("n_i")
+    s["C"].parallel("m")
+    s["C"].split("k", 2)
+    s["C"].unroll("k_i")
+    for loop in ("n_i", "m", "k_i"):
+        s["C"].serial(loop)
+    s["C"].split("n_i", 2)               # legal again: n_i is serial
+    return s
+
+
+def test_serial_undoes_annotations():
+    s = CASES["serial_undo"]()
+    text, _ = run(s)
+    assert "#" not in text
+    plain = new("mm", M=5, N=7, K=11)
+    plain["C"].split("n", 4)
+    plain["C"].split("k", 2)
+    plain["C"].split("n_i", 2)
+    assert text == plain.lower()
+
+
+# =====================================================================================================
+# compute_at
+# =====================================================================================================
+CONV = dict(N=2, C=2, F=3, H=5, W=7, R=3, S=3, stride=1, pad=1, dil=1)
+
+
+def _conv_at_builder(axis):
+    @case(f"conv_P_at_{axis}")
+    def build():
+        s = new("conv2d", **CONV)
+        s["P"].compute_at(s["O"], axis)
+        return s
+    return build
+
+
+for _ax in ("n", "f", "h", "w", "c", "r", "s"):
+    _conv_at_builder(_ax)
+
+
+@pytest.mark.parametrize("axis", ["n", "f", "h", "w", "c", "r", "s"])
+def test_compute_at_conv_padding_stage(axis):
+    text, _ = run(CASES[f"conv_P_at_{axis}"]())
+    assert encloses(text, axis, "P_x") and encloses(text, axis, "P_y")
+    assert loop_order(text)[0] == "n"                                   # P is no longer a root nest
+    assert "(0 outside)" in text
+
+
+@case("conv_strided_at_split")
+def _conv_strided_at_split():
+    s = new("conv2d", N=1, C=2, F=3, H=9, W=8, R=3, S=3, stride=2, pad=1, dil=2)
+    s["O"].split("h", 2)
+    s["P"].compute_at(s["O"], "h_o")
+    return s
+
+
+def test_compute_at_strided_dilated_conv_at_split_loop():
+    text, _ = run(CASES["conv_strided_at_split"]())
+    assert encloses(text, "h_o", "P_y") and not encloses(text, "h_i", "P_y")
+    # the rows two outputs with stride 2 and a dilated 3-tap filter read: 2*1 + 2*2 + 1 = 7
+    assert loop_header(text, "P_y") == "for P_y in 0:7:"
+
+
+@case("softmax_at_row")
+def _softmax_at_row():
+    s = new("softmax", N=5, D=13)
+    s["sm"].compute_at(s["Y"], "n")   # readers first: sm reads e, e reads mx
+    s["e"].compute_at(s["Y"], "n")
+    s["mx"].compute_at(s["Y"], "n")
+    return s
+
+
+def test_compute_at_softmax_stages_at_row_loop():
+    text, _ = run(CASES["softmax_at_row"]())
+    for loop in ("mx_d", "e_d", "sm_d", "d"):
+        assert encloses(text, "n", loop)
+    order = loop_order(text)
+    assert order.index("mx_d") < order.index("e_d") < order.index("sm_d") < order.index("d")
+    assert order.count("n") == 1                                        # one nest
+
+
+@case("softmax_at_row_vectorized")
+def _softmax_at_row_vectorized():
+    s = _softmax_at_row()
+    s["Y"].split("d", 8)
+    s["Y"].vectorize("d_i")
+    s["e"].split("d", 4)
+    s["e"].vectorize("d_i")
+    return s
+
+
+def test_compute_at_producer_and_consumer_scheduled():
+    text, _ = run(CASES["softmax_at_row_vectorized"]())
+    assert loop_header(text, "e_d_i") == "for e_d_i in 0:4:  # vectorized"
+    assert encloses(text, "n", "e_d_i")
+
+
+@case("stencil3_at_outer")
+def _stencil3_at_outer():
+    s = new("stencil3", N=23)
+    s["D"].split("i", 4)
+    s["C"].compute_at(s["D"], "i_o")
+    s["B"].compute_at(s["D"], "i_o")
+    return s
+
+
+def test_compute_at_chain_of_three_at_one_loop():
+    text, _ = run(CASES["stencil3_at_outer"]())
+    assert loop_header(text, "C_i") == "for C_i in 0:5:"               # 4 outputs need 5 of C
+    assert loop_header(text, "B_i") == "for B_i in 0:7:"               # ... and 7 of B
+    assert encloses(text, "i_o", "B_i") and encloses(text, "i_o", "C_i")
+
+
+@case("stencil3_nested")
+def _stencil3_nested():
+    s = new("stencil3", N=23)
+    s["D"].split("i", 4)
+    s["C"].compute_at(s["D"], "i_o")
+    s["B"].compute_at(s["C"], "i")
+    return s
+
+
+def test_compute_at_chain_nested():
+    text, _ = run(CASES["stencil3_nested"]())
+    assert encloses(text, "C_i", "B_i") and encloses(text, "i_o", "C_i")
+    assert loop_header(text, "B_i") == "for B_i in 0:3:"
+
+
+@case("stencil3_producers_scheduled")
+def _stencil3_producers_scheduled():
+    s = new("stencil3", N=23)
+    s["D"].split("i", 8)
+    s["D"].vectorize("i_i")
+    s["C"].compute_at(s["D"], "i_o")
+    s["C"].split("i", 3)
+    s["C"].vectorize("i_i")
+    s["B"].compute_at(s["D"], "i_o")
+    s["B"].split("i", 16)
+    s["B"].unroll("i_o")
+    return s
+
+
+def test_compute_at_chain_with_producer_schedules():
+    text, _ = run(CASES["stencil3_producers_scheduled"]())
+    assert loop_header(text, "C_i_i") == "for C_i_i in 0:3:  # vectorized"
+    assert "# unrolled" in loop_header(text, "B_i_o")
+
+
+@case("stencil_red_at")
+def _stencil_red_at():
+    s = new("stencil_red", N=11, K=5)
+    s["T"].compute_at(s["O"], "j")
+    return s
+
+
+def test_compute_at_reduction_producer_with_overlapping_regions():
+    text, _ = run(CASES["stencil_red_at"]())
+    assert encloses(text, "j", "T_k") and "T[T.i] = 0f" in text
+
+
+@case("blur_i32_at")
+def _blur_i32_at():
+    s = new("blur_i32", N=17)
+    s["B"].split("i", 4)
+    s["P"].compute_at(s["B"], "i_o")
+    return s
+
+
+def test_compute_at_int_padding_stage():
+    text, _ = run(CASES["blur_i32_at"]())
+    assert loop_header(text, "P_i") == "for P_i in 0:6:" and encloses(text, "i_o", "P_i")
+
+
+# =====================================================================================================
+# compute_inline
+# =====================================================================================================
+@case("conv_inline")
+def _conv_inline():
+    s = new("conv2d", N=1, C=2, F=2, H=4, W=5, R=3, S=3, stride=1, pad=2, dil=1)
+    s["P"].compute_inline()
+    return s
+
+
+def test_compute_inline_padding_stage_still_reads_zero():
+    text, _ = run(CASES["conv_inline"]())
+    assert "allocate P" not in text and "P[" not in text
+    assert "I[n, c, h + r - 2, s + w - 2] (0 outside)" in text
+    assert loop_order(text) == ["n", "f", "h", "w", "c", "r", "s"]
+
+
+@case("chain_inline")
+def _chain_inline():
+    s = new("chain", N=5, M=7)
+    s["T2"].compute_inline()
+    s["T1"].compute_inline()
+    return s
+
+
+def test_compute_inline_elementwise_chain():
+    text, _ = run(CASES["chain_inline"]())
+    assert "allocate" not in text
+    assert loop_order(text) == ["i", "j"]
+    assert "T1" not in text and "T2" not in text
+
+
+@case("chain_inline_one_vec")
+def _chain_inline_one_vec():
+    s = new("chain", N=5, M=7)
+    s["T2"].compute_inline()
+    s["E"].split("j", 4)
+    s["E"].vectorize("j_i")
+    return s
+
+
+def test_compute_inline_one_stage_then_vectorize_consumer():
+    text, _ = run(CASES["chain_inline_one_vec"]())
+    assert "allocate T1" in text and "allocate T2" not in text
+    assert loop_order(text) == ["i", "j", "i", "j_o", "j_i"]
+
+
+@case("stencil3_inline")
+def _stencil3_inline():
+    s = new("stencil3", N=13)
+    s["B"].compute_inline()
+    s["C"].compute_inline()
+    return s
+
+
+def test_compute_inline_stencil_chain():
+    text, _ = run(CASES["stencil3_inline"]())
+    assert loop_order(text) == ["i"] and "allocate" not in text
+
+
+@case("blur_i32_inline")
+def _blur_i32_inline():
+    s = new("blur_i32", N=17)
+    s["P"].compute_inline()
+    return s
+
+
+def test_compute_inline_int_padding_stage():
+    text, _ = run(CASES["blur_i32_inline"]())
+    assert "allocate P" not in text and "(0 outside)" in text
+
+
+# =====================================================================================================
+# compute_root
+# =====================================================================================================
+@case("softmax_root_again")
+def _softmax_root_again():
+    s = _softmax_at_row()
+    s["mx"].compute_root()
+    s["e"].compute_root()
+    s["sm"].compute_root()
+    return s
+
+
+def test_compute_root_undoes_compute_at():
+    s = CASES["softmax_root_again"]()
+    text, _ = run(s)
+    assert text == default_text(s)
+
+
+@case("conv_inline_root")
+def _conv_inline_root():
+    s = _conv_inline()
+    s["P"].compute_root()
+    return s
+
+
+def test_compute_root_undoes_compute_inline():
+    s = CASES["conv_inline_root"]()
+    text, _ = run(s)
+    assert text == default_text(s) and "allocate P" in text
+
+
+def test_compute_root_with_a_stale_reader_is_refused_at_lowering():
+    s = _softmax_at_row()
+    s["sm"].compute_root()                  # e is still computed at Y.n but its reader sm is not
+    with pytest.raises(tl.ScheduleError, match=r"compute_at\(e, Y, n\).*read by sm.*no longer computed at Y\.n"):
+        s.lower()
+
+
+# =====================================================================================================
+# cache_write
+# =====================================================================================================
+@case("cw_register_tile")
+def _cw_register_tile():
+    s = new("mm", M=13, N=37, K=19)
+    s["C"].tile("m", "n", 4, 16)
+    s["C"].reorder("m_o", "n_o", "k", "m_i", "n_i")
+    s["C"].cache_write("n_o")
+    s["C"].unroll("m_i")
+    s["C"].vectorize("n_i")
+    return s
+
+
+def test_cache_write_register_tile_reduction_inside():
+    text, _ = run(CASES["cw_register_tile"]())
+    assert "allocate C_local: f32[4, 16]" in text
+    assert "C_local[m_i, n_i] = 0f" in text
+    assert "C[m, n] = C_local[m_i, n_i]" in text                       # written back, not accumulated
+    assert "C[m, n] = 0f" not in text                                   # no init of C itself
+    assert encloses(text, "n_o", "k") and encloses(text, "k", "n_i")
+
+
+@case("cw_reduction_outside")
+def _cw_reduction_outside():
+    s = new("mm", M=13, N=37, K=19)
+    s["C"].tile("m", "n", 4, 16)
+    s["C"].reorder("m_o", "k", "n_o", "m_i", "n_i")
+    s["C"].cache_write("n_o")
+    return s
+
+
+def test_cache_write_reduction_loop_outside_cached_level():
+    text, _ = run(CASES["cw_reduction_outside"]())
+    assert "C[m, n] = 0f" in text                                       # a separate init nest
+    assert "C[m, n] = C[m, n] + C_local[m_i, n_i]" in text             # partial tiles are accumulated
+    assert encloses(text, "k", "n_o")
+
+
+@case("cw_innermost")
+def _cw_innermost():
+    s = new("mm64", M=5, N=7, K=11)
+    s["C"].cache_write("k")
+    return s
+
+
+def test_cache_write_at_the_reduction_loop():
+    text, _ = run(CASES["cw_innermost"]())
+    assert "allocate C_local: f64[1, 1]" in text
+    assert "C[m, n] = C[m, n] + C_local[0, 0]" in text
+
+
+@case("cw_pure")
+def _cw_pure():
+    s = new("tri", M=5, N=7)
+    s["B"].tile("j", "i", 4, 2)
+    s["B"].cache_write("i_o")
+    s["B"].vectorize("i_i")
+    return s
+
+
+def test_cache_write_pure_stage():
+    text, _ = run(CASES["cw_pure"]())
+    assert "allocate B_local: i32[4, 2]" in text
+    assert "B_local[j_i, i_i] = A[i, j]*3 + 1" in text
+    assert "B[j, i] = B_local[j_i, i_i]" in text
+
+
+@case("cw_f64_outermost")
+def _cw_f64_outermost():
+    s = new("mm64", M=5, N=7, K=11)
+    s["C"].split("m", 2)
+    s["C"].cache_write("m_o")
+    return s
+
+
+def test_cache_write_outer_loop_f64():
+    text, _ = run(CASES["cw_f64_outermost"]())
+    assert "allocate C_local: f64[2, 7]" in text
+
+
+# =====================================================================================================
+# cache_read
+# =====================================================================================================
+def _gemm(prog="mm", M=13, N=37, K=19):
+    s = new(prog, M=M, N=N, K=K)
+    s["C"].tile("m", "n", 4, 16)
+    s["C"].split("k", 8)
+    s["C"].reorder("m_o", "n_o", "k_o", "k_i", "m_i", "n_i")
+    return s
+
+
+@case("cr_pack_B_panels")
+def _cr_pack_B_panels():
+    s = new("mm", M=13, N=37, K=19)
+    s["C"].tile("m", "n", 4, 16)
+    s["C"].reorder("m_o", "n_o", "k", "m_i", "n_i")
+    s["C"].cache_read("B", "m_o", layout=((1, 16), (0, 0), (1, 0)))   # every panel of B the row block uses
+    return s
+
+
+def test_cache_read_pack_B_panels():
+    text, _ = run(CASES["cr_pack_B_panels"]())
+    assert "allocate B_C_local: f32[3, 19, 16]" in text                # 48 columns in panels of 16
+    assert "B_C_local[B_C_local_1//16, B_C_local_0, B_C_local_1%16] = B[" in text
+    assert "C[m, n] = C[m, n] + A[m, k]*B_C_local[n_o, k, n_i]" in text          # panel n_o, row k, lane n_i
+    assert encloses(text, "m_o", "B_C_local_1") and not encloses(text, "n_o", "B_C_local_1")
+
+
+@case("cr_pack_A_B_full")
+def _cr_pack_A_B_full():
+    s = _gemm()
+    s["C"].cache_read("B", "k_o", layout=((1, 16), (0, 0), (1, 0)))
+    s["C"].cache_read("A", "k_o", layout=((1, 0), (0, 0)))            # A's tile transposed
+    s["C"].cache_write("n_o")
+    s["C"].unroll("m_i")
+    s["C"].vectorize("n_i")
+    return s
+
+
+def test_cache_read_both_operands_with_layouts():
+    text, _ = run(CASES["cr_pack_A_B_full"]())
+    assert "allocate A_C_local: f32[8, 4]" in text and "allocate B_C_local: f32[1, 8, 16]" in text
+    assert "A_C_local[A_C_local_1, A_C_local_0] = A[" in text
+    assert "A_C_local[k_i, m_i]" in text
+    assert encloses(text, "k_o", "A_C_local_0") and encloses(text, "k_o", "B_C_local_0")
+
+
+@case("cr_pack_f64")
+def _cr_pack_f64():
+    s = _gemm("mm64", M=7, N=19, K=11)
+    s["C"].cache_read("B", "n_o", layout=((1, 4), (0, 0), (1, 0)))
+    return s
+
+
+def test_cache_read_f64_blocked():
+    text, _ = run(CASES["cr_pack_f64"]())
+    assert "allocate B_C_local: f64[4, 16, 4]" in text
+
+
+@case("cr_no_layout")
+def _cr_no_layout():
+    s = new("mm", M=13, N=37, K=19)
+    s["C"].split("m", 4)
+    s["C"].cache_read("A", "m_o")
+    return s
+
+
+def test_cache_read_without_layout():
+    text, _ = run(CASES["cr_no_layout"]())
+    assert "allocate A_C_local: f32[4, 19]" in text
+    assert "A_C_local[A_C_local_0, A_C_local_1] = A[A_C_local_0 + m_o*4, A_C_local_1] (0 outside)" in text
+    assert "A_C_local[m_i, k]" in text
+
+
+@case("cr_padded")
+def _cr_padded():
+    s = new("pad1d", N=13)
+    s["B"].split("i", 4)
+    s["B"].cache_read("A", "i_o")
+    return s
+
+
+def test_cache_read_padded_input():
+    text, _ = run(CASES["cr_padded"]())
+    assert "allocate A_B_local: f32[6]" in text
+    assert "A_B_local[A_B_local_0] = A[A_B_local_0 + i_o*4 - 1] (0 outside)" in text
+    assert "B[i] = A_B_local[i_i] + A_B_local[i_i + 2]" in text
+
+
+@case("cr_padded_blocked")
+def _cr_padded_blocked():
+    s = new("pad1d", N=13)
+    s["B"].split("i", 4)
+    s["B"].cache_read("A", "i_o", layout=((0, 3), (0, 0)))
+    s["B"].vectorize("i_i")
+    return s
+
+
+def test_cache_read_padded_input_blocked():
+    text, _ = run(CASES["cr_padded_blocked"]())
+    assert "allocate A_B_local: f32[2, 3]" in text
+    assert "A_B_local[A_B_local_0//3, A_B_local_0%3]" in text
+
+
+@case("cr_intermediate")
+def _cr_intermediate():
+    s = new("softmax", N=5, D=13)
+    s["Y"].cache_read("e", "n")
+    return s
+
+
+def test_cache_read_intermediate_stage():
+    text, _ = run(CASES["cr_intermediate"]())
+    assert "allocate e_Y_local: f32[1, 13]" in text and "e_Y_local[0, d]" in text
+
+
+@case("cr_int_in_attached")
+def _cr_int_in_attached():
+    s = new("blur_i32", N=17)
+    s["B"].split("i", 4)
+    s["P"].compute_at(s["B"], "i_o")
+    s["B"].cache_read("P", "i_o")
+    return s
+
+
+def test_cache_read_int_stage_computed_at_the_same_loop():
+    s = CASES["cr_int_in_attached"]()
+    text = s.lower()
+    assert "allocate P_B_local: i32[6]" in text
+    order = loop_order(text)
+    assert order.index("P_i") < order.index("P_B_local_0"), text      # copied after it is computed
+    run(s)
+
+
+# =====================================================================================================
+# expected errors: one test per refusal
+# =====================================================================================================
+def refuse(s: tl.Schedule, action, *needles):
+    """`action()` raises ScheduleError whose message holds every needle (a tuple: any of its strings), and `s` is
+    unchanged (same primitives, same loop IR)."""
+    prims = list(s.primitives)
+    text = s.lower()
+    with pytest.raises(tl.ScheduleError) as info:
+        action()
+    msg = str(info.value)
+    for n in needles:
+        alts = n if isinstance(n, tuple) else (n,)
+        assert any(a in msg for a in alts), f"{alts!r} not in {msg!r}"
+    assert s.primitives == prims
+    assert s.lower() == text
+    return msg
+
+
+# messages name the method the user called
+VEC, UNR, PAR = "vectorize(", "unroll(", "parallel("
+
+
+def test_error_unknown_stage():
+    s = new("mm", M=5, N=7, K=11)
+    refuse(s, lambda: s["Q"], "'Q'", "the stages are C")
+
+
+def test_error_input_as_stage():
+    s = new("softmax", N=3, D=5)
+    refuse(s, lambda: s["X"], "'X'", "X is an input", "the stages are mx, e, sm, Y")
+
+
+def test_error_unknown_stage_as_consumer():
+    s = new("softmax", N=3, D=5)
+    refuse(s, lambda: s["e"].compute_at("Q", "n"), "compute_at(", "Q", "the stages are")
+
+
+def test_error_unknown_loop_lists_loops():
+    s = new("mm", M=5, N=7, K=11)
+    s["C"].split("m", 2)
+    refuse(s, lambda: s["C"].split("m", 2), "split(C, m)", "no loop 'm'", "its loops are m_o, m_i, n, k")
+
+
+@pytest.mark.parametrize("factor", [0, -3, 2.0, True, "4", None], ids=repr)
+def test_error_bad_split_factor(factor):
+    s = new("mm", M=5, N=7, K=11)
+    refuse(s, lambda: s["C"].split("n", factor), "split(C, n)", "positive integer", repr(factor))
+
+
+@pytest.mark.parametrize("names", [dict(outer="n"), dict(inner="k"), dict(outer="m"), dict(outer="x", inner="x")],
+                         ids=["outer-exists", "inner-exists", "same-as-axis", "outer-equals-inner"])
+def test_error_duplicate_loop_names(names):
+    s = new("mm", M=5, N=7, K=11)
+    refuse(s, lambda: s["C"].split("m", 2, **names), "split(C", ("exists already", "different names"))
+
+
+def test_error_loop_name_not_identifier():
+    s = new("mm", M=5, N=7, K=11)
+    refuse(s, lambda: s["C"].split("m", 2, outer="1x"), "split(C", "'1x'", "not an identifier")
+
+
+def test_error_fused_name_exists():
+    s = new("mm", M=5, N=7, K=11)
+    refuse(s, lambda: s["C"].fuse("m", "n", fused="k"), "fuse(C", "'k'", "choose another name")
+
+
+def test_error_reorder_repeated_loop():
+    s = new("mm", M=5, N=7, K=11)
+    refuse(s, lambda: s["C"].reorder("m", "n", "m"), "reorder(C", "named twice", "m, n, m")
+
+
+def test_error_reorder_unknown_loop():
+    s = new("mm", M=5, N=7, K=11)
+    refuse(s, lambda: s["C"].reorder("m", "q"), "reorder(C, q)", "its loops are m, n, k")
+
+
+def test_error_reorder_single_loop():
+    s = new("mm", M=5, N=7, K=11)
+    refuse(s, lambda: s["C"].reorder("m"), "reorder(C", "at least two loops")
+
+
+def test_error_fuse_not_adjacent():
+    s = new("mm", M=5, N=7, K=11)
+    refuse(s, lambda: s["C"].fuse("m", "k"), "fuse(C, m, k)", "directly inside m", "the loops are m, n, k")
+
+
+def test_error_fuse_inner_outer_swapped():
+    s = new("mm", M=5, N=7, K=11)
+    refuse(s, lambda: s["C"].fuse("n", "m"), "fuse(C, n, m)", "directly inside n")
+
+
+def test_error_fuse_pure_with_reduction():
+    s = new("mm", M=5, N=7, K=11)
+    refuse(s, lambda: s["C"].fuse("n", "k"), "fuse(C, n, k)", "reduction loop", "same sort")
+
+
+def test_error_fuse_after_annotation():
+    s = new("mm", M=5, N=7, K=11)
+    s["C"].unroll("n")
+    refuse(s, lambda: s["C"].fuse("m", "n"), "fuse(C, m, n)", "before annotating")
+
+
+def test_error_vectorize_reduction_loop_with_loops_inside():
+    s = new("mm", M=5, N=7, K=11)
+    s["C"].reorder("k", "n")
+    refuse(s, lambda: s["C"].vectorize("k"), VEC, "C, k)", "reduction loop", "innermost")
+
+
+def test_error_vectorize_too_many_lanes():
+    s = new("scale", N=65)
+    refuse(s, lambda: s["B"].vectorize("i"), VEC, "B, i)", "65", "64 lanes", "split it")
+
+
+def test_error_two_vectorized_loops():
+    s = new("mm", M=5, N=7, K=11)
+    s["C"].vectorize("m")
+    refuse(s, lambda: s["C"].vectorize("n"), VEC, "C, n)", "m is vectorized already")
+
+
+def test_error_parallel_reduction_loop():
+    s = new("mm", M=5, N=7, K=11)
+    refuse(s, lambda: s["C"].parallel("k"), PAR, "C, k)", "reduction loop", "output index")
+
+
+def test_error_two_parallel_loops():
+    s = new("mm", M=5, N=7, K=11)
+    s["C"].parallel("m")
+    refuse(s, lambda: s["C"].parallel("n"), PAR, "C, n)", "m is parallel already", "fuse")
+
+
+def test_error_parallel_inside_vectorized():
+    s = new("mm", M=5, N=7, K=11)
+    s["C"].vectorize("m")
+    refuse(s, lambda: s["C"].parallel("n"), PAR, "C, n)", "inside the vectorized loop m")
+
+
+def test_error_vectorize_outside_parallel():
+    s = new("mm", M=5, N=7, K=11)
+    s["C"].parallel("n")
+    refuse(s, lambda: s["C"].vectorize("m"), VEC, "C, m)", "n, is parallel")
+
+
+def test_error_unroll_too_many():
+    s = new("rowsum", M=2, K=513)
+    refuse(s, lambda: s["B"].unroll("k"), UNR, "B, k)", "513", "512", "split it")
+
+
+def test_unroll_limit_itself_is_legal():
+    s = new("rowsum", M=2, K=512)
+    s["B"].unroll("k")
+    assert "# unrolled" in loop_header(s.lower(), "k")
+
+
+def test_error_split_after_vectorize():
+    s = new("mm", M=5, N=7, K=11)
+    s["C"].vectorize("n")
+    refuse(s, lambda: s["C"].split("n", 2), "split(C, n)", "vectorized", "split it before annotating")
+
+
+def test_error_unknown_annotation_kind_from_json():
+    s = new("mm", M=5, N=7, K=11)
+    bad = json.loads(s.to_json())
+    bad["primitives"] = [{"prim": "annotate", "stage": "C", "axis": "m", "kind": "gpu"}]
+    refuse(s, lambda: tl.Schedule.from_json(json.dumps(bad)), "C, m)", "'gpu'", "kinds are serial")
+
+
+def test_error_compute_at_output():
+    s = new("softmax", N=3, D=5)
+    refuse(s, lambda: s["Y"].compute_at(s["Y"], "n"), "compute_at(Y", "Y is an output", "computed at the root")
+
+
+def test_error_compute_at_stage_that_does_not_read_it():
+    s = new("softmax", N=3, D=5)
+    refuse(s, lambda: s["mx"].compute_at(s["Y"], "n"), "compute_at(mx, Y, n)", "reads mx", "its readers: e")
+
+
+def test_error_compute_at_producer_also_read_elsewhere():
+    s = new("softmax", N=3, D=5)
+    refuse(s, lambda: s["e"].compute_at(s["Y"], "n"), "compute_at(e, Y, n)", "also read by sm",
+           "compute sm there first")
+
+
+def test_compute_at_below_a_parallel_loop_with_disjoint_regions_is_legal():
+    # each iteration of the parallel n needs its own row of sm (and of e, mx): no two threads share one
+    for axis in ("n", "d"):
+        s = new("softmax", N=3, D=5)
+        s["Y"].parallel("n")
+        s["sm"].compute_at(s["Y"], axis)
+        s["e"].compute_at(s["Y"], axis)
+        s["mx"].compute_at(s["Y"], axis)
+        run(s)
+
+
+def test_error_compute_at_below_a_parallel_loop_with_overlapping_regions():
+    # O[j] reads T[j] and T[j + 1]: neighbouring iterations of the parallel j both need T[j + 1]
+    s = new("stencil_red", N=11, K=5)
+    s["O"].parallel("j")
+    refuse(s, lambda: s["T"].compute_at(s["O"], "j"), "compute_at(T, O, j)", "j is parallel", "overlap")
+
+
+def test_error_compute_at_inside_vectorized_loop():
+    s = new("stencil3", N=13)
+    s["D"].vectorize("i")
+    refuse(s, lambda: s["C"].compute_at(s["D"], "i"), "compute_at(C, D, i)", "vectorized loop i")
+
+
+def test_error_compute_at_stage_with_parallel_loop():
+    s = new("softmax", N=3, D=5)
+    s["sm"].parallel("n")
+    refuse(s, lambda: s["sm"].compute_at(s["Y"], "n"), "compute_at(sm, Y, n)", "sm has a parallel loop")
+
+
+def test_error_parallel_in_stage_computed_inside_another():
+    s = new("softmax", N=3, D=5)
+    s["sm"].compute_at(s["Y"], "n")
+    refuse(s, lambda: s["sm"].parallel("n"), "parallel(sm, n)", "computed inside Y", "parallelise a loop of Y")
+
+
+def test_error_compute_at_unknown_consumer_loop():
+    s = new("softmax", N=3, D=5)
+    refuse(s, lambda: s["sm"].compute_at(s["Y"], "k"), "compute_at(Y, k)", "its loops are n, d")
+
+
+def test_error_compute_at_cycle():
+    # sm and e computed at Y.n; now put e inside sm (which reads e and is itself computed at Y.n)
+    s = new("softmax", N=3, D=5)
+    s["sm"].compute_at(s["Y"], "n")
+    s["e"].compute_at(s["Y"], "n")
+    refuse(s, lambda: s["e"].compute_at(s["sm"], "n"), "compute_at(e, sm, n)", "also read by Y")
+    # and the consumer of a chain inside its own producer
+    s = new("stencil3", N=13)
+    s["C"].compute_at(s["D"], "i")
+    s["B"].compute_at(s["C"], "i")
+    refuse(s, lambda: s["C"].compute_at(s["B"], "i"), "compute_at(C, B, i)", "reads C")
+
+
+def test_error_compute_at_into_inlined_consumer():
+    s = new("stencil3", N=13)
+    s["C"].compute_inline()
+    refuse(s, lambda: s["B"].compute_at(s["C"], "i"), "compute_at(B, C, i)", ("inlined", "reads B"))
+
+
+def test_error_compute_inline_reduction():
+    s = new("softmax", N=3, D=5)
+    refuse(s, lambda: s["sm"].compute_inline(), "compute_inline(sm)", "reduction", "use compute_at instead")
+
+
+def test_error_compute_inline_output():
+    s = new("softmax", N=3, D=5)
+    refuse(s, lambda: s["Y"].compute_inline(), "compute_inline(Y)", "Y is an output")
+
+
+def test_error_compute_inline_stage_with_producers_at_it():
+    s = new("stencil3", N=13)
+    s["B"].compute_at(s["C"], "i")
+    refuse(s, lambda: s["C"].compute_inline(), "compute_inline(C)", "B is computed inside C",
+           "compute it elsewhere first")
+
+
+def test_error_cache_read_tensor_not_read():
+    s = new("softmax", N=3, D=5)
+    refuse(s, lambda: s["Y"].cache_read("mx", "n"), "cache_read(Y, mx, n)", "does not read mx", "it reads e, sm")
+
+
+def test_error_cache_read_unknown_loop():
+    s = new("mm", M=5, N=7, K=11)
+    refuse(s, lambda: s["C"].cache_read("B", "q"), "cache_read(C, q)", "its loops are m, n, k")
+
+
+@pytest.mark.parametrize("layout,needle", [
+    (((2, 0),), "dimensions 0..1, the layout names 2"),
+    (((-1, 0),), "dimensions 0..1, the layout names -1"),
+    (((1, -4), (1, 0)), "block -4 of dimension 1 must be >= 0"),
+    (((1, 0), (1, 0)), "dimension 1 appears as [0, 0]"),
+    (((1, 4),), "dimension 1 appears as [4]"),
+    (((1, 0), (1, 4)), "dimension 1 appears as [0, 4]"),
+    (((1, 4), (1, 4), (1, 0)), "dimension 1 appears as [4, 4, 0]"),
+    (((1,),), "a layout entry is (dimension, block), got (1,)"),
+    ((("1", 0),), "a layout entry is (dimension, block)"),
+], ids=["dim-too-big", "dim-negative", "block-negative", "twice-whole", "outer-without-inner", "inner-first",
+        "three-parts", "short-entry", "str-dimension"])
+def test_error_cache_read_bad_layout(layout, needle):
+    s = new("mm", M=5, N=7, K=11)
+    refuse(s, lambda: s["C"].cache_read("B", "m", layout=layout), "cache_read(C, B, m)", needle)
+
+
+def test_error_cache_read_bool_dimension():
+    s = new("mm", M=5, N=7, K=11)
+    refuse(s, lambda: s["C"].cache_read("B", "m", layout=((True, 0),)), "cache_read(C, B, m)")
+
+
+def test_error_cache_read_twice():
+    s = new("mm", M=5, N=7, K=11)
+    s["C"].cache_read("B", "m")
+    refuse(s, lambda: s["C"].cache_read("B", "n"), "cache_read(C, B, n)", "cached by C already")
+
+
+def test_error_cache_read_of_inlined_stage():
+    s = new("stencil3", N=13)
+    s["C"].compute_inline()
+    s["B"].compute_inline()
+    refuse(s, lambda: s["D"].cache_read("C", "i"), "cache_read(D, C, i)", "C is inlined")
+
+
+def test_error_cache_write_on_inlined_stage():
+    s = new("softmax", N=3, D=5)
+    s["e"].compute_inline()
+    refuse(s, lambda: s["e"].cache_write("n"), "cache_write(e, n)", "inlined", "no loops")
+
+
+def test_error_cache_write_unknown_loop():
+    s = new("mm", M=5, N=7, K=11)
+    refuse(s, lambda: s["C"].cache_write("q"), "cache_write(C, q)", "its loops are m, n, k")
+
+
+def test_error_from_json_not_json():
+    s = new("mm", M=5, N=7, K=11)
+    refuse(s, lambda: tl.Schedule.from_json("{nope"), "from_json", "not JSON")
+    refuse(s, lambda: tl.Schedule.from_json(None), "from_json", "not JSON")
+
+
+def test_error_from_json_wrong_format():
+    s = new("mm", M=5, N=7, K=11)
+    good = json.loads(s.to_json())
+    refuse(s, lambda: tl.Schedule.from_json(json.dumps({**good, "format": 99})), "from_json",
+           "format 1 expected")
+    refuse(s, lambda: tl.Schedule.from_json("[1, 2]"), "from_json", "not a tensorlang schedule")
+
+
+def test_error_from_json_unknown_primitive():
+    s = new("mm", M=5, N=7, K=11)
+    good = json.loads(s.to_json())
+    bad = {**good, "primitives": [{"prim": "explode", "stage": "C"}]}
+    refuse(s, lambda: tl.Schedule.from_json(json.dumps(bad)), "from_json", "'explode'", "known: split, reorder")
+
+
+def test_error_from_json_primitive_missing_fields():
+    s = new("mm", M=5, N=7, K=11)
+    bad = {**json.loads(s.to_json()), "primitives": [{"prim": "split", "stage": "C", "axis": "m"}]}
+    refuse(s, lambda: tl.Schedule.from_json(json.dumps(bad)), "from_json", "split lacks factor, outer, inner")
+
+
+def test_error_from_json_illegal_primitive_is_checked():
+    s = new("mm", M=5, N=7, K=11)
+    bad = {**json.loads(s.to_json()), "primitives": [
+        {"prim": "split", "stage": "C", "axis": "m", "factor": 0, "outer": "a", "inner": "b"}]}
+    refuse(s, lambda: tl.Schedule.from_json(json.dumps(bad)), "split(C, m)", "positive integer")
+
+
+def test_error_from_json_missing_keys():
+    with pytest.raises(tl.ScheduleError, match="from_json"):
+        tl.Schedule.from_json(json.dumps({"format": 1}))
+
+
+def test_error_annotation_messages_name_the_method_called():
+    s = new("mm", M=5, N=7, K=11)
+    for call, method in [(lambda: s["C"].vectorize("q"), "vectorize"), (lambda: s["C"].unroll("q"), "unroll"),
+                         (lambda: s["C"].parallel("k"), "parallel")]:
+        with pytest.raises(tl.ScheduleError) as info:
+            call()
+        assert str(info.value).startswith(f"{method}(C, "), str(info.value)
+
+
+def test_error_duplicate_name_message_names_the_axis():
+    s = new("mm", M=5, N=7, K=11)
+    with pytest.raises(tl.ScheduleError, match=r"split\(C, m\)"):
+        s["C"].split("m", 2, outer="n")
+
+
+# ---- primitives that invalidate an earlier one ----
+def test_split_of_compute_at_loop_is_refused_or_kept():
+    s = new("stencil_red", N=11, K=5)
+    s["T"].compute_at(s["O"], "j")
+    try:
+        s["O"].split("j", 4)
+    except tl.ScheduleError:
+        return
+    text = s.lower()
+    # T must still be computed somewhere (checked on the IR: a run can pass by reading a freed buffer that
+    # still holds T from an earlier correct run)
+    assert any(ln.strip().startswith("T[") for ln in text.splitlines()), text
+    run(s, seed=11)
+
+
+def test_split_of_cached_loop_is_refused_at_split():
+    for prim in ("cache_write", "cache_read"):
+        s = new("mm", M=5, N=7, K=11)
+        if prim == "cache_write":
+            s["C"].cache_write("n")
+        else:
+            s["C"].cache_read("B", "n")
+        refuse(s, lambda s=s: s["C"].split("n", 4), "split(C, n)")
+
+
+def test_parallel_after_compute_at_is_refused_like_compute_at_after_parallel():
+    s = new("stencil_red", N=11, K=5)
+    s["T"].compute_at(s["O"], "j")
+    refuse(s, lambda: s["O"].parallel("j"), "parallel(O, j)")
+
+
+# =====================================================================================================
+# the docstring examples of each primitive, checked against lower()
+# =====================================================================================================
+def test_doc_split():
+    s = new("scale", N=10)
+    s["B"].split("i", 4)
+    text = s.lower()
+    assert loop_header(text, "i_o") == "for i_o in 0:3:" and loop_header(text, "i_i") == "for i_i in 0:4:"
+    assert "i = i_i + i_o*4" in text and "if i <= 9:" in text           # the docstring's `if i < 10`
+
+
+def test_doc_tile():
+    s = new("mm", M=64, N=64, K=4)
+    s["C"].tile("m", "n", 32, 32)
+    text = s.lower()
+    assert loop_order(text) == ["m_o", "n_o", "m_i", "n_i", "k"]
+    assert loop_header(text, "m_o") == "for m_o in 0:2:" and loop_header(text, "n_i") == "for n_i in 0:32:"
+
+
+def test_doc_reorder():
+    s = new("mm", M=4, N=4, K=4)
+    s["C"].reorder("k", "n")
+    # the update nest is m, k, n; k now encloses an output loop, so C is initialised by a nest of its own
+    assert loop_order(s.lower()) == ["m", "n", "m", "k", "n"]
+    assert encloses(s.lower(), "k", "n")
+
+
+def test_doc_fuse():
+    s = new("tri", M=3, N=4)       # B[j, i]: j in 0:4, i in 0:3, as the docstring's m in 0:4, n in 0:3
+    s["B"].fuse("j", "i")
+    text = s.lower()
+    assert loop_header(text, "j_i") == "for j_i in 0:12:"
+    assert "j = j_i//3" in text and "i = j_i%3" in text
+
+
+def test_doc_vectorize():
+    s = new("scale", N=64)
+    s["B"].split("i", 16)
+    s["B"].vectorize("i_i")
+    assert "for i_i in 0:16:  # vectorized\n      i = i_i + i_o*16\n      B[i] = A[i]*2f + 1f" in s.lower()
+
+
+def test_doc_unroll():
+    s = new("rowsum", M=3, K=8)
+    s["B"].split("k", 2)
+    s["B"].unroll("k_i")
+    text = s.lower()
+    # lower() keeps the loop, marked; the copies are made by the code generator
+    assert loop_header(text, "k_i") == "for k_i in 0:2:  # unrolled"
+    assert "B[m] = B[m] + A[m, k]" in text
+
+
+def test_doc_parallel():
+    s = new("mm", M=64, N=4, K=4)
+    s["C"].split("m", 8)
+    s["C"].parallel("m_o")
+    assert loop_header(s.lower(), "m_o") == "for m_o in 0:8:  # parallel"
+
+
+def test_doc_serial():
+    s = new("scale", N=64)
+    s["B"].split("i", 16)
+    before = s.lower()
+    s["B"].vectorize("i_i")
+    assert s.lower() != before
+    s["B"].serial("i_i")
+    assert s.lower() == before
+
+
+def test_doc_compute_at():
+    s = new("blur_i32", N=6)       # P[i] = A[i - 1] where i in 0:N+2, as the docstring's P[y] = I[y-1]
+    s["P"].compute_at(s["B"], "i")
+    text = s.lower()
+    assert encloses(text, "i", "P_i") and loop_header(text, "P_i") == "for P_i in 0:3:"
+    assert "P.i = P_i + max(i, 0)" in text and "min(i + 2, 7)" in text   # max(h, 0) .. min(h+2, H+1)
+
+
+def test_doc_compute_inline():
+    s = new("chain", N=2, M=2)
+    s["T2"].compute_inline()
+    s["T1"].compute_inline()
+    assert "E[i, j] = " in s.lower() and "A[i, j]*2f + B[i, j]" in s.lower()
+
+
+def test_doc_compute_root():
+    s = new("stencil3", N=13)
+    s["B"].compute_at(s["C"], "i")
+    s["B"].compute_root()
+    assert s.lower() == default_text(s)
+
+
+def test_doc_cache_write():
+    s = new("mm", M=8, N=8, K=4)
+    s["C"].tile("m", "n", 4, 4)
+    s["C"].reorder("m_o", "n_o", "k", "m_i", "n_i")
+    s["C"].cache_write("n_o")
+    text = s.lower()
+    assert "C_local[m_i, n_i] = 0f" in text
+    assert "C_local[m_i, n_i] = C_local[m_i, n_i] + A[m, k]*B[k, n]" in text
+    assert "C[m, n] = C_local[m_i, n_i]" in text
+
+
+def test_doc_cache_read():
+    s = new("mm", M=32, N=32, K=512)
+    s["C"].split("k", 256)
+    s["C"].split("n", 16)
+    s["C"].reorder("k_o", "m", "n_o", "k_i", "n_i")
+    s["C"].cache_read("B", "k_o", layout=((1, 16), (0, 0), (1, 0)))
+    text = s.lower()
+    assert "allocate B_C_local: f32[2, 256, 16]" in text
+    assert "B_C_local[B_C_local_1//16, B_C_local_0, B_C_local_1%16] = B[B_C_local_0 + k_o*256, B_C_local_1]" \
+        in text
+    assert "B_C_local[n_o, k_i, n_i]" in text
+
+
+# =====================================================================================================
+# round trips: JSON and the printed Python rebuild the same loop IR
+# =====================================================================================================
+def _lower_or_error(s: tl.Schedule) -> str:
+    """The loop IR text, or the ScheduleError that lowering raises (a schedule an error test left stale)."""
+    try:
+        return s.lower()
+    except tl.ScheduleError as e:
+        return f"ScheduleError: {e}"
+
+
+def roundtrip(s: tl.Schedule) -> None:
+    text = _lower_or_error(s)
+    again = tl.Schedule.from_json(s.to_json())
+    assert again.primitives == s.primitives
+    assert again.to_json() == s.to_json()
+    assert _lower_or_error(again) == text
+    assert _lower_or_error(tl.Schedule.from_json(s.to_json(), op=s.op)) == text
+    ns = {"tl": tl, "op": s.op}
+    exec(str(s), ns)                                                   # noqa: S102 - our own printed schedule
+    assert ns["s"].primitives == s.primitives
+    assert _lower_or_error(ns["s"]) == text
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_roundtrip_case(name):
+    s = CASES[name]()
+    assert not _lower_or_error(s).startswith("ScheduleError")
+    roundtrip(s)
+
+
+def test_zz_roundtrip_every_schedule_built():
+    """Runs last: every schedule the tests above built in this process (the primitive cases at least)."""
+    if len(BUILT) < len(CASES):             # run alone or on a worker that got few tests
+        for name in sorted(CASES):
+            CASES[name]()
+    assert len(BUILT) >= len(CASES)
+    seen = set()
+    for s in BUILT:
+        key = s.to_json()
+        if key in seen:
+            continue
+        seen.add(key)
+        roundtrip(s)
