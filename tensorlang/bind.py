@@ -131,8 +131,8 @@ def _bind_stage(op: Op, s: Stage, sizes: dict, shapes: dict) -> BoundStage:
     exact: dict[str, tuple] = {}
     for n, d, coeffs, const, extent in dims:
         a = accesses[n]
-        if const == 0 and len(coeffs) == 1 and list(coeffs.values())[0] == 1:
-            v = next(iter(coeffs))
+        v = a.indices[d].is_plain_var()  # as written: `A[st*i]` is not checked even when st is 1
+        if v is not None:
             if v in s.where:
                 continue
             if v in exact and exact[v][0] != extent:

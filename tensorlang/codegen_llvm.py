@@ -468,7 +468,7 @@ class _Emitter:
             vals = self.b.select(self.mask, vals, self.splat(ll_type(dtype)(ident), w))
         is_float = DTYPES[dtype].is_float
         name = {"+": "fadd" if is_float else "add", "*": "fmul" if is_float else "mul",
-                "max": "fmax" if is_float else "smax", "min": "fmin" if is_float else "smin"}[op]
+                "max": "fmaximum" if is_float else "smax", "min": "fminimum" if is_float else "smin"}[op]
         vt = vals.type
         if op in ("+", "*") and is_float:
             f = self.intrinsic(f"llvm.vector.reduce.{name}", vt.element, [vt.element, vt], [vt])
@@ -533,7 +533,7 @@ class _Emitter:
             if op == "/":
                 return b.fdiv(a, c, flags=FAST)
             if op in ("min", "max"):
-                return self.call(op, [a, c], dtype)
+                return self.fminmax(op, a, c)
             if op == "**":
                 return self.call("pow", [a, c], dtype)
             if op == "//":
@@ -576,10 +576,22 @@ class _Emitter:
             return b.fptosi(self.call("pow", [fa, fc], "f64"), a.type)
         raise TypeError(f"codegen: int op {op}")
 
+    def fminmax(self, op: str, a: ll.Value, c: ll.Value) -> ll.Value:
+        """max/min of floats as numpy computes them (a NaN in either operand gives NaN), by compare and select.
+
+        Not llvm.maxnum/minnum: LLVM 22's loop vectorizer miscompiles reductions over those (drops the last
+        iterations, or aborts on an assertion)."""
+        b = self.b
+        better = b.fcmp_ordered(">" if op == "max" else "<", a, c)
+        keep_a = b.or_(better, b.fcmp_unordered("uno", a, a))
+        return b.select(keep_a, a, c)
+
     def call(self, fn: str, args: list[ll.Value], dtype: str) -> ll.Value:
         t = args[0].type
         if fn == "exp" and dtype == "f32":
             return self.exp_f32(args[0])
+        if fn in ("max", "min") and DTYPES[dtype].is_float:
+            return self.fminmax(fn, args[0], args[1])
         if fn == "abs" and not DTYPES[dtype].is_float:
             f = self.intrinsic("llvm.abs", t, [t, I1], [t])
             return self.b.call(f, [args[0], I1(0)])
@@ -600,7 +612,8 @@ class _Emitter:
         def fma(p, q, r):
             return b.fadd(b.fmul(p, q, flags=FAST), r, flags=FAST)
 
-        xc = self.call("min", [self.call("max", [x, c(-87.33654)], "f32"), c(88.72283)], "f32")
+        xc = b.select(b.fcmp_ordered("<", x, c(-87.33654)), c(-87.33654), x)
+        xc = b.select(b.fcmp_ordered(">", xc, c(88.72283)), c(88.72283), xc)
         t = xc.type
         n = self.b.call(self.intrinsic("llvm.roundeven", t, [t], [t]), [b.fmul(xc, c(1.44269504088896341))])
         r = fma(n, c(-0.693359375), xc)

@@ -226,6 +226,9 @@ class _Parser:
             self.size_locs[name] = loc
             self.int_params.append(name)
             return
+        if isinstance(ann, ast.Name) and ann.id in TENSOR_DTYPES:  # `X: f32` is a scalar (0-d) input
+            self.params[name] = Param(name, ann.id, (), loc)
+            return
         if not (isinstance(ann, ast.Subscript) and isinstance(ann.value, ast.Name)):
             raise self.error(f"input `{name}` needs a type: `{name}: f32[N, M]` (f32, f64 or i32) "
                              f"or `{name}: int` for a size", loc)

@@ -89,9 +89,11 @@ def _join(pieces, compact=False):
     """pieces: [(positive, text)] -> 'a + b - c' with positive pieces first (no leading unary minus)."""
     pos = [t for p, t in pieces if p]
     neg = [t for p, t in pieces if not p]
-    if not pos:
-        pos = ["0"]
     plus, minus = (" + ", " - ") if not compact else ("+", "-")
+    if not pos:
+        if not neg:
+            return "0"
+        return "-" + neg[0] + "".join(minus + t for t in neg[1:])
     return plus.join(pos) + "".join(minus + t for t in neg)
 
 
@@ -257,6 +259,7 @@ class Read(Node):
 @dataclass(eq=False)
 class Lit(Node):
     value: object  # int or float (float may be +-inf)
+    text: str = None  # spelling, e.g. "5e-1"
 
     @property
     def typed(self):
@@ -268,6 +271,8 @@ class Lit(Node):
 
     def render(self):
         v = self.value
+        if self.text is not None:
+            return self.text
         if isinstance(v, float) and math.isinf(v):
             return "-inf" if v < 0 else "inf"
         return repr(v)
@@ -327,7 +332,7 @@ class Un(Node):
 
     def render(self):
         if self.op == "neg":
-            return "-" + _wrap(self.x, 9)
+            return "-" + _wrap(self.x, 8)  # `-x ** 2` is -(x ** 2), as in Python
         return f"{self.op}({self.x.render()})"
 
     def ev(self, ctx):
@@ -353,7 +358,7 @@ class Un(Node):
         return ctx.track(r)
 
 
-BIN_PREC = {"+": 5, "-": 5, "*": 6, "/": 6, "**": 8}
+BIN_PREC = {"+": 5, "-": 5, "*": 6, "/": 6, "//": 6, "%": 6, "**": 8}
 
 
 @dataclass(eq=False)
@@ -391,11 +396,23 @@ class Bin(Node):
         elif op == "*":
             r = a * b
         elif op == "**":
-            r = a**b
+            if 0 < b < 1:
+                ax = np.asarray(a)
+                if np.any((ax > 0) & (ax < 1e-5 * max(1.0, ctx.state["mag"]))):
+                    raise Reject("fractional power of a tiny value")
+            r = np.asarray(a, dtype=np.float64) ** b
         elif op == "max":
             r = np.maximum(a, b)
         elif op == "min":
             r = np.minimum(a, b)
+        elif op in ("//", "%"):  # floor division / modulo with the sign of the divisor (Python's)
+            if ctx.domain == "float":
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    q = np.asarray(a / b, dtype=np.float64)
+                    frac = np.abs(q - np.round(q))
+                if np.any((frac > 0) & (frac < 1e-5 * (1.0 + np.abs(q)))):
+                    raise Reject("floor of a near-integer quotient")
+            r = np.floor_divide(a, b) if op == "//" else np.mod(a, b)
         elif op == "/":
             if ctx.domain == "float":
                 r = np.divide(a, b)
@@ -422,21 +439,48 @@ class Cmp(Node):
         return f"{_wrap(self.a, 5)} {self.op} {_wrap(self.b, 5)}"
 
     def ev(self, ctx):
-        a, b = np.asarray(self.a.ev(ctx)), np.asarray(self.b.ev(ctx))
-        if ctx.domain == "float":
-            d = np.abs(a - b)
-            with np.errstate(invalid="ignore"):
-                near = (d > 0) & (d <= 1e-5 * (1.0 + np.abs(a) + np.abs(b)))
-            if np.any(near):
-                raise Reject("near-tie comparison")
-        return {
-            ">": np.greater,
-            "<": np.less,
-            ">=": np.greater_equal,
-            "<=": np.less_equal,
-            "==": np.equal,
-            "!=": np.not_equal,
-        }[self.op](a, b)
+        return _cmp(self.op, self.a.ev(ctx), self.b.ev(ctx), ctx)
+
+
+def _cmp(op, a, b, ctx):
+    a, b = np.asarray(a), np.asarray(b)
+    if ctx.domain == "float":
+        d = np.abs(a - b)
+        with np.errstate(invalid="ignore"):
+            near = (d > 0) & (d <= 1e-5 * (1.0 + np.abs(a) + np.abs(b)))
+        if np.any(near):
+            raise Reject("near-tie comparison")
+    return CMP_FUNCS[op](a, b)
+
+
+CMP_FUNCS = {">": np.greater, "<": np.less, ">=": np.greater_equal, "<=": np.less_equal, "==": np.equal,
+             "!=": np.not_equal}
+
+
+@dataclass(eq=False)
+class Chain(Node):
+    """A chained comparison `a < b <= c` (= `a < b and b <= c`)."""
+
+    ops: tuple
+    xs: tuple
+    prec = 4
+    typed = False
+
+    def children(self):
+        return list(self.xs)
+
+    def render(self):
+        out = _wrap(self.xs[0], 5)
+        for op, x in zip(self.ops, self.xs[1:]):
+            out += f" {op} {_wrap(x, 5)}"
+        return out
+
+    def ev(self, ctx):
+        vals = [x.ev(ctx) for x in self.xs]
+        res = True
+        for op, a, b in zip(self.ops, vals, vals[1:]):
+            res = np.logical_and(res, _cmp(op, a, b, ctx))
+        return res
 
 
 @dataclass(eq=False)
@@ -589,6 +633,11 @@ class Program:
     def input_shape(self, decl):
         return tuple(d.ev(self.env) for d in decl.dims)
 
+    def uses_f32(self):
+        """Does any value pass through f32 (an f32 input, stage or cast)?"""
+        return (any(d.dtype == "f32" for d in self.inputs) or any(s.dtype == "f32" for s in self.stages)
+                or any(isinstance(n, Cast) and n.dtype == "f32" for s in self.stages for n in s.expr.walk()))
+
     def total_reduction_len(self):
         return sum(s.reduction_len for s in self.stages)
 
@@ -614,6 +663,8 @@ class Program:
             shape[ax] = hi - lo + 1
             grids[v] = np.arange(lo, hi + 1, dtype=np.int64).reshape(shape)
         full = tuple(st.ranges[v][1] - st.ranges[v][0] + 1 for v in allv)
+        if math.prod(full) > MAX_POINTS:
+            raise Reject("too many iteration points")
         domain = "int" if st.dtype == "i32" else "float"
         ctx = Ctx(self.env, grids, tensors, domain, state)
         val = np.asarray(st.expr.ev(ctx))
@@ -650,6 +701,22 @@ PARAM_VALUES = {"pad": [1, 2], "st": [1, 2, 3]}
 FLOAT_LITS = [1, 2, 0.5, 1.5, 0.25, 3, 2.0, -1, -0.5, 0.125]
 INT_LITS = [1, 2, 0, 3, -1, -2]
 MAX_EXTENT = 9
+BIG_SIZE_VALUES = [16, 17, 8, 31, 33, 9]  # for the occasional program with longer loops
+BIG_MAX_EXTENT = 40
+MAX_POINTS = 100_000  # iteration points of one stage; bigger examples are rejected
+
+
+def _int_exact(node):
+    """An untyped expression of ints, + - * max min abs neg only: exact in any dtype, safe for == and !=."""
+    if isinstance(node, Lit):
+        return isinstance(node.value, int)
+    if isinstance(node, (Var, Size)):
+        return True
+    if isinstance(node, Bin):
+        return node.op in ("+", "-", "*", "max", "min") and _int_exact(node.a) and _int_exact(node.b)
+    if isinstance(node, Un):
+        return node.op in ("abs", "neg") and _int_exact(node.x)
+    return False
 
 
 class _Gen:
@@ -664,7 +731,7 @@ class _Gen:
         if used and (len(used) == len(SIZE_NAMES) or self.s.chance(60)):
             return self.s.pick(used)
         n = next(n for n in SIZE_NAMES if n not in self.env)
-        self.env[n] = self.s.pick(SIZE_VALUES)
+        self.env[n] = self.s.pick(BIG_SIZE_VALUES if self.big and not self.env else SIZE_VALUES)
         return n
 
     def param(self, name):
@@ -686,7 +753,7 @@ class _Gen:
         if kind == "sum":  # the second name is one already in a shape
             m = self.s.pick([x for x in SIZE_NAMES if x in self.env])
             e = SE.name(n) + SE.name(m)
-            if e.ev(self.env) <= MAX_EXTENT:
+            if e.ev(self.env) <= self.max_extent:
                 return e
         return SE.name(n)
 
@@ -801,7 +868,10 @@ class _Gen:
     def lit(self):
         if self.dtype == "i32":
             return Lit(self.s.pick(INT_LITS))
-        return Lit(self.s.pick(FLOAT_LITS))
+        v = self.s.pick(FLOAT_LITS)
+        if isinstance(v, float) and v > 0 and self.s.chance(10):  # scientific spelling
+            return Lit(v, f"{v * 10:g}e-1")
+        return Lit(v)
 
     def leaf(self, typed):
         kind = self.s.weighted(
@@ -853,9 +923,11 @@ class _Gen:
             b = self.expr(d, typed and not a.typed)
             return Bin(op, a, b)
         if kind == "div":  # a / (abs(b) + 1): never divides by (almost) zero
-            a = self.expr(d, True)
+            # untyped operands (`i / 2`) are computed in the stage's dtype: float division in a float stage
+            a = self.expr(d, typed)
             b = self.expr(d - 1, False)
-            return Bin("/", a, Bin("+", Un("abs", b), Lit(1)))
+            op = self.s.weighted([("/", 70), ("//", 15), ("%", 15)])
+            return Bin(op, a, Bin("+", Un("abs", b), Lit(1)))
         if kind == "absneg":
             return Un(self.s.pick(["abs", "neg"]), self.expr(d, typed))
         if kind == "select":
@@ -865,7 +937,13 @@ class _Gen:
             b = self.expr(d, typed and not a.typed)
             return Sel(c, a, b)
         if kind == "pow":
-            return Bin("**", self.expr(d, True), Lit(2))
+            x = self.expr(d, typed)
+            e = self.s.pick(["2", "3", "0.5", "-1"])
+            if e == "0.5":
+                return Bin("**", Un("abs", x), Lit(0.5))
+            if e == "-1":
+                return Bin("**", Bin("+", Un("abs", x), Lit(1)), Lit(-1))
+            return Bin("**", x, Lit(int(e)))
         if kind == "roundtrip":
             other = "f64" if self.dtype == "f32" else "f32"
             saved, self.dtype = self.dtype, other
@@ -877,7 +955,7 @@ class _Gen:
             return self.s.pick([Bin("max", x, Lit(-math.inf)), Bin("min", Lit(math.inf), x)])
         # func
         f = self.s.pick(["tanh", "exp", "log", "sqrt", "abs", "exp2"])
-        x = self.expr(d, True)
+        x = self.expr(d, typed)
         if f == "exp":
             return Un("exp", Un("tanh", x))
         if f == "exp2":
@@ -889,13 +967,16 @@ class _Gen:
         return Un(f, x)
 
     def cond(self, depth):
-        kind = self.s.weighted([("cmp", 70), ("and", 12 if depth else 0), ("or", 10 if depth else 0),
-                                ("not", 8 if depth else 0)])
+        kind = self.s.weighted([("cmp", 64), ("and", 12 if depth else 0), ("or", 10 if depth else 0),
+                                ("not", 8 if depth else 0), ("chain", 6)])
+        if kind == "chain":
+            xs = (self.cond_operand(), self.cond_operand(), self.cond_operand())
+            return Chain((self.s.pick(["<", "<="]), self.s.pick(["<", "<="])), xs)
         if kind == "cmp":
             isf = self.dtype != "i32"
             a = self.cond_operand()
             b = self.cond_operand()
-            exact = not isf or not (a.typed or b.typed)
+            exact = not isf or (_int_exact(a) and _int_exact(b))
             ops = [">", "<", ">=", "<="] + (["==", "!="] if exact else [])
             return Cmp(self.s.pick(ops), a, b)
         if kind == "not":
@@ -925,6 +1006,8 @@ class _Gen:
             dtype = "f64" if self.main == "f32" else "f32"
         self.dtype = dtype
         self.pending = list(must_read)
+        if not self.inputs:  # a program needs at least one input
+            self.pending.append(self.new_input())
         st = Stage(f"T{idx}", LHS_VARS[:nl], RED_VARS[:nr], op, dtype=dtype)
         e = self.expr(s.weighted([(2, 40), (1, 25), (3, 35)]), True)
         while self.pending:  # a must-read tensor that no leaf picked up
@@ -954,34 +1037,51 @@ class _Gen:
         return st
 
     # -- ranges
-    def single_var_bounds(self, st):
-        """var -> list of (lo, hi) from every access dimension in which it is the only variable."""
-        out = {v: [] for v in st.lhs + st.red}
+    def all_dims(self, st):
+        """(Affine, extent) for every dimension of every read of the stage."""
+        out = []
         for r in st.reads():
             _, dvals = self.tensor_dims(r.tensor)
-            for a, D in zip(r.idx, dvals):
-                vs = a.vars()
-                if len(vs) != 1:
-                    continue
-                (c, v), = a.terms
-                k = c.ev(self.env)
-                rest = a.const.ev(self.env)
-                # 0 <= k*v + rest <= D-1
-                if k > 0:
-                    lo, hi = -((rest) // k), (D - 1 - rest) // k  # ceil(-rest/k), floor((D-1-rest)/k)
-                else:
-                    lo, hi = -((D - 1 - rest) // -k), rest // -k
-                out[v].append((lo, hi))
+            out += list(zip(r.idx, dvals))
         return out
 
-    def multi_dims(self, st):
-        res = []
-        for r in st.reads():
-            _, dvals = self.tensor_dims(r.tensor)
-            for a, D in zip(r.idx, dvals):
-                if len(a.vars()) > 1:
-                    res.append((a, D))
-        return res
+    @staticmethod
+    def bounds_for(k, rmin, rmax, D):
+        """Largest [lo, hi] of v such that 0 <= k*v + r <= D-1 for every r in [rmin, rmax]."""
+        if k > 0:
+            return -(rmin // k), (D - 1 - rmax) // k  # ceil(-rmin/k), floor((D-1-rmax)/k)
+        m = -k
+        return -((D - 1 - rmax) // m), rmin // m
+
+    def infer(self, st):
+        """The DSL's range inference: rounds in which every index that is the only unknown of a dimension gets
+        the largest range keeping that dimension in bounds for all values of the known indices (intersected
+        over such dimensions); left-side indices start at 0.  Returns (ranges, offending left-side var)."""
+        env = self.env
+        ranges = {v: (lo.ev(env), hi.ev(env) - 1) for v, (lo, hi) in st.where.items()}
+        dims = self.all_dims(st)
+        while True:
+            found = {}
+            for a, D in dims:
+                unknown = [v for v in a.vars() if v not in ranges]
+                if len(unknown) != 1:
+                    continue
+                v = unknown[0]
+                k = next(c.ev(env) for c, u in a.terms if u == v)
+                rest = Affine(tuple((c, u) for c, u in a.terms if u != v), a.const)
+                rmin, rmax = rest.bounds(env, ranges)
+                lo, hi = self.bounds_for(k, rmin, rmax, D)
+                if v in found:
+                    lo, hi = max(lo, found[v][0]), min(hi, found[v][1])
+                found[v] = (lo, hi)
+            if not found:
+                return ranges, None
+            for v, (lo, hi) in found.items():
+                if v in st.lhs:
+                    if lo > 0:
+                        return ranges, v
+                    lo = 0
+                ranges[v] = (lo, hi)
 
     def explicit_range(self, st, v, inferred):
         """Choose an explicit where range for v; returns (SE lo, SE hi-exclusive)."""
@@ -989,9 +1089,9 @@ class _Gen:
         lhs = v in st.lhs
         lo = SE.lit(0)
         if not lhs:
-            opts = [(SE.lit(0), 70), (SE.lit(1), 20)]
+            opts = [(SE.lit(0), 64), (SE.lit(1), 18), (SE.lit(-1), 8)]
             if "pad" in self.params:
-                opts.append((SE.name("pad"), 10))
+                opts += [(SE.name("pad"), 6), (SE.name("pad", -1), 4)]
             lo = s.weighted(opts)
         lov = lo.ev(self.env)
         cands = []
@@ -1007,7 +1107,7 @@ class _Gen:
         for n in self.known_sizes():
             cands += [SE.name(n), SE.name(n) + 1, SE.name(n) + 2]
         cands += [SE.lit(k) for k in range(1, 5)]
-        good = [c for c in cands if lov < c.ev(self.env) <= lov + MAX_EXTENT]
+        good = [c for c in cands if lov < c.ev(self.env) <= lov + self.max_extent]
         if not good:
             return lo, SE.lit(lov + s.int(1, 3))
         return lo, s.pick(good)
@@ -1020,59 +1120,52 @@ class _Gen:
             dims, dvals = self.tensor_dims(r.tensor)
             is_input = any(d.name == r.tensor for d in self.inputs)
             for a, dse, dval in zip(r.idx, dims, dvals):
-                if a.terms == ((SE.lit(1), v),) and a.const.ev(self.env) == 0 and a.const.is_lit():
+                if a.vars() != [v]:
+                    continue
+                # at build time the check is numeric: `st*v` with st=1 counts as a plain use
+                if a.terms[0][0].ev(self.env) == 1 and a.const.ev(self.env) == 0:
                     num.add(dval)
-                    if is_input:
-                        sym.add((dse.const, tuple(sorted(dse.terms))))
+                if is_input and a.terms[0][0] == SE.lit(1) and a.const == SE.lit(0):
+                    sym.add((dse.const, tuple(sorted(dse.terms))))
         return len(sym) <= 1 and len(num) <= 1
 
     def ranges(self, st):
+        """Decide which indices get an explicit `where` and compute every index's range."""
         s = self.s
-        single = self.single_var_bounds(st)
-        inferred = {}
-        for v, bs in single.items():
-            if bs:
-                inferred[v] = (max(b[0] for b in bs), min(b[1] for b in bs))
-            else:
-                inferred[v] = None
-        for v in st.lhs + st.red:
-            r = inferred[v]
-            ok = r is not None and r[0] <= r[1] and r[1] - r[0] < MAX_EXTENT
-            if v in st.lhs:
-                ok = ok and r[0] == 0
-            ok = ok and self.exact_uses_agree(st, v)
-            if ok and not s.chance(15):
-                st.ranges[v] = r
-            else:
-                lo, hi = self.explicit_range(st, v, r)
-                st.where[v] = (lo, hi)
-                st.ranges[v] = (lo.ev(self.env), hi.ev(self.env) - 1)
-        # inference must not depend on dimensions that mix variables (i + r): make such variables explicit
-        changed = True
-        while changed:
-            changed = False
-            for a, D in self.multi_dims(st):
-                lo, hi = a.bounds(self.env, st.ranges)
-                if 0 <= lo and hi <= D - 1:
-                    continue
-                for v in a.vars():
-                    if v not in st.where:
-                        lo_v, hi_v = st.ranges[v]
-                        if lo_v >= 0:
-                            st.where[v] = (SE.lit(lo_v), SE.lit(hi_v + 1))
-                        else:
-                            st.where[v] = self.explicit_range(st, v, None)
-                            st.ranges[v] = (st.where[v][0].ev(self.env), st.where[v][1].ev(self.env) - 1)
-                        changed = True
+        allv = st.lhs + st.red
+        for v in allv:
+            if s.chance(12):
+                st.where[v] = self.explicit_range(st, v, None)
+        while True:
+            ranges, bad = self.infer(st)
+            if bad is None:
+                for v in allv:
+                    if v in st.where:
+                        continue
+                    r = ranges.get(v)
+                    if r is None or r[0] > r[1] or r[1] - r[0] >= self.max_extent or not self.exact_uses_agree(st, v):
+                        bad = v
                         break
-                if changed:
-                    break
+            if bad is None:
+                # a read that may fall outside its tensor must involve a `where` index (padding), else it is an
+                # error (the inferred ranges would be ambiguous)
+                for a, D in self.all_dims(st):
+                    lo, hi = a.bounds(self.env, ranges)
+                    if (lo < 0 or hi > D - 1) and not any(v in st.where for v in a.vars()):
+                        bad = s.pick(a.vars())
+                        break
+            if bad is None:
+                st.ranges = ranges
+                return
+            st.where[bad] = self.explicit_range(st, bad, ranges.get(bad))
 
     # -- program
     def program(self):
         s = self.s
         self.env, self.params, self.inputs, self.tensors = {}, [], [], {}
         self.main = s.weighted([("f32", 75), ("f64", 13), ("i32", 12)])
+        self.big = s.chance(8)  # the first size is large (16..33)
+        self.max_extent = BIG_MAX_EXTENT if self.big else MAX_EXTENT
         self.mixed = s.chance(12)
         nst = s.weighted([(1, 30), (2, 40), (3, 30)])
         nout = 2 if nst >= 2 and s.chance(25) else 1

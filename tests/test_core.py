@@ -205,3 +205,10 @@ def test_generated_code_uses_the_host_cpu_vector_units():
     k = tl.build(tl.op("def f(A: f32[N], B: f32[N]) -> C:\n    C[i] = A[i] * B[i] + A[i]"), N=4096)
     asm = k.source("asm")
     assert "vfmadd" in asm or "vmulps" in asm  # AVX code for this CPU, not baseline x86-64 SSE2
+
+
+def test_scalar_inputs_as_bare_dtype_or_empty_shape():
+    for decl in ("s: f32", "s: f32[()]"):
+        op = tl.op(f"def f({decl}, X: f32[N]) -> Y:\n    Y[i] = X[i] * s")
+        x = f32(5)
+        np.testing.assert_allclose(tl.build(op, N=5)(np.array(3, np.float32), x), x * 3)

@@ -1,0 +1,610 @@
+"""Random schedules for tensorlang programs, and the checks that a schedule changes nothing but speed.
+
+Used by ``test_schedule_fuzz.py``. The pieces:
+
+* :class:`Case` -- a program bound to tiny sizes, its inputs, and the unscheduled kernel's outputs (which are
+  first checked against numpy: the workload's ``reference`` or ``progen``'s independent evaluator).
+  :func:`workload_case` builds one from ``schedules.WORKLOADS``, :func:`progen_case` from a random program of
+  ``progen.py``.
+* :class:`Fuzzer` -- applies 1..8 random primitives to ``tl.schedule(op, **sizes)``, choosing each primitive's
+  arguments from the *current* loops of a random stage (``loops()``), sometimes with arguments that are
+  invalid on purpose. Every call is logged as the Python that makes it. A primitive that raises
+  ``tl.ScheduleError`` must leave the schedule as it was; one that the rules of the schedule API clearly
+  allow must not raise, and one that they clearly forbid must raise (see ``expect`` in ``Fuzzer``).
+* :func:`check_schedule` -- the oracle: the schedule round-trips through ``print(s)`` and JSON, lowers with
+  ``s.lowered(strict=True)``, and its kernel (called into ``out=`` arrays full of NaN / 7) gives the
+  unscheduled kernel's results (floats within ``oracle.assert_close``, ints and copies exactly) without
+  touching the inputs.
+
+Every random choice comes from one ``random.Random``-like object (in the tests ``st.randoms()``, which
+hypothesis records and shrinks), through ``progen.Src``.
+
+Known compiler bugs that would otherwise drown every run are skipped (the schedule is not lowered; the
+skip is counted as a hypothesis ``event``) -- see ``KNOWN_BUGS``. ``TENSORLANG_SCHEDULE_FUZZ_KNOWN=1`` turns
+the skips off, to check whether the bugs are fixed.
+
+Reproduce a failure by hand::
+
+    import tensorlang as tl
+    op = tl.op(DSL_TEXT)
+    exec(PRINTED_SCHEDULE)        # the `s = tl.schedule(op, ...)` lines of the failure report
+    print(s.lower())
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import traceback
+from dataclasses import dataclass, field
+
+import numpy as np
+
+import progen
+import tensorlang as tl
+from oracle import assert_close
+
+# --------------------------------------------------------------------------------------------- known bugs
+# Each entry: name -> one line on the bug. `known_bug(s)` says which of them a finished schedule would hit;
+# such a schedule is skipped (not lowered) unless TENSORLANG_SCHEDULE_FUZZ_KNOWN=1. Remove an entry (and
+# its test in `known_bug`) when the bug is fixed.
+KNOWN_BUGS = {
+    "compute_at-axis-gone": "s['P'].compute_at(s['C'], ax) and later a split/fuse of C's loop ax: P is never "
+                            "computed (silently wrong results: the kernel reads an uninitialised buffer)",
+    "cache_read-of-inlined": "s['C'].cache_read('T', ax) and T computed inline (before or after): KeyError in "
+                             "lowering instead of a ScheduleError at the call",
+    "cache_read-flat-layout": "s['C'].cache_read('A', ax, layout=(0, 1)) (the pairs' nesting forgotten) raises "
+                              "TypeError: 'int' object is not iterable, not ScheduleError (the fuzzer does not "
+                              "generate such layouts)",
+    "late-ScheduleError": "cache_read/cache_write/compute_at whose loop or reader a later primitive moves: the "
+                          "ScheduleError comes from s.lowered(), not from the primitive call",
+}
+CHECK_KNOWN = os.environ.get("TENSORLANG_SCHEDULE_FUZZ_KNOWN", "0") == "1"
+
+
+def known_bug(s) -> str | None:
+    """The KNOWN_BUGS entry that schedule `s` (finished) would trip over, or None."""
+    if CHECK_KNOWN:
+        return None
+    st = s.state()
+    loops = {n: stt.nest.names() for n, stt in st.stages.items()}
+    for name, stt in st.stages.items():
+        if stt.attach[0] == "at":
+            _, cons, axis = stt.attach
+            if axis not in loops[cons] and st.stages[cons].attach[0] != "inline":
+                return "compute_at-axis-gone"
+        for tensor, _axis, _layout in stt.cache_reads:
+            if tensor in st.stages and st.stages[tensor].attach[0] == "inline":
+                return "cache_read-of-inlined"
+    return None
+
+
+# --------------------------------------------------------------------------------------------- cases
+@dataclass
+class Case:
+    """A program at fixed sizes with inputs and the results of its unscheduled kernel."""
+
+    label: str
+    text: str
+    sizes: dict
+    op: object
+    inputs: list  # in op.inputs order
+    baseline: dict  # output name -> array (unscheduled kernel)
+    reduction_len: dict  # output name -> reduction_len for assert_close
+    exact: dict  # output name -> bool (compare bit-exactly)
+    compare_f32: dict = field(default_factory=dict)  # output name -> compare an f64 output at f32 precision
+
+    def describe(self) -> str:
+        return f"{self.label}\n{self.text.rstrip()}\nsizes = {self.sizes}"
+
+
+def _as_tuple(x):
+    return x if isinstance(x, tuple) else (x,)
+
+
+def total_reduction_len(s) -> int:
+    """Sum over the stages of the number of terms reduced into one element (at least 1)."""
+    total = 0
+    for st in s.op.stages:
+        bs = s.bound.stages[st.name]
+        total += math.prod(bs.ranges[v][1] for v in st.red_vars) if st.red_vars else 0
+    return max(total, 1)
+
+
+# Values of sizes for the workloads: shape sizes shrink toward 1, int parameters toward their usual value.
+SHAPE_VALUES = [1, 2, 3, 5, 4, 7, 6]
+BIG_SHAPE_VALUES = [8, 11, 13, 16, 17]
+PARAM_VALUES = {"stride": [1, 2, 3], "pad": [1, 0, 2], "dil": [1, 2], "KH": [2, 1, 3], "KW": [2, 1, 3]}
+EXACT_WORKLOADS = {"maxpool2d", "transpose"}  # the results are copies of input values
+
+
+def workload_sizes(w, op, src: progen.Src) -> dict:
+    """Tiny sizes for workload `w`: small shape sizes (1 and primes included, now and then one of 8..17),
+    usual int parameters; redrawn until the program binds (windows fit)."""
+    for _ in range(20):
+        sizes = {}
+        big = src.pick([n for n in op.size_names if n not in op.int_params]) if src.chance(15) else None
+        for n in op.size_names:
+            if n in op.int_params:
+                sizes[n] = src.pick(PARAM_VALUES.get(n, [1, 2]))
+            elif n in ("R", "S"):  # filter taps
+                sizes[n] = src.pick([3, 1, 2])
+            else:
+                sizes[n] = src.pick(BIG_SHAPE_VALUES if n == big else SHAPE_VALUES)
+        try:
+            tl.schedule(op, **sizes)
+            return sizes
+        except tl.BuildError:
+            continue
+    # windows that never fit in 20 draws: the small preset, every shape size capped at 7
+    sizes = w.sizes("small")
+    return {k: (v if k in op.int_params else min(v, 7)) for k, v in sizes.items()}
+
+
+def workload_case(name: str, src: progen.Src) -> Case:
+    """Workload `name` at random tiny sizes; its unscheduled kernel checked against the workload's reference."""
+    import schedules
+
+    w = schedules.WORKLOADS[name]
+    op = tl.op(w.source)
+    sizes = workload_sizes(w, op, src)
+    inputs = w.make_inputs(sizes, np.random.default_rng(src.int(0, 2**32 - 1)))
+    s0 = tl.schedule(op, **sizes)
+    rlen = total_reduction_len(s0)
+    exact = name in EXACT_WORKLOADS
+    case = Case(f"workload {name}", w.source, sizes, op, inputs, {}, {o: rlen for o in op.outputs},
+                {o: exact for o in op.outputs})
+    kernel = tl.build(op, **sizes)
+    got = _as_tuple(kernel(*inputs))
+    want = _as_tuple(w.reference(*inputs, **sizes))
+    for o, g, e in zip(op.outputs, got, want):
+        assert_close(g, e, rlen, exact=exact,
+                     err_msg=f"the UNSCHEDULED kernel differs from numpy for {o}\n{case.describe()}")
+        case.baseline[o] = g
+    return case
+
+
+def progen_case(src: progen.Src) -> Case:
+    """A random program from progen.py; raises progen.Reject for numerically fragile ones."""
+    prog = progen.generate(src)
+    seed = src.int(0, 2**32 - 1)
+    arrays = progen.make_inputs(prog, seed)
+    expected = prog.evaluate(arrays)  # raises Reject before any compile
+    op = tl.op(prog.text)
+    sizes = dict(prog.env)
+    inputs = [arrays[n] for n in op.inputs]
+    nodes = sum(sum(1 for _ in stg.expr.walk()) for stg in prog.stages)
+    case = Case("random program (tests/progen.py)", prog.text, sizes, op, inputs, {}, {}, {})
+    kernel = tl.build(op, **sizes)
+    got = dict(zip(op.outputs, _as_tuple(kernel(*inputs))))
+    for o in op.outputs:
+        exp, out = expected[o], np.asarray(got[o])
+        f32 = exp.dtype == np.float64 and prog.uses_f32()
+        case.compare_f32[o] = f32
+        case.exact[o] = not np.issubdtype(exp.dtype, np.floating)
+        case.reduction_len[o] = _progen_oracle_len(prog, exp, nodes)
+        a, b = (out.astype(np.float32), exp.astype(np.float32)) if f32 else (out, exp)
+        assert_close(a, b, case.reduction_len[o],
+                     err_msg=f"the UNSCHEDULED kernel differs from numpy for {o}\n{case.describe()}")
+        case.baseline[o] = out
+    return case
+
+
+def _progen_oracle_len(prog, expected, nodes) -> int:
+    """The error budget test_random_programs.py gives a program (sums of reduction lengths and expression
+    nodes, scaled by the largest intermediate magnitude over the output's rms), as an assert_close length."""
+    e = expected.astype(np.float64)
+    e = e[np.isfinite(e)]
+    rms = float(np.sqrt(np.mean(e * e))) if e.size else 0.0
+    scale = rms if rms > 0 else 1.0
+    units = 4.0 * (prog.total_reduction_len() + nodes) * max(1.0, prog.magnitude / scale)
+    return max(prog.total_reduction_len(), int(math.ceil(max(units - 64.0, 8.0) / 8.0) ** 2))
+
+
+# --------------------------------------------------------------------------------------------- the fuzzer
+def _q(x) -> str:
+    return repr(x).replace("'", '"')
+
+
+class FuzzFailure(AssertionError):
+    """A schedule broke a rule of the schedule API (the message holds the repro)."""
+
+
+class Fuzzer:
+    """Applies random primitives to a schedule, logging each call; see the module docstring."""
+
+    WEIGHTS = [("split", 18), ("tile", 6), ("reorder", 11), ("fuse", 9), ("vectorize", 10), ("unroll", 7),
+               ("parallel", 8), ("serial", 2), ("compute_at", 14), ("compute_inline", 7), ("compute_root", 3),
+               ("cache_write", 7), ("cache_read", 9), ("bad_stage", 1)]
+    MAX_UNROLLED = 256  # the fuzzer keeps the product of unrolled extents of a stage below this (compile time)
+
+    def __init__(self, case: Case, src: progen.Src):
+        self.case, self.src = case, src
+        self.op = case.op
+        self.stage_names = [st.name for st in self.op.stages]
+        self.s = tl.schedule(self.op, **case.sizes)
+        self.log: list[str] = [str(self.s)]
+        self.counter = 0
+
+    # ---- views of the current state (read-only) ----
+    def nest(self, stage):
+        return self.s.state().stages[stage].nest
+
+    def loop(self, stage, name):
+        return next((lp for lp in self.nest(stage).loops if lp.name == name), None)
+
+    def attach(self, stage):
+        return self.s.state().stages[stage].attach
+
+    def reads(self, stage) -> list[str]:
+        return list(self.op.stage(stage).reads())
+
+    def readers(self, tensor) -> list[str]:
+        return [st.name for st in self.op.stages if tensor in st.reads()]
+
+    def rank(self, tensor) -> int:
+        return len(self.s.bound.shapes[tensor])
+
+    def named_loops(self, stage) -> set[str]:
+        """Loops of `stage` that a compute_at (of another stage), its cache_write or a cache_read names."""
+        st = self.s.state()
+        out = {o.attach[2] for o in st.stages.values() if o.attach[0] == "at" and o.attach[1] == stage}
+        if st.stages[stage].cache_write:
+            out.add(st.stages[stage].cache_write)
+        out |= {axis for _t, axis, _l in st.stages[stage].cache_reads}
+        return out
+
+    def fresh(self, stage, name) -> bool:
+        return (isinstance(name, str) and name.isidentifier() and name not in self.s[stage].loops()
+                and name not in self.op.stage(stage).all_vars)
+
+    # ---- choices ----
+    def any_loop(self, stage) -> str:
+        """A current loop of `stage` (95%), else a name that is not one (a removed loop, another stage's)."""
+        loops = self.s[stage].loops()
+        if loops and not self.src.chance(5):
+            return self.src.pick(loops)
+        others = [v for v in self.op.stage(stage).all_vars if v not in loops]
+        others += [lp for n in self.stage_names if n != stage for lp in self.s[n].loops() if lp not in loops]
+        return self.src.pick(others or ["nope"])
+
+    def factor(self, stage, axis) -> int:
+        lp = self.loop(stage, axis)
+        k = self.src.weighted([("small", 84), ("big", 12), ("bad", 4)])
+        if k == "small" or lp is None:
+            return self.src.int(1, 9)
+        if k == "big":
+            return lp.extent + self.src.int(0, 3)
+        return self.src.pick([0, -1])
+
+    def new_name(self, stage, base) -> str:
+        """A loop name for split/fuse: usually fresh, sometimes one that clashes or is not an identifier."""
+        self.counter += 1
+        kind = self.src.weighted([("fresh", 70), ("clash", 12), ("other_prefix", 12), ("bad", 6)])
+        if kind == "fresh":
+            return f"{base}{self.counter}"
+        if kind == "clash":
+            return self.src.pick(self.s[stage].loops() + list(self.op.stage(stage).all_vars))
+        if kind == "other_prefix":  # the names tensorlang gives a computed-at stage's loops (`P_n`)
+            other = self.src.pick(self.stage_names)
+            return f"{other}_{self.src.pick(list(self.op.stage(other).all_vars) or ['x'])}"
+        return self.src.pick(["1x", "a.b", "", "for"])
+
+    # ---- one primitive ----
+    def step(self) -> None:
+        """Draw a primitive and its arguments, apply it, check the ScheduleError rules."""
+        kind = self.src.weighted(self.WEIGHTS)
+        stage = self.src.pick(self.stage_names)
+        call = getattr(self, "p_" + kind)(stage)
+        if call is None:
+            return
+        text, fn, expect = call
+        before = list(self.s.primitives)
+        before_loops = {n: self.s[n].loops() for n in self.stage_names}
+        try:
+            fn()
+        except tl.ScheduleError as e:
+            self.log.append(f"{text}  # ScheduleError: {e}")
+            if expect == "legal":
+                self.fail(f"false rejection: {text} is legal by the schedule API's rules but raised ScheduleError",
+                          e)
+            after = list(self.s.primitives)
+            if kind == "tile":  # tile is split, split, reorder: an error in a later one keeps the earlier ones
+                ok = after[:len(before)] == before
+            else:
+                ok = after == before
+            if not ok:
+                self.fail(f"{text} raised ScheduleError but changed the schedule's primitives", e)
+            if kind != "tile":
+                after_loops = {n: self.s[n].loops() for n in self.stage_names}
+                if after_loops != before_loops:
+                    self.fail(f"{text} raised ScheduleError but changed the loops: {before_loops} -> {after_loops}")
+            return
+        except Exception as e:
+            self.log.append(f"{text}  # {type(e).__name__}: {e}")
+            e.add_note(self.report(f"the primitive call {text} raised {type(e).__name__}, not tl.ScheduleError"))
+            raise
+        self.log.append(text)
+        if expect == "illegal":
+            self.fail(f"{text} was accepted, but the schedule API's rules forbid it")
+
+    def p_split(self, stage):
+        axis = self.any_loop(stage)
+        factor = self.factor(stage, axis)
+        named = self.src.chance(20)
+        outer = self.new_name(stage, axis + "_o") if named else None
+        inner = self.new_name(stage, axis + "_i") if named else None
+        lp = self.loop(stage, axis)
+        o, i = outer or f"{axis}_o", inner or f"{axis}_i"
+        if lp is None or factor <= 0 or (named and (o == i or not o.isidentifier() or not i.isidentifier()
+                                                    or o in self.s[stage].loops() or i in self.s[stage].loops())):
+            expect = "illegal"
+        elif (lp.kind == "serial" and self.fresh(stage, o) and self.fresh(stage, i) and o != i
+              and axis not in self.named_loops(stage)):
+            expect = "legal"
+        else:
+            expect = None
+        extra = f", outer={_q(outer)}, inner={_q(inner)}" if named else ""
+        text = f"s[{_q(stage)}].split({_q(axis)}, {factor}{extra})"
+        return text, lambda: self.s[stage].split(axis, factor, outer, inner), expect
+
+    def p_tile(self, stage):
+        x, y = self.any_loop(stage), self.any_loop(stage)
+        fx, fy = self.factor(stage, x), self.factor(stage, y)
+        text = f"s[{_q(stage)}].tile({_q(x)}, {_q(y)}, {fx}, {fy})"
+        expect = "illegal" if x == y or fx <= 0 or fy <= 0 else None
+        return text, lambda: self.s[stage].tile(x, y, fx, fy), expect
+
+    def p_reorder(self, stage):
+        loops = self.s[stage].loops()
+        k = self.src.weighted([("perm", 90), ("one", 4), ("dup", 3), ("missing", 3)])
+        if k == "perm" and len(loops) >= 2:
+            n = self.src.int(2, len(loops))
+            pool = list(loops)
+            axes = []
+            for _ in range(n):
+                axes.append(pool.pop(self.src.int(0, len(pool) - 1)))
+            expect = "legal"
+        elif k == "dup" and loops:
+            a = self.src.pick(loops)
+            axes = [a, a]
+            expect = "illegal"
+        elif k == "missing" or not loops:
+            axes = [self.src.pick(loops or ["nope"]), "nope"]
+            expect = "illegal"
+        else:
+            axes = [self.src.pick(loops)]
+            expect = "illegal"
+        text = f"s[{_q(stage)}].reorder({', '.join(_q(a) for a in axes)})"
+        return text, lambda: self.s[stage].reorder(*axes), expect
+
+    def p_fuse(self, stage):
+        loops = self.s[stage].loops()
+        if len(loops) >= 2 and self.src.chance(85):
+            i = self.src.int(0, len(loops) - 2)
+            a, b = loops[i], loops[i + 1]
+        else:
+            a, b = self.any_loop(stage), self.any_loop(stage)
+        named = self.src.chance(15)
+        fused = self.new_name(stage, f"{a}_{b}") if named else None
+        la, lb = self.loop(stage, a), self.loop(stage, b)
+        f = fused or f"{a}_{b}"
+        adjacent = la is not None and lb is not None and loops.index(b) == loops.index(a) + 1
+        if not adjacent:
+            expect = "illegal"
+        elif (la.reduction == lb.reduction and la.kind == lb.kind == "serial" and self.fresh(stage, f)
+              and not {a, b} & self.named_loops(stage)):
+            expect = "legal"
+        else:
+            expect = None
+        extra = f", fused={_q(fused)}" if named else ""
+        text = f"s[{_q(stage)}].fuse({_q(a)}, {_q(b)}{extra})"
+        return text, lambda: self.s[stage].fuse(a, b, fused), expect
+
+    def _annotate(self, stage, verb):
+        axis = self.any_loop(stage)
+        lp = self.loop(stage, axis)
+        nest = self.nest(stage)
+        expect = None
+        if lp is None:
+            expect = "illegal"
+        elif verb == "parallel" and lp.reduction:
+            expect = "illegal"
+        elif verb == "serial":
+            expect = "legal"
+        elif verb == "unroll":
+            copies = math.prod(q.extent for q in nest.loops if q.kind == "unrolled" and q is not lp) * lp.extent
+            if copies > self.MAX_UNROLLED:
+                return None  # legal, but slow to compile: not worth it
+            expect = "legal"
+        elif verb == "vectorize":
+            i = nest.names().index(axis)
+            if (lp.extent <= 64 and not lp.reduction
+                    and not any(q.kind == "vectorized" for q in nest.loops if q is not lp)
+                    and not any(q.kind == "parallel" for q in nest.loops[i + 1:])
+                    and not set(nest.names()[i:]) & self.named_loops(stage)):
+                expect = "legal"
+        elif verb == "parallel":
+            i = nest.names().index(axis)
+            if (self.attach(stage)[0] != "at" and not any(q.kind == "parallel" for q in nest.loops if q is not lp)
+                    and not any(q.kind == "vectorized" for q in nest.loops[:i])):
+                expect = "legal"
+        text = f"s[{_q(stage)}].{verb}({_q(axis)})"
+        return text, lambda: getattr(self.s[stage], verb)(axis), expect
+
+    def p_vectorize(self, stage):
+        return self._annotate(stage, "vectorize")
+
+    def p_unroll(self, stage):
+        return self._annotate(stage, "unroll")
+
+    def p_parallel(self, stage):
+        return self._annotate(stage, "parallel")
+
+    def p_serial(self, stage):
+        return self._annotate(stage, "serial")
+
+    def p_compute_at(self, stage):
+        producer = stage
+        if self.src.chance(85):  # mostly a producer that is not an output
+            inner = [n for n in self.stage_names if n not in self.op.outputs]
+            if inner:
+                producer = self.src.pick(inner)
+        readers = self.readers(producer)
+        if readers and self.src.chance(80):
+            consumer = self.src.pick(readers)
+        else:
+            consumer = self.src.pick(self.stage_names)
+        axis = self.any_loop(consumer)
+        expect = None
+        if producer in self.op.outputs or consumer == producer or self.loop(consumer, axis) is None:
+            expect = "illegal"
+        text = f"s[{_q(producer)}].compute_at(s[{_q(consumer)}], {_q(axis)})"
+        return text, lambda: self.s[producer].compute_at(self.s[consumer], axis), expect
+
+    def p_compute_inline(self, stage):
+        if self.src.chance(80):
+            inner = [n for n in self.stage_names if n not in self.op.outputs]
+            if inner:
+                stage = self.src.pick(inner)
+        st = self.op.stage(stage)
+        expect = "illegal" if stage in self.op.outputs or st.reduce_op is not None else None
+        return f"s[{_q(stage)}].compute_inline()", lambda: self.s[stage].compute_inline(), expect
+
+    def p_compute_root(self, stage):
+        return f"s[{_q(stage)}].compute_root()", lambda: self.s[stage].compute_root(), "legal"
+
+    def p_cache_write(self, stage):
+        axis = self.any_loop(stage)
+        expect = "illegal" if self.loop(stage, axis) is None else None
+        return f"s[{_q(stage)}].cache_write({_q(axis)})", lambda: self.s[stage].cache_write(axis), expect
+
+    def layout(self, rank):
+        """(layout, valid): a random cache_read layout, valid (by CacheRead's rules) or not."""
+        src = self.src
+        k = src.weighted([("none", 35), ("perm", 30), ("blocked", 22), ("bad", 13)])
+        dims = list(range(rank))
+        if k == "none":
+            return (), True
+        if k in ("perm", "blocked") and rank:
+            keep = [d for d in dims if src.chance(80)] or [src.pick(dims)]
+            order = []
+            while keep:
+                order.append(keep.pop(src.int(0, len(keep) - 1)))
+            lay = [(d, 0) for d in order]
+            if k == "blocked":
+                d = src.pick(order)
+                pos = src.int(0, lay.index((d, 0)))
+                lay.insert(pos, (d, src.int(1, 5)))
+            return tuple(lay), True
+        bad = src.weighted([("dim", 30), ("neg", 20), ("twice", 20), ("two_blocks", 15), ("flat", 10),
+                            ("short", 5)])
+        if bad == "dim":
+            return ((src.pick([rank, rank + 1, -1]), 0),), False
+        if bad == "neg":
+            return ((src.pick(dims or [0]), -2),), False
+        if bad == "twice":
+            d = src.pick(dims or [0])
+            return ((d, 0), (d, 0)), False
+        if bad == "two_blocks":
+            d = src.pick(dims or [0])
+            return ((d, 2), (d, 3)), False
+        if bad == "flat":  # the nesting forgotten: layout=(0, 1)
+            if CHECK_KNOWN:
+                return tuple(dims) or (0,), False
+            bad = "short"  # known bug cache_read-flat-layout: skipped
+        if bad == "short":
+            return ((src.pick(dims or [0]),),), False
+        raise AssertionError(bad)
+
+    def p_cache_read(self, stage):
+        reads = self.reads(stage)
+        others = [t for t in list(self.op.inputs) + self.stage_names if t not in reads]
+        tensor = self.src.pick(reads) if reads and (not others or self.src.chance(90)) else self.src.pick(others)
+        axis = self.any_loop(stage)
+        layout, valid = self.layout(self.rank(tensor))
+        expect = None
+        if tensor not in reads or self.loop(stage, axis) is None or not valid:
+            expect = "illegal"
+        extra = f", layout={layout!r}" if layout else ""
+        text = f"s[{_q(stage)}].cache_read({_q(tensor)}, {_q(axis)}{extra})"
+        return text, lambda: self.s[stage].cache_read(tensor, axis, layout=layout), expect
+
+    def p_bad_stage(self, stage):
+        name = self.src.pick(list(self.op.inputs) + ["nope"])
+        return f"s[{_q(name)}]", lambda: self.s[name], "illegal"
+
+    # ---- reporting ----
+    def report(self, what: str) -> str:
+        calls = "\n".join(self.log[1:]) or "(none)"
+        return (f"{what}\n--- program: {self.case.describe()}\n--- schedule (print(s)):\n{self.s}\n"
+                f"--- every call made, rejected ones included:\n{calls}")
+
+    def fail(self, what: str, exc: BaseException | None = None):
+        msg = self.report(what)
+        if exc is not None:
+            msg += f"\n--- the error: {type(exc).__name__}: {exc}"
+        raise FuzzFailure(msg)
+
+
+# --------------------------------------------------------------------------------------------- the oracle
+def run_schedule(case: Case, src: progen.Src) -> str:
+    """Apply 1..8 random primitives to a fresh schedule of `case`, then check it. Returns an outcome label."""
+    fz = Fuzzer(case, src)
+    for _ in range(src.int(1, 8)):
+        fz.step()
+    return check_schedule(fz)
+
+
+def check_schedule(fz: Fuzzer) -> str:
+    """The schedule round-trips, lowers strictly, and computes what the unscheduled kernel computes."""
+    s, case = fz.s, fz.case
+    # print(s) is the repro: it must rebuild the same schedule, and so must the JSON form
+    ns = {"tl": tl, "op": case.op}
+    exec(str(s), ns)  # noqa: S102 -- the text is tensorlang's own printout
+    if ns["s"].key() != s.key():
+        fz.fail("print(s) does not rebuild the schedule")
+    if tl.Schedule.from_json(s.to_json()).key() != s.key():
+        fz.fail("Schedule.from_json(s.to_json()) is not the schedule")
+    bug = known_bug(s)
+    if bug is not None:
+        return f"skipped (known bug {bug})"
+    try:
+        s.lowered(strict=True)
+    except tl.ScheduleError as e:
+        if not CHECK_KNOWN:
+            return "skipped (known bug late-ScheduleError)"
+        fz.fail("s.lowered(strict=True) raised ScheduleError: an illegal schedule must be refused at the "
+                "primitive call", e)
+    except tl.BuildError as e:
+        fz.fail("s.lowered(strict=True) raised BuildError for a schedule whose primitives were all accepted", e)
+    except Exception as e:
+        e.add_note(fz.report(f"s.lowered(strict=True) crashed with {type(e).__name__}:\n"
+                             + "".join(traceback.format_exception_only(e))))
+        raise
+    try:
+        kernel = tl.build(s)
+    except Exception as e:
+        e.add_note(fz.report(f"tl.build(s) raised {type(e).__name__} after s.lowered(strict=True) worked"))
+        raise
+    inputs = case.inputs
+    saved = [a.copy() for a in inputs]
+    outs = []
+    for o in case.op.outputs:
+        dt = kernel.output_dtypes[o]
+        fill = np.nan if np.issubdtype(dt, np.floating) else 7
+        outs.append(np.full(kernel.output_shapes[o], fill, dtype=dt))
+    res = _as_tuple(kernel(*inputs, out=outs[0] if len(outs) == 1 else tuple(outs)))
+    for name, a, b in zip(case.op.inputs, inputs, saved):
+        if not np.array_equal(a, b, equal_nan=True):
+            fz.fail(f"the scheduled kernel modified input {name}")
+    for o, got, buf in zip(case.op.outputs, res, outs):
+        if got is not buf:
+            fz.fail(f"the kernel did not return the out= array of {o}")
+        want = case.baseline[o]
+        a, b = (got.astype(np.float32), want.astype(np.float32)) if case.compare_f32.get(o) else (got, want)
+        try:
+            assert_close(a, b, case.reduction_len[o], exact=case.exact[o], err_msg=o)
+        except AssertionError as e:
+            fz.fail(f"WRONG RESULT: output {o} of the scheduled kernel differs from the unscheduled kernel\n{e}")
+    return "checked"
