@@ -362,6 +362,49 @@ def expr_vars(e: Expr) -> set[str]:
     return set()
 
 
+def loads(e: Expr):
+    """Every Load in an expression (loads inside indices included).
+
+    >>> X = Buffer("X", "f32", (4,))
+    >>> [l.buffer.name for l in loads(BinOp("+", Load(X, (const(0),)), FloatImm(1.0)))]
+    ['X']
+    """
+    if isinstance(e, Load):
+        yield e
+        for i in e.indices:
+            yield from loads(i)
+    elif isinstance(e, (BinOp, Cmp, Logic)):
+        yield from loads(e.a)
+        yield from loads(e.b)
+    elif isinstance(e, (Neg, Not, Cast)):
+        yield from loads(e.a)
+    elif isinstance(e, Select):
+        for x in (e.cond, e.t, e.f):
+            yield from loads(x)
+    elif isinstance(e, Call):
+        for a in e.args:
+            yield from loads(a)
+
+
+def substitute(e: Expr, mapping: dict[str, Expr]) -> Expr:
+    """`e` with variables replaced by expressions (integer index expressions and conditions).
+
+    >>> str(substitute(BinOp("+", Var("i"), const(1)), {"i": Var("j")}))
+    'j + 1'
+    """
+    if isinstance(e, Var):
+        return mapping.get(e.name, e)
+    if isinstance(e, (BinOp, Cmp, Logic)):
+        return type(e)(e.op, substitute(e.a, mapping), substitute(e.b, mapping))
+    if isinstance(e, (Neg, Not)):
+        return type(e)(substitute(e.a, mapping))
+    if isinstance(e, Select):
+        return Select(substitute(e.cond, mapping), substitute(e.t, mapping), substitute(e.f, mapping))
+    if isinstance(e, Cast):
+        return Cast(e.dtype, substitute(e.a, mapping))
+    return e
+
+
 def drop_unused_lets(s: Stmt) -> tuple[Stmt, set[str]]:
     """`s` without the Lets whose variable nothing reads, and the variables `s` reads.
 

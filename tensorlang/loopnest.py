@@ -34,36 +34,8 @@ class Loop:
     reduction: bool
 
 
-def substitute(e: ir.Expr, mapping: dict[str, ir.Expr]) -> ir.Expr:
-    """`e` with variables replaced by expressions (only integer index expressions occur here)."""
-    if isinstance(e, ir.Var):
-        return mapping.get(e.name, e)
-    if isinstance(e, ir.BinOp):
-        return ir.BinOp(e.op, substitute(e.a, mapping), substitute(e.b, mapping))
-    if isinstance(e, ir.Neg):
-        return ir.Neg(substitute(e.a, mapping))
-    if isinstance(e, ir.Cmp):
-        return ir.Cmp(e.op, substitute(e.a, mapping), substitute(e.b, mapping))
-    if isinstance(e, ir.Logic):
-        return ir.Logic(e.op, substitute(e.a, mapping), substitute(e.b, mapping))
-    if isinstance(e, ir.Select):
-        return ir.Select(substitute(e.cond, mapping), substitute(e.t, mapping), substitute(e.f, mapping))
-    if isinstance(e, ir.Cast):
-        return ir.Cast(e.dtype, substitute(e.a, mapping))
-    return e
-
-
-def variables(e: ir.Expr) -> set[str]:
-    """Names of the variables in an integer index expression."""
-    if isinstance(e, ir.Var):
-        return {e.name}
-    if isinstance(e, (ir.BinOp, ir.Cmp, ir.Logic)):
-        return variables(e.a) | variables(e.b)
-    if isinstance(e, (ir.Neg, ir.Cast, ir.Not)):
-        return variables(e.a)
-    if isinstance(e, ir.Select):
-        return variables(e.cond) | variables(e.t) | variables(e.f)
-    return set()
+substitute = ir.substitute
+variables = ir.expr_vars
 
 
 class LoopNest:

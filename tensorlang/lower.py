@@ -304,27 +304,10 @@ class Lowerer:
     def global_index_vars(value: ir.Expr, orig: dict) -> set[str]:
         """Index variables used in the indices of loads from the program's buffers (not local copies)."""
         names: set[str] = set()
-
-        def walk(e):
-            if isinstance(e, ir.Load):
-                if e.buffer.role in ("input", "output", "temp"):
-                    for i in e.indices:
-                        names.update(variables(i))
-                for i in e.indices:
-                    walk(i)
-            elif isinstance(e, (ir.BinOp, ir.Cmp, ir.Logic)):
-                walk(e.a)
-                walk(e.b)
-            elif isinstance(e, (ir.Neg, ir.Not, ir.Cast)):
-                walk(e.a)
-            elif isinstance(e, ir.Select):
-                walk(e.cond)
-                walk(e.t)
-                walk(e.f)
-            elif isinstance(e, ir.Call):
-                for a in e.args:
-                    walk(a)
-        walk(value)
+        for load in ir.loads(value):
+            if load.buffer.role in ("input", "output", "temp"):
+                for i in load.indices:
+                    names |= ir.expr_vars(i)
         return {v for v, var in orig.items() if var.name in names}
 
     # ---- regions ----
