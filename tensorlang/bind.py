@@ -129,7 +129,7 @@ def _bind_stage(op: Op, s: Stage, sizes: dict, shapes: dict) -> BoundStage:
             dims.append((n, d, coeffs, const, shapes[a.tensor][d]))
     # exact uses (`A[.., i, ..]`) of one index over dimensions of different extent disagree
     exact: dict[str, tuple] = {}
-    for n, d, coeffs, const, extent in dims:
+    for n, d, _, _, extent in dims:
         a = accesses[n]
         v = a.indices[d].is_plain_var()  # as written: `A[st*i]` is not checked even when st is 1
         if v is not None:
