@@ -135,6 +135,16 @@ class LoopNest:
         by_name = {lp.name: lp for lp in self.loops}
         for pos, name in zip(positions, axes):
             self.loops[pos] = by_name[name]
+        where = f"{prim}({self.stage}, {', '.join(axes)})"
+        for i, lp in enumerate(self.loops):
+            if lp.kind == "vectorized" and lp.reduction and i != len(self.loops) - 1:
+                raise ScheduleError(f"{where}: the vectorized reduction loop {lp.name} would have loops inside it; "
+                                    "it must stay innermost")
+            if lp.kind == "vectorized":
+                inner_par = [q.name for q in self.loops[i + 1:] if q.kind == "parallel"]
+                if inner_par:
+                    raise ScheduleError(f"{where}: the parallel loop {inner_par[0]} would be inside the vectorized "
+                                        f"loop {lp.name}")
 
     def annotate(self, prim: str, axis: str, kind: str) -> None:
         """Mark loop `axis` vectorized, unrolled, parallel or serial, after checking it is legal."""

@@ -497,8 +497,10 @@ class ValueLowering:
     """Turns a stage's value expression into IR, given IR expressions for its index variables."""
 
     def __init__(self, lowerer: Lowerer, stage: BoundStage, env: dict[str, ir.Expr], leaf_env: dict[str, ir.Expr],
-                 copies: dict, ranges: dict):
+                 copies: dict, ranges: dict, all_pad: bool = False):
         self.lowerer, self.stage, self.env, self.copies, self.ranges = lowerer, stage, env, copies, ranges
+        # inside an inlined stage read outside its domain, every read may fall outside: its value is dropped
+        self.all_pad = all_pad
         self.leaf_env = leaf_env  # index variables as expressions of the loops (for local copies)
         self.bound = lowerer.bound
         self.pads = dict(zip(map(id, stage.stage.accesses()), stage.padded))
@@ -544,12 +546,12 @@ class ValueLowering:
         if tensor in self.lowerer.inlined:
             bs = self.bound.stages[tensor]
             env = {v: i for v, i in zip(bs.stage.lhs_vars, idx)}
-            inner = ValueLowering(self.lowerer, bs, env, env, {}, self.ranges)
+            inner = ValueLowering(self.lowerer, bs, env, env, {}, self.ranges, all_pad=pad or self.all_pad)
             value = inner(bs.stage.rhs, bs.stage.dtype)
             if pad:  # reads outside the inlined stage's domain are 0, as they were from its buffer
                 value = ir.Select(_in_domain(idx, bs.shape), value, _constant(0, bs.stage.dtype))
             return value
-        return ir.Load(self.lowerer.buffers[tensor], idx, pad=pad)
+        return ir.Load(self.lowerer.buffers[tensor], idx, pad=pad or self.all_pad)
 
 
 def lower(bound: BoundOp, state=None) -> ir.Func:

@@ -122,6 +122,21 @@ class ScheduleState:
             self._cache_read(p, st)
         else:
             raise ScheduleError(f"unknown primitive {p!r}")
+        if isinstance(p, (Split, Fuse, Reorder, Annotate)):
+            self.check_vector_levels(p.stage, name, getattr(p, "axis", None) or ", ".join(getattr(p, "axes", ())))
+
+    def check_vector_levels(self, stage: str, prim: str, axis: str) -> None:
+        """Nothing may be attached at or inside a vectorized loop (its body runs once for all lanes)."""
+        st = self.stages[stage]
+        names = st.nest.names()
+        vec = [i for i, lp in enumerate(st.nest.loops) if lp.kind == "vectorized"]
+        if not vec:
+            return
+        for what, level in self.levels_of(stage):
+            if level in names and names.index(level) >= vec[0]:
+                raise ScheduleError(f"{prim}({stage}, {axis}): {what} at loop {level}, which would be inside the "
+                                    f"vectorized loop {names[vec[0]]}; a vectorized loop runs its body once for "
+                                    "all lanes")
 
     def _producer_checks(self, prim: str, p: Primitive) -> None:
         op = self.bound.op
@@ -459,16 +474,16 @@ class Schedule:
         for q in self.primitives:
             trial.apply(q)
         trial.apply(p)
-        if isinstance(p, ComputeAt) or (isinstance(p, Annotate) and p.kind == "parallel" and
-                                        any(st.attach[0] == "at" for st in trial.stages.values())):
+        if any(st.attach[0] == "at" for st in trial.stages.values()) and \
+                any(lp.kind == "parallel" for st in trial.stages.values() for lp in st.nest.loops):
             # whether threads would share a computed region is known once regions are: lower to find out
             from .lower import Lowerer
             try:
                 Lowerer(self.bound, trial).function()
             except ScheduleError as e:
-                if isinstance(p, Annotate):
-                    raise ScheduleError(f"parallel({p.stage}, {p.axis}): {e}") from None
-                raise
+                if isinstance(p, ComputeAt):
+                    raise
+                raise ScheduleError(f"{p.to_python()}: {e}") from None
         self.primitives.append(p)
         self._state = trial
 
