@@ -263,6 +263,17 @@ class ScheduleState:
         st.cache_reads.append((p.tensor, p.axis, tuple(p.layout)))
 
 
+def describe(p: Primitive) -> str:
+    """`name(stage, loops)` as error messages start: `parallel(C, m_o)`."""
+    name = VERBS.get(p.kind, p.NAME) if isinstance(p, Annotate) else p.NAME
+    if isinstance(p, Reorder):
+        return f"{name}({p.stage}, {', '.join(p.axes)})"
+    if isinstance(p, Fuse):
+        return f"{name}({p.stage}, {p.outer}, {p.inner})"
+    axis = getattr(p, "axis", None)
+    return f"{name}({p.stage}, {axis})" if axis else f"{name}({p.stage})"
+
+
 class StageHandle:
     """The schedule of one stage: its methods apply primitives (see each for a before/after loop nest)."""
 
@@ -483,7 +494,7 @@ class Schedule:
             except ScheduleError as e:
                 if isinstance(p, ComputeAt):
                     raise
-                raise ScheduleError(f"{p.to_python()}: {e}") from None
+                raise ScheduleError(f"{describe(p)}: {e}") from None
         self.primitives.append(p)
         self._state = trial
 
