@@ -63,25 +63,21 @@ def flops(sizes: dict) -> float:
 
 
 def hand_schedule(s) -> None:
-    """16 output columns a vector (strided reads gathered), window loops unrolled, channels split between
-    threads.
+    """Channels split between threads and the window unrolled; LLVM vectorizes the strided row loop with
+    shuffles (faster here than explicit 16-lane gathers).
 
     Example::
 
         >>> import tensorlang as tl
         >>> s = tl.schedule(tl.op(SOURCE), N=1, C=2, H=8, W=8, KH=2, KW=2, stride=2)
         >>> hand_schedule(s)
-        >>> "# vectorized" in s.lower()
+        >>> "# parallel" in s.lower()
         True
     """
     o = s["O"]
-    wo, wi = o.split("w", 16)
-    o.reorder("n", "c", "h", wo, "r", "s", wi)
-    o.vectorize(wi)
+    o.parallel("c")
     o.unroll("r")
     o.unroll("s")
-    o.cache_write(wo)
-    o.parallel("c")
 
 
 def numpy_fast(I, *, KH, KW, stride, **sizes):
