@@ -459,9 +459,7 @@ class _Emitter:
                              f"{self.lane_var} but its value does, and it is not a reduction")
         op, dtype = s.value.op, s.buffer.dtype
         acc = self.expr(s.value.a)
-        vals = self.expr(s.value.b)
-        if not _is_vec(vals):
-            return self.binop(op, acc, vals, dtype)
+        vals = self.splat(self.expr(s.value.b))  # a value the same in every lane still counts once a lane
         w = vals.type.count
         if self.mask is not None and _is_vec(self.mask):
             ident = DTYPES[dtype].identity(op)

@@ -147,7 +147,7 @@ class Lowerer:
             domains = {v: (ir.const(bs.ranges[v][0]), ir.const(bs.ranges[v][0] + bs.ranges[v][1] - 1))
                        for v in s.all_vars}
             return nest, domains, ""
-        prefix = f"{name}_"
+        prefix = f"{name}."  # no loop a user names can contain a dot
         axes = []
         domains = {}
         for d, v in enumerate(s.lhs_vars):
@@ -188,7 +188,7 @@ class Lowerer:
                 exprs[v] = simplify(ir.BinOp("+", exprs[v], domains[v][0]))
         ranges = {prefix + lp.name: (lp.lo, lp.lo + lp.extent - 1) for lp in loops}
         # index variables: their own names at the root; inside a consumer, names that no loop can take
-        orig = {v: ir.Var(f"{name}.{v}" if prefix else v) for v in s.all_vars}
+        orig = {v: ir.Var(f"{name}:{v}" if prefix else v) for v in s.all_vars}
         loop_depth = {prefix + n: i for n, i in pos.items()}
         depth_of = {v: max([loop_depth[n] for n in variables(exprs[v]) if n in loop_depth], default=-1)
                     for v in s.all_vars}
@@ -231,7 +231,10 @@ class Lowerer:
         all_red_cached = cw_depth is not None and (first_red is None or first_red > cw_depth)
         fused_init = identity is not None and cw_depth is None and not pure_inside_red
         separate_init = identity is not None and not fused_init and not all_red_cached
-        guarded_vars = self.global_index_vars(value, orig) | (set(s.all_vars) if local is None else set())
+        # an index that may overshoot is guarded where it reaches a program buffer; a reduction index always
+        # (its extra iterations would be accumulated even into a local tile)
+        guarded_vars = self.global_index_vars(value, orig) | set(s.red_vars) | \
+            (set(s.all_vars) if local is None else set())
 
         def bounds_checks(v) -> list[ir.Expr]:
             """The comparisons that keep index v in its domain, leaving out those its loops cannot break."""
@@ -353,9 +356,15 @@ class Lowerer:
                 hi = max(k + e - 1 for k, (_, e) in zip(consts, cands))
                 mins.append(simplify(ir.BinOp("+", ir.BinOp("-", cands[0][0], ir.const(consts[0])), ir.const(lo))))
                 exts.append(hi - lo + 1)
-            else:  # reads whose starts move differently: take the whole dimension
-                mins.append(ir.const(0))
-                exts.append(shape[d])
+            else:  # reads whose starts move differently: a constant range covering every index they take
+                lo, hi = 0, shape[d] - 1
+                for m, e in cands:
+                    r = interval(m, ranges)
+                    if r is None:
+                        raise ScheduleError(f"cannot bound the region of {tensor} (dimension {d}) that {s.name} reads")
+                    lo, hi = min(lo, r[0]), max(hi, r[1] + e - 1)
+                mins.append(ir.const(lo))
+                exts.append(hi - lo + 1)
         return Region(mins, exts)
 
     def producers_at(self, consumer: str, axis: str, exprs: dict, ranges: dict, prefix: str,

@@ -124,6 +124,7 @@ class ScheduleState:
             raise ScheduleError(f"unknown primitive {p!r}")
         if isinstance(p, (Split, Fuse, Reorder, Annotate)):
             self.check_vector_levels(p.stage, name, getattr(p, "axis", None) or ", ".join(getattr(p, "axes", ())))
+        self.check_copy_order(describe(p))
 
     def check_vector_levels(self, stage: str, prim: str, axis: str) -> None:
         """Nothing may be attached at or inside a vectorized loop (its body runs once for all lanes)."""
@@ -204,6 +205,20 @@ class ScheduleState:
             raise ScheduleError(f"{prim}({p.stage}, {p.axis}): the loop is inside the vectorized loop {vec[0]}; "
                                 "choose a loop outside it")
 
+    def check_copy_order(self, prim: str) -> None:
+        """A cache_read of a stage computed at a loop of the reader must be at that loop or inside it: a copy made
+        outside would copy the stage before it is computed."""
+        for name, st in self.stages.items():
+            names = st.nest.names()
+            for tensor, axis, _ in st.cache_reads:
+                t = self.stages.get(tensor)
+                if t is None or t.attach[0] != "at" or t.attach[1] != name:
+                    continue
+                if axis in names and t.attach[2] in names and names.index(axis) < names.index(t.attach[2]):
+                    raise ScheduleError(f"{prim}: {name} copies {tensor} at loop {axis}, but {tensor} is computed "
+                                        f"at the inner loop {t.attach[2]}; the copy would come first; cache it at "
+                                        f"{t.attach[2]} or inside it")
+
     def check_attachments(self) -> None:
         """Every reader of a stage computed at C.axis must be C or computed at C.axis too (checked when lowering,
         since a later primitive can move a reader)."""
@@ -228,6 +243,9 @@ class ScheduleState:
                                 f"{', '.join(s.red_vars)}); only stages written with `=` can be inlined; use "
                                 "compute_at instead")
         for n, other in self.stages.items():
+            if any(t == p.stage for t, _, _ in other.cache_reads):
+                raise ScheduleError(f"compute_inline({p.stage}): {n} copies {p.stage} with cache_read; an inlined "
+                                    "stage has no buffer to copy")
             if other.attach[0] == "at" and other.attach[1] == p.stage:
                 raise ScheduleError(f"compute_inline({p.stage}): {n} is computed inside {p.stage}; compute it "
                                     "elsewhere first")
@@ -320,9 +338,9 @@ class StageHandle:
                                              for n_i in 0:32:
                                                ...
         """
-        xo, xi = self.split(x, fx)
-        yo, yi = self.split(y, fy)
-        self.reorder(xo, yo, xi, yi)
+        xo, xi, yo, yi = f"{x}_o", f"{x}_i", f"{y}_o", f"{y}_i"
+        self._s.apply_all([Split(self.name, x, fx, xo, xi), Split(self.name, y, fy, yo, yi),
+                           Reorder(self.name, (xo, yo, xi, yi))])
         return xo, yo, xi, yi
 
     def reorder(self, *axes: str) -> None:
@@ -446,6 +464,9 @@ class StageHandle:
                 ... B[k, n] ...                 for n_o: for k_i: for n_i:
                                                   ... B_local[n_o, k_i, n_i] ...
         """
+        if not isinstance(layout, (tuple, list)) or not all(isinstance(x, (tuple, list)) for x in layout):
+            raise ScheduleError(f"cache_read({self.name}, {tensor}, {axis}): layout is a tuple of (dimension, block) "
+                                f"pairs, like ((1, 16), (0, 0), (1, 0)); got {layout!r}")
         self._s.apply(CacheRead(self.name, tensor, axis, tuple(tuple(x) for x in layout)))
 
     pack = cache_read
@@ -481,9 +502,19 @@ class Schedule:
 
     def apply(self, p: Primitive) -> None:
         """Check `p` against the current state and append it (a ScheduleError leaves the schedule unchanged)."""
+        self.apply_all([p])
+
+    def apply_all(self, prims: list[Primitive]) -> None:
+        """Apply several primitives as one: all of them, or (on a ScheduleError) none."""
         trial = ScheduleState(self.bound)
         for q in self.primitives:
             trial.apply(q)
+        for p in prims:
+            self._check(trial, p)
+        self.primitives.extend(prims)
+        self._state = trial
+
+    def _check(self, trial: ScheduleState, p: Primitive) -> None:
         trial.apply(p)
         if any(st.attach[0] == "at" for st in trial.stages.values()) and \
                 any(lp.kind == "parallel" for st in trial.stages.values() for lp in st.nest.loops):
@@ -495,8 +526,6 @@ class Schedule:
                 if isinstance(p, ComputeAt):
                     raise
                 raise ScheduleError(f"{describe(p)}: {e}") from None
-        self.primitives.append(p)
-        self._state = trial
 
     def lowered(self, strict: bool = False) -> Func:
         """The loop IR, every access proven in bounds or guarded (`strict`: a guard is an internal error)."""
