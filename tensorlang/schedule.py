@@ -288,6 +288,10 @@ def describe(p: Primitive) -> str:
         return f"{name}({p.stage}, {', '.join(p.axes)})"
     if isinstance(p, Fuse):
         return f"{name}({p.stage}, {p.outer}, {p.inner})"
+    if isinstance(p, CacheRead):
+        return f"{name}({p.stage}, {p.tensor}, {p.axis})"
+    if isinstance(p, ComputeAt):
+        return f"{name}({p.stage}, {p.consumer}, {p.axis})"
     axis = getattr(p, "axis", None)
     return f"{name}({p.stage}, {axis})" if axis else f"{name}({p.stage})"
 

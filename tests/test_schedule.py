@@ -1808,3 +1808,60 @@ def test_zz_roundtrip_every_schedule_built():
             continue
         seen.add(key)
         roundtrip(s)
+
+
+# =====================================================================================================
+# regressions from the schedule fuzzer
+# =====================================================================================================
+def test_tile_is_atomic():
+    s = new("mm", M=5, N=7, K=11)
+    s["C"].split("n", 2)   # the loop n no longer exists: tile's second split fails
+    before = list(s.primitives)
+    with pytest.raises(tl.ScheduleError):
+        s["C"].tile("m", "n", 2, 2)
+    assert s.primitives == before and "m_o" not in s.lower()
+
+
+def test_user_loop_names_cannot_clash_with_a_computed_at_stages_loops():
+    s = new("stencil3", N=21)
+    s["D"].split("i", 4, outer="B_i", inner="C_i")   # names the generated loops of B and C once used
+    s["C"].compute_at(s["D"], "B_i")
+    s["B"].compute_at(s["D"], "B_i")
+    run(s)
+
+
+def test_cache_write_with_a_reduction_tail_does_not_accumulate_the_tail():
+    op = tl.op("def f(A: f32[M, K]) -> B:\n    B[m] += A[m, k] + f32(k)")
+    s = tl.schedule(op, M=3, K=13)
+    s["B"].split("k", 4)
+    s["B"].cache_read("A", "m")
+    s["B"].cache_write("m")
+    A = np.random.default_rng(0).standard_normal((3, 13)).astype(np.float32)
+    expected = (A.astype(np.float64) + np.arange(13)).sum(axis=1).astype(np.float32)
+    np.testing.assert_allclose(tl.build(s)(A), expected, rtol=1e-5)
+
+
+def test_error_inline_of_a_cache_read_tensor():
+    s = new("stencil3", N=13)
+    s["D"].cache_read("C", "i")
+    refuse(s, lambda: s["C"].compute_inline(), "compute_inline(C)", "copies C with cache_read")
+
+
+def test_error_cache_read_outside_the_loop_its_tensor_is_computed_at():
+    s = new("blur_i32", N=17)
+    s["B"].split("i", 4)
+    s["P"].compute_at(s["B"], "i_i")
+    refuse(s, lambda: s["B"].cache_read("P", "i_o"), "cache_read(B, P, i_o)", "computed at the inner loop i_i")
+
+
+def test_vectorized_reduction_of_a_lane_invariant_value_counts_every_lane():
+    op = tl.op("def f(A: f32[M], Z: f32[K]) -> B:\n    B[m] += A[m] + 0.0 * Z[k]")
+    s = tl.schedule(op, M=3, K=8)
+    s["B"].vectorize("k")
+    A = np.arange(3, dtype=np.float32)
+    np.testing.assert_allclose(tl.build(s)(A, np.zeros(8, np.float32)), A * 8)
+
+
+def test_error_flat_layout():
+    s = new("mm", M=5, N=7, K=11)
+    refuse(s, lambda: s["C"].cache_read("B", "m", layout=(0, 1)), "cache_read(C, B, m)", "(dimension, block) pairs")
