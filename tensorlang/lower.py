@@ -359,10 +359,9 @@ class Lowerer:
             else:  # reads whose starts move differently: a constant range covering every index they take
                 lo, hi = 0, shape[d] - 1
                 for m, e in cands:
-                    r = interval(m, ranges)
-                    if r is None:
-                        raise ScheduleError(f"cannot bound the region of {tensor} (dimension {d}) that {s.name} reads")
-                    lo, hi = min(lo, r[0]), max(hi, r[1] + e - 1)
+                    r = interval(m, ranges)  # None when the start depends on an enclosing stage's loops
+                    if r is not None:
+                        lo, hi = min(lo, r[0]), max(hi, r[1] + e - 1)
                 mins.append(ir.const(lo))
                 exts.append(hi - lo + 1)
         return Region(mins, exts)

@@ -11,22 +11,32 @@ random stage, with invalid arguments now and then. The rules (see ``schedfuzz.py
 * a primitive either raises ``tl.ScheduleError`` and leaves the schedule unchanged, or is accepted;
   clearly legal calls (a split of a serial loop with fresh names, a reorder of distinct loops, ...) are
   accepted and clearly illegal ones (a loop that does not exist, a factor of 0, fusing loops that are not
-  adjacent, vectorizing a reduction loop, inlining a reduction, ...) raise;
+  adjacent, parallelising a reduction loop, inlining a reduction, ...) raise; split, tile, fuse and reorder
+  return the documented loop names and change only their stage's ``loops()`` as documented;
 * a schedule whose primitives were all accepted is rebuilt by ``print(s)`` and by its JSON, lowers with
   ``s.lowered(strict=True)`` and computes the unscheduled kernel's results (``oracle.assert_close``; ints
   and copies exactly), into ``out=`` arrays prefilled with NaN / 7, leaving its inputs alone.
 
-A failure report holds the DSL text, the sizes, ``print(s)`` and every call made (rejected ones included).
+A failure report holds the DSL text, the sizes, ``print(s)``, every call made (rejected ones included) and
+the schedule and sizes shrunk by ``schedfuzz.minimize``; hypothesis adds an ``@reproduce_failure`` blob.
+Failures of compiler bugs that are known and still open are excused and counted (``schedfuzz.KNOWN_BUGS``).
 
 Environment:
 
 * ``TENSORLANG_SCHEDULE_FUZZ`` -- number of hypothesis examples over the two tests together (default 1000,
-  as in CI; each example checks ``SCHEDULES_PER_EXAMPLE`` schedules). Long mode::
+  as in CI; each example checks ``SCHEDULES_PER_EXAMPLE`` schedules: 2000 schedules, about 3 minutes of one
+  core, half that with ``-n 2``). Long mode (about an hour of one core; the process grows by about 0.4 MB an
+  example, native memory that LLVM keeps after each kernel is freed)::
 
       TENSORLANG_SCHEDULE_FUZZ=20000 pytest tests/test_schedule_fuzz.py
 
 * ``TENSORLANG_SCHEDULE_FUZZ_RANDOM=1`` -- new random examples instead of the fixed (derandomized) CI set.
-* ``TENSORLANG_SCHEDULE_FUZZ_KNOWN=1`` -- do not skip the known compiler bugs (``schedfuzz.KNOWN_BUGS``).
+* ``TENSORLANG_SCHEDULE_FUZZ_KNOWN=1`` -- excuse no failure as a known compiler bug (``schedfuzz.KNOWN_BUGS``).
+* ``TENSORLANG_SCHEDULE_FUZZ_SHRINK=1`` -- make the random choices through hypothesis and let it shrink a
+  failing example (slow: minutes, and hypothesis' preference for extreme values makes the examples bigger
+  and slower). By default an example's choices come from a ``random.Random`` seeded by hypothesis (uniform
+  as ``progen`` and ``schedfuzz`` intend), a failure is not shrunk by hypothesis, and its report carries the
+  schedule and sizes shrunk by ``schedfuzz.minimize`` instead.
 
 ``pytest tests/test_schedule_fuzz.py --hypothesis-show-statistics`` shows how often each outcome occurred.
 """
@@ -34,9 +44,11 @@ Environment:
 from __future__ import annotations
 
 import os
+import random
 
+import numpy as np
 import pytest
-from hypothesis import HealthCheck, event, given, note, reject, settings
+from hypothesis import HealthCheck, Phase, event, given, note, reject, settings
 from hypothesis import strategies as st
 
 import progen
@@ -50,7 +62,12 @@ SCHEDULES_PER_EXAMPLE = 2
 WORKLOAD_EXAMPLES = max(1, (EXAMPLES * 2) // 5)
 PROGRAM_EXAMPLES = max(1, EXAMPLES - WORKLOAD_EXAMPLES)
 
+# See TENSORLANG_SCHEDULE_FUZZ_SHRINK above.
+SHRINK = os.environ.get("TENSORLANG_SCHEDULE_FUZZ_SHRINK", "0") == "1"
+PHASES = [Phase.explicit, Phase.reuse, Phase.generate, Phase.target] + ([Phase.shrink, Phase.explain] if SHRINK else [])
+
 FUZZ_SETTINGS = dict(
+    phases=PHASES,
     deadline=None,
     derandomize=DERANDOMIZE,
     database=None if DERANDOMIZE else settings.default.database,
@@ -60,14 +77,19 @@ FUZZ_SETTINGS = dict(
 
 
 def _choices(data):
-    """Every random choice of an example, from one hypothesis-controlled (so shrinkable) random.Random."""
-    return progen.Src.from_random(data.draw(st.randoms(use_true_random=False), label="choices"))
+    """Every random choice of an example comes from one random.Random, drawn from hypothesis: seeded by it, or
+    (TENSORLANG_SCHEDULE_FUZZ_SHRINK=1) making each choice through it, so that it can shrink them."""
+    return progen.Src.from_random(data.draw(st.randoms(use_true_random=not SHRINK), label="choices"))
 
 
 def _schedules(case, src):
     note(case.describe())
-    for _ in range(SCHEDULES_PER_EXAMPLE):
-        event(schedfuzz.run_schedule(case, src))
+    try:
+        for _ in range(SCHEDULES_PER_EXAMPLE):
+            for outcome in schedfuzz.run_schedule(case, src):
+                event(outcome)
+    finally:
+        schedfuzz.forget_kernels()
 
 
 @pytest.mark.slow
@@ -92,3 +114,34 @@ def test_random_program_schedules(data):
         event(f"rejected program: {e}")
         reject()
     _schedules(case, src)
+
+
+# ------------------------------------------------------------------------------------------ quick checks
+@pytest.mark.parametrize("seed", range(3))
+def test_fuzzer_smoke(seed):
+    """A few fixed schedules of every workload, for runs that skip the slow tests."""
+    import schedules
+
+    for i, name in enumerate(schedules.WORKLOADS):
+        src = progen.Src.from_random(random.Random(1000 * seed + i))
+        case = schedfuzz.workload_case(name, src)
+        try:
+            for outcome in schedfuzz.run_schedule(case, src):
+                assert outcome == "checked" or outcome.startswith("skipped (known bug"), outcome
+        finally:
+            schedfuzz.forget_kernels()
+
+
+def test_fuzzer_reports_wrong_results():
+    """The oracle itself: a kernel that differs from the baseline fails with the program, sizes, print(s)."""
+    src = progen.Src.from_random(random.Random(5))
+    case = schedfuzz.workload_case("matmul", src)
+    case.baseline["C"] = case.baseline["C"] + np.float32(1)  # as if the schedule had changed the result
+    fz = schedfuzz.Fuzzer(case, src)
+    fz.s["C"].split("i", 2)
+    with pytest.raises(schedfuzz.FuzzFailure) as info:
+        schedfuzz.check_schedule(fz)
+    text = str(info.value)
+    assert "WRONG RESULT" in text and "def matmul" in text and str(case.sizes) in text
+    assert 's["C"].split("i", 2, outer="i_o", inner="i_i")' in text
+    assert "does not reproduce" in text  # the minimizer compares against the (correct) unscheduled kernel
