@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from schedules.workload import Workload, conv_output_size
+from schedules.maxpool2d import flops, make_inputs  # same input, one operation per window element
+from schedules.workload import Workload
 
 SOURCE = """\
 def avgpool2d(I: f32[N, C, H, W], KH: int, KW: int, stride: int) -> O:
@@ -34,32 +35,6 @@ def reference(I: np.ndarray, *, KH: int, KW: int, stride: int, **sizes: int) -> 
     """
     windows = np.lib.stride_tricks.sliding_window_view(I.astype(np.float64), (KH, KW), axis=(2, 3))
     return np.mean(windows[:, :, ::stride, ::stride], axis=(4, 5)).astype(np.float32)
-
-
-def make_inputs(sizes: dict, rng: np.random.Generator) -> list[np.ndarray]:
-    """Standard-normal ``I[N, C, H, W]``.
-
-    Example::
-
-        >>> import numpy as np
-        >>> sz = {"N": 1, "C": 2, "H": 4, "W": 4, "KH": 2, "KW": 2, "stride": 2}
-        >>> [a.shape for a in make_inputs(sz, np.random.default_rng(0))]
-        [(1, 2, 4, 4)]
-    """
-    return [rng.standard_normal((sizes["N"], sizes["C"], sizes["H"], sizes["W"]), dtype=np.float32)]
-
-
-def flops(sizes: dict) -> float:
-    """``N*C*OH*OW*KH*KW`` (one add per window element; the scaling is not counted).
-
-    Example::
-
-        >>> flops(WORKLOAD.sizes("global_7x7"))
-        25088.0
-    """
-    OH = conv_output_size(sizes["H"], sizes["KH"], sizes["stride"])
-    OW = conv_output_size(sizes["W"], sizes["KW"], sizes["stride"])
-    return float(sizes["N"] * sizes["C"] * OH * OW * sizes["KH"] * sizes["KW"])
 
 
 WORKLOAD = Workload(

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from schedules.transpose import flops, make_inputs  # same input X[M, N]; M*N additions
 from schedules.workload import Workload
 
 SOURCE = """\
@@ -32,29 +33,6 @@ def reference(X: np.ndarray, **sizes: int) -> np.ndarray:
         [6.0, 15.0]
     """
     return np.sum(X.astype(np.float64), axis=1).astype(np.float32)
-
-
-def make_inputs(sizes: dict, rng: np.random.Generator) -> list[np.ndarray]:
-    """Standard-normal ``X[M, N]``.
-
-    Example::
-
-        >>> import numpy as np
-        >>> [a.shape for a in make_inputs({"M": 2, "N": 3}, np.random.default_rng(0))]
-        [(2, 3)]
-    """
-    return [rng.standard_normal((sizes["M"], sizes["N"]), dtype=np.float32)]
-
-
-def flops(sizes: dict) -> float:
-    """``M*N`` additions.
-
-    Example::
-
-        >>> flops({"M": 2, "N": 3})
-        6.0
-    """
-    return float(sizes["M"] * sizes["N"])
 
 
 WORKLOAD = Workload(
