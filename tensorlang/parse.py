@@ -578,14 +578,20 @@ def _strip_comment(text: str) -> str:
     return text.split("#", 1)[0].rstrip()
 
 
-def _depth(text: str) -> int:
-    d = 0
-    for ch in text:
+def _scan(text: str):
+    """(position, character, bracket depth) for each character; top-level characters have depth 0 and a
+    closing bracket that closes nothing has depth -1."""
+    depth = 0
+    for i, ch in enumerate(text):
+        if ch in ")]}":
+            depth -= 1
+        yield i, ch, depth
         if ch in "([{":
-            d += 1
-        elif ch in ")]}":
-            d -= 1
-    return d
+            depth += 1
+
+
+def _depth(text: str) -> int:
+    return sum(1 if ch in "([{" else -1 for ch in text if ch in "()[]{}")
 
 
 def _find_assign(text: str):
@@ -627,29 +633,13 @@ def _find_where(text: str):
 
 
 def _split_top(p: _Piece) -> list[_Piece]:
-    parts, depth, start = [], 0, 0
-    for i, ch in enumerate(p.text):
-        if ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-        elif ch == "," and depth == 0:
-            parts.append(_sub(p, start, i))
-            start = i + 1
-    parts.append(_sub(p, start))
-    return [_lstrip_piece(q) for q in parts]
+    cuts = [i for i, ch, d in _scan(p.text) if ch == "," and d == 0]
+    bounds = zip([0] + [c + 1 for c in cuts], cuts + [None])
+    return [_lstrip_piece(_sub(p, a, b)) for a, b in bounds]
 
 
 def _find_top_colon(text: str):
-    depth = 0
-    for i, ch in enumerate(text):
-        if ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-        elif ch == ":" and depth == 0:
-            return i
-    return None
+    return next((i for i, ch, d in _scan(text) if ch == ":" and d == 0), None)
 
 
 def _lstrip_piece(p: _Piece) -> _Piece:
@@ -666,12 +656,4 @@ def _sub(p: _Piece, start: int, end: int | None = None) -> _Piece:
 
 def _unmatched_close(text: str) -> int | None:
     """Position of a closing bracket that closes nothing, or None."""
-    depth = 0
-    for i, ch in enumerate(text):
-        if ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-            if depth < 0:
-                return i
-    return None
+    return next((i for i, ch, d in _scan(text) if d < 0), None)
