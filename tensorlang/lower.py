@@ -431,19 +431,27 @@ class Lowerer:
         return out
 
     def copies_at(self, copies: dict, loop_name: str) -> list[tuple]:
-        """(LocalCopy, copy loop nest) for each tensor cached at loop `loop_name`: the region, read with
-        padding (0 outside the tensor), stored in the local layout."""
+        """(LocalCopy, copy loop nest) for each tensor cached at loop `loop_name`: the region, read with padding
+        (0 outside the tensor), stored in the local layout. The loops run in the local buffer's order, so that
+        the stores are contiguous and no index is divided; a panel's last block may hold a few extra elements."""
         out = []
         for tensor, (axis, lc) in copies.items():
             if axis != loop_name:
                 continue
             src = self.buffers[tensor]
-            lvars = [ir.Var(f"{lc.buffer.name}_{d}") for d in range(len(lc.region.extents))]
-            glob = tuple(simplify(ir.BinOp("+", m, lv)) for m, lv in zip(lc.region.mins, lvars))
-            lranges = {lv.name: (0, e - 1) for lv, e in zip(lvars, lc.region.extents)}
-            body: ir.Stmt = ir.Store(lc.buffer, lc.index(list(glob), lranges), ir.Load(src, glob, pad=True))
-            for lv, e in reversed(list(zip(lvars, lc.region.extents))):
-                body = ir.For(lv, ir.const(0), ir.const(e), body)
+            pvars = [ir.Var(f"{lc.buffer.name}_{i}") for i in range(len(lc.layout))]
+            logical: dict[int, ir.Expr] = {}
+            for pv, (d, kind, block) in zip(pvars, lc.layout):
+                if kind == "outer":
+                    logical[d] = ir.BinOp("*", pv, ir.const(block))
+                elif kind == "inner":
+                    logical[d] = ir.BinOp("+", logical[d], pv)
+                else:
+                    logical[d] = pv
+            glob = tuple(simplify(ir.BinOp("+", m, logical[d])) for d, m in enumerate(lc.region.mins))
+            body: ir.Stmt = ir.Store(lc.buffer, tuple(pvars), ir.Load(src, glob, pad=True))
+            for pv, ext in reversed(list(zip(pvars, lc.buffer.shape))):
+                body = ir.For(pv, ir.const(0), ir.const(ext), body)
             out.append((lc, body))
         return out
 

@@ -1137,7 +1137,8 @@ def _cr_pack_B_panels():
 def test_cache_read_pack_B_panels():
     text, _ = run(CASES["cr_pack_B_panels"]())
     assert "allocate B_C_local: f32[3, 19, 16]" in text                # 48 columns in panels of 16
-    assert "B_C_local[B_C_local_1//16, B_C_local_0, B_C_local_1%16] = B[" in text
+    # copied in the panel order: B_local[n // 16, k, n % 16] = B[k, n], no index divided
+    assert "B_C_local[B_C_local_0, B_C_local_1, B_C_local_2] = B[B_C_local_1, B_C_local_0*16 + B_C_local_2]" in text
     assert "C[m, n] = C[m, n] + A[m, k]*B_C_local[n_o, k, n_i]" in text          # panel n_o, row k, lane n_i
     assert encloses(text, "m_o", "B_C_local_1") and not encloses(text, "n_o", "B_C_local_1")
 
@@ -1156,7 +1157,7 @@ def _cr_pack_A_B_full():
 def test_cache_read_both_operands_with_layouts():
     text, _ = run(CASES["cr_pack_A_B_full"]())
     assert "allocate A_C_local: f32[8, 4]" in text and "allocate B_C_local: f32[1, 8, 16]" in text
-    assert "A_C_local[A_C_local_1, A_C_local_0] = A[" in text
+    assert "A_C_local[A_C_local_0, A_C_local_1] = A[" in text
     assert "A_C_local[k_i, m_i]" in text
     assert encloses(text, "k_o", "A_C_local_0") and encloses(text, "k_o", "B_C_local_0")
 
@@ -1215,7 +1216,7 @@ def _cr_padded_blocked():
 def test_cache_read_padded_input_blocked():
     text, _ = run(CASES["cr_padded_blocked"]())
     assert "allocate A_B_local: f32[2, 3]" in text
-    assert "A_B_local[A_B_local_0//3, A_B_local_0%3]" in text
+    assert "A_B_local[A_B_local_0, A_B_local_1] = A[A_B_local_0*3 + A_B_local_1 + i_o*4 - 1] (0 outside)" in text
 
 
 @case("cr_intermediate")
@@ -1759,8 +1760,8 @@ def test_doc_cache_read():
     s["C"].cache_read("B", "k_o", layout=((1, 16), (0, 0), (1, 0)))
     text = s.lower()
     assert "allocate B_C_local: f32[2, 256, 16]" in text
-    assert "B_C_local[B_C_local_1//16, B_C_local_0, B_C_local_1%16] = B[B_C_local_0 + k_o*256, B_C_local_1]" \
-        in text
+    assert "B_C_local[B_C_local_0, B_C_local_1, B_C_local_2] = B[B_C_local_1 + k_o*256, B_C_local_0*16 + " \
+        "B_C_local_2]" in text
     assert "B_C_local[n_o, k_i, n_i]" in text
 
 
