@@ -57,7 +57,8 @@ from oracle import assert_close
 # cache_read of a stage inlined later, lane-invariant vectorized reductions, cache_write dropping the guard
 # of a reduction tail, cache_read copying a stage before compute_at computes it, cache_read regions missing
 # padded reads, inlined padded reads, loop names clashing with those of computed-at stages, reorder moving
-# a vectorized loop around a cache_read, compute_at at a loop that a later split removes.)
+# a vectorized loop around a cache_read, compute_at at a loop that a later split removes, "cannot bound the
+# region" for a stage computed inside another that reads a tensor at two different starts.)
 KNOWN_BUGS = {
     "strict-cache_write": "cache_write plus a split with a tail (of a pure loop): strict lowering cannot prove the "
                           "write-back (or read-back) of the output in range, e.g. C[i, j] += A[j] - B[r] where "
@@ -68,10 +69,6 @@ KNOWN_BUGS = {
     "compute_at-region-tail-vectorize": "the compute_at region over a consumer loop split with a tail is larger "
                                         "than the producer, so the producer's vectorize (extent > 64 lanes) is "
                                         "refused by s.lowered(), not at a call",
-    "region-fallback-in-computed-at": "a stage computed inside another reads a tensor at two different starts "
-                                      "(T[i] and T[0]) and that tensor is computed at it or cached by it: "
-                                      "s.lowered() raises ScheduleError 'cannot bound the region of T' (a "
-                                      "regression of f6cacbf)",
     "strict-cache_read-fused": "cache_read, then a fuse of loops inside it (the region falls back to the whole "
                                "dimension) with padded reads: strict lowering cannot prove the copy's reads, e.g. "
                                "B[i] += Y[s] * X[r] where i in 0:1, r in 1:N+2 with cache_read('X', 'i'), "
@@ -90,8 +87,6 @@ def known_failure(s, kind: str, error: BaseException | None = None) -> str | Non
     if kind == "late-ScheduleError" and any(x.attach[0] == "at" for x in stages.values()):
         if "lanes" in str(error):
             return "compute_at-region-tail-vectorize"
-        if "cannot bound the region" in str(error):
-            return "region-fallback-in-computed-at"
     if kind == "strict-BuildError":
         m = _UNPROVEN.search(str(error))
         if m is None:
