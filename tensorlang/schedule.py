@@ -75,7 +75,7 @@ class ScheduleState:
 
     def apply(self, p: Primitive) -> None:
         """Apply one primitive, or raise ScheduleError saying why it is illegal."""
-        name = VERBS.get(p.kind, p.NAME) if isinstance(p, Annotate) else p.NAME
+        name = verb(p)
         st = self.stage(name, p.stage)
         if isinstance(p, (Split, Fuse, Reorder, Annotate)):
             self.loop_prims[p.stage].append(p)
@@ -281,9 +281,14 @@ class ScheduleState:
         st.cache_reads.append((p.tensor, p.axis, tuple(p.layout)))
 
 
+def verb(p: Primitive) -> str:
+    """The method the user called for `p` (annotations are recorded as one primitive, `annotate`)."""
+    return VERBS.get(p.kind, p.NAME) if isinstance(p, Annotate) else p.NAME
+
+
 def describe(p: Primitive) -> str:
     """`name(stage, loops)` as error messages start: `parallel(C, m_o)`."""
-    name = VERBS.get(p.kind, p.NAME) if isinstance(p, Annotate) else p.NAME
+    name = verb(p)
     if isinstance(p, Reorder):
         return f"{name}({p.stage}, {', '.join(p.axes)})"
     if isinstance(p, Fuse):
