@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from schedules.workload import Workload, conv_output_size
+from tuner.space import Knob, Space, factors
 
 SOURCE = """\
 def conv2d(I: f32[N, C, H, W], Wt: f32[F, C, R, S], stride: int, pad: int, dil: int) -> O:
@@ -123,6 +124,68 @@ def hand_schedule(s) -> None:
     s["P"].parallel("c")
 
 
+_REDUCTION_ORDERS = {"c,r,s": ("c", "r", "s"), "r,s,c": ("r", "s", "c"), "r,c,s": ("r", "c", "s")}
+
+
+def space(sizes: dict) -> Space:
+    """The tuner's space: the hand schedule's structure (register tile of ``fi`` filters by ``hi`` rows by ``wi``
+    columns accumulated in a local buffer, packed filters, the padded image at the root) with every size, the
+    reduction order, the packing, the padding and the parallel loop as knobs.
+
+    Example::
+
+        >>> sp = space(WORKLOAD.sizes())
+        >>> sp.size
+        17280
+        >>> import tensorlang as tl
+        >>> sz = WORKLOAD.sizes("small")
+        >>> cfg = space(sz).config_at(0)
+        >>> "O_local" in space(sz).schedule(tl.op(SOURCE), sz, cfg).lower()
+        True
+    """
+    F = sizes["F"]
+    _, _, OH, OW = output_shape(sizes)
+    knobs = [
+        Knob("fi", tuple(v for v in (8, 16, 32, 48, 64) if v <= max(F, 8)), "filters per register tile (vectorized)"),
+        Knob("wi", factors(OW, 28), "output columns per register tile (unrolled)"),
+        Knob("hi", factors(OH, 4), "output rows per register tile (unrolled)"),
+        Knob("reduce_order", tuple(_REDUCTION_ORDERS), "order of the reduction loops around the tile"),
+        Knob("unroll_s", (False, True), "unroll the filter-column loop s"),
+        Knob("cache_write", (True, False), "accumulate the tile in a local buffer (registers)"),
+        Knob("pack_filters", (True, False), "copy each block of filters into a contiguous layout"),
+        Knob("parallel", ("fo", "ho", "fused"), "the loop the threads split: filter blocks, row blocks, or both"),
+        Knob("padding", ("root", "inline"), "compute the padded image once, or test the bounds at each read"),
+    ]
+    return Space("conv2d", knobs, apply_config)
+
+
+def apply_config(s, cfg: dict) -> None:
+    """Apply a config of :func:`space` to the schedule ``s`` (public primitives only)."""
+    o = s["O"]
+    fo, fi = o.split("f", cfg["fi"])
+    ho, hi = o.split("h", cfg["hi"])
+    wo, wi = o.split("w", cfg["wi"])
+    red = _REDUCTION_ORDERS[cfg["reduce_order"]]
+    o.reorder("n", fo, ho, wo, *red, hi, wi, fi)
+    o.vectorize(fi)
+    o.unroll(wi)
+    o.unroll(hi)
+    if cfg["unroll_s"]:
+        o.unroll("s")
+    if cfg["cache_write"]:
+        o.cache_write(wo)
+    outer = fo
+    if cfg["parallel"] == "fused":
+        outer = o.fuse(fo, ho)
+    if cfg["pack_filters"]:
+        o.cache_read("Wt", outer, layout=((1, 0), (2, 0), (3, 0), (0, 0)))
+    o.parallel({"fo": fo, "ho": ho, "fused": outer}[cfg["parallel"]])
+    if cfg["padding"] == "inline":
+        s["P"].compute_inline()
+    else:
+        s["P"].parallel("c")
+
+
 def numpy_fast(I, Wt, *, stride, pad, dil, **sizes):
     """im2col (a strided view, copied once) and one float32 matmul: the fastest plain-numpy convolution."""
     N, C, H, W = I.shape
@@ -159,4 +222,5 @@ WORKLOAD = Workload(
     "stride, zero padding and dilation.",
     hand_schedule=hand_schedule,
     numpy_fast=numpy_fast,
+    space=space,
 )

@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from schedules.workload import Workload
+from tuner.space import Knob, Space
 
 SOURCE = """\
 def matmul(A: f32[M, K], B: f32[K, N]) -> C:
@@ -91,6 +92,65 @@ def hand_schedule(s) -> None:
     c.parallel(jo)
 
 
+def _round_up(x: int, m: int) -> int:
+    return -(-x // m) * m
+
+
+def space(sizes: dict) -> Space:
+    """The tuner's space: the hand schedule's BLIS structure (an ``mr`` x ``nr`` register tile accumulated in a
+    local buffer, packed panels of A and B, blocks of ``mc`` rows, ``nc`` columns and ``kc`` steps of k) with every
+    size, the k unrolling, each packing and the parallel loop as knobs.
+
+    Example::
+
+        >>> space(WORKLOAD.sizes("1024")).size
+        128000
+        >>> import tensorlang as tl
+        >>> sz = WORKLOAD.sizes("small")
+        >>> "C_local" in space(sz).schedule(tl.op(SOURCE), sz, space(sz).config_at(0)).lower()
+        True
+    """
+    M, N, K = sizes["M"], sizes["N"], sizes["K"]
+    knobs = [
+        Knob("nr", tuple(v for v in (16, 32, 48, 64) if v <= max(N, 16)), "columns per register tile (vectorized)"),
+        Knob("mr", tuple(v for v in (1, 2, 4, 6, 8, 10, 12, 14) if v <= M), "rows per register tile (unrolled)"),
+        Knob("nc", tuple(v for v in (64, 128, 256, 512) if v < N) + (N,), "columns per block (rounded up to nr)"),
+        Knob("kc", tuple(v for v in (64, 128, 256, 512) if v < K) + (K,), "k steps per packed panel"),
+        Knob("mc", tuple(v for v in (24, 48, 96, 192) if v < M) + (M,), "rows per packed A panel (rounded up to mr)"),
+        Knob("ku", (1, 2, 4, 8), "k steps unrolled inside the tile"),
+        Knob("pack_a", (True, False), "copy each A panel into mr-row strips"),
+        Knob("pack_b", (True, False), "copy each B panel into nr-column strips"),
+        Knob("parallel", ("jo", "io"), "the loop the threads split: column blocks or row blocks"),
+    ]
+    return Space("matmul", knobs, apply_config)
+
+
+def apply_config(s, cfg: dict) -> None:
+    """Apply a config of :func:`space` to the schedule ``s`` (public primitives only)."""
+    M, N, K = s.sizes["M"], s.sizes["N"], s.sizes["K"]
+    mr, nr, ku = cfg["mr"], cfg["nr"], min(cfg["ku"], K)
+    c = s["C"]
+    jo, j1 = c.split("j", min(_round_up(cfg["nc"], nr), _round_up(N, nr)))
+    jm, ji = c.split(j1, nr)
+    ko, k1 = c.split("k", min(_round_up(cfg["kc"], ku), _round_up(K, ku)))
+    kk, ku_ = c.split(k1, ku)
+    io, i1 = c.split("i", min(_round_up(cfg["mc"], mr), _round_up(M, mr)))
+    im, ii = c.split(i1, mr)
+    if cfg["parallel"] == "jo":
+        c.reorder(jo, ko, io, jm, im, kk, ku_, ii, ji)
+    else:
+        c.reorder(io, jo, ko, jm, im, kk, ku_, ii, ji)
+    c.unroll(ku_)
+    c.unroll(ii)
+    c.vectorize(ji)
+    c.cache_write(im)
+    if cfg["pack_b"]:
+        c.cache_read("B", ko, layout=((1, nr), (0, 0), (1, 0)))
+    if cfg["pack_a"]:
+        c.cache_read("A", io if cfg["parallel"] == "jo" else ko, layout=((0, mr), (1, 0), (0, 0)))
+    c.parallel(jo if cfg["parallel"] == "jo" else io)
+
+
 def numpy_fast(A, B, **sizes):
     """``A @ B`` in float32 (OpenBLAS sgemm)."""
     return A @ B
@@ -113,4 +173,5 @@ WORKLOAD = Workload(
     description="Dense f32 matrix multiplication C[M, N] = A[M, K] @ B[K, N].",
     hand_schedule=hand_schedule,
     numpy_fast=numpy_fast,
+    space=space,
 )

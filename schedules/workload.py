@@ -44,6 +44,8 @@ class Workload:
             with public primitives only (None: the workload has none).
         numpy_fast: ``numpy_fast(*inputs, **sizes)`` the fastest reasonable numpy formulation, in the inputs'
             dtype, used as the speed baseline by ``tensorlang bench`` (None: use ``reference``).
+        space: ``space(sizes) -> tuner.space.Space`` the tuner's search space at these sizes: knobs and a
+            config -> schedule function using public primitives only.
 
     Example::
 
@@ -72,6 +74,7 @@ class Workload:
     description: str
     hand_schedule: Callable | None = None
     numpy_fast: Callable | None = None
+    space: Callable | None = None
 
     def __post_init__(self) -> None:
         if not self.presets:
