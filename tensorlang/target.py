@@ -103,3 +103,29 @@ def compile_ir(llvm_ir: str, target: Target):
         engine = llvm.create_mcjit_compiler(mod, new_target_machine(target))
         engine.finalize_object()
         return engine, mod
+
+
+def compile_object(llvm_ir: str, target: Target) -> bytes:
+    """Parse, verify and optimise LLVM IR text, and return the machine code as an object file (for the JIT's
+    code model: load it in another process with :func:`load_object`)."""
+    with _lock:
+        tm = target_machine(target)
+        mod = llvm.parse_assembly(llvm_ir)
+        mod.triple = target.triple
+        mod.data_layout = str(tm.target_data)
+        mod.verify()
+        optimize(mod, tm)
+        return tm.emit_object(mod)
+
+
+def load_object(data: bytes, target: Target):
+    """Load an object file made by :func:`compile_object` into a new MCJIT engine and return the engine
+    (look functions up with ``engine.get_function_address(name)``)."""
+    with _lock:
+        tm = target_machine(target)
+        empty = llvm.parse_assembly(f'target triple = "{target.triple}"\n')
+        empty.data_layout = str(tm.target_data)
+        engine = llvm.create_mcjit_compiler(empty, new_target_machine(target))
+        engine.add_object_file(llvm.ObjectFileRef.from_data(data))
+        engine.finalize_object()
+        return engine

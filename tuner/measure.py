@@ -1,0 +1,344 @@
+"""Measurement: compile candidates in a pool of worker processes, then run them one at a time in one more
+isolated process, never while builds run; check each output against the default schedule's before timing it.
+
+A candidate that cannot be scheduled, fails to build, takes too long to build, crashes (a segfault kills only
+the runner process, which is restarted), hangs (killed after the timeout) or computes a wrong result becomes a
+:class:`Result` with that ``error_kind`` and its message; measuring goes on.
+
+``LocalRunner`` is the only runner today; anything with the same ``measure(candidates)`` method (say, one that
+fans candidates out to other machines) can stand in for it.
+
+Example::
+
+    >>> from tuner.task import Task
+    >>> task = Task.create("matmul", preset="small", threads=1)
+    >>> with LocalRunner(task, jobs=1) as runner:
+    ...     [r] = runner.measure([task.space.config_at(0)])
+    >>> r.error_kind is None and len(r.times) >= 3
+    True
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+import threading
+import time
+import traceback
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+import numpy as np
+
+import tensorlang as tl
+from tuner.space import config_key
+from tuner.task import Task
+from tuner.worker import Worker, WorkerCrash, WorkerTimeout
+
+FAULTS_ENV = "TENSORLANG_TUNER_FAULTS"
+"""Test-only hook: JSON ``{config_key: fault}`` with fault one of "segfault", "hang", "wrong", "raise",
+"build_hang", "build_crash"; the workers then misbehave that way for that config."""
+
+
+@dataclass(frozen=True)
+class MeasureOptions:
+    """How candidates are timed and how long they may take.
+
+    Attributes:
+        min_runs: timed runs at least (after the checked run, which also warms up).
+        min_time: seconds of timed runs at least.
+        max_runs: timed runs at most.
+        slow_factor: a candidate whose checked run is this many times slower than the best so far is timed once.
+        build_timeout: seconds one build may take.
+        run_timeout: seconds the checked run plus the timed runs of one candidate may take.
+
+    Example::
+
+        >>> MeasureOptions(min_time=0.1).min_runs
+        3
+    """
+
+    min_runs: int = 3
+    min_time: float = 0.05
+    max_runs: int = 200
+    slow_factor: float = 20.0
+    build_timeout: float = 60.0
+    run_timeout: float = 10.0
+
+
+@dataclass
+class Result:
+    """What measuring one config gave: its repeat times, or an error kind and message.
+
+    Example::
+
+        >>> Result({"a": 1}, None, (), "schedule", "bad").ok
+        False
+    """
+
+    config: dict
+    schedule_json: str | None
+    times: tuple = ()
+    error_kind: str | None = None
+    error: str | None = None
+    build_s: float = 0.0
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        """Valid: measured and checked."""
+        return self.error_kind is None
+
+    @property
+    def median_s(self) -> float | None:
+        """Median of the repeat times (None when not valid)."""
+        return float(np.median(self.times)) if self.ok and self.times else None
+
+
+# ---------------------------------------------------------------- worker side: build
+
+
+def build_handler(init: dict):
+    """Worker factory: compiles ``{"schedule": json, "key": config_key}`` to ``{"object": bytes}`` or an error."""
+    from tensorlang.codegen_llvm import emit_module
+    from tensorlang.target import compile_object, host_target
+    op = tl.op(init["source"])
+    target = host_target()
+    faults = json.loads(os.environ.get(FAULTS_ENV, "{}"))
+
+    def handle(request: dict) -> dict:
+        fault = faults.get(request["key"])
+        if fault == "build_hang":
+            while True:
+                time.sleep(1)
+        if fault == "build_crash":
+            os.abort()
+        try:
+            t0 = time.perf_counter()
+            func = tl.Schedule.from_json(request["schedule"], op).lowered()
+            obj = compile_object(str(emit_module(func)), target)
+            return {"object": obj, "name": func.name, "build_s": time.perf_counter() - t0}
+        except tl.ScheduleError as e:
+            return {"error_kind": "schedule", "error": str(e)}
+        except Exception as e:  # any failure of the compiler is this candidate's error, with where it happened
+            return {"error_kind": "build", "error": f"{type(e).__name__}: {e}\n{_short_traceback()}"}
+
+    return handle
+
+
+def _short_traceback() -> str:
+    return "".join(traceback.format_exc().splitlines(keepends=True)[-6:])
+
+
+# ---------------------------------------------------------------- worker side: run
+
+
+def compare(out: np.ndarray, expected: np.ndarray) -> str | None:
+    """None when ``out`` matches ``expected`` within float reassociation error; else what differs.
+
+    The tolerance scales with the output's magnitude: ``|out - expected| <= 1e-4 * max|expected| + 1e-3 *
+    |expected|``; integers must be equal; NaN must be where expected has NaN.
+
+    Example::
+
+        >>> compare(np.ones(3, np.float32), np.ones(3, np.float32)) is None
+        True
+        >>> compare(np.array([1.0, 2.5]), np.array([1.0, 2.0]))
+        'wrong result: 1 of 2 elements differ, the largest by 0.5 at index (1,) (2.5 instead of 2)'
+    """
+    if out.shape != expected.shape:
+        return f"wrong result: shape {out.shape} instead of {expected.shape}"
+    if np.issubdtype(expected.dtype, np.integer):
+        bad = out != expected
+    else:
+        nan_ok = np.isnan(out) == np.isnan(expected)
+        finite = np.isfinite(expected)
+        scale = float(np.max(np.abs(expected[finite]))) if finite.any() else 0.0
+        with np.errstate(invalid="ignore"):
+            diff = np.abs(out.astype(np.float64) - expected.astype(np.float64))
+            close = (diff <= 1e-4 * scale + 1e-3 * np.abs(expected)) | (out == expected)
+        bad = ~(close & nan_ok) & ~(np.isnan(out) & np.isnan(expected))
+    if not bad.any():
+        return None
+    diffs = np.where(bad, np.abs(out.astype(np.float64) - expected.astype(np.float64)), -1.0)
+    diffs = np.nan_to_num(diffs, nan=math.inf)
+    at = np.unravel_index(int(np.argmax(diffs)), out.shape)
+    return (f"wrong result: {int(bad.sum())} of {out.size} elements differ, the largest by {diffs[at]:g} at "
+            f"index {tuple(int(i) for i in at)} ({out[at]:g} instead of {expected[at]:g})")
+
+
+def run_handler(init: dict):
+    """Worker factory: loads each object, runs it on the task's inputs, checks it and times it."""
+    import ctypes
+
+    os.environ["TENSORLANG_NUM_THREADS"] = str(init["threads"])
+    from tensorlang.target import host_target, load_object
+    target = host_target()
+    inputs = [np.load(p) for p in init["inputs"]]
+    expected = [np.load(p) for p in init["expected"]]
+    outs = [np.empty_like(e) for e in expected]
+    arrays = inputs + outs  # the handler keeps these alive: the kernel gets only their addresses
+    args = [a.ctypes.data for a in arrays]
+    faults = json.loads(os.environ.get(FAULTS_ENV, "{}"))
+
+    def handle(request: dict) -> dict:
+        opts = request["options"]
+        engine = load_object(request["object"], target)
+        fn = ctypes.CFUNCTYPE(ctypes.c_int32, *([ctypes.c_void_p] * len(args)))(
+            engine.get_function_address(request["name"]))
+        fault = faults.get(request["key"])
+        assert len(arrays) == len(args)
+        if fault == "segfault":
+            ctypes.string_at(0)
+        if fault == "hang":
+            while True:
+                pass
+        if fault == "raise":
+            raise_in_kernel = RuntimeError("injected failure")
+            return {"error_kind": "runtime", "error": str(raise_in_kernel)}
+        for o in outs:
+            o.fill(np.nan if np.issubdtype(o.dtype, np.floating) else -12345)
+        t0 = time.perf_counter()
+        status = fn(*args)
+        first = time.perf_counter() - t0
+        if status != 0:
+            return {"error_kind": "runtime", "error": f"the kernel returned status {status} (allocation failed)"}
+        if fault == "wrong":
+            outs[0].flat[0] += 1.0
+        for name, o, e in zip(init["outputs"], outs, expected):
+            wrong = compare(o, e)
+            if wrong:
+                return {"error_kind": "wrong", "error": f"output {name}: {wrong}"}
+        best = request.get("best_s")
+        if best and first > opts["slow_factor"] * best:
+            return {"times": [first]}  # far slower than the best: the checked run's time says enough
+        times: list[float] = []
+        start = time.perf_counter()
+        while len(times) < opts["max_runs"]:
+            t0 = time.perf_counter()
+            fn(*args)
+            times.append(time.perf_counter() - t0)
+            if len(times) >= opts["min_runs"] and time.perf_counter() - start >= opts["min_time"]:
+                break
+        del engine
+        return {"times": times}
+
+    return handle
+
+
+# ---------------------------------------------------------------- tuner side
+
+
+class LocalRunner:
+    """Builds on ``jobs`` worker processes and measures on one more, on this machine.
+
+    ``measure(configs)`` schedules each config (a ScheduleError is that config's error), builds them all in
+    parallel, and then, with the builders idle, runs them one by one.
+    """
+
+    def __init__(self, task: Task, jobs: int | None = None, options: MeasureOptions | None = None,
+                 expected: list[np.ndarray] | None = None, seed: int = 0):
+        self.task = task
+        self.options = options or MeasureOptions()
+        self.jobs = max(1, jobs or os.cpu_count() or 1)
+        self.best_s: float | None = None
+        w = task.workload_def
+        self._tmp = tempfile.TemporaryDirectory(prefix="tensorlang-tune-")
+        inputs = w.make_inputs(task.sizes, np.random.default_rng(seed))
+        if expected is None:
+            default = tl.build(task.op, **task.sizes)
+            got = default(*inputs)
+            expected = list(got) if isinstance(got, tuple) else [got]
+        self.inputs, self.expected = inputs, expected
+        paths = {"inputs": [], "expected": []}
+        for kind, arrays in (("inputs", inputs), ("expected", expected)):
+            for i, a in enumerate(arrays):
+                paths[kind].append(os.path.join(self._tmp.name, f"{kind}{i}.npy"))
+                np.save(paths[kind][-1], a)
+        self._builders = [Worker("tuner.measure:build_handler", {"source": w.source}) for _ in range(self.jobs)]
+        self._runner = Worker("tuner.measure:run_handler", {**paths, "threads": task.threads,
+                                                            "outputs": list(task.op.outputs)})
+        self._lock = threading.Lock()
+
+    def start(self) -> None:
+        """Start every worker process now (each takes about a second to import the compiler)."""
+        with ThreadPoolExecutor(len(self._builders) + 1) as pool:
+            list(pool.map(lambda wk: wk.ensure_started(), self._builders + [self._runner]))
+
+    def measure(self, configs: list[dict]) -> list[Result]:
+        """Measure ``configs`` (in order); one :class:`Result` each."""
+        results = [self._schedule(c) for c in configs]
+        todo = [r for r in results if r.ok]
+        if todo:
+            with ThreadPoolExecutor(len(self._builders)) as pool:
+                builds = list(pool.map(self._build, todo, [self._builders[i % len(self._builders)]
+                                                            for i in range(len(todo))]))
+            # builds run on several threads, but each builder process handles one request at a time
+            for r, obj in zip(todo, builds):
+                if obj is not None:
+                    self._run(r, obj)
+        return results
+
+    def _schedule(self, config: dict) -> Result:
+        try:
+            s = self.task.space.schedule(self.task.op, self.task.sizes, config)
+            return Result(config, s.to_json())
+        except tl.ScheduleError as e:
+            return Result(config, None, error_kind="schedule", error=str(e))
+
+    def _build(self, r: Result, worker: Worker):
+        with worker_lock(worker):
+            try:
+                answer = worker.call({"schedule": r.schedule_json, "key": config_key(r.config)},
+                                     self.options.build_timeout)
+            except WorkerTimeout:
+                r.error_kind, r.error = "build_timeout", f"the build took more than {self.options.build_timeout:g} s"
+                return None
+            except WorkerCrash as e:
+                r.error_kind, r.error = "build", f"the build process died ({e})"
+                return None
+        if "error_kind" in answer:
+            r.error_kind, r.error = answer["error_kind"], answer["error"]
+            return None
+        r.build_s = answer["build_s"]
+        return answer
+
+    def _run(self, r: Result, build: dict) -> None:
+        request = {"object": build["object"], "name": build["name"], "key": config_key(r.config),
+                   "best_s": self.best_s, "options": self.options.__dict__}
+        try:
+            answer = self._runner.call(request, self.options.run_timeout)
+        except WorkerTimeout:
+            r.error_kind, r.error = "timeout", f"the kernel ran for more than {self.options.run_timeout:g} s; killed"
+            return
+        except WorkerCrash as e:
+            r.error_kind, r.error = "crash", f"the kernel crashed the measuring process ({e})"
+            return
+        if "error_kind" in answer:
+            r.error_kind, r.error = answer["error_kind"], answer["error"]
+            return
+        r.times = tuple(answer["times"])
+        m = r.median_s
+        if self.best_s is None or m < self.best_s:
+            self.best_s = m
+
+    def close(self) -> None:
+        """Stop every worker process and delete the temporary inputs."""
+        for wk in self._builders + [self._runner]:
+            wk.close()
+        self._tmp.cleanup()
+
+    def __enter__(self) -> "LocalRunner":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+_worker_locks: dict[int, threading.Lock] = {}
+
+
+def worker_lock(worker: Worker) -> threading.Lock:
+    """The lock that serialises requests to one worker process."""
+    return _worker_locks.setdefault(id(worker), threading.Lock())
