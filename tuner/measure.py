@@ -259,26 +259,65 @@ class LocalRunner:
         self._builders = [Worker("tuner.measure:build_handler", {"source": w.source}) for _ in range(self.jobs)]
         self._runner = Worker("tuner.measure:run_handler", {**paths, "threads": task.threads,
                                                             "outputs": list(task.op.outputs)})
-        self._lock = threading.Lock()
+        self.phase_s = {"build": 0.0, "run": 0.0}  # wall seconds spent building and running, for reports
 
     def start(self) -> None:
         """Start every worker process now (each takes about a second to import the compiler)."""
         with ThreadPoolExecutor(len(self._builders) + 1) as pool:
             list(pool.map(lambda wk: wk.ensure_started(), self._builders + [self._runner]))
 
-    def measure(self, configs: list[dict]) -> list[Result]:
-        """Measure ``configs`` (in order); one :class:`Result` each."""
+    def measure(self, configs: list[dict], on_result=None) -> list[Result]:
+        """Measure ``configs``; one :class:`Result` each, in order. ``on_result(result)`` is called as soon as
+        each result is final (schedule errors first, then build errors, then each run), so that a caller can
+        commit it at once."""
         results = [self._schedule(c) for c in configs]
-        todo = [r for r in results if r.ok]
-        if todo:
-            with ThreadPoolExecutor(len(self._builders)) as pool:
-                builds = list(pool.map(self._build, todo, [self._builders[i % len(self._builders)]
-                                                            for i in range(len(todo))]))
-            # builds run on several threads, but each builder process handles one request at a time
-            for r, obj in zip(todo, builds):
-                if obj is not None:
-                    self._run(r, obj)
+        self._measure_results(results, on_result)
         return results
+
+    def measure_schedule(self, schedule) -> Result:
+        """Measure one ``tl.Schedule`` (the default or the hand schedule, say) exactly like a candidate."""
+        r = Result({}, schedule.to_json())
+        self._measure_results([r], None)
+        return r
+
+    def _measure_results(self, results: list[Result], on_result) -> None:
+        done = (lambda r: None) if on_result is None else on_result
+        for r in results:
+            if not r.ok:
+                done(r)
+        todo = [r for r in results if r.ok]
+        if not todo:
+            return
+        t0 = time.perf_counter()
+        builds = self._build_all(todo)
+        self.phase_s["build"] += time.perf_counter() - t0
+        for r, obj in zip(todo, builds):
+            if obj is None:
+                done(r)
+        for r, obj in zip(todo, builds):
+            if obj is not None:
+                t0 = time.perf_counter()
+                self._run(r, obj)
+                self.phase_s["run"] += time.perf_counter() - t0
+                done(r)
+
+    def _build_all(self, todo: list[Result]) -> list:
+        """Build every result's schedule; each builder process takes the next unbuilt one when it is free."""
+        builds: list = [None] * len(todo)
+        queue = iter(range(len(todo)))
+        lock = threading.Lock()
+
+        def serve(worker: Worker) -> None:
+            while True:
+                with lock:
+                    i = next(queue, None)
+                if i is None:
+                    return
+                builds[i] = self._build(todo[i], worker)
+
+        with ThreadPoolExecutor(len(self._builders)) as pool:
+            list(pool.map(serve, self._builders[: len(todo)]))
+        return builds
 
     def _schedule(self, config: dict) -> Result:
         try:
@@ -288,16 +327,15 @@ class LocalRunner:
             return Result(config, None, error_kind="schedule", error=str(e))
 
     def _build(self, r: Result, worker: Worker):
-        with worker_lock(worker):
-            try:
-                answer = worker.call({"schedule": r.schedule_json, "key": config_key(r.config)},
-                                     self.options.build_timeout)
-            except WorkerTimeout:
-                r.error_kind, r.error = "build_timeout", f"the build took more than {self.options.build_timeout:g} s"
-                return None
-            except WorkerCrash as e:
-                r.error_kind, r.error = "build", f"the build process died ({e})"
-                return None
+        try:
+            answer = worker.call({"schedule": r.schedule_json, "key": config_key(r.config)},
+                                 self.options.build_timeout)
+        except WorkerTimeout:
+            r.error_kind, r.error = "build_timeout", f"the build took more than {self.options.build_timeout:g} s"
+            return None
+        except WorkerCrash as e:
+            r.error_kind, r.error = "build", f"the build process died ({e})"
+            return None
         if "error_kind" in answer:
             r.error_kind, r.error = answer["error_kind"], answer["error"]
             return None
@@ -335,10 +373,3 @@ class LocalRunner:
     def __exit__(self, *exc) -> None:
         self.close()
 
-
-_worker_locks: dict[int, threading.Lock] = {}
-
-
-def worker_lock(worker: Worker) -> threading.Lock:
-    """The lock that serialises requests to one worker process."""
-    return _worker_locks.setdefault(id(worker), threading.Lock())

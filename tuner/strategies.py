@@ -1,0 +1,428 @@
+"""Search strategies behind one interface: ``propose(n)`` returns up to ``n`` configs never proposed before, and
+``observe(observations)`` tells the strategy what they measured. Strategies are registered by name.
+
+Built in: ``random``, ``grid``, ``genetic``, ``bayesian`` (optuna ask/tell; TPE unless another optuna sampler is
+named) and ``xgb-genetic`` (evolve on the cost model's predictions, measure the best predicted plus a share of
+random exploration). The same seed and the same observations give the same proposals.
+
+Example::
+
+    >>> from tuner.space import Knob, Space
+    >>> sp = Space("toy", [Knob("a", (1, 2, 3)), Knob("b", (1, 2))], lambda s, c: None)
+    >>> st = make_strategy("grid", sp, seed=0)
+    >>> st.propose(2)
+    [{'a': 1, 'b': 1}, {'a': 1, 'b': 2}]
+    >>> st.observe([Observation({'a': 1, 'b': 1}, 3.0), Observation({'a': 1, 'b': 2}, None, "wrong")])
+    >>> len(st.propose(10))
+    4
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from tuner.costmodel import CostModel, make_cost_model
+from tuner.space import Space, config_key
+
+__all__ = ["Observation", "Strategy", "STRATEGIES", "register_strategy", "make_strategy"]
+
+
+@dataclass(frozen=True)
+class Observation:
+    """One measured config: its throughput in GFLOPS, or None and the error kind when it is not valid.
+
+    Example::
+
+        >>> Observation({"a": 1}, None, "crash").valid
+        False
+    """
+
+    config: dict
+    gflops: float | None
+    error_kind: str | None = None
+
+    @property
+    def valid(self) -> bool:
+        """Measured and checked."""
+        return self.gflops is not None
+
+
+class Strategy:
+    """The interface every strategy implements (subclass it and register it with :func:`register_strategy`).
+
+    Arguments: ``space`` (a :class:`tuner.space.Space`), ``seed``; model-guided strategies also get a
+    ``cost_model`` (a :class:`tuner.costmodel.CostModel`) and ``featurize(config) -> feature vector or None``.
+    Subclasses implement ``_propose(n)`` and may extend ``observe``. The base class keeps ``seen`` (every config
+    key proposed or observed, so nothing is measured twice) and ``history`` (every observation, in order).
+    """
+
+    name = "base"
+
+    def __init__(self, space: Space, seed: int = 0, cost_model: CostModel | None = None,
+                 featurize: Callable[[dict], np.ndarray | None] | None = None, **options):
+        if options:
+            raise ValueError(f"strategy {self.name!r} has no option {sorted(options)[0]!r}")
+        self.space = space
+        self.seed = seed
+        self.rng = np.random.default_rng(seed)
+        self.cost_model = cost_model
+        self.featurize = featurize
+        self.seen: set[str] = set()
+        self.history: list[Observation] = []
+
+    def propose(self, n: int) -> list[dict]:
+        """Up to ``n`` configs to measure next, none proposed before (fewer when the space runs out)."""
+        out = []
+        for c in self._propose(max(0, n)):
+            k = config_key(c)
+            if k not in self.seen:
+                self.seen.add(k)
+                out.append(c)
+        return out[:n]
+
+    def _propose(self, n: int) -> list[dict]:
+        raise NotImplementedError
+
+    def observe(self, observations: Sequence[Observation]) -> None:
+        """Record what was measured (also used to warm-start from earlier records)."""
+        for o in observations:
+            self.seen.add(config_key(o.config))
+            self.history.append(o)
+
+    @property
+    def exhausted(self) -> bool:
+        """Every config of the space has been proposed or observed."""
+        return len(self.seen) >= self.space.size
+
+    def random_unseen(self, n: int, exclude: set[str] | None = None) -> list[dict]:
+        """Up to ``n`` distinct uniformly random configs not yet seen (nor in ``exclude``)."""
+        exclude = set(self.seen) | (exclude or set())
+        out: list[dict] = []
+        if self.space.size - len(exclude) <= 4 * n or len(exclude) > self.space.size // 2:
+            free = [i for i in range(self.space.size) if config_key(self.space.config_at(i)) not in exclude]
+            picks = self.rng.permutation(len(free))[:n] if free else []
+            return [self.space.config_at(free[int(i)]) for i in picks]
+        while len(out) < n:
+            c = self.space.random(self.rng)
+            k = config_key(c)
+            if k not in exclude:
+                exclude.add(k)
+                out.append(c)
+        return out
+
+    def valid_history(self) -> list[Observation]:
+        """The valid observations, best first (ties in observation order)."""
+        return sorted((o for o in self.history if o.valid), key=lambda o: -o.gflops)
+
+
+class RandomSearch(Strategy):
+    """Uniformly random configs, without repeats."""
+
+    name = "random"
+
+    def _propose(self, n: int) -> list[dict]:
+        return self.random_unseen(n)
+
+
+class GridSearch(Strategy):
+    """Every config in the space's order (the last knob varies fastest), skipping those already seen."""
+
+    name = "grid"
+
+    def __init__(self, space: Space, seed: int = 0, **kw):
+        super().__init__(space, seed, **kw)
+        self._next = 0
+
+    def _propose(self, n: int) -> list[dict]:
+        out = []
+        while len(out) < n and self._next < self.space.size:
+            c = self.space.config_at(self._next)
+            self._next += 1
+            if config_key(c) not in self.seen:
+                out.append(c)
+        return out
+
+
+def crossover(a: np.ndarray, b: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Uniform crossover of two encoded configs: each knob from either parent with probability 1/2.
+
+    Example::
+
+        >>> child = crossover(np.array([0, 0, 0]), np.array([1, 1, 1]), np.random.default_rng(0))
+        >>> set(child.tolist()) <= {0, 1}
+        True
+    """
+    return np.where(rng.random(len(a)) < 0.5, a, b)
+
+
+def mutate(genes: np.ndarray, space: Space, rng: np.random.Generator, rate: float) -> np.ndarray:
+    """Each knob moves with probability ``rate`` (at least one moves): half the time to a neighbouring value
+    (the knobs' values are ordered), otherwise to any value.
+
+    Example::
+
+        >>> from tuner.space import Knob
+        >>> sp = Space("toy", [Knob("a", (1, 2, 3))], lambda s, c: None)
+        >>> mutate(np.array([0]), sp, np.random.default_rng(0), rate=0.0).tolist() != [0]
+        True
+    """
+    out = genes.copy()
+    sizes = [len(k.values) for k in space.knobs]
+    movable = [i for i, s in enumerate(sizes) if s > 1]
+    if not movable:
+        return out
+    chosen = [i for i in movable if rng.random() < rate] or [movable[int(rng.integers(len(movable)))]]
+    for i in chosen:
+        if rng.random() < 0.5:
+            step = 1 if rng.random() < 0.5 else -1
+            out[i] = min(max(out[i] + step, 0), sizes[i] - 1)
+            if out[i] == genes[i]:
+                out[i] = genes[i] - step
+        else:
+            choices = [v for v in range(sizes[i]) if v != genes[i]]
+            out[i] = choices[int(rng.integers(len(choices)))]
+    return out
+
+
+class GeneticSearch(Strategy):
+    """A steady-state genetic algorithm on measured throughput: the population is the best ``population``
+    configs measured so far (elitism: the best survive until beaten), parents are picked by tournament, children
+    come from uniform crossover and mutation, and only unseen children are proposed. Random until two configs
+    are valid."""
+
+    name = "genetic"
+
+    def __init__(self, space: Space, seed: int = 0, population: int = 32, tournament: int = 3,
+                 mutation_rate: float | None = None, **kw):
+        super().__init__(space, seed, **kw)
+        self.population = population
+        self.tournament = tournament
+        self.mutation_rate = mutation_rate if mutation_rate is not None else 1.0 / max(1, len(space.knobs))
+
+    def _parents(self) -> tuple[np.ndarray, np.ndarray]:
+        best = self.valid_history()[: self.population]
+        genes = np.array([self.space.encode(o.config) for o in best])
+        fitness = np.array([o.gflops for o in best])
+        return genes, fitness
+
+    def _pick(self, fitness: np.ndarray) -> int:
+        entrants = self.rng.integers(len(fitness), size=min(self.tournament, len(fitness)))
+        return int(entrants[np.argmax(fitness[entrants])])
+
+    def children(self, genes: np.ndarray, fitness: np.ndarray, n: int, exclude: set[str]) -> list[dict]:
+        """Up to ``n`` new unseen children of the parents ``genes`` with ``fitness`` (not in ``exclude``)."""
+        out: list[dict] = []
+        keys = set(exclude)
+        for _ in range(50 * n):
+            if len(out) >= n:
+                break
+            a, b = genes[self._pick(fitness)], genes[self._pick(fitness)]
+            child = crossover(a, b, self.rng)
+            if self.rng.random() < 0.9 or (child == a).all() or (child == b).all():
+                child = mutate(child, self.space, self.rng, self.mutation_rate)
+            c = self.space.decode(child)
+            k = config_key(c)
+            if k not in keys and k not in self.seen:
+                keys.add(k)
+                out.append(c)
+        return out
+
+    def _propose(self, n: int) -> list[dict]:
+        genes, fitness = self._parents()
+        if len(genes) < 2:
+            return self.random_unseen(n)
+        out = self.children(genes, fitness, n, set())
+        return out + self.random_unseen(n - len(out), {config_key(c) for c in out})
+
+
+class BayesianSearch(Strategy):
+    """optuna's ask/tell with one categorical parameter per knob, maximising GFLOPS (invalid configs count 0).
+
+    ``sampler`` names any optuna sampler class (default ``TPESampler``, with ``constant_liar`` so that a batch
+    asked before any is told spreads out); it gets ``seed``. A config optuna asks for again is told its known
+    value (or, while pending, dropped as failed) and asked anew; after 20 repeats in a row the slot is filled
+    with a random unseen config, counted in ``random_fills``.
+    """
+
+    name = "bayesian"
+
+    def __init__(self, space: Space, seed: int = 0, sampler: str = "TPESampler", **kw):
+        super().__init__(space, seed, **kw)
+        import optuna
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        cls = getattr(optuna.samplers, sampler, None)
+        if cls is None or not isinstance(cls, type):
+            legal = [n for n in dir(optuna.samplers) if n.endswith("Sampler") and not n.startswith("Base")]
+            raise ValueError(f"bayesian: optuna has no sampler {sampler!r}; samplers: {', '.join(legal)}")
+        args = {"seed": seed}
+        if sampler == "TPESampler":
+            args.update(constant_liar=True, multivariate=True, n_startup_trials=10)
+        self._optuna = optuna
+        self.study = optuna.create_study(direction="maximize", sampler=cls(**args))
+        self.distributions = {k.name: optuna.distributions.CategoricalDistribution(k.values) for k in space.knobs}
+        self._pending: dict[str, object] = {}
+        self._known: dict[str, float] = {}
+        self.random_fills = 0
+
+    def observe(self, observations: Sequence[Observation]) -> None:
+        super().observe(observations)
+        for o in observations:
+            k = config_key(o.config)
+            value = o.gflops if o.valid else 0.0
+            self._known[k] = value
+            trial = self._pending.pop(k, None)
+            if trial is not None:
+                self.study.tell(trial, value)
+            else:  # measured before this strategy existed (resumed tuning) or proposed by a random fill
+                self.study.add_trial(self._optuna.trial.create_trial(
+                    params=dict(o.config), distributions=self.distributions, value=value))
+
+    def _propose(self, n: int) -> list[dict]:
+        out: list[dict] = []
+        FAIL = self._optuna.trial.TrialState.FAIL
+        while len(out) < n:
+            for _ in range(20):
+                trial = self.study.ask(self.distributions)
+                c = {k.name: trial.params[k.name] for k in self.space.knobs}
+                key = config_key(c)
+                if key in self._known:
+                    self.study.tell(trial, self._known[key])
+                elif key in self.seen or key in self._pending:
+                    self.study.tell(trial, state=FAIL)
+                else:
+                    self._pending[key] = trial
+                    out.append(c)
+                    break
+            else:
+                fill = self.random_unseen(1, set(self._pending))
+                if not fill:
+                    break
+                self.random_fills += 1
+                out.extend(fill)
+        return out
+
+
+class ModelGuidedGenetic(GeneticSearch):
+    """``xgb-genetic``: evolve a population on the cost model's predicted throughput for ``generations``
+    generations, then propose the best-predicted unseen configs, plus a share ``exploration`` of random ones.
+    The model is retrained on every observation batch (features of the lowered loop IR; throughput normalised
+    by the best so far, invalid = 0). Random until ``min_train`` valid configs have been measured."""
+
+    name = "xgb-genetic"
+
+    def __init__(self, space: Space, seed: int = 0, cost_model: CostModel | None = None,
+                 featurize: Callable[[dict], np.ndarray | None] | None = None, exploration: float = 0.2,
+                 population: int = 64, generations: int = 3, min_train: int = 16, **kw):
+        if featurize is None:
+            raise ValueError("xgb-genetic needs featurize(config) -> features")
+        super().__init__(space, seed, population=population, cost_model=cost_model or make_cost_model("xgb", seed),
+                         featurize=featurize, **kw)
+        self.exploration = exploration
+        self.generations = generations
+        self.min_train = min_train
+        self._features: dict[str, np.ndarray | None] = {}
+        self._dirty = False
+
+    def features(self, config: dict) -> np.ndarray | None:
+        """The config's feature vector (cached; None when the config cannot be scheduled)."""
+        k = config_key(config)
+        if k not in self._features:
+            self._features[k] = self.featurize(config)
+        return self._features[k]
+
+    def observe(self, observations: Sequence[Observation]) -> None:
+        super().observe(observations)
+        self._dirty = True
+
+    def _train(self) -> None:
+        rows, ys = [], []
+        best = max((o.gflops for o in self.history if o.valid), default=0.0)
+        for o in self.history:
+            f = self.features(o.config)
+            if f is not None:
+                rows.append(f)
+                ys.append((o.gflops / best) if (o.valid and best > 0) else 0.0)
+        if rows:
+            self.cost_model.fit(np.array(rows), np.array(ys))
+        self._dirty = False
+
+    def predict(self, configs: list[dict]) -> np.ndarray:
+        """Predicted normalised throughput of each config (-1 for one that cannot be scheduled)."""
+        feats = [self.features(c) for c in configs]
+        ok = [i for i, f in enumerate(feats) if f is not None]
+        scores = np.full(len(configs), -1.0)
+        if ok:
+            scores[ok] = self.cost_model.predict(np.array([feats[i] for i in ok]))
+        return scores
+
+    def _propose(self, n: int) -> list[dict]:
+        if sum(o.valid for o in self.history) < self.min_train:
+            return self.random_unseen(n)
+        if self._dirty:
+            self._train()
+        if not self.cost_model.trained:
+            return super()._propose(n)
+        n_explore = int(round(n * self.exploration))
+        # start from the best measured and random unseen configs, scored by the model
+        genes, fitness = self._parents()
+        pool = {config_key(c): c for c in self.random_unseen(self.population)}
+        for _ in range(self.generations):
+            cand = list(pool.values())
+            scores = self.predict(cand)
+            order = np.argsort(-scores, kind="stable")[: self.population]
+            elite = [cand[i] for i in order]
+            pool = {config_key(c): c for c in elite}
+            g = np.array([self.space.encode(c) for c in elite] + list(genes))
+            f = np.concatenate([scores[order], fitness / max(fitness.max(), 1e-9)])
+            for c in self.children(g, f, self.population, set(pool)):
+                pool[config_key(c)] = c
+        cand = list(pool.values())
+        scores = self.predict(cand)
+        order = np.argsort(-scores, kind="stable")
+        picks = [cand[i] for i in order if scores[i] > -1][: n - n_explore]
+        return picks + self.random_unseen(n - len(picks), {config_key(c) for c in picks})
+
+
+STRATEGIES: dict[str, type] = {
+    cls.name: cls for cls in (RandomSearch, GridSearch, GeneticSearch, BayesianSearch, ModelGuidedGenetic)
+}
+
+
+def register_strategy(name: str, cls: type) -> None:
+    """Make ``cls`` (a :class:`Strategy` subclass) available as ``name`` (``--strategy name``).
+
+    Example::
+
+        >>> class Mine(RandomSearch):
+        ...     name = "mine"
+        >>> register_strategy("mine", Mine)
+        >>> "mine" in STRATEGIES
+        True
+        >>> del STRATEGIES["mine"]
+    """
+    if not isinstance(name, str) or not name or any(ch.isspace() for ch in name):
+        raise ValueError(f"a strategy name is a non-empty word, got {name!r}")
+    if not (isinstance(cls, type) and issubclass(cls, Strategy)):
+        raise ValueError(f"strategy {name!r}: {cls!r} is not a subclass of tuner.strategies.Strategy")
+    if name in STRATEGIES and STRATEGIES[name] is not cls:
+        raise ValueError(f"a strategy called {name!r} is already registered ({STRATEGIES[name].__name__})")
+    STRATEGIES[name] = cls
+
+
+def make_strategy(name: str, space: Space, seed: int = 0, **kw) -> Strategy:
+    """A new strategy ``name`` for ``space``; ValueError listing the registered names when there is none.
+
+    Example::
+
+        >>> from tuner.space import Knob
+        >>> make_strategy("annealing", Space("t", [Knob("a", (1,))], lambda s, c: None))
+        Traceback (most recent call last):
+        ...
+        ValueError: unknown strategy 'annealing'; strategies: random, grid, genetic, bayesian, xgb-genetic...
+    """
+    cls = STRATEGIES.get(name)
+    if cls is None:
+        raise ValueError(f"unknown strategy {name!r}; strategies: {', '.join(STRATEGIES)}")
+    return cls(space, seed, **kw)

@@ -1,0 +1,234 @@
+"""The tuning loop: propose configs, measure them in isolated processes, commit each record at once, learn.
+
+``tune(...)`` returns the best record of the task (this run's or an earlier one's). Tuning a task again resumes:
+earlier records count towards ``trials`` and warm-start the strategy and its cost model.
+
+Example::
+
+    >>> import tempfile, os
+    >>> db = os.path.join(tempfile.mkdtemp(), "t.db")
+    >>> best = tune("matmul", trials=4, preset="small", strategy="random", db=db, jobs=1, progress=False)
+    >>> best.ok and best.gflops > 0
+    True
+"""
+from __future__ import annotations
+
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+
+import tensorlang as tl
+from tuner import features as feature_extraction
+from tuner.costmodel import make_cost_model
+from tuner.database import Database, Record
+from tuner.measure import LocalRunner, MeasureOptions, Result
+from tuner.strategies import Observation, Strategy, make_strategy
+from tuner.task import Task
+
+
+@dataclass
+class TuneSummary:
+    """What a tuning run did: the best record, counts, best-so-far curve, wall time, how it ended."""
+
+    task: Task
+    best: Record | None
+    trials_before: int
+    trials_done: int
+    errors: Counter = field(default_factory=Counter)
+    valid: int = 0
+    curve: list = field(default_factory=list)  # best GFLOPS so far after each trial of the task (all runs)
+    wall_s: float = 0.0
+    interrupted: bool = False
+    exhausted: bool = False
+    baselines: dict = field(default_factory=dict)  # name -> GFLOPS (default, hand, numpy)
+    phase_s: dict = field(default_factory=dict)  # wall seconds by phase: propose, build, run
+
+    @property
+    def measured_per_s(self) -> float:
+        """Candidates this run measured per second of wall time."""
+        return self.trials_done / self.wall_s if self.wall_s > 0 else 0.0
+
+
+def record_of(task: Task, r: Result, strategy: str, seed: int, trial: int) -> Record:
+    """The database record of one measured result.
+
+    Example::
+
+        >>> t = Task.create("matmul", preset="small", threads=1)
+        >>> record_of(t, Result({"a": 1}, None, (), "schedule", "bad"), "random", 0, 3).error_kind
+        'schedule'
+    """
+    return Record(task_key=task.key, workload=task.workload, sizes=dict(task.sizes), target=dict(task.target),
+                  config=dict(r.config), schedule=r.schedule_json, times=tuple(r.times), error_kind=r.error_kind,
+                  error=r.error, strategy=strategy, seed=seed, trial=trial, threads=task.threads, flops=task.flops,
+                  version=tl.__version__)
+
+
+def observation_of(rec: Record) -> Observation:
+    """A database record as a strategy observation."""
+    return Observation(dict(rec.config), rec.gflops if rec.ok else None, rec.error_kind)
+
+
+class Tuner:
+    """One tuning run of a task. ``run()`` returns a :class:`TuneSummary`; ``on_trial(summary)`` is called
+    after each committed record (the CLI draws its progress bar with it)."""
+
+    def __init__(self, task: Task, trials: int, strategy: str = "xgb-genetic", cost_model: str = "xgb",
+                 seed: int = 0, db: Database | str | None = None, jobs: int | None = None,
+                 options: MeasureOptions | None = None, batch: int = 16, on_trial=None,
+                 strategy_options: dict | None = None):
+        if trials < 1:
+            raise ValueError(f"trials must be at least 1, got {trials}")
+        if batch < 1:
+            raise ValueError(f"batch must be at least 1, got {batch}")
+        self.task = task
+        self.trials = trials
+        self.strategy_name = strategy
+        self.seed = seed
+        self.db = db if isinstance(db, Database) else Database(db)
+        self.jobs = jobs
+        self.options = options or MeasureOptions()
+        self.batch = batch
+        self.on_trial = on_trial
+        model = make_cost_model(cost_model, seed)
+        self.strategy: Strategy = make_strategy(strategy, task.space, seed=seed, cost_model=model,
+                                                featurize=self.featurize, **(strategy_options or {}))
+
+    def featurize(self, config: dict) -> np.ndarray | None:
+        """Features of the config's lowered loop IR (None when the config cannot be scheduled)."""
+        try:
+            s = self.task.space.schedule(self.task.op, self.task.sizes, config)
+            return feature_extraction.of_schedule(s)
+        except tl.ScheduleError:
+            return None
+
+    def run(self) -> TuneSummary:
+        """Tune until the task has ``trials`` records (or the space is exhausted, or Ctrl-C)."""
+        t0 = time.perf_counter()
+        earlier = self.db.records(self.task.key)
+        summary = TuneSummary(self.task, self.db.best(self.task.key), len(earlier), 0)
+        best = 0.0
+        for rec in earlier:
+            best = max(best, rec.gflops or 0.0)
+            summary.curve.append(best)
+        self.strategy.observe([observation_of(r) for r in earlier])
+        trial = len(earlier)
+        runner = None
+        propose_s = 0.0
+        try:
+            if trial < self.trials:
+                runner = LocalRunner(self.task, self.jobs, self.options, seed=self.seed)
+                if summary.best is not None:
+                    runner.best_s = summary.best.median_s
+            while trial < self.trials:
+                tp = time.perf_counter()
+                configs = self.strategy.propose(min(self.batch, self.trials - trial))
+                propose_s += time.perf_counter() - tp
+                if not configs:
+                    summary.exhausted = True
+                    break
+                observations = []
+
+                def commit(r: Result) -> None:
+                    nonlocal trial, best
+                    rec = record_of(self.task, r, self.strategy_name, self.seed, trial)
+                    self.db.add(rec)
+                    trial += 1
+                    summary.trials_done += 1
+                    if rec.ok:
+                        summary.valid += 1
+                        if summary.best is None or rec.median_s < summary.best.median_s:
+                            summary.best = rec
+                        best = max(best, rec.gflops)
+                    else:
+                        summary.errors[rec.error_kind] += 1
+                    summary.curve.append(best)
+                    observations.append(observation_of(rec))
+                    if self.on_trial:
+                        self.on_trial(summary)
+
+                runner.measure(configs, on_result=commit)
+                tp = time.perf_counter()
+                self.strategy.observe(observations)
+                propose_s += time.perf_counter() - tp
+        except KeyboardInterrupt:
+            summary.interrupted = True
+        finally:
+            if runner is not None:
+                runner.close()
+                summary.phase_s = {"propose": propose_s, **runner.phase_s}
+            summary.wall_s = time.perf_counter() - t0
+        return summary
+
+
+def measure_baselines(task: Task, best: Record | None, jobs: int | None = 1, numpy: bool = True) -> dict:
+    """GFLOPS of the default schedule, the hand schedule (if any), numpy as installed, and the best record,
+    all timed in this one call (the schedules in the isolated runner, numpy in a subprocess)."""
+    from tensorlang.bench import numpy_baseline
+    w = task.workload_def
+    out = {}
+    with LocalRunner(task, jobs=jobs, options=MeasureOptions(min_runs=5, min_time=0.2)) as runner:
+        schedules = [("default", tl.schedule(task.op, **task.sizes))]
+        if w.hand_schedule is not None:
+            s = tl.schedule(task.op, **task.sizes)
+            w.hand_schedule(s)
+            schedules.append(("hand", s))
+        if best is not None and best.schedule:
+            schedules.append(("tuned", tl.Schedule.from_json(best.schedule, task.op)))
+        for name, s in schedules:
+            r = runner.measure_schedule(s)
+            out[name] = task.flops / r.median_s / 1e9 if r.ok else None
+        if numpy:
+            res = numpy_baseline(w, task.sizes, runner.inputs, task.threads, None, 5, 0.2)
+            out["numpy"] = task.flops / res["median_s"] / 1e9
+    return out
+
+
+def tune(workload: str, trials: int, preset: str | None = None, sizes: dict | None = None,
+         strategy: str = "xgb-genetic", cost_model: str = "xgb", seed: int = 0, db: str | None = None,
+         jobs: int | None = None, timeout: float = 10.0, threads: int | None = None, progress: bool = True,
+         **options) -> Record | None:
+    """Tune ``workload`` until its task has ``trials`` records; return the best record (None if none is valid).
+
+    ``timeout`` bounds one candidate's runs (seconds); the build has its own limit. ``progress`` draws a
+    progress bar on stderr. Other keyword arguments go to :class:`Tuner` (``batch``, ``options``,
+    ``strategy_options``).
+    """
+    task = Task.create(workload, preset=preset, sizes=sizes, threads=threads)
+    opts = options.pop("options", None) or MeasureOptions(run_timeout=timeout)
+    bar = ProgressBar(trials, sys.stderr) if progress else None
+    tuner = Tuner(task, trials, strategy, cost_model, seed, db, jobs, opts, on_trial=bar.update if bar else None,
+                  **options)
+    try:
+        summary = tuner.run()
+    finally:
+        if bar:
+            bar.close()
+        tuner.db.close()
+    return summary.best
+
+
+class ProgressBar:
+    """A tqdm bar of trials with the best GFLOPS so far, and an ETA, on ``stream``."""
+
+    def __init__(self, total: int, stream=sys.stderr):
+        from tqdm import tqdm
+        self._bar = tqdm(total=total, file=stream, unit="trial", dynamic_ncols=True, leave=True)
+        self._started = False
+
+    def update(self, summary: TuneSummary) -> None:
+        """Move the bar to the summary's trial count and show its best GFLOPS."""
+        if not self._started:
+            self._bar.n = summary.trials_before
+            self._bar.last_print_n = summary.trials_before
+            self._started = True
+        self._bar.update(summary.trials_before + summary.trials_done - self._bar.n)
+        best = summary.best.gflops if summary.best else 0.0
+        self._bar.set_postfix_str(f"best {best:.1f} GFLOPS, {sum(summary.errors.values())} invalid", refresh=False)
+
+    def close(self) -> None:
+        """Finish the bar."""
+        self._bar.close()
