@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from schedules.maxpool2d import flops, make_inputs  # same input, one operation per window element
+from schedules.maxpool2d import apply_config, flops, make_inputs, pool_knobs  # the same loops as max pooling
 from schedules.workload import Workload
+from tuner.space import Space
 
 SOURCE = """\
 def avgpool2d(I: f32[N, C, H, W], KH: int, KW: int, stride: int) -> O:
@@ -37,6 +38,23 @@ def reference(I: np.ndarray, *, KH: int, KW: int, stride: int, **sizes: int) -> 
     return np.mean(windows[:, :, ::stride, ::stride], axis=(4, 5)).astype(np.float32)
 
 
+def space(sizes: dict) -> Space:
+    """The tuner's space: max pooling's knobs (``schedules.maxpool2d.pool_knobs``: a tile of rows by vectorized
+    columns, the window unrolled or not, a local accumulator, the parallel loop) and its ``apply_config``.
+
+    Example::
+
+        >>> space(WORKLOAD.sizes()).size
+        324
+        >>> import tensorlang as tl
+        >>> sz = WORKLOAD.sizes("small")
+        >>> sp = space(sz)
+        >>> "# parallel" in sp.schedule(tl.op(SOURCE), sz, sp.config_at(0)).lower()
+        True
+    """
+    return Space("avgpool2d", pool_knobs(sizes), apply_config)
+
+
 WORKLOAD = Workload(
     name="avgpool2d",
     source=SOURCE,
@@ -52,4 +70,5 @@ WORKLOAD = Workload(
     make_inputs=make_inputs,
     flops=flops,
     description="2-D f32 average pooling O[N, C, OH, OW] over KHxKW windows of I[N, C, H, W] with a stride.",
+    space=space,
 )

@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from schedules.workload import Workload
+from tuner.space import Knob, Space, factors
 
 SOURCE = """\
 def batch_matmul(A: f32[BS, M, K], B: f32[BS, K, N]) -> C:
@@ -60,6 +61,66 @@ def flops(sizes: dict) -> float:
     return 2.0 * sizes["BS"] * sizes["M"] * sizes["N"] * sizes["K"]
 
 
+def space(sizes: dict) -> Space:
+    """The tuner's space: a register tile of ``mr`` rows (unrolled) by ``nr`` columns (vectorized) per batch,
+    accumulated in a local buffer or not, k unrolled by ``ku``, B optionally packed into ``nr``-column panels,
+    the order of the row- and column-block loops, and the loop the threads split.
+
+    Example::
+
+        >>> space(WORKLOAD.sizes()).size
+        2400
+        >>> import tensorlang as tl
+        >>> sz = WORKLOAD.sizes("small")
+        >>> sp = space(sz)
+        >>> "C_local" in sp.schedule(tl.op(SOURCE), sz, sp.config_at(0)).lower()
+        True
+    """
+    M, N, K = sizes["M"], sizes["N"], sizes["K"]
+    knobs = [
+        Knob("nr", tuple(v for v in factors(N, 64) if v >= 4 or v == N), "columns per register tile (vectorized)"),
+        Knob("mr", factors(M, 8, extra=(6,)), "rows per register tile (unrolled)"),
+        Knob("ku", factors(K, 8), "k steps unrolled inside the tile"),
+        Knob("tile_order", ("i,j", "j,i"), "order of the row-block and column-block loops"),
+        Knob("cache_write", (True, False), "accumulate the tile in a local buffer (registers)"),
+        Knob("pack_b", (True, False), "copy B into nr-column panels (once per batch, or per fused block)"),
+        Knob("parallel", ("b", "fused", "outer"),
+             "the loop the threads split: batches, batches fused with the outer block loop, or that block loop"),
+    ]
+    return Space("batch_matmul", knobs, apply_config)
+
+
+def apply_config(s, cfg: dict) -> None:
+    """Apply a config of :func:`space` to the schedule ``s`` (public primitives only).
+
+    Example::
+
+        >>> import tensorlang as tl
+        >>> sz = WORKLOAD.sizes("small")
+        >>> s = tl.schedule(tl.op(SOURCE), **sz)
+        >>> apply_config(s, {"nr": 4, "mr": 2, "ku": 2, "tile_order": "i,j", "cache_write": True,
+        ...                  "pack_b": False, "parallel": "b"})
+        >>> s["C"].loops()
+        ['b', 'i_o', 'j_o', 'k_o', 'k_i', 'i_i', 'j_i']
+    """
+    c = s["C"]
+    nr = cfg["nr"]
+    jo, ji = c.split("j", nr)
+    io, ii = c.split("i", cfg["mr"])
+    ko, ki = c.split("k", cfg["ku"])
+    outer, inner = (io, jo) if cfg["tile_order"] == "i,j" else (jo, io)
+    c.reorder("b", outer, inner, ko, ki, ii, ji)
+    c.vectorize(ji)
+    c.unroll(ii)
+    c.unroll(ki)
+    if cfg["cache_write"]:
+        c.cache_write(inner)
+    top = c.fuse("b", outer) if cfg["parallel"] == "fused" else "b"
+    if cfg["pack_b"]:
+        c.cache_read("B", top, layout=((2, nr), (1, 0), (2, 0)))
+    c.parallel(outer if cfg["parallel"] == "outer" else top)
+
+
 WORKLOAD = Workload(
     name="batch_matmul",
     source=SOURCE,
@@ -74,4 +135,5 @@ WORKLOAD = Workload(
     make_inputs=make_inputs,
     flops=flops,
     description="Batched f32 matrix multiplication C[BS, M, N] = A[BS, M, K] @ B[BS, K, N].",
+    space=space,
 )

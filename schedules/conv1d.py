@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from schedules.workload import Workload, conv_output_size
+from tuner.space import Knob, Space, factors
 
 SOURCE = """\
 def conv1d(I: f32[N, C, W], Wt: f32[F, C, S], stride: int, pad: int, dil: int) -> O:
@@ -78,6 +79,73 @@ def flops(sizes: dict) -> float:
     return 2.0 * sizes["N"] * sizes["F"] * OW * sizes["C"] * sizes["S"]
 
 
+_REDUCTION_ORDERS = {"c,s": ("c", "s"), "s,c": ("s", "c")}
+
+
+def space(sizes: dict) -> Space:
+    """The tuner's space: conv2d's implicit-GEMM structure in one dimension, a register tile of ``fi`` filters by
+    ``wi`` output columns (one of the two vectorized, the other unrolled) accumulated in a local buffer or not,
+    packed filters, the reduction order, the padded input at the root or inlined, and the parallel loop.
+
+    Example::
+
+        >>> space(WORKLOAD.sizes()).size
+        6912
+        >>> import tensorlang as tl
+        >>> sz = WORKLOAD.sizes("small")
+        >>> sp = space(sz)
+        >>> "O_local" in sp.schedule(tl.op(SOURCE), sz, sp.config_at(0)).lower()
+        True
+    """
+    OW = conv_output_size(sizes["W"], sizes["S"], sizes["stride"], sizes["pad"], sizes["dil"])
+    knobs = [
+        Knob("fi", factors(sizes["F"], 32), "filters per register tile"),
+        Knob("wi", factors(OW, 32), "output columns per register tile"),
+        Knob("vectorize", ("f", "w"), "the tile axis that is vectorized (innermost); the other is unrolled"),
+        Knob("reduce_order", tuple(_REDUCTION_ORDERS), "order of the reduction loops around the tile"),
+        Knob("unroll_s", (False, True), "unroll the filter-tap loop s"),
+        Knob("cache_write", (True, False), "accumulate the tile in a local buffer (registers)"),
+        Knob("pack_filters", (True, False), "copy each block of filters into a (c, s, f) layout"),
+        Knob("parallel", ("fo", "wo", "fused"), "the loop the threads split: filter blocks, column blocks, or both"),
+        Knob("padding", ("root", "inline"), "compute the padded input once, or test the bounds at each read"),
+    ]
+    return Space("conv1d", knobs, apply_config)
+
+
+def apply_config(s, cfg: dict) -> None:
+    """Apply a config of :func:`space` to the schedule ``s`` (public primitives only).
+
+    Example::
+
+        >>> import tensorlang as tl
+        >>> sz = WORKLOAD.sizes("small")
+        >>> s = tl.schedule(tl.op(SOURCE), **sz)
+        >>> apply_config(s, {"fi": 2, "wi": 4, "vectorize": "w", "reduce_order": "c,s", "unroll_s": True,
+        ...                  "cache_write": True, "pack_filters": True, "parallel": "fo", "padding": "inline"})
+        >>> s["O"].loops()
+        ['n', 'f_o', 'w_o', 'c', 's', 'f_i', 'w_i']
+    """
+    o = s["O"]
+    fo, fi = o.split("f", cfg["fi"])
+    wo, wi = o.split("w", cfg["wi"])
+    vec, unr = (fi, wi) if cfg["vectorize"] == "f" else (wi, fi)
+    o.reorder("n", fo, wo, *_REDUCTION_ORDERS[cfg["reduce_order"]], unr, vec)
+    o.vectorize(vec)
+    o.unroll(unr)
+    if cfg["unroll_s"]:
+        o.unroll("s")
+    top = o.fuse(fo, wo) if cfg["parallel"] == "fused" else fo
+    if cfg["cache_write"]:
+        o.cache_write(top if cfg["parallel"] == "fused" else wo)
+    if cfg["pack_filters"]:
+        o.cache_read("Wt", top, layout=((1, 0), (2, 0), (0, 0)))
+    o.parallel(wo if cfg["parallel"] == "wo" else top)
+    if cfg["padding"] == "inline":
+        s["P"].compute_inline()
+    else:
+        s["P"].parallel("c")
+
+
 WORKLOAD = Workload(
     name="conv1d",
     source=SOURCE,
@@ -94,4 +162,5 @@ WORKLOAD = Workload(
     flops=flops,
     description="1-D f32 convolution O[N, F, OW] of I[N, C, W] with Wt[F, C, S]; "
     "stride, zero padding, dilation.",
+    space=space,
 )

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from schedules.workload import Workload, conv_output_size
-from tuner.space import Knob, Space, factors
+from tuner.space import Knob, Space, factors, vector_registers
 
 SOURCE = """\
 def conv2d(I: f32[N, C, H, W], Wt: f32[F, C, R, S], stride: int, pad: int, dil: int) -> O:
@@ -136,7 +136,7 @@ def space(sizes: dict) -> Space:
 
         >>> sp = space(WORKLOAD.sizes())
         >>> sp.size
-        17280
+        23040
         >>> import tensorlang as tl
         >>> sz = WORKLOAD.sizes("small")
         >>> cfg = space(sz).config_at(0)
@@ -153,23 +153,39 @@ def space(sizes: dict) -> Space:
         Knob("unroll_s", (False, True), "unroll the filter-column loop s"),
         Knob("cache_write", (True, False), "accumulate the tile in a local buffer (registers)"),
         Knob("pack_filters", (True, False), "copy each block of filters into a contiguous layout"),
-        Knob("parallel", ("fo", "ho", "fused"), "the loop the threads split: filter blocks, row blocks, or both"),
+        Knob("parallel", ("fo", "ho", "fused", "none"),
+             "the loop the threads split: filter blocks, row blocks, both, or none (one thread)"),
         Knob("padding", ("root", "inline"), "compute the padded image once, or test the bounds at each read"),
     ]
-    return Space("conv2d", knobs, apply_config)
+    lanes, registers = vector_registers()
+    return Space("conv2d", knobs, apply_config,
+                 constraint=lambda c: -(-c["fi"] // lanes) * c["wi"] * c["hi"] <= registers,
+                 constraint_doc=f"register tile of at most {registers} {lanes}-lane accumulators")
 
 
 def apply_config(s, cfg: dict) -> None:
-    """Apply a config of :func:`space` to the schedule ``s`` (public primitives only)."""
+    """Apply a config of :func:`space` to the schedule ``s`` (public primitives only).
+
+    Example::
+
+        >>> import tensorlang as tl
+        >>> s = tl.schedule(tl.op(SOURCE), **WORKLOAD.sizes("small"))
+        >>> apply_config(s, {"fi": 8, "wi": 5, "hi": 1, "reduce_order": "c,r,s", "unroll_s": False,
+        ...                  "cache_write": True, "pack_filters": True, "parallel": "fo", "padding": "root"})
+        >>> s["O"].loops()
+        ['n', 'f_o', 'h', 'w_o', 'c', 'r', 's', 'w_i', 'f_i']
+    """
     o = s["O"]
     fo, fi = o.split("f", cfg["fi"])
-    ho, hi = o.split("h", cfg["hi"])
+    # one row a tile: no h_i loop of extent 1 (so that the hand schedule's config lowers to the same loop IR)
+    ho, hi = o.split("h", cfg["hi"]) if cfg["hi"] > 1 else ("h", None)
     wo, wi = o.split("w", cfg["wi"])
     red = _REDUCTION_ORDERS[cfg["reduce_order"]]
-    o.reorder("n", fo, ho, wo, *red, hi, wi, fi)
+    o.reorder("n", fo, ho, wo, *red, *((hi,) if hi else ()), wi, fi)
     o.vectorize(fi)
     o.unroll(wi)
-    o.unroll(hi)
+    if hi:
+        o.unroll(hi)
     if cfg["unroll_s"]:
         o.unroll("s")
     if cfg["cache_write"]:
@@ -179,10 +195,11 @@ def apply_config(s, cfg: dict) -> None:
         outer = o.fuse(fo, ho)
     if cfg["pack_filters"]:
         o.cache_read("Wt", outer, layout=((1, 0), (2, 0), (3, 0), (0, 0)))
-    o.parallel({"fo": fo, "ho": ho, "fused": outer}[cfg["parallel"]])
+    if cfg["parallel"] != "none":
+        o.parallel({"fo": fo, "ho": ho, "fused": outer}[cfg["parallel"]])
     if cfg["padding"] == "inline":
         s["P"].compute_inline()
-    else:
+    elif cfg["parallel"] != "none":
         s["P"].parallel("c")
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from schedules.workload import Workload
+from tuner.space import Knob, Space, factors
 
 SOURCE = """\
 def dense_bias_relu(X: f32[M, K], Wt: f32[N, K], bias: f32[N]) -> Y:
@@ -66,6 +67,77 @@ def flops(sizes: dict) -> float:
     return 2.0 * M * N * K + 2.0 * M * N
 
 
+def space(sizes: dict) -> Space:
+    """The tuner's space: the matmul ``D`` as an ``mr`` x ``nr`` register tile (rows unrolled, columns vectorized,
+    accumulated in a local buffer) with k unrolled by ``ku`` and ``Wt`` optionally packed into a transposed
+    ``K`` x ``nr`` panel; the bias and ReLU ``Y`` as a pass of its own at the root, or with ``D`` computed inside
+    ``Y``'s panel loop (a column panel, or a row panel when the rows are split between threads); and whether the
+    threads split column blocks or row blocks.
+
+    Example::
+
+        >>> space(WORKLOAD.sizes()).size
+        2160
+        >>> import tensorlang as tl
+        >>> sz = WORKLOAD.sizes("small")
+        >>> sp = space(sz)
+        >>> "D_local" in sp.schedule(tl.op(SOURCE), sz, sp.config_at(0)).lower()
+        True
+    """
+    M, N, K = sizes["M"], sizes["N"], sizes["K"]
+    knobs = [
+        Knob("nr", tuple(v for v in factors(N, 64) if v >= 4 or v == N), "columns per register tile (vectorized)"),
+        Knob("mr", factors(M, 8, extra=(6,)), "rows per register tile (unrolled)"),
+        Knob("ku", factors(K, 8), "k steps unrolled inside the tile"),
+        Knob("pack_wt", (True, False), "copy each nr-row block of Wt into a transposed K x nr panel"),
+        Knob("epilogue", ("root", "at_panel"),
+             "bias and ReLU in a pass of their own, or D computed inside the panel loop of Y"),
+        Knob("parallel", ("n", "m"), "the loop the threads split: column blocks or row blocks"),
+    ]
+    return Space("dense_bias_relu", knobs, apply_config)
+
+
+def apply_config(s, cfg: dict) -> None:
+    """Apply a config of :func:`space` to the schedule ``s`` (public primitives only).
+
+    Example::
+
+        >>> import tensorlang as tl
+        >>> sz = WORKLOAD.sizes("small")
+        >>> s = tl.schedule(tl.op(SOURCE), **sz)
+        >>> apply_config(s, {"nr": 8, "mr": 4, "ku": 2, "pack_wt": True, "epilogue": "at_panel", "parallel": "n"})
+        >>> s["D"].loops(), s["Y"].loops()
+        (['n_o', 'm_o', 'k_o', 'k_i', 'm_i', 'n_i'], ['n_o', 'm', 'n_i'])
+    """
+    d, y = s["D"], s["Y"]
+    mr, nr = cfg["mr"], cfg["nr"]
+    dno, dni = d.split("n", nr)
+    dmo, dmi = d.split("m", mr)
+    dko, dki = d.split("k", cfg["ku"])
+    blocks = (dno, dmo) if cfg["parallel"] == "n" else (dmo, dno)
+    d.reorder(*blocks, dko, dki, dmi, dni)
+    d.vectorize(dni)
+    d.unroll(dmi)
+    d.unroll(dki)
+    d.cache_write(blocks[1])
+    if cfg["pack_wt"]:
+        d.cache_read("Wt", dno, layout=((1, 0), (0, 0)))
+    yno, yni = y.split("n", nr)
+    if cfg["epilogue"] == "root":
+        d.parallel(blocks[0])
+        y.parallel(y.fuse("m", yno))
+    elif cfg["parallel"] == "n":  # D computed for a column panel of all M rows
+        y.reorder(yno, "m", yni)
+        d.compute_at(y, yno)
+        y.parallel(yno)
+    else:  # D computed for a row panel of mr rows
+        ymo, ymi = y.split("m", mr)
+        y.reorder(ymo, yno, ymi, yni)
+        d.compute_at(y, ymo)
+        y.parallel(ymo)
+    y.vectorize(yni)
+
+
 WORKLOAD = Workload(
     name="dense_bias_relu",
     source=SOURCE,
@@ -82,4 +154,5 @@ WORKLOAD = Workload(
     make_inputs=make_inputs,
     flops=flops,
     description="Dense layer Y[M, N] = relu(X[M, K] @ Wt[N, K]^T + bias[N]) in f32.",
+    space=space,
 )

@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from schedules.workload import Workload, conv_output_size
+from tuner.space import Knob, Space, factors
 
 SOURCE = """\
 def depthwise_conv2d(I: f32[N, C, H, W], Wt: f32[C, R, S], stride: int, pad: int) -> O:
@@ -94,6 +95,73 @@ def hand_schedule(s) -> None:
     o.parallel("c")
 
 
+def space(sizes: dict) -> Space:
+    """The tuner's space: the hand schedule's structure (a register tile of ``hi`` rows by ``wi`` vectorized
+    columns, the taps around it) with the tile sizes, the unrolling of the taps, the local accumulator, where the
+    padded image is computed (inlined, at the root, or one channel at a time) and the parallel loop as knobs.
+
+    The hand schedule is ``{"wi": 16, "hi": 1, "unroll_taps": True, "cache_write": True, "padding": "inline",
+    "parallel": "c"}``.
+
+    Example::
+
+        >>> space(WORKLOAD.sizes()).size
+        648
+        >>> import tensorlang as tl
+        >>> sz = WORKLOAD.sizes("small")
+        >>> sp = space(sz)
+        >>> "# vectorized" in sp.schedule(tl.op(SOURCE), sz, sp.config_at(0)).lower()
+        True
+    """
+    OH = conv_output_size(sizes["H"], sizes["R"], sizes["stride"], sizes["pad"])
+    OW = conv_output_size(sizes["W"], sizes["S"], sizes["stride"], sizes["pad"])
+    knobs = [
+        Knob("wi", factors(OW, 32), "output columns per tile (vectorized)"),
+        Knob("hi", factors(OH, 4), "output rows per tile (unrolled)"),
+        Knob("unroll_taps", (True, False), "unroll the r and s loops of the filter taps"),
+        Knob("cache_write", (True, False), "accumulate the tile in a local buffer (registers)"),
+        Knob("padding", ("inline", "root", "per_channel"),
+             "the padded image: bounds tests at each read, computed once, or computed inside the channel loop"),
+        Knob("parallel", ("c", "ho"), "the loop the threads split: channels or row blocks"),
+    ]
+    return Space("depthwise_conv2d", knobs, apply_config)
+
+
+def apply_config(s, cfg: dict) -> None:
+    """Apply a config of :func:`space` to the schedule ``s`` (public primitives only).
+
+    Example::
+
+        >>> import tensorlang as tl
+        >>> sz = WORKLOAD.sizes("small")
+        >>> s = tl.schedule(tl.op(SOURCE), **sz)
+        >>> apply_config(s, {"wi": 4, "hi": 2, "unroll_taps": True, "cache_write": True, "padding": "root",
+        ...                  "parallel": "c"})
+        >>> s["O"].loops()
+        ['n', 'c', 'h_o', 'w_o', 'r', 's', 'h_i', 'w_i']
+    """
+    o = s["O"]
+    if cfg["padding"] == "inline":
+        s["P"].compute_inline()
+    wo, wi = o.split("w", cfg["wi"])
+    # one row a tile: no h_i loop of extent 1 (the hand schedule's config lowers to the same loop IR)
+    ho, hi = o.split("h", cfg["hi"]) if cfg["hi"] > 1 else ("h", None)
+    o.reorder("n", "c", ho, wo, "r", "s", *((hi,) if hi else ()), wi)
+    o.vectorize(wi)
+    if hi:
+        o.unroll(hi)
+    if cfg["unroll_taps"]:
+        o.unroll("r")
+        o.unroll("s")
+    if cfg["cache_write"]:
+        o.cache_write(wo)
+    o.parallel("c" if cfg["parallel"] == "c" else ho)
+    if cfg["padding"] == "root":
+        s["P"].parallel("c")
+    elif cfg["padding"] == "per_channel":
+        s["P"].compute_at(o, "c")
+
+
 def numpy_fast(I, Wt, *, stride, pad, **sizes):
     """Pad once, then one multiply-add of a shifted (strided) slice per tap, in float32."""
     N, C, H, W = I.shape
@@ -129,4 +197,5 @@ WORKLOAD = Workload(
     "stride and zero padding.",
     hand_schedule=hand_schedule,
     numpy_fast=numpy_fast,
+    space=space,
 )

@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from schedules.workload import Workload
+from tuner.space import Knob, Space, factors
 
 # The select condition compares the inputs only, so it is decided exactly in f32 and f64 alike and the
 # reference cannot take the other branch on a rounding difference.
@@ -67,6 +68,79 @@ def flops(sizes: dict) -> float:
     return 11.0 * sizes["N"] * sizes["M"]
 
 
+_FUSIONS = {
+    # fusion -> (T1, T2): "inline", "root", or the loop of E they are computed at ("tile" or "row")
+    "inline": ("inline", "inline"),
+    "at_tile": ("tile", "tile"),
+    "at_row": ("row", "row"),
+    "root": ("root", "root"),
+    "root_t1": ("root", "inline"),
+}
+
+
+def space(sizes: dict) -> Space:
+    """The tuner's space: the vector width of the contiguous axis ``j``, how many vectors each step unrolls, where
+    the intermediate stages ``T1`` and ``T2`` are computed (inlined into ``E``, inside ``E``'s vector-tile or row
+    loop, each in a pass of its own at the root, or ``T1`` at the root and ``T2`` inlined), and the rows each
+    parallel iteration handles.
+
+    Example::
+
+        >>> space(WORKLOAD.sizes()).size
+        420
+        >>> import tensorlang as tl
+        >>> sz = WORKLOAD.sizes("small")
+        >>> sp = space(sz)
+        >>> "# parallel" in sp.schedule(tl.op(SOURCE), sz, sp.config_at(0)).lower()
+        True
+    """
+    N, M = sizes["N"], sizes["M"]
+    knobs = [
+        Knob("vec", factors(M, 64), "vector width of the loops over j (1: not split)"),
+        Knob("unroll", factors(M, 4), "vectors (or elements) of E per unrolled step"),
+        Knob("fusion", tuple(_FUSIONS),
+             "T1 and T2 inlined, computed inside E's tile or row loop, at the root, or T1 at the root, T2 inlined"),
+        Knob("rows", factors(N, 8), "rows per iteration of the parallel loop"),
+    ]
+    return Space("elementwise", knobs, apply_config)
+
+
+def apply_config(s, cfg: dict) -> None:
+    """Apply a config of :func:`space` to the schedule ``s`` (public primitives only).
+
+    Example::
+
+        >>> import tensorlang as tl
+        >>> sz = WORKLOAD.sizes("small")
+        >>> s = tl.schedule(tl.op(SOURCE), **sz)
+        >>> apply_config(s, {"vec": 8, "unroll": 2, "fusion": "at_tile", "rows": 4})
+        >>> s["E"].loops(), s["T1"].loops()
+        (['i_o', 'i_i', 'j_o_o', 'j_o_i', 'j_i'], ['i', 'j_o', 'j_i'])
+    """
+    e = s["E"]
+    rows, vec, unroll = cfg["rows"], cfg["vec"], cfg["unroll"]
+    io, ii = e.split("i", rows) if rows > 1 else ("i", "i")
+    jo, ji = e.split("j", vec) if vec > 1 else ("j", None)
+    if unroll > 1:
+        jo, ju = e.split(jo, unroll)
+        e.unroll(ju)
+    if ji:
+        e.vectorize(ji)
+    where = _FUSIONS[cfg["fusion"]]
+    for name, how in zip(("T2", "T1"), reversed(where)):  # T2 first: it reads T1
+        if how == "inline":
+            s[name].compute_inline()
+        elif how in ("tile", "row"):
+            s[name].compute_at(e, jo if how == "tile" else ii)
+        else:
+            s[name].parallel(s[name].split("i", rows)[0] if rows > 1 else "i")
+    for name, how in zip(("T1", "T2"), where):
+        if how != "inline" and vec > 1:
+            _, vi = s[name].split("j", vec)
+            s[name].vectorize(vi)
+    e.parallel(io)
+
+
 WORKLOAD = Workload(
     name="elementwise",
     source=SOURCE,
@@ -81,4 +155,5 @@ WORKLOAD = Workload(
     flops=flops,
     description="Elementwise chain over A[N, M], B[N, M]: T1 = tanh(A)*B + 1, T2 = exp(-|T1|) + A/2, "
     "E = select(A > B, T1*T2, T2 - T1).",
+    space=space,
 )

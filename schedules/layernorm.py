@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from schedules.workload import Workload
+from tuner.space import Knob, Space, factors
 
 EPS = 1e-5
 
@@ -73,6 +74,73 @@ def flops(sizes: dict) -> float:
     return 8.0 * N * D + 2.0 * N
 
 
+_PLACEMENTS = {
+    # placement -> (stages computed inside Y's row loop, readers first; stages at the root; inlined stages)
+    "row": (("var", "xc", "mean"), (), ()),
+    "root": ((), ("mean", "xc", "var"), ()),
+    "inline_xc": ((), ("mean", "var"), ("xc",)),
+    "inline_xc_var_row": (("var",), ("mean",), ("xc",)),
+}
+
+
+def space(sizes: dict) -> Space:
+    """The tuner's space: where the statistics and the centred rows are computed (inside the row loop of ``Y``,
+    each in a pass of its own at the root, or ``xc`` inlined with the mean at the root and the variance at the
+    root or inside the row loop), the vector widths of the elementwise loops and of the reductions over ``d``,
+    and the rows each parallel iteration handles.
+
+    Example::
+
+        >>> space(WORKLOAD.sizes()).size
+        2304
+        >>> import tensorlang as tl
+        >>> sz = WORKLOAD.sizes("small")
+        >>> sp = space(sz)
+        >>> "# parallel" in sp.schedule(tl.op(SOURCE), sz, sp.config_at(0)).lower()
+        True
+    """
+    N, D = sizes["N"], sizes["D"]
+    knobs = [
+        Knob("placement", tuple(_PLACEMENTS),
+             "mean, xc and var inside the row loop of Y; each at the root; or xc inlined, the mean at the root and "
+             "the variance at the root or inside the row loop"),
+        Knob("vec", factors(D, 64), "vector width of the loops over d of xc and Y (1: not split)"),
+        Knob("vec_reduce", factors(D, 64), "vector width of the loops over d of the mean and the variance"),
+        Knob("rows", factors(N, 8), "rows per iteration of the parallel loop"),
+    ]
+    return Space("layernorm", knobs, apply_config)
+
+
+def apply_config(s, cfg: dict) -> None:
+    """Apply a config of :func:`space` to the schedule ``s`` (public primitives only).
+
+    Example::
+
+        >>> import tensorlang as tl
+        >>> sz = WORKLOAD.sizes("small")
+        >>> s = tl.schedule(tl.op(SOURCE), **sz)
+        >>> apply_config(s, {"placement": "row", "vec": 8, "vec_reduce": 8, "rows": 2})
+        >>> s["Y"].loops(), s["var"].loops()
+        (['n_o', 'n_i', 'd_o', 'd_i'], ['n', 'd_o', 'd_i'])
+    """
+    y = s["Y"]
+    rows = cfg["rows"]
+    yo, yi = y.split("n", rows) if rows > 1 else ("n", "n")
+    at_row, roots, inlined = _PLACEMENTS[cfg["placement"]]
+    for name in inlined:
+        s[name].compute_inline()
+    for name in at_row:
+        s[name].compute_at(y, yi)
+    for name in roots:
+        s[name].parallel(s[name].split("n", rows)[0] if rows > 1 else "n")
+    widths = {"Y": cfg["vec"], "xc": cfg["vec"], "var": cfg["vec_reduce"], "mean": cfg["vec_reduce"]}
+    for name, width in widths.items():
+        if width > 1 and name not in inlined:
+            _, di = s[name].split("d", width)
+            s[name].vectorize(di)
+    y.parallel(yo)
+
+
 WORKLOAD = Workload(
     name="layernorm",
     source=SOURCE,
@@ -88,4 +156,5 @@ WORKLOAD = Workload(
     flops=flops,
     description="Layer normalization Y[N, D] of the rows of X[N, D] with gamma[D], beta[D], eps 1e-5 "
     "(two-pass mean and variance).",
+    space=space,
 )

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from schedules.workload import Workload
-from tuner.space import Knob, Space
+from tuner.space import Knob, Space, vector_registers
 
 SOURCE = """\
 def matmul(A: f32[M, K], B: f32[K, N]) -> C:
@@ -104,7 +104,7 @@ def space(sizes: dict) -> Space:
     Example::
 
         >>> space(WORKLOAD.sizes("1024")).size
-        128000
+        192000
         >>> import tensorlang as tl
         >>> sz = WORKLOAD.sizes("small")
         >>> "C_local" in space(sz).schedule(tl.op(SOURCE), sz, space(sz).config_at(0)).lower()
@@ -120,9 +120,12 @@ def space(sizes: dict) -> Space:
         Knob("ku", (1, 2, 4, 8), "k steps unrolled inside the tile"),
         Knob("pack_a", (True, False), "copy each A panel into mr-row strips"),
         Knob("pack_b", (True, False), "copy each B panel into nr-column strips"),
-        Knob("parallel", ("jo", "io"), "the loop the threads split: column blocks or row blocks"),
+        Knob("parallel", ("jo", "io", "none"), "the loop the threads split: column blocks, row blocks, or none"),
     ]
-    return Space("matmul", knobs, apply_config)
+    lanes, registers = vector_registers()
+    return Space("matmul", knobs, apply_config,
+                 constraint=lambda c: -(-c["nr"] // lanes) * c["mr"] <= registers,
+                 constraint_doc=f"register tile of at most {registers} {lanes}-lane accumulators")
 
 
 def apply_config(s, cfg: dict) -> None:
@@ -136,7 +139,7 @@ def apply_config(s, cfg: dict) -> None:
     kk, ku_ = c.split(k1, ku)
     io, i1 = c.split("i", min(_round_up(cfg["mc"], mr), _round_up(M, mr)))
     im, ii = c.split(i1, mr)
-    if cfg["parallel"] == "jo":
+    if cfg["parallel"] in ("jo", "none"):
         c.reorder(jo, ko, io, jm, im, kk, ku_, ii, ji)
     else:
         c.reorder(io, jo, ko, jm, im, kk, ku_, ii, ji)
@@ -147,8 +150,9 @@ def apply_config(s, cfg: dict) -> None:
     if cfg["pack_b"]:
         c.cache_read("B", ko, layout=((1, nr), (0, 0), (1, 0)))
     if cfg["pack_a"]:
-        c.cache_read("A", io if cfg["parallel"] == "jo" else ko, layout=((0, mr), (1, 0), (0, 0)))
-    c.parallel(jo if cfg["parallel"] == "jo" else io)
+        c.cache_read("A", ko if cfg["parallel"] == "io" else io, layout=((0, mr), (1, 0), (0, 0)))
+    if cfg["parallel"] != "none":
+        c.parallel(jo if cfg["parallel"] == "jo" else io)
 
 
 def numpy_fast(A, B, **sizes):

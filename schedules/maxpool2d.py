@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from schedules.workload import Workload, conv_output_size
+from tuner.space import Knob, Space, factors
 
 SOURCE = """\
 def maxpool2d(I: f32[N, C, H, W], KH: int, KW: int, stride: int) -> O:
@@ -80,6 +81,78 @@ def hand_schedule(s) -> None:
     o.unroll("s")
 
 
+def pool_knobs(sizes: dict) -> list[Knob]:
+    """The knobs of a pooling space (max or average: the same loops): the tile of ``hi`` rows (unrolled) by ``wi``
+    columns (vectorized; 1 leaves the column loop to LLVM's vectorizer, as the hand schedule does), the window
+    unrolled or not, a local accumulator, and the parallel loop.
+
+    Example::
+
+        >>> [k.name for k in pool_knobs(WORKLOAD.sizes())]
+        ['wi', 'hi', 'unroll_window', 'cache_write', 'parallel']
+    """
+    OH = conv_output_size(sizes["H"], sizes["KH"], sizes["stride"])
+    OW = conv_output_size(sizes["W"], sizes["KW"], sizes["stride"])
+    return [
+        Knob("wi", factors(OW, 32), "output columns per tile (vectorized when more than 1)"),
+        Knob("hi", factors(OH, 4), "output rows per tile (unrolled)"),
+        Knob("unroll_window", (True, False), "unroll the r and s loops of the window"),
+        Knob("cache_write", (False, True), "accumulate the tile in a local buffer (registers)"),
+        Knob("parallel", ("c", "ho", "fused"), "the loop the threads split: channels, row blocks, or both fused"),
+    ]
+
+
+def space(sizes: dict) -> Space:
+    """The tuner's space (see :func:`pool_knobs`); it holds the hand schedule, ``{"wi": 1, "hi": 1,
+    "unroll_window": True, "cache_write": False, "parallel": "c"}``.
+
+    Example::
+
+        >>> space(WORKLOAD.sizes()).size
+        324
+        >>> import tensorlang as tl
+        >>> sz = WORKLOAD.sizes("small")
+        >>> sp = space(sz)
+        >>> "# parallel" in sp.schedule(tl.op(SOURCE), sz, sp.config_at(0)).lower()
+        True
+    """
+    return Space("maxpool2d", pool_knobs(sizes), apply_config)
+
+
+def apply_config(s, cfg: dict) -> None:
+    """Apply a config of :func:`pool_knobs` to the schedule ``s`` of a pooling program (public primitives only).
+
+    Example::
+
+        >>> import tensorlang as tl
+        >>> sz = WORKLOAD.sizes("small")
+        >>> s = tl.schedule(tl.op(SOURCE), **sz)
+        >>> apply_config(s, {"wi": 4, "hi": 2, "unroll_window": True, "cache_write": True, "parallel": "fused"})
+        >>> s["O"].loops()
+        ['n', 'c_h_o', 'w_o', 'r', 's', 'h_i', 'w_i']
+    """
+    o = s["O"]
+    # a factor of 1 splits nothing: no loop of extent 1 (the hand schedule's config lowers to the same loop IR)
+    wo, wi = o.split("w", cfg["wi"]) if cfg["wi"] > 1 else ("w", None)
+    ho, hi = o.split("h", cfg["hi"]) if cfg["hi"] > 1 else ("h", None)
+    tile = tuple(a for a in (hi, wi) if a)
+    if tile:
+        o.reorder("n", "c", ho, wo, "r", "s", *tile)
+    if wi:
+        o.vectorize(wi)
+    if hi:
+        o.unroll(hi)
+    if cfg["unroll_window"]:
+        o.unroll("r")
+        o.unroll("s")
+    if cfg["cache_write"]:
+        o.cache_write(wo)
+    if cfg["parallel"] == "fused":
+        o.parallel(o.fuse("c", ho))
+    else:
+        o.parallel("c" if cfg["parallel"] == "c" else ho)
+
+
 def numpy_fast(I, *, KH, KW, stride, **sizes):
     """The maximum over the KH*KW strided views of the input, in float32."""
     N, C, H, W = I.shape
@@ -109,4 +182,5 @@ WORKLOAD = Workload(
     description="2-D f32 max pooling O[N, C, OH, OW] over KHxKW windows of I[N, C, H, W] with a stride.",
     hand_schedule=hand_schedule,
     numpy_fast=numpy_fast,
+    space=space,
 )

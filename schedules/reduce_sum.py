@@ -16,6 +16,7 @@ import numpy as np
 
 from schedules.transpose import flops, make_inputs  # same input X[M, N]; M*N additions
 from schedules.workload import Workload
+from tuner.space import Knob, Space, factors
 
 SOURCE = """\
 def reduce_sum(X: f32[M, N]) -> Y:
@@ -35,6 +36,57 @@ def reference(X: np.ndarray, **sizes: int) -> np.ndarray:
     return np.sum(X.astype(np.float64), axis=1).astype(np.float32)
 
 
+def space(sizes: dict) -> Space:
+    """The tuner's space: a tile of ``ri`` rows by ``vj`` columns, vectorized along the columns (each vector's lanes
+    combined into its row's sum) or along the rows (one lane a row, the columns unrolled), the sums accumulated in
+    a local buffer or not, and whether the row blocks run in parallel.
+
+    Example::
+
+        >>> space(WORKLOAD.sizes()).size
+        280
+        >>> import tensorlang as tl
+        >>> sz = WORKLOAD.sizes("small")
+        >>> sp = space(sz)
+        >>> "# vectorized" in sp.schedule(tl.op(SOURCE), sz, sp.config_at(0)).lower()
+        True
+    """
+    M, N = sizes["M"], sizes["N"]
+    knobs = [
+        Knob("vec_axis", ("j", "i"), "vectorize the columns of a row (lanes combined) or the rows of the tile"),
+        Knob("ri", factors(M, 16), "rows per tile (vectorized or unrolled)"),
+        Knob("vj", factors(N, 64), "columns per tile step (vectorized or unrolled)"),
+        Knob("cache_write", (True, False), "accumulate the tile's sums in a local buffer (registers)"),
+        Knob("parallel", (True, False), "split the row blocks between threads"),
+    ]
+    return Space("reduce_sum", knobs, apply_config)
+
+
+def apply_config(s, cfg: dict) -> None:
+    """Apply a config of :func:`space` to the schedule ``s`` (public primitives only).
+
+    Example::
+
+        >>> import tensorlang as tl
+        >>> sz = WORKLOAD.sizes("small")
+        >>> s = tl.schedule(tl.op(SOURCE), **sz)
+        >>> apply_config(s, {"vec_axis": "i", "ri": 8, "vj": 4, "cache_write": True, "parallel": True})
+        >>> s["Y"].loops()
+        ['i_o', 'j_o', 'j_i', 'i_i']
+    """
+    y = s["Y"]
+    io, ii = y.split("i", cfg["ri"])
+    jo, ji = y.split("j", cfg["vj"])
+    vec, unr = (ji, ii) if cfg["vec_axis"] == "j" else (ii, ji)
+    y.reorder(io, jo, unr, vec)
+    y.vectorize(vec)
+    y.unroll(unr)
+    if cfg["cache_write"]:
+        y.cache_write(io)
+    if cfg["parallel"]:
+        y.parallel(io)
+
+
 WORKLOAD = Workload(
     name="reduce_sum",
     source=SOURCE,
@@ -49,4 +101,5 @@ WORKLOAD = Workload(
     make_inputs=make_inputs,
     flops=flops,
     description="Row sums Y[M] of X[M, N] in f32 (a reduction over the inner axis).",
+    space=space,
 )

@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from schedules.workload import Workload
+from tuner.space import Knob, Space, factors
 
 SOURCE = """\
 def softmax(X: f32[N, D]) -> Y:
@@ -83,6 +84,69 @@ def hand_schedule(s) -> None:
     y.parallel("n")
 
 
+def space(sizes: dict) -> Space:
+    """The tuner's space: where the row statistics and the exponentials are computed (inside the row loop, as in
+    the hand schedule; each in a pass of its own at the root; or ``e`` inlined, its exponentials computed twice,
+    with the max and the sum at the root), the vector widths of the elementwise loops and of the reductions over
+    ``d``, and the rows each parallel iteration handles.
+
+    The hand schedule is ``{"placement": "row", "vec": 16, "vec_reduce": 16, "rows": 1}``.
+
+    Example::
+
+        >>> space(WORKLOAD.sizes()).size
+        588
+        >>> import tensorlang as tl
+        >>> sz = WORKLOAD.sizes("small")
+        >>> sp = space(sz)
+        >>> "# parallel" in sp.schedule(tl.op(SOURCE), sz, sp.config_at(0)).lower()
+        True
+    """
+    N, D = sizes["N"], sizes["D"]
+    knobs = [
+        Knob("placement", ("row", "root", "inline_e"),
+             "max, exp and sum inside the row loop of Y; each at the root; or e inlined, max and sum at the root"),
+        Knob("vec", factors(D, 64), "vector width of the loops over d of e and Y (1: not split)"),
+        Knob("vec_reduce", factors(D, 64), "vector width of the loops over d of the max and the sum (1: not split)"),
+        Knob("rows", factors(N, 8), "rows per iteration of the parallel loop"),
+    ]
+    return Space("softmax", knobs, apply_config)
+
+
+def apply_config(s, cfg: dict) -> None:
+    """Apply a config of :func:`space` to the schedule ``s`` (public primitives only).
+
+    Example::
+
+        >>> import tensorlang as tl
+        >>> sz = WORKLOAD.sizes("small")
+        >>> s = tl.schedule(tl.op(SOURCE), **sz)
+        >>> apply_config(s, {"placement": "row", "vec": 16, "vec_reduce": 8, "rows": 2})
+        >>> s["Y"].loops(), s["mx"].loops()
+        (['n_o', 'n_i', 'd_o', 'd_i'], ['n', 'd_o', 'd_i'])
+    """
+    y = s["Y"]
+    rows = cfg["rows"]
+    yo, yi = y.split("n", rows) if rows > 1 else ("n", "n")
+    if cfg["placement"] == "row":
+        for name in ("sm", "e", "mx"):  # readers first: e is computed where sm is, mx where e is
+            s[name].compute_at(y, yi)
+        roots = ()
+    elif cfg["placement"] == "root":
+        roots = ("mx", "e", "sm")
+    else:
+        s["e"].compute_inline()
+        roots = ("mx", "sm")
+    for name in roots:
+        s[name].parallel(s[name].split("n", rows)[0] if rows > 1 else "n")
+    widths = {"Y": cfg["vec"], "e": cfg["vec"], "sm": cfg["vec_reduce"], "mx": cfg["vec_reduce"]}
+    for name, width in widths.items():
+        if width > 1 and not (name == "e" and cfg["placement"] == "inline_e"):
+            _, di = s[name].split("d", width)
+            s[name].vectorize(di)
+    y.parallel(yo)
+
+
 def numpy_fast(X, **sizes):
     """``e = exp(X - max); e /= sum(e)`` along rows, in float32, in place where possible."""
     e = X - X.max(axis=1, keepdims=True)
@@ -109,4 +173,5 @@ WORKLOAD = Workload(
     description="Numerically stable softmax Y[N, D] over the rows of X[N, D] (max, exp, sum, divide).",
     hand_schedule=hand_schedule,
     numpy_fast=numpy_fast,
+    space=space,
 )

@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from schedules.workload import Workload
+from tuner.space import Knob, Space, factors
 
 SOURCE = """\
 def transpose(X: f32[M, N]) -> Y:
@@ -57,6 +58,57 @@ def flops(sizes: dict) -> float:
     return float(sizes["M"] * sizes["N"])
 
 
+def space(sizes: dict) -> Space:
+    """The tuner's space: a ``tj`` x ``ti`` tile of the output (``Y``'s rows ``j`` by its contiguous columns
+    ``i``), which tile loop is innermost and whether it is vectorized, an optional transposed copy of each input
+    tile into a local buffer (so that the innermost loop reads it contiguously), and the parallel loop.
+
+    Example::
+
+        >>> space(WORKLOAD.sizes()).size
+        784
+        >>> import tensorlang as tl
+        >>> sz = WORKLOAD.sizes("small")
+        >>> sp = space(sz)
+        >>> "# parallel" in sp.schedule(tl.op(SOURCE), sz, sp.config_at(0)).lower()
+        True
+    """
+    M, N = sizes["M"], sizes["N"]
+    knobs = [
+        Knob("tj", factors(N, 64), "rows of Y per tile"),
+        Knob("ti", factors(M, 64), "columns of Y per tile (contiguous in Y)"),
+        Knob("inner", ("i", "j"), "the innermost tile loop: i (contiguous stores to Y) or j (contiguous loads from X)"),
+        Knob("vectorize", (True, False), "vectorize the innermost tile loop"),
+        Knob("pack", (False, True), "copy each tile of X, transposed, into a local buffer first"),
+        Knob("parallel", ("jo", "fused"), "the loop the threads split: row blocks, or row and column blocks fused"),
+    ]
+    return Space("transpose", knobs, apply_config)
+
+
+def apply_config(s, cfg: dict) -> None:
+    """Apply a config of :func:`space` to the schedule ``s`` (public primitives only).
+
+    Example::
+
+        >>> import tensorlang as tl
+        >>> sz = WORKLOAD.sizes("small")
+        >>> s = tl.schedule(tl.op(SOURCE), **sz)
+        >>> apply_config(s, {"tj": 8, "ti": 8, "inner": "i", "vectorize": True, "pack": True, "parallel": "jo"})
+        >>> s["Y"].loops()
+        ['j_o', 'i_o', 'j_i', 'i_i']
+    """
+    y = s["Y"]
+    jo, io, ji, ii = y.tile("j", "i", cfg["tj"], cfg["ti"])
+    if cfg["inner"] == "j":
+        y.reorder(ii, ji)
+    if cfg["vectorize"]:
+        y.vectorize(ii if cfg["inner"] == "i" else ji)
+    top = y.fuse(jo, io) if cfg["parallel"] == "fused" else io
+    if cfg["pack"]:
+        y.cache_read("X", top, layout=((1, 0), (0, 0)))
+    y.parallel(top if cfg["parallel"] == "fused" else jo)
+
+
 WORKLOAD = Workload(
     name="transpose",
     source=SOURCE,
@@ -71,4 +123,5 @@ WORKLOAD = Workload(
     make_inputs=make_inputs,
     flops=flops,
     description="Matrix transpose Y[N, M] = X[M, N]^T in f32; memory bound, flops() counts elements.",
+    space=space,
 )

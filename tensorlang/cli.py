@@ -4,6 +4,8 @@
     tensorlang run WORKLOAD [--preset P | --size K=V,...]  compile, run, check against numpy, time it
     tensorlang bench WORKLOAD [--threads N]                default vs hand schedule vs numpy, one table
     tensorlang show WORKLOAD [--ir | --llvm | --asm]       the loop IR or generated code
+    tensorlang tune WORKLOAD --trials N [...]              auto-tune a workload's schedule (see tuner/cli.py)
+    tensorlang best WORKLOAD                               the best tuned record and its schedule as Python
 
 Every command takes `--json` and then prints one JSON object on stdout. Bad flags name the flag and the
 legal values; errors never end in a traceback.
@@ -68,15 +70,26 @@ def cmd_ops(args) -> dict:
     import schedules
     rows = []
     for w in schedules.WORKLOADS.values():
-        rows.append({"workload": w.name, "description": w.description, "default_preset": w.default_preset,
-                     "presets": w.presets})
+        row = {"workload": w.name, "description": w.description, "default_preset": w.default_preset,
+               "presets": w.presets}
+        if args.spaces and w.space is not None:
+            space = w.space(w.sizes())
+            row["space"] = {"knobs": {k.name: list(k.values) for k in space.knobs}, "size": space.size,
+                            "allowed": space.allowed_size}
+            row["space_text"] = space.describe()
+        rows.append(row)
     if not args.json:
         for r in rows:
             print(f"{r['workload']:<18} {r['description']}")
             for name, sizes in r["presets"].items():
                 mark = "*" if name == r["default_preset"] else " "
                 print(f"  {mark} {name:<16} {', '.join(f'{k}={v}' for k, v in sizes.items())}")
-        print("\n(* default preset)  run one: tensorlang run conv2d --preset resnet18_3x3")
+            if "space_text" in r:
+                print("    " + r["space_text"].replace("\n", "\n    ") + "  (at the default preset)")
+        print("\n(* default preset)  run one: tensorlang run conv2d --preset resnet18_3x3"
+              + ("" if args.spaces else "; search spaces: tensorlang ops --spaces"))
+    for r in rows:
+        r.pop("space_text", None)
     return {"workloads": rows}
 
 
@@ -124,7 +137,14 @@ def cmd_bench(args) -> dict:
         raise CLIError(f"--threads: must be >= 1, got {args.threads}")
     threads = args.threads or __import__("tensorlang.threadpool", fromlist=["x"]).num_threads()
     log = (lambda *a: print(*a, file=sys.stderr)) if args.json else (lambda *a: None)
-    report = run_bench(w, sizes, threads, min_runs=args.repeat, min_time=args.min_time, log=log)
+    extra = []
+    if w.space is not None:
+        import tensorlang as tl
+        from tuner.cli import best_record
+        task, rec, _ = best_record(w, sizes, threads, args.db)
+        if rec is not None:
+            extra.append(("tuned", tl.Schedule.from_json(rec.schedule, task.op)))
+    report = run_bench(w, sizes, threads, min_runs=args.repeat, min_time=args.min_time, extra=extra, log=log)
     if not args.json:
         print(format_table(report))
     bad = [r["name"] for r in report["results"] if r.get("max_rel_error", 0) > 1e-3]
@@ -138,7 +158,15 @@ def cmd_show(args) -> dict:
     w, sizes = workload_and_sizes(args)
     op = tl.op(w.source)
     kind = "llvm" if args.llvm else "asm" if args.asm else "ir"
-    text = tl.schedule(op, **sizes).lower() if kind == "ir" else tl.build(op, **sizes).source(kind)
+    s = tl.schedule(op, **sizes)
+    if args.best:
+        from tuner.cli import best_record
+        task, rec, db = best_record(w, sizes, None, args.db)
+        if rec is None:
+            raise CLIError(f"--best: no tuning record for {task.describe()} in {db.path}; "
+                           f"run: tensorlang tune {w.name} --trials 100")
+        s = tl.Schedule.from_json(rec.schedule, op)
+    text = s.lower() if kind == "ir" else tl.build(s).source(kind)
     if not args.json:
         print(text)
     return {"workload": w.name, "sizes": sizes, "kind": kind, "text": text}
@@ -163,7 +191,9 @@ def make_parser() -> argparse.ArgumentParser:
             sp.add_argument("--preset", help="a size preset of the workload")
             sp.add_argument("--size", help="sizes as NAME=INT,... (override the preset's)")
 
-    common(sub.add_parser("ops", help="list workloads and their size presets"), sizes=False)
+    o = sub.add_parser("ops", help="list workloads and their size presets")
+    common(o, sizes=False)
+    o.add_argument("--spaces", action="store_true", help="also show each workload's search space and its size")
     r = sub.add_parser("run", help="compile a workload, run it, check it against numpy and time it")
     common(r)
     r.add_argument("--repeat", type=int, default=10, help="at least this many timed runs (default 10)")
@@ -174,16 +204,50 @@ def make_parser() -> argparse.ArgumentParser:
     b.add_argument("--threads", type=int, help="threads for tensorlang and OpenBLAS (default: all CPUs)")
     b.add_argument("--repeat", type=int, default=10, help="at least this many timed runs each (default 10)")
     b.add_argument("--min-time", type=float, default=0.3, help="and at least this many seconds each")
+    b.add_argument("--db", help="tuning database whose best record is timed too (default: TENSORLANG_DB or "
+                                "the user cache folder)")
     s = sub.add_parser("show", help="print the loop IR (default), LLVM IR or assembly")
     common(s)
     g = s.add_mutually_exclusive_group()
     g.add_argument("--ir", action="store_true", help="the loop IR (default)")
     g.add_argument("--llvm", action="store_true", help="the optimised LLVM IR")
     g.add_argument("--asm", action="store_true", help="the assembly")
+    s.add_argument("--best", action="store_true", help="the best tuned schedule instead of the default one")
+    s.add_argument("--db", help="tuning database for --best")
+    t = sub.add_parser("tune", help="auto-tune a workload: search schedules, measure them, keep every record")
+    common(t)
+    t.add_argument("--trials", type=int, required=True, help="tune until the task has this many records")
+    t.add_argument("--strategy", default="xgb-genetic",
+                   help="random, grid, genetic, bayesian or xgb-genetic (default)")
+    t.add_argument("--cost-model", default="xgb", help="xgb (default), forest or none")
+    t.add_argument("--seed", type=int, default=0, help="seed of the search (same seed, same proposals)")
+    t.add_argument("--db", help="tuning database file (default: TENSORLANG_DB or the user cache folder)")
+    t.add_argument("--jobs", type=int, help="build processes (default: the CPU count)")
+    t.add_argument("--timeout", type=float, default=10.0, help="seconds one candidate may run (default 10)")
+    t.add_argument("--threads", type=int, help="threads the kernels use (default: all CPUs)")
+    t.add_argument("--batch", type=int, default=16, help="candidates proposed and measured per round")
+    t.add_argument("--plot", help="write a PNG of the best GFLOPS so far against trials")
+    t.add_argument("--no-baselines", action="store_true",
+                   help="skip timing the default and hand schedules and numpy at the end")
+    bst = sub.add_parser("best", help="the best tuned record of a workload and its schedule as Python")
+    common(bst)
+    bst.add_argument("--threads", type=int, help="the thread count it was tuned for (default: all CPUs)")
+    bst.add_argument("--db", help="tuning database file (default: TENSORLANG_DB or the user cache folder)")
     return p
 
 
-COMMANDS = {"ops": cmd_ops, "run": cmd_run, "bench": cmd_bench, "show": cmd_show}
+def cmd_tune(args) -> dict:
+    from tuner.cli import cmd_tune as tune
+    return tune(args, *workload_and_sizes(args))
+
+
+def cmd_best(args) -> dict:
+    from tuner.cli import cmd_best as best
+    return best(args, *workload_and_sizes(args))
+
+
+COMMANDS = {"ops": cmd_ops, "run": cmd_run, "bench": cmd_bench, "show": cmd_show, "tune": cmd_tune,
+            "best": cmd_best}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -15,7 +15,7 @@ Example::
     >>> sp = Space("double", [Knob("vec", (4, 8, 16))], apply)
     >>> sp.size, sp.config_at(2)
     (3, {'vec': 16})
-    >>> "vectorized x16" in sp.schedule(op, {"N": 64}, {"vec": 16}).lower()
+    >>> "# vectorized" in sp.schedule(op, {"N": 64}, {"vec": 16}).lower()
     True
 """
 from __future__ import annotations
@@ -26,7 +26,21 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Knob", "Space", "config_key", "factors"]
+__all__ = ["Knob", "Space", "config_key", "factors", "vector_registers"]
+
+
+def vector_registers() -> tuple[int, int]:
+    """(f32 lanes per vector register, number of vector registers) of this CPU: (16, 32) with AVX-512,
+    (8, 16) with AVX2, else (4, 16). Spaces use it to rule out register tiles that cannot fit.
+
+    Example::
+
+        >>> vector_registers() in {(16, 32), (8, 16), (4, 16)}
+        True
+    """
+    from tensorlang.target import host_target
+    bits = host_target().vector_bits()
+    return bits // 32, 32 if bits == 512 else 16
 
 
 @dataclass(frozen=True)
@@ -99,6 +113,8 @@ class Space:
 
     ``apply(s, config)`` gets a ``tl.Schedule`` and a full config; it may raise ``tl.ScheduleError`` for a
     combination it cannot express (the tuner records that as an error of kind "schedule").
+    ``constraint(config) -> bool``, when given, rules configs out before anything is built (say, register
+    tiles with more accumulators than the CPU has registers); strategies never propose those.
 
     Example::
 
@@ -107,13 +123,36 @@ class Space:
         (6, {'a': 2, 'b': 'z'}, 5)
     """
 
-    def __init__(self, name: str, knobs: Sequence[Knob], apply: Callable[[object, dict], None]):
+    def __init__(self, name: str, knobs: Sequence[Knob], apply: Callable[[object, dict], None],
+                 constraint: Callable[[dict], bool] | None = None, constraint_doc: str = ""):
         names = [k.name for k in knobs]
         if len(set(names)) != len(names):
             raise ValueError(f"space {name!r} names a knob twice: {names}")
         self.name = name
         self.knobs: tuple[Knob, ...] = tuple(knobs)
         self._apply = apply
+        self.constraint = constraint
+        self.constraint_doc = constraint_doc
+        self._allowed_size: int | None = None
+
+    def allowed(self, config: dict) -> bool:
+        """Whether the space's constraint admits ``config`` (True when there is no constraint)."""
+        return self.constraint is None or bool(self.constraint(config))
+
+    @property
+    def allowed_size(self) -> int:
+        """The number of configs the constraint admits (counted once, by enumeration up to 2 million configs;
+        beyond that, estimated from 100,000 seeded random draws)."""
+        if self._allowed_size is None:
+            if self.constraint is None:
+                self._allowed_size = self.size
+            elif self.size <= 2_000_000:
+                self._allowed_size = sum(self.allowed(self.config_at(i)) for i in range(self.size))
+            else:
+                rng = np.random.default_rng(0)
+                hits = sum(self.allowed(self.random(rng)) for _ in range(100_000))
+                self._allowed_size = max(1, round(self.size * hits / 100_000))
+        return self._allowed_size
 
     @property
     def size(self) -> int:
@@ -191,6 +230,8 @@ class Space:
     def describe(self) -> str:
         """One line per knob: its name, its values and what it does."""
         lines = [f"space {self.name}: {self.size:,} configs"]
+        if self.constraint is not None:
+            lines[0] += f", {self.allowed_size:,} allowed" + (f" ({self.constraint_doc})" if self.constraint_doc else "")
         for k in self.knobs:
             lines.append(f"  {k.name:<14} {list(k.values)}" + (f"  {k.doc}" if k.doc else ""))
         return "\n".join(lines)

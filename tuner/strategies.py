@@ -73,14 +73,29 @@ class Strategy:
         self.history: list[Observation] = []
 
     def propose(self, n: int) -> list[dict]:
-        """Up to ``n`` configs to measure next, none proposed before (fewer when the space runs out)."""
-        out = []
-        for c in self._propose(max(0, n)):
-            k = config_key(c)
-            if k not in self.seen:
+        """Up to ``n`` configs to measure next, none proposed before and all admitted by the space's constraint
+        (fewer when the space runs out)."""
+        out: list[dict] = []
+        for _ in range(20):  # a strategy unaware of the constraint is asked again for what it ruled out
+            want = n - len(out)
+            if want <= 0:
+                break
+            got = self._propose(want)
+            if not got:
+                break
+            for c in got:
+                k = config_key(c)
+                if k in self.seen:
+                    continue
                 self.seen.add(k)
-                out.append(c)
+                if self.space.allowed(c):
+                    out.append(c)
+                else:
+                    self._rejected(c)
         return out[:n]
+
+    def _rejected(self, config: dict) -> None:
+        """Called for a proposed config the space's constraint rules out (it is never measured)."""
 
     def _propose(self, n: int) -> list[dict]:
         raise NotImplementedError
@@ -91,26 +106,23 @@ class Strategy:
             self.seen.add(config_key(o.config))
             self.history.append(o)
 
-    @property
-    def exhausted(self) -> bool:
-        """Every config of the space has been proposed or observed."""
-        return len(self.seen) >= self.space.size
 
     def random_unseen(self, n: int, exclude: set[str] | None = None) -> list[dict]:
         """Up to ``n`` distinct uniformly random configs not yet seen (nor in ``exclude``)."""
         exclude = set(self.seen) | (exclude or set())
         out: list[dict] = []
-        if self.space.size - len(exclude) <= 4 * n or len(exclude) > self.space.size // 2:
-            free = [i for i in range(self.space.size) if config_key(self.space.config_at(i)) not in exclude]
-            picks = self.rng.permutation(len(free))[:n] if free else []
-            return [self.space.config_at(free[int(i)]) for i in picks]
-        while len(out) < n:
+        for _ in range(200 * max(n, 1)):  # rejection sampling while the space is far from used up
+            if len(out) >= n:
+                return out
             c = self.space.random(self.rng)
             k = config_key(c)
-            if k not in exclude:
+            if k not in exclude and self.space.allowed(c):
                 exclude.add(k)
                 out.append(c)
-        return out
+        free = [i for i in range(self.space.size)
+                if config_key(c := self.space.config_at(i)) not in exclude and self.space.allowed(c)]
+        picks = self.rng.permutation(len(free))[: n - len(out)] if free else []
+        return out + [self.space.config_at(free[int(i)]) for i in picks]
 
     def valid_history(self) -> list[Observation]:
         """The valid observations, best first (ties in observation order)."""
@@ -278,6 +290,12 @@ class BayesianSearch(Strategy):
             else:  # measured before this strategy existed (resumed tuning) or proposed by a random fill
                 self.study.add_trial(self._optuna.trial.create_trial(
                     params=dict(o.config), distributions=self.distributions, value=value))
+
+    def _rejected(self, config: dict) -> None:
+        trial = self._pending.pop(config_key(config), None)
+        if trial is not None:  # ruled out by the space's constraint: as bad as an invalid config
+            self._known[config_key(config)] = 0.0
+            self.study.tell(trial, 0.0)
 
     def _propose(self, n: int) -> list[dict]:
         out: list[dict] = []

@@ -1,0 +1,192 @@
+"""The tuner's search spaces (``space(sizes)`` of every workload in schedules/): each is a consistent product of
+knobs at the smallest and the default preset, nearly every config schedules and computes what the reference
+computes, the hand schedules are points of their spaces, and ``Space.validate`` names the knob it refuses.
+
+Run: ``.venv/bin/pytest tests/test_spaces.py -q``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import schedules
+import tensorlang as tl
+from oracle import assert_close
+from test_workloads import EXACT, reduction_len
+
+WORKLOADS = list(schedules.WORKLOADS.values())
+RANDOM_CONFIGS = 8  # configs built and run per workload
+MAX_REFUSED = 1  # of those, how many may raise ScheduleError
+
+
+def smallest_preset(w) -> str:
+    """The preset the quick tests use: ``"small"`` where the workload has one, else the one with the fewest FLOPs.
+
+    Example::
+
+        >>> smallest_preset(schedules.get("matmul"))
+        'small'
+    """
+    return "small" if "small" in w.presets else min(w.presets, key=lambda p: w.flops(w.presets[p]))
+
+
+def sample_indices(size: int, seed: int = 0) -> list[int]:
+    """:data:`RANDOM_CONFIGS` distinct config indices of a space of ``size`` configs: the first, the last, and the
+    rest drawn with a seeded numpy rng (all of them when the space is smaller).
+
+    Example::
+
+        >>> idx = sample_indices(1000)
+        >>> len(idx), idx[:2], all(0 <= i < 1000 for i in idx)
+        (8, [0, 999], True)
+        >>> sorted(sample_indices(3))
+        [0, 1, 2]
+    """
+    rng = np.random.default_rng(seed)
+    out = dict.fromkeys([0, size - 1])
+    while len(out) < min(RANDOM_CONFIGS, size):
+        out.setdefault(int(rng.integers(size)))
+    return list(out)
+
+
+def _presets():
+    for w in WORKLOADS:
+        for preset in dict.fromkeys((smallest_preset(w), w.default_preset)):
+            yield pytest.param(w, preset, id=f"{w.name}-{preset}")
+
+
+@pytest.mark.parametrize("w,preset", list(_presets()))
+def test_space_is_a_consistent_product_of_knobs(w, preset):
+    """``w.space(sizes)`` exists; its size is the product of its knobs' value counts, every knob has a value, and
+    ``config_at`` / ``index_of`` / ``encode`` / ``decode`` agree.
+
+    Example::
+
+        >>> sp = schedules.get("softmax").space({"N": 4, "D": 8})
+        >>> sp.size == math.prod(len(k.values) for k in sp.knobs), sp.index_of(sp.config_at(5))
+        (True, 5)
+    """
+    assert w.space is not None, f"{w.name} has no search space"
+    sp = w.space(w.sizes(preset))
+    assert sp.knobs, w.name
+    assert all(len(k.values) >= 1 for k in sp.knobs), sp.describe()
+    assert sp.size == math.prod(len(k.values) for k in sp.knobs)
+    assert sp.size >= 2, sp.describe()
+    for i in sorted({0, 1, sp.size // 3, sp.size // 2, sp.size - 2, sp.size - 1}):
+        cfg = sp.config_at(i)
+        assert list(cfg) == [k.name for k in sp.knobs]
+        assert sp.validate(cfg) is cfg
+        assert sp.index_of(cfg) == i
+        assert sp.decode(sp.encode(cfg)) == cfg
+    with pytest.raises(ValueError, match="outside"):
+        sp.config_at(sp.size)
+
+
+@pytest.mark.parametrize("w", WORKLOADS, ids=[w.name for w in WORKLOADS])
+def test_random_configs_compute_the_reference(w):
+    """Eight configs of the space at the smallest preset (the first, the last and six drawn with a seeded rng) are
+    scheduled, built and run against the reference; at most one may be refused with ScheduleError.
+
+    Example::
+
+        >>> w = schedules.get("reduce_sum")
+        >>> sz = w.sizes("small")
+        >>> s = w.space(sz).schedule(tl.op(w.source), sz, w.space(sz).config_at(0))
+        >>> X, = w.make_inputs(sz, np.random.default_rng(0))
+        >>> bool(np.allclose(tl.build(s)(X), w.reference(X, **sz), rtol=1e-5))
+        True
+    """
+    sizes = w.sizes(smallest_preset(w))
+    op = tl.op(w.source)
+    sp = w.space(sizes)
+    inputs = w.make_inputs(sizes, np.random.default_rng(11))
+    want = w.reference(*inputs, **sizes)
+    refused = []
+    for i in sample_indices(sp.size, seed=len(w.name)):
+        cfg = sp.config_at(i)
+        try:
+            s = sp.schedule(op, sizes, cfg)
+        except tl.ScheduleError as e:
+            refused.append(f"{cfg}: {e}")
+            continue
+        got = tl.build(s)(*inputs)
+        assert_close(got, want, reduction_len(w.name, sizes), exact=w.name in EXACT, err_msg=f"{w.name} {cfg}")
+    assert len(refused) <= MAX_REFUSED, "too many configs refused:\n" + "\n".join(refused)
+
+
+HAND_CONFIGS = [
+    ("conv2d", None, {"fi": 32, "wi": 14, "hi": 1, "reduce_order": "c,r,s", "unroll_s": False, "cache_write": True,
+                      "pack_filters": True, "parallel": "fo", "padding": "root"}),
+    ("matmul", "1024", {"nr": 32, "mr": 12, "nc": 512, "kc": 256, "mc": 96, "ku": 4, "pack_a": True,
+                        "pack_b": True, "parallel": "jo"}),
+    ("depthwise_conv2d", None, {"wi": 16, "hi": 1, "unroll_taps": True, "cache_write": True, "padding": "inline",
+                                "parallel": "c"}),
+    ("softmax", None, {"placement": "row", "vec": 16, "vec_reduce": 16, "rows": 1}),
+    ("maxpool2d", None, {"wi": 1, "hi": 1, "unroll_window": True, "cache_write": False, "parallel": "c"}),
+]
+
+
+@pytest.mark.parametrize("name,preset,cfg", HAND_CONFIGS, ids=[c[0] for c in HAND_CONFIGS])
+def test_hand_schedule_is_a_point_of_the_space(name, preset, cfg):
+    """The config with the hand schedule's values lowers to the hand schedule's loop IR (lowering only).
+
+    Example::
+
+        >>> w = schedules.get("maxpool2d")
+        >>> sz = w.sizes("small")
+        >>> hand = tl.schedule(tl.op(w.source), **sz)
+        >>> w.hand_schedule(hand)
+        >>> cfg = {"wi": 1, "hi": 1, "unroll_window": True, "cache_write": False, "parallel": "c"}
+        >>> w.space(sz).schedule(tl.op(w.source), sz, cfg).lower() == hand.lower()
+        True
+    """
+    w = schedules.get(name)
+    sizes = w.sizes(preset)
+    op = tl.op(w.source)
+    hand = tl.schedule(op, **sizes)
+    w.hand_schedule(hand)
+    tuned = w.space(sizes).schedule(op, sizes, cfg)
+    assert str(tuned.lowered()) == str(hand.lowered()), f"{name}:\nhand:\n{hand}\nconfig:\n{tuned}"
+
+
+def test_every_hand_schedule_has_its_config():
+    """Every workload with a hand schedule has a case in :data:`HAND_CONFIGS`.
+
+    Example::
+
+        >>> sorted(c[0] for c in HAND_CONFIGS)[:2]
+        ['conv2d', 'depthwise_conv2d']
+    """
+    assert {w.name for w in WORKLOADS if w.hand_schedule is not None} <= {c[0] for c in HAND_CONFIGS}
+
+
+@pytest.mark.parametrize("w", WORKLOADS, ids=[w.name for w in WORKLOADS])
+def test_validate_names_the_knob(w):
+    """``Space.validate`` (and so ``Space.schedule``) refuses an unknown knob, a missing knob and a value that is not
+    one of the knob's, each with a ValueError naming the knob.
+
+    Example::
+
+        >>> sp = schedules.get("transpose").space({"M": 8, "N": 8})
+        >>> sp.validate({**sp.config_at(0), "tile": 4})
+        Traceback (most recent call last):
+        ...
+        ValueError: space 'transpose' has no knob 'tile'; knobs: tj, ti, inner, vectorize, pack, parallel
+    """
+    sizes = w.sizes(smallest_preset(w))
+    sp = w.space(sizes)
+    good = sp.config_at(0)
+    first, last = sp.knobs[0], sp.knobs[-1]
+    unknown = {**good, "no_such_knob": 1}
+    missing = {k: v for k, v in good.items() if k != first.name}
+    bad = {**good, last.name: "not a value"}
+    for cfg, knob in ((unknown, "no_such_knob"), (missing, first.name), (bad, last.name)):
+        with pytest.raises(ValueError, match=f"'{knob}'"):
+            sp.validate(cfg)
+        with pytest.raises(ValueError, match=f"'{knob}'"):
+            sp.schedule(tl.op(w.source), sizes, cfg)
+    with pytest.raises(ValueError, match="dict"):
+        sp.validate([good])
