@@ -515,9 +515,8 @@ class Schedule:
 
     def apply_all(self, prims: list[Primitive]) -> None:
         """Apply several primitives as one: all of them, or (on a ScheduleError) none."""
-        trial = ScheduleState(self.bound)
-        for q in self.primitives:
-            trial.apply(q)
+        trial = self.state()  # applied in place; on a refusal the state is dropped and replayed when next needed
+        self._state = None
         for p in prims:
             self._check(trial, p)
         self.primitives.extend(prims)

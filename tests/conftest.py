@@ -3,9 +3,15 @@
 Trace round trip (as TVM's): every schedule that any test lowers is replayed from its JSON, and must give the
 same loop IR. The check runs when the schedule is lowered, so it covers every schedule used in the suite.
 """
+import os
+import tempfile
+
 import pytest
 
 from tensorlang.schedule import Schedule
+
+# no test writes to the user's tuning database: anything that opens the default one gets a throwaway file
+os.environ.setdefault("TENSORLANG_DB", os.path.join(tempfile.mkdtemp(prefix="tensorlang-tests-"), "tuning.db"))
 
 _original_lowered = Schedule.lowered
 _checked: set[str] = set()

@@ -55,7 +55,7 @@ def cmd_tune(args, workload, sizes) -> dict:
     """``tensorlang tune``: tune, show progress, then print a summary (and write a plot)."""
     from tuner.measure import MeasureOptions
     from tuner.task import Task
-    from tuner.tune import ProgressBar, Tuner, measure_baselines
+    from tuner.tuning import ProgressBar, Tuner, measure_baselines
     check_tune_flags(args)
     task = Task.create(workload.name, sizes=sizes, threads=args.threads)
     db = _open_db(args.db)

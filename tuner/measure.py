@@ -138,7 +138,8 @@ def compare(out: np.ndarray, expected: np.ndarray) -> str | None:
     """None when ``out`` matches ``expected`` within float reassociation error; else what differs.
 
     The tolerance scales with the output's magnitude: ``|out - expected| <= 1e-4 * max|expected| + 1e-3 *
-    |expected|``; integers must be equal; NaN must be where expected has NaN.
+    |expected|``; integers must be equal; NaN must be where expected has NaN, and an infinity exactly where
+    expected has that infinity.
 
     Example::
 
@@ -157,11 +158,13 @@ def compare(out: np.ndarray, expected: np.ndarray) -> str | None:
         scale = float(np.max(np.abs(expected[finite]))) if finite.any() else 0.0
         with np.errstate(invalid="ignore"):
             diff = np.abs(out.astype(np.float64) - expected.astype(np.float64))
-            close = (diff <= 1e-4 * scale + 1e-3 * np.abs(expected)) | (out == expected)
+            # an infinite expected value must come out exactly (its relative tolerance would be infinite)
+            close = ((diff <= 1e-4 * scale + 1e-3 * np.abs(expected)) & finite) | (out == expected)
         bad = ~(close & nan_ok) & ~(np.isnan(out) & np.isnan(expected))
     if not bad.any():
         return None
-    diffs = np.where(bad, np.abs(out.astype(np.float64) - expected.astype(np.float64)), -1.0)
+    with np.errstate(invalid="ignore"):  # inf - inf where both are infinite: NaN, and not chosen
+        diffs = np.where(bad, np.abs(out.astype(np.float64) - expected.astype(np.float64)), -1.0)
     diffs = np.nan_to_num(diffs, nan=math.inf)
     at = np.unravel_index(int(np.argmax(diffs)), out.shape)
     return (f"wrong result: {int(bad.sum())} of {out.size} elements differ, the largest by {diffs[at]:g} at "

@@ -231,7 +231,9 @@ class Space:
         """One line per knob: its name, its values and what it does."""
         lines = [f"space {self.name}: {self.size:,} configs"]
         if self.constraint is not None:
-            lines[0] += f", {self.allowed_size:,} allowed" + (f" ({self.constraint_doc})" if self.constraint_doc else "")
+            lines[0] += f", {self.allowed_size:,} allowed"
+            if self.constraint_doc:
+                lines[0] += f" ({self.constraint_doc})"
         for k in self.knobs:
             lines.append(f"  {k.name:<14} {list(k.values)}" + (f"  {k.doc}" if k.doc else ""))
         return "\n".join(lines)

@@ -80,14 +80,16 @@ class Worker:
         self.start_timeout = start_timeout
         self._proc = None
         self._conn = None
-        self.restarts = 0
+        self._started = False
+        self.restarts = 0  # processes started after the first (after a crash, a timeout or close)
 
     def _start(self) -> None:
         # a fresh interpreter (not fork: no threads or LLVM state inherited), which imports only the handler
         parent, child = socket.socketpair()
         self._stderr = tempfile.TemporaryFile()
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
-        code = "import sys; from tuner.worker import _child_main; _child_main(int(sys.argv[1]), sys.argv[2], sys.argv[3])"
+        code = ("import sys; from tuner.worker import _child_main; "
+                "_child_main(int(sys.argv[1]), sys.argv[2], sys.argv[3])")
         self._proc = subprocess.Popen(
             [sys.executable, "-c", code, str(child.fileno()), self.handler_path, json.dumps(self.init)],
             pass_fds=(child.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self._stderr,
@@ -128,8 +130,11 @@ class Worker:
         """Start the process now if it is not running (so that its start-up is not counted in a timeout)."""
         if not self.alive:
             if self._proc is not None:
-                self.restarts += 1
                 self._drop()
+            # count every start after the first: a crash or a timeout has already dropped the process (_proc None)
+            if self._started:
+                self.restarts += 1
+            self._started = True
             self._start()
 
     def call(self, request, timeout: float):

@@ -115,44 +115,25 @@ class Tuner:
             best = max(best, rec.gflops or 0.0)
             summary.curve.append(best)
         self.strategy.observe([observation_of(r) for r in earlier])
-        trial = len(earlier)
         runner = None
         propose_s = 0.0
         try:
-            if trial < self.trials:
+            if len(earlier) < self.trials:
                 runner = LocalRunner(self.task, self.jobs, self.options, seed=self.seed)
                 if summary.best is not None:
                     runner.best_s = summary.best.median_s
-            while trial < self.trials:
+            while summary.trials_before + summary.trials_done < self.trials:
                 tp = time.perf_counter()
-                configs = self.strategy.propose(min(self.batch, self.trials - trial))
+                configs = self.strategy.propose(min(self.batch, self.trials - summary.trials_before
+                                                    - summary.trials_done))
                 propose_s += time.perf_counter() - tp
                 if not configs:
                     summary.exhausted = True
                     break
-                observations = []
-
-                def commit(r: Result) -> None:
-                    nonlocal trial, best
-                    rec = record_of(self.task, r, self.strategy_name, self.seed, trial)
-                    self.db.add(rec)
-                    trial += 1
-                    summary.trials_done += 1
-                    if rec.ok:
-                        summary.valid += 1
-                        if summary.best is None or rec.median_s < summary.best.median_s:
-                            summary.best = rec
-                        best = max(best, rec.gflops)
-                    else:
-                        summary.errors[rec.error_kind] += 1
-                    summary.curve.append(best)
-                    observations.append(observation_of(rec))
-                    if self.on_trial:
-                        self.on_trial(summary)
-
-                runner.measure(configs, on_result=commit)
+                batch: list[Observation] = []
+                runner.measure(configs, on_result=lambda r, batch=batch: batch.append(self._commit(summary, r)))
                 tp = time.perf_counter()
-                self.strategy.observe(observations)
+                self.strategy.observe(batch)
                 propose_s += time.perf_counter() - tp
         except KeyboardInterrupt:
             summary.interrupted = True
@@ -162,6 +143,22 @@ class Tuner:
                 summary.phase_s = {"propose": propose_s, **runner.phase_s}
             summary.wall_s = time.perf_counter() - t0
         return summary
+
+    def _commit(self, summary: TuneSummary, r: Result) -> Observation:
+        """Commit one result to the database at once, update the summary, return it as an observation."""
+        rec = record_of(self.task, r, self.strategy_name, self.seed, summary.trials_before + summary.trials_done)
+        self.db.add(rec)
+        summary.trials_done += 1
+        if rec.ok:
+            summary.valid += 1
+            if summary.best is None or rec.median_s < summary.best.median_s:
+                summary.best = rec
+        else:
+            summary.errors[rec.error_kind] += 1
+        summary.curve.append(max(summary.curve[-1] if summary.curve else 0.0, rec.gflops or 0.0))
+        if self.on_trial:
+            self.on_trial(summary)
+        return observation_of(rec)
 
 
 def measure_baselines(task: Task, best: Record | None, jobs: int | None = 1, numpy: bool = True) -> dict:
