@@ -225,7 +225,8 @@ def make_parser() -> argparse.ArgumentParser:
     t.add_argument("--jobs", type=int, help="build processes (default: the CPU count)")
     t.add_argument("--timeout", type=float, default=10.0, help="seconds one candidate may run (default 10)")
     t.add_argument("--threads", type=int, help="threads the kernels use (default: all CPUs)")
-    t.add_argument("--batch", type=int, default=16, help="candidates proposed and measured per round")
+    t.add_argument("--batch", type=int, default=16,
+                   help="candidates proposed and measured per round (at most 8 for the first 64 trials)")
     t.add_argument("--plot", help="write a PNG of the best GFLOPS so far against trials")
     t.add_argument("--no-baselines", action="store_true",
                    help="skip timing the default and hand schedules and numpy at the end")

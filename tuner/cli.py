@@ -155,12 +155,13 @@ def plot_curve(summary, path: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     fig, ax = plt.subplots(figsize=(7, 4), dpi=110)
-    ax.plot(range(1, len(summary.curve) + 1), summary.curve, color="tab:blue", label="best so far")
+    ax.plot(range(1, len(summary.curve) + 1), summary.curve, color="tab:blue", label="best so far (while tuning)")
+    colors = {"default": "gray", "hand": "tab:orange", "numpy": "tab:green", "tuned": "tab:blue"}
     for name, value in summary.baselines.items():
-        if value and name != "tuned":
-            ax.axhline(value, linestyle="--", linewidth=1, color={"default": "gray", "hand": "tab:orange",
-                                                                   "numpy": "tab:green"}.get(name, "black"),
-                       label=f"{name} ({value:.1f})")
+        if value:
+            label = "best, re-timed" if name == "tuned" else name
+            ax.axhline(value, linestyle=":" if name == "tuned" else "--", linewidth=1,
+                       color=colors.get(name, "black"), label=f"{label} ({value:.1f})")
     ax.set_xlabel("trial")
     ax.set_ylabel("GFLOPS")
     ax.set_title(f"{summary.task.workload} ({summary.task.threads} threads)")

@@ -331,8 +331,8 @@ class ModelGuidedGenetic(GeneticSearch):
     name = "xgb-genetic"
 
     def __init__(self, space: Space, seed: int = 0, cost_model: CostModel | None = None,
-                 featurize: Callable[[dict], np.ndarray | None] | None = None, exploration: float = 0.2,
-                 population: int = 64, generations: int = 3, min_train: int = 16, **kw):
+                 featurize: Callable[[dict], np.ndarray | None] | None = None, exploration: float = 0.125,
+                 population: int = 64, generations: int = 3, min_train: int = 8, **kw):
         if featurize is None:
             raise ValueError("xgb-genetic needs featurize(config) -> features")
         super().__init__(space, seed, population=population, cost_model=cost_model or make_cost_model("xgb", seed),

@@ -124,8 +124,10 @@ class Tuner:
                     runner.best_s = summary.best.median_s
             while summary.trials_before + summary.trials_done < self.trials:
                 tp = time.perf_counter()
-                configs = self.strategy.propose(min(self.batch, self.trials - summary.trials_before
-                                                    - summary.trials_done))
+                done = summary.trials_before + summary.trials_done
+                # small rounds while the model is young (it learns after every round), then `batch`
+                size = min(self.batch, 8) if done < 64 else self.batch
+                configs = self.strategy.propose(min(size, self.trials - done))
                 propose_s += time.perf_counter() - tp
                 if not configs:
                     summary.exhausted = True
