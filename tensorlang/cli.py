@@ -220,6 +220,7 @@ def make_parser() -> argparse.ArgumentParser:
     t.add_argument("--strategy", default="xgb-genetic",
                    help="random, grid, genetic, bayesian or xgb-genetic (default)")
     t.add_argument("--cost-model", default="xgb", help="xgb (default), forest or none")
+    t.add_argument("--sampler", help="with --strategy bayesian: an optuna sampler class (default TPESampler)")
     t.add_argument("--seed", type=int, default=0, help="seed of the search (same seed, same proposals)")
     t.add_argument("--db", help="tuning database file (default: TENSORLANG_DB or the user cache folder)")
     t.add_argument("--jobs", type=int, help="build processes (default: the CPU count)")

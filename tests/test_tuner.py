@@ -576,6 +576,8 @@ def test_cli_ops_lists_every_search_space():
     (("--timeout", "0"), "--timeout: must be a positive number of seconds, got 0"),
     (("--timeout", "nan"), "--timeout: must be a positive number of seconds, got nan"),
     (("--batch", "0"), "--batch: must be at least 1, got 0"),
+    (("--sampler", "TPESampler"), "--sampler: only with --strategy bayesian, not 'xgb-genetic'"),
+    (("--strategy", "bayesian", "--sampler", "Nope"), "--sampler: optuna has no sampler 'Nope'; samplers: "),
     (("--plot", "x.txt"), "--plot: the file must end in .png, got 'x.txt'"),
     (("--plot", "/nonexistent-folder/x.png"), "--plot: folder '/nonexistent-folder' does not exist"),
     (("--preset", "nope"), "--preset: matmul has no preset 'nope'; presets: 1024"),
@@ -601,3 +603,12 @@ def test_cli_best_without_records_says_to_tune(tmp_path):
     assert "Traceback" not in r.stderr
     r = tensorlang("show", "matmul", "--preset", "small", "--best", "--db", tmp_path / "empty.db")
     assert r.returncode == 2 and "run: tensorlang tune matmul" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_cli_bayesian_takes_any_optuna_sampler(tmp_path):
+    db = tmp_path / "sampler.db"
+    r = tensorlang("tune", "matmul", "--preset", "small", "--trials", "3", "--strategy", "bayesian", "--sampler",
+                   "RandomSampler", "--db", db, "--jobs", "1", "--no-baselines", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["trials"] == 3 and out["best"]["strategy"] == "bayesian"

@@ -33,6 +33,13 @@ def check_tune_flags(args) -> None:
         raise TuneFlagError(f"--threads: must be at least 1, got {args.threads}")
     if not args.timeout > 0:
         raise TuneFlagError(f"--timeout: must be a positive number of seconds, got {args.timeout}")
+    if args.sampler is not None:
+        import optuna
+        if args.strategy != "bayesian":
+            raise TuneFlagError(f"--sampler: only with --strategy bayesian, not {args.strategy!r}")
+        legal = [n for n in dir(optuna.samplers) if n.endswith("Sampler") and not n.startswith("Base")]
+        if args.sampler not in legal:
+            raise TuneFlagError(f"--sampler: optuna has no sampler {args.sampler!r}; samplers: {', '.join(legal)}")
     if args.batch < 1:
         raise TuneFlagError(f"--batch: must be at least 1, got {args.batch}")
     if args.plot is not None:
@@ -65,7 +72,8 @@ def cmd_tune(args, workload, sizes) -> dict:
     say(f"  {task.space.describe().splitlines()[0]}; records in {db.path}")
     bar = ProgressBar(args.trials, sys.stderr)
     tuner = Tuner(task, args.trials, args.strategy, args.cost_model, args.seed, db, args.jobs,
-                  MeasureOptions(run_timeout=args.timeout), batch=args.batch, on_trial=bar.update)
+                  MeasureOptions(run_timeout=args.timeout), batch=args.batch, on_trial=bar.update,
+                  strategy_options={"sampler": args.sampler} if args.sampler else None)
     try:
         summary = tuner.run()
     finally:
