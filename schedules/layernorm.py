@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from schedules.rowwise import apply_rowwise
 from schedules.workload import Workload
 from tuner.space import Knob, Space, factors
 
@@ -123,23 +124,8 @@ def apply_config(s, cfg: dict) -> None:
         >>> s["Y"].loops(), s["var"].loops()
         (['n_o', 'n_i', 'd_o', 'd_i'], ['n', 'd_o', 'd_i'])
     """
-    y = s["Y"]
-    rows = cfg["rows"]
-    yo, yi = y.split("n", rows) if rows > 1 else ("n", "n")
-    at_row, roots, inlined = _PLACEMENTS[cfg["placement"]]
-    for name in inlined:
-        s[name].compute_inline()
-    for name in at_row:
-        s[name].compute_at(y, yi)
-    for name in roots:
-        s[name].parallel(s[name].split("n", rows)[0] if rows > 1 else "n")
     widths = {"Y": cfg["vec"], "xc": cfg["vec"], "var": cfg["vec_reduce"], "mean": cfg["vec_reduce"]}
-    for name, width in widths.items():
-        if width > 1 and name not in inlined:
-            _, di = s[name].split("d", width)
-            s[name].vectorize(di)
-    y.parallel(yo)
-
+    apply_rowwise(s, "Y", _PLACEMENTS[cfg["placement"]], widths, cfg["rows"])
 
 WORKLOAD = Workload(
     name="layernorm",

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from schedules.rowwise import apply_rowwise
 from schedules.workload import Workload
 from tuner.space import Knob, Space, factors
 
@@ -84,6 +85,15 @@ def hand_schedule(s) -> None:
     y.parallel("n")
 
 
+PLACEMENTS = {
+    # placement -> (stages computed inside Y's row loop, readers first: e where sm is, mx where e is;
+    #               stages at the root; inlined stages)
+    "row": (("sm", "e", "mx"), (), ()),
+    "root": ((), ("mx", "e", "sm"), ()),
+    "inline_e": ((), ("mx", "sm"), ("e",)),
+}
+
+
 def space(sizes: dict) -> Space:
     """The tuner's space: where the row statistics and the exponentials are computed (inside the row loop, as in
     the hand schedule; each in a pass of its own at the root; or ``e`` inlined, its exponentials computed twice,
@@ -104,7 +114,7 @@ def space(sizes: dict) -> Space:
     """
     N, D = sizes["N"], sizes["D"]
     knobs = [
-        Knob("placement", ("row", "root", "inline_e"),
+        Knob("placement", tuple(PLACEMENTS),
              "max, exp and sum inside the row loop of Y; each at the root; or e inlined, max and sum at the root"),
         Knob("vec", factors(D, 64), "vector width of the loops over d of e and Y (1: not split)"),
         Knob("vec_reduce", factors(D, 64), "vector width of the loops over d of the max and the sum (1: not split)"),
@@ -125,27 +135,8 @@ def apply_config(s, cfg: dict) -> None:
         >>> s["Y"].loops(), s["mx"].loops()
         (['n_o', 'n_i', 'd_o', 'd_i'], ['n', 'd_o', 'd_i'])
     """
-    y = s["Y"]
-    rows = cfg["rows"]
-    yo, yi = y.split("n", rows) if rows > 1 else ("n", "n")
-    if cfg["placement"] == "row":
-        for name in ("sm", "e", "mx"):  # readers first: e is computed where sm is, mx where e is
-            s[name].compute_at(y, yi)
-        roots = ()
-    elif cfg["placement"] == "root":
-        roots = ("mx", "e", "sm")
-    else:
-        s["e"].compute_inline()
-        roots = ("mx", "sm")
-    for name in roots:
-        s[name].parallel(s[name].split("n", rows)[0] if rows > 1 else "n")
     widths = {"Y": cfg["vec"], "e": cfg["vec"], "sm": cfg["vec_reduce"], "mx": cfg["vec_reduce"]}
-    for name, width in widths.items():
-        if width > 1 and not (name == "e" and cfg["placement"] == "inline_e"):
-            _, di = s[name].split("d", width)
-            s[name].vectorize(di)
-    y.parallel(yo)
-
+    apply_rowwise(s, "Y", PLACEMENTS[cfg["placement"]], widths, cfg["rows"])
 
 def numpy_fast(X, **sizes):
     """``e = exp(X - max); e /= sum(e)`` along rows, in float32, in place where possible."""

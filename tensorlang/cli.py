@@ -161,9 +161,9 @@ def cmd_show(args) -> dict:
     s = tl.schedule(op, **sizes)
     if args.best:
         from tuner.cli import best_record
-        task, rec, db = best_record(w, sizes, None, args.db)
+        task, rec, path = best_record(w, sizes, None, args.db)
         if rec is None:
-            raise CLIError(f"--best: no tuning record for {task.describe()} in {db.path}; "
+            raise CLIError(f"--best: no tuning record for {task.describe()} in {path}; "
                            f"run: tensorlang tune {w.name} --trials 100")
         s = tl.Schedule.from_json(rec.schedule, op)
     text = s.lower() if kind == "ir" else tl.build(s).source(kind)

@@ -11,6 +11,8 @@ import os
 import shlex
 import sys
 
+from tuner.task import Task
+
 
 class TuneFlagError(ValueError):
     """A bad flag of ``tune`` or ``best``: the message names the flag and the legal values."""
@@ -61,7 +63,6 @@ def _open_db(path):
 def cmd_tune(args, workload, sizes) -> dict:
     """``tensorlang tune``: tune, show progress, then print a summary (and write a plot)."""
     from tuner.measure import MeasureOptions
-    from tuner.task import Task
     from tuner.tuning import ProgressBar, Tuner, measure_baselines
     check_tune_flags(args)
     task = Task.create(workload.name, sizes=sizes, threads=args.threads)
@@ -181,12 +182,16 @@ def plot_curve(summary, path: str) -> None:
 
 
 def best_record(workload, sizes, threads, db_path):
-    """The best valid record of the task (workload at sizes, this CPU, threads) and the task."""
-    from tuner.task import Task
+    """(task, its best valid record or None, the database path) for the workload at sizes, this CPU, threads.
+    A database file that does not exist yet is not created."""
+    from tuner.database import default_db_path
     task = Task.create(workload.name, sizes=sizes, threads=threads)
+    path = db_path or default_db_path()
+    if path != ":memory:" and not os.path.exists(path):
+        return task, None, path
     db = _open_db(db_path)
     try:
-        return task, db.best(task.key), db
+        return task, db.best(task.key), db.path
     finally:
         db.close()
 
@@ -196,10 +201,10 @@ def cmd_best(args, workload, sizes) -> dict:
     import tensorlang as tl
     if args.threads is not None and args.threads < 1:
         raise TuneFlagError(f"--threads: must be at least 1, got {args.threads}")
-    task, rec, db = best_record(workload, sizes, args.threads, args.db)
+    task, rec, path = best_record(workload, sizes, args.threads, args.db)
     if rec is None:
         where = f" --preset {args.preset}" if args.preset else f" --size {args.size}" if args.size else ""
-        raise TuneFlagError(f"no valid tuning record for {task.describe()} in {db.path}; "
+        raise TuneFlagError(f"no valid tuning record for {task.describe()} in {path}; "
                             f"run: tensorlang tune {workload.name}{where} --trials 100")
     python = str(tl.Schedule.from_json(rec.schedule, task.op))
     out = {"workload": workload.name, "sizes": task.sizes, "threads": task.threads, "task_key": task.key,

@@ -1,0 +1,36 @@
+"""The shared schedule template of row-wise normalisations (softmax, layernorm): statistics stages placed in the
+row loop of the output, at the root or inlined, loops over ``d`` vectorized, rows split between threads.
+
+Example::
+
+    >>> import tensorlang as tl
+    >>> from schedules.softmax import SOURCE, PLACEMENTS
+    >>> s = tl.schedule(tl.op(SOURCE), N=4, D=40)
+    >>> apply_rowwise(s, "Y", PLACEMENTS["row"], {"Y": 8, "e": 8, "sm": 8, "mx": 8}, rows=2)
+    >>> s["Y"].loops()
+    ['n_o', 'n_i', 'd_o', 'd_i']
+"""
+from __future__ import annotations
+
+
+def apply_rowwise(s, output: str, placement: tuple, widths: dict, rows: int) -> None:
+    """Place the statistics stages, vectorize the loops over ``d`` and parallelise the rows.
+
+    ``placement`` is (stages computed inside the output's row loop, readers first; stages at the root; inlined
+    stages); ``widths`` maps each stage (and the output) to its vector width over ``d`` (1: not split);
+    ``rows`` is the number of rows per parallel iteration (1: not split).
+    """
+    y = s[output]
+    yo, yi = y.split("n", rows) if rows > 1 else ("n", "n")
+    at_row, roots, inlined = placement
+    for name in inlined:
+        s[name].compute_inline()
+    for name in at_row:
+        s[name].compute_at(y, yi)
+    for name in roots:
+        s[name].parallel(s[name].split("n", rows)[0] if rows > 1 else "n")
+    for name, width in widths.items():
+        if width > 1 and name not in inlined:
+            _, di = s[name].split("d", width)
+            s[name].vectorize(di)
+    y.parallel(yo)
