@@ -35,5 +35,5 @@ def __getattr__(name):
     raise AttributeError(f"module 'tensorlang' has no attribute {name!r}")
 
 
-__all__ = ["op", "build", "schedule", "Schedule", "Kernel", "Op", "DSLError", "ScheduleError", "BuildError",
+__all__ = ["op", "build", "load", "schedule", "Schedule", "Kernel", "Op", "DSLError", "ScheduleError", "BuildError",
            "TensorlangError"]

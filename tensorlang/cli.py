@@ -6,6 +6,10 @@
     tensorlang show WORKLOAD [--ir | --llvm | --asm]       the loop IR or generated code
     tensorlang tune WORKLOAD --trials N [...]              auto-tune a workload's schedule (see tuner/cli.py)
     tensorlang best WORKLOAD                               the best tuned record and its schedule as Python
+    tensorlang compare WORKLOAD --strategies A,B --trials N  search strategies side by side (tuner/research_cli.py)
+    tensorlang dataset export WORKLOAD -o FILE.csv         a task's records as a dataset for offline replay
+    tensorlang costmodel eval --dataset FILE.csv           rank held-out configs with each cost model
+    tensorlang export WORKLOAD --format so|o|c|ll|asm -o DIR  the kernel ahead of time, a header, an example program
 
 Every command takes `--json` and then prints one JSON object on stdout. Bad flags name the flag and the
 legal values; errors never end in a traceback.
@@ -218,8 +222,10 @@ def make_parser() -> argparse.ArgumentParser:
     common(t)
     t.add_argument("--trials", type=int, required=True, help="tune until the task has this many records")
     t.add_argument("--strategy", default="xgb-genetic",
-                   help="random, grid, genetic, bayesian or xgb-genetic (default)")
-    t.add_argument("--cost-model", default="xgb", help="xgb (default), forest or none")
+                   help="random, grid, genetic, bayesian or xgb-genetic (default); or a plug-in: an entry point "
+                        "name or package.module:Class")
+    t.add_argument("--cost-model", default="xgb",
+                   help="xgb (default), forest or none; or a plug-in (entry point name or package.module:Class)")
     t.add_argument("--sampler", help="with --strategy bayesian: an optuna sampler class (default TPESampler)")
     t.add_argument("--seed", type=int, default=0, help="seed of the search (same seed, same proposals)")
     t.add_argument("--db", help="tuning database file (default: TENSORLANG_DB or the user cache folder)")
@@ -235,6 +241,55 @@ def make_parser() -> argparse.ArgumentParser:
     common(bst)
     bst.add_argument("--threads", type=int, help="the thread count it was tuned for (default: all CPUs)")
     bst.add_argument("--db", help="tuning database file (default: TENSORLANG_DB or the user cache folder)")
+    c = sub.add_parser("compare", help="compare search strategies over seeds, on replay of a dataset or live")
+    common(c)
+    c.add_argument("--strategies", required=True,
+                   help="strategies separated by commas: names, entry points or package.module:Class")
+    c.add_argument("--trials", type=int, required=True, help="trials per run")
+    c.add_argument("--seeds", type=int, default=5, help="runs per strategy, with seeds 0..K-1 (default 5)")
+    c.add_argument("--replay", metavar="DATASET", help="answer from this dataset (CSV) instead of measuring")
+    c.add_argument("--cost-model", default="xgb", help="cost model of model-guided strategies (default xgb)")
+    c.add_argument("--jobs", type=int, help="processes sharing the runs on replay (default: the CPU count)")
+    c.add_argument("--threads", type=int, help="threads the kernels use when live (default: all CPUs)")
+    c.add_argument("--timeout", type=float, default=10.0, help="seconds one candidate may run, live (default 10)")
+    c.add_argument("--plot", help="write a PNG of the best-so-far curves (median and 25-75%% over seeds)")
+    d = sub.add_parser("dataset", help="export tuning records as a dataset for offline replay, or describe one")
+    dsub = d.add_subparsers(dest="dataset_command", metavar="ACTION", parser_class=_Parser)
+    dsub.required = True
+    de = dsub.add_parser("export", help="write one task's records as a CSV table with a JSON header")
+    common(de)
+    de.add_argument("-o", "--output", required=True, help="the CSV file to write")
+    de.add_argument("--threads", type=int, help="the thread count it was tuned for (default: all CPUs)")
+    de.add_argument("--db", help="tuning database file (default: TENSORLANG_DB or the user cache folder)")
+    de.add_argument("--note", help="free text stored in the header (how the records were made)")
+    di = dsub.add_parser("info", help="describe a dataset file")
+    common(di, sizes=False)
+    di.add_argument("file", metavar="FILE", help="a dataset CSV")
+    cm = sub.add_parser("costmodel", help="evaluate cost models on a dataset")
+    csub = cm.add_subparsers(dest="costmodel_command", metavar="ACTION", parser_class=_Parser)
+    csub.required = True
+    ce = csub.add_parser("eval", help="train each cost model on part of a dataset, rank the rest")
+    common(ce, sizes=False)
+    ce.add_argument("--dataset", required=True, help="a dataset CSV (see `tensorlang dataset export`)")
+    ce.add_argument("--models", help="cost models separated by commas (default: every registered one)")
+    ce.add_argument("--train-fraction", type=float, default=0.5, help="share of configs to train on (default 0.5)")
+    ce.add_argument("--splits", type=int, default=5, help="random train/test splits to average (default 5)")
+    ce.add_argument("--seed", type=int, default=0, help="seed of the splits and the models")
+    ex = sub.add_parser("export", help="write a kernel ahead of time: library, object, C, LLVM IR or assembly, "
+                                       "with a header and an example C program",
+                        description="Schedule: the workload's hand schedule if it has one, else the default "
+                                    "schedule; --best or --schedule FILE.json choose another.")
+    common(ex)
+    ex.add_argument("--format", default="so", help="so (shared library, default), o (object file + runtime "
+                                                   "source), c (C source), ll (LLVM IR) or asm (assembly)")
+    ex.add_argument("-o", "--output", required=True, metavar="DIR", help="directory to write the files in")
+    exs = ex.add_mutually_exclusive_group()
+    exs.add_argument("--best", action="store_true", help="the best tuned record of the tuning database")
+    exs.add_argument("--schedule", metavar="FILE.json", help="a schedule written by Schedule.to_json()")
+    ex.add_argument("--name", help="the C function's name (default: the workload's)")
+    ex.add_argument("--cc", help="C compiler that links format so (default: $CC, else cc)")
+    ex.add_argument("--threads", type=int, help="with --best: the thread count it was tuned for (default: all CPUs)")
+    ex.add_argument("--db", help="tuning database for --best (default: TENSORLANG_DB or the user cache folder)")
     return p
 
 
@@ -248,8 +303,29 @@ def cmd_best(args) -> dict:
     return best(args, *workload_and_sizes(args))
 
 
+def cmd_export(args) -> dict:
+    from .export import cmd_export as export
+    return export(args)
+
+
+def cmd_compare(args) -> dict:
+    from tuner.research_cli import cmd_compare as compare
+    return compare(args, *workload_and_sizes(args))
+
+
+def cmd_dataset(args) -> dict:
+    from tuner.research_cli import cmd_dataset as dataset
+    return dataset(args)
+
+
+def cmd_costmodel(args) -> dict:
+    from tuner.research_cli import cmd_costmodel as costmodel
+    return costmodel(args)
+
+
 COMMANDS = {"ops": cmd_ops, "run": cmd_run, "bench": cmd_bench, "show": cmd_show, "tune": cmd_tune,
-            "best": cmd_best}
+            "best": cmd_best, "compare": cmd_compare, "dataset": cmd_dataset, "costmodel": cmd_costmodel}
+COMMANDS["export"] = cmd_export
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import ctypes
+import functools
 import threading
 import time
 
@@ -105,20 +106,35 @@ class Kernel:
             raise BuildError(f"{where} is not C-contiguous; pass np.ascontiguousarray({name})")
 
     def source(self, kind: str = "llvm") -> str:
-        """The kernel as text: "ir" (loop IR), "llvm" (optimised LLVM IR), "llvm-unoptimized", or "asm"."""
+        """The kernel as text: "ir" (loop IR), "llvm" (optimised LLVM IR), "llvm-unoptimized", "asm", or "c" (a
+        C99 translation unit computing the same, see `tensorlang.codegen_c`)."""
         if kind == "ir":
             return str(self.func)
+        if kind == "c":
+            from .codegen_c import emit_c
+            return emit_c(self.func)
         if kind == "llvm":
             return str(self._module)
         if kind == "llvm-unoptimized":
             return self._llvm_ir
         if kind == "asm":
             return target_machine(self.target).emit_assembly(self._module)
-        raise BuildError(f"source(kind={kind!r}): kind is one of 'ir', 'llvm', 'llvm-unoptimized', 'asm'")
+        raise BuildError(f"source(kind={kind!r}): kind is one of 'ir', 'llvm', 'llvm-unoptimized', 'asm', 'c'")
 
     def __repr__(self) -> str:
         sizes = ", ".join(f"{k}={v}" for k, v in self.sizes.items())
         return f"<Kernel {self.op.name}({sizes}) for {self.target.cpu}>"
+
+    def export(self, path, format: str = "so", *, name: str | None = None, cc: str | None = None) -> dict:
+        """Write the kernel ahead of time into the directory `path` (created if needed) as "so" (a shared
+        library that `tl.load` reads back), "o", "c", "ll" or "asm", with NAME.h and NAME_example.c; returns
+        {role: file path}. `name` is the C function's name (default: the program's). See tensorlang/export.py.
+
+        >>> k.export("out")  # doctest: +SKIP
+        {'library': 'out/libmatmul.so', 'header': 'out/matmul.h', 'example': 'out/matmul_example.c'}
+        """
+        from .export import export
+        return export(self, path, format, name=name, cc=cc)
 
 
 def build(what: Op | Schedule, **sizes: int) -> Kernel:
@@ -151,3 +167,71 @@ def build(what: Op | Schedule, **sizes: int) -> Kernel:
     with _cache_lock:
         _cache.setdefault(key, kernel)
     return _cache[key]
+
+
+class LoadedKernel(Kernel):
+    """A kernel from a shared library that `tensorlang export` or `Kernel.export` made (see :func:`load`).
+
+    Calls go through ctypes to the library's function, with the same argument checks as a built kernel.
+    `metadata` holds what the library says about itself; `schedule` is rebuilt from it on first use.
+    """
+
+    def __init__(self, path: str, lib, meta: dict):
+        from types import SimpleNamespace
+
+        from .errors import TensorlangError
+        from .parse import parse
+        self.path, self.metadata, self._lib = path, meta, lib
+        try:
+            self.op = parse(meta["source"])
+        except TensorlangError:  # a program this version no longer reads: the checks need only names
+            self.op = SimpleNamespace(name=meta["op"], inputs=[b["name"] for b in meta["inputs"]],
+                                      outputs=tuple(b["name"] for b in meta["outputs"]))
+        self.func, self._llvm_ir, self._engine, self._module = None, None, None, None
+        self.target = Target(**meta["target"])
+        self.compile_seconds = 0.0
+        self.input_shapes = {b["name"]: tuple(b["shape"]) for b in meta["inputs"]}
+        self.output_shapes = {b["name"]: tuple(b["shape"]) for b in meta["outputs"]}
+        self.input_dtypes = {b["name"]: DTYPES[b["dtype"]].numpy for b in meta["inputs"]}
+        self.output_dtypes = {b["name"]: DTYPES[b["dtype"]].numpy for b in meta["outputs"]}
+        self._fn = getattr(lib, meta["name"])
+        self._fn.restype = ctypes.c_int32
+        self._fn.argtypes = [ctypes.c_void_p] * (len(meta["inputs"]) + len(meta["outputs"]))
+
+    @property
+    def sizes(self) -> dict:
+        """The bound sizes."""
+        return dict(self.metadata["sizes"])
+
+    @functools.cached_property
+    def schedule(self) -> Schedule:
+        """The schedule the library was made with (replayed from its JSON)."""
+        return Schedule.from_json(self.metadata["schedule"])
+
+    def source(self, kind: str = "llvm") -> str:
+        """"ir": the loop IR the library was compiled from; other kinds are not stored in a library."""
+        if kind == "ir":
+            return self.metadata["ir"]
+        raise BuildError(f"source(kind={kind!r}): {self.path} holds machine code and the loop IR ('ir') only; "
+                         f"export with format='ll', 'asm' or 'c' for those, or use tl.build(k.schedule).source()")
+
+    def __repr__(self) -> str:
+        sizes = ", ".join(f"{k}={v}" for k, v in self.sizes.items())
+        return f"<Kernel {self.op.name}({sizes}) for {self.target.cpu}, loaded from {self.path}>"
+
+
+def load(path, *, name: str | None = None) -> LoadedKernel:
+    """Load a shared library made by `tensorlang export --format so` or `kernel.export(dir)` as a Kernel.
+
+    `path` is the .so file (or a directory holding exactly one). The library carries its metadata (program,
+    sizes, schedule, buffers, target), so no other file is needed; a library built for CPU features this
+    machine lacks is refused. `name` is the kernel's function name, needed only for a library linked by hand
+    under another file name than libNAME.so.
+
+    >>> k = tl.load("out/libmatmul.so")  # doctest: +SKIP
+    >>> C = k(A, B)                      # doctest: +SKIP
+    """
+    from .export import check_cpu, read_library
+    path, lib, meta = read_library(path, name)
+    check_cpu(meta, path, host_target())
+    return LoadedKernel(path, lib, meta)

@@ -304,7 +304,7 @@ def test_models_check_their_arrays():
 def test_registry():
     assert set(COST_MODELS) >= {"xgb", "none", "forest"}
     assert type(make_cost_model("xgb", seed=7)) is XGBCostModel and make_cost_model("xgb", seed=7).seed == 7
-    with pytest.raises(ValueError, match="legal names: xgb, none, forest"):
+    with pytest.raises(ValueError, match="cost models: xgb, none, forest"):
         make_cost_model("lightgbm")
     with pytest.raises(ValueError, match="registered already"):
         register_cost_model("xgb", XGBCostModel)

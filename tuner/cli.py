@@ -20,15 +20,9 @@ class TuneFlagError(ValueError):
 
 def check_tune_flags(args) -> None:
     """Refuse bad values of ``tune``'s flags before anything starts, naming the flag and what is legal."""
-    from tuner.costmodel import COST_MODELS
-    from tuner.strategies import STRATEGIES
     if args.trials < 1:
         raise TuneFlagError(f"--trials: must be at least 1, got {args.trials}")
-    if args.strategy not in STRATEGIES:
-        raise TuneFlagError(f"--strategy: unknown strategy {args.strategy!r}; strategies: {', '.join(STRATEGIES)}")
-    if args.cost_model not in COST_MODELS:
-        raise TuneFlagError(f"--cost-model: unknown cost model {args.cost_model!r}; "
-                            f"cost models: {', '.join(COST_MODELS)}")
+    check_plugin_flags([args.strategy], [args.cost_model])
     if args.jobs is not None and args.jobs < 1:
         raise TuneFlagError(f"--jobs: must be at least 1, got {args.jobs}")
     if args.threads is not None and args.threads < 1:
@@ -50,6 +44,20 @@ def check_tune_flags(args) -> None:
         folder = os.path.dirname(os.path.abspath(args.plot))
         if not os.path.isdir(folder):
             raise TuneFlagError(f"--plot: folder {folder!r} does not exist")
+
+
+def check_plugin_flags(strategies, cost_models, strategy_flag: str = "--strategy",
+                       cost_model_flag: str = "--cost-model") -> None:
+    """Resolve every strategy and cost model name (registered, entry point or ``package.module:Class``) before
+    anything starts; TuneFlagError naming the flag otherwise."""
+    from tuner.plugins import resolve_cost_model, resolve_strategy
+    for flag, names, resolve in ((strategy_flag, strategies, resolve_strategy),
+                                 (cost_model_flag, cost_models, resolve_cost_model)):
+        for name in names:
+            try:
+                resolve(name)
+            except ValueError as e:
+                raise TuneFlagError(f"{flag}: {e}") from None
 
 
 def _open_db(path):

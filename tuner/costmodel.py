@@ -236,9 +236,10 @@ def register_cost_model(name: str, cls: type) -> None:
         ValueError: a cost model called 'zero' is registered already
         >>> del COST_MODELS["zero"]
     """
-    if not isinstance(name, str) or not re.fullmatch(r"[a-z][a-z0-9_\-]*", name):
-        raise ValueError(f"a cost model name is lower-case letters, digits, '_' and '-', starting with a letter; "
-                         f"got {name!r}")
+    if not isinstance(name, str) or not (re.fullmatch(r"[a-z][a-z0-9_\-]*", name)
+                                         or re.fullmatch(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*", name)):
+        raise ValueError(f"a cost model name is lower-case letters, digits, '_' and '-', starting with a letter "
+                         f"(or a plug-in spec package.module:Class); got {name!r}")
     if name in COST_MODELS:
         raise ValueError(f"a cost model called {name!r} is registered already")
     if not isinstance(cls, type) or not all(callable(getattr(cls, m, None)) for m in ("fit", "predict")):
@@ -256,12 +257,12 @@ def make_cost_model(name: str, seed: int = 0) -> CostModel:
         >>> make_cost_model("gbm")
         Traceback (most recent call last):
         ...
-        ValueError: unknown cost model 'gbm'; legal names: xgb, none, forest
+        ValueError: unknown cost model 'gbm'; cost models: xgb, none, forest (or a plug-in as package.module:Class)
     """
-    try:
-        cls = COST_MODELS[name]
-    except (KeyError, TypeError):
-        raise ValueError(f"unknown cost model {name!r}; legal names: {', '.join(COST_MODELS)}") from None
+    cls = COST_MODELS.get(name) if isinstance(name, str) else None
+    if cls is None:
+        from tuner.plugins import resolve_cost_model
+        cls = resolve_cost_model(name)
     return cls(seed=seed)
 
 

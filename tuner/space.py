@@ -216,6 +216,18 @@ class Space:
         """The config whose value positions are ``positions`` (inverse of :meth:`encode`)."""
         return {k.name: k.values[int(i)] for k, i in zip(self.knobs, positions)}
 
+    def allowed_configs(self):
+        """Every config the constraint admits, in the space's order (a generator)."""
+        for i in range(self.size):
+            c = self.config_at(i)
+            if self.allowed(c):
+                yield c
+
+    def nearest(self, config: dict, exclude: set[str]) -> dict | None:
+        """The allowed config that stands in for ``config`` when the constraint rules it out: None here (the
+        config is simply not measured); a replay space answers with the nearest config of its table."""
+        return None
+
     def random(self, rng: np.random.Generator) -> dict:
         """A uniformly random config drawn with ``rng``."""
         return {k.name: k.values[int(rng.integers(len(k.values)))] for k in self.knobs}

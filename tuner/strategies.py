@@ -90,12 +90,22 @@ class Strategy:
                 self.seen.add(k)
                 if self.space.allowed(c):
                     out.append(c)
-                else:
+                    continue
+                sub = self.space.nearest(c, self.seen)
+                if sub is None:
                     self._rejected(c)
+                else:  # replay: the nearest config of the table stands in for one it does not hold
+                    self.seen.add(config_key(sub))
+                    self._substituted(c, sub)
+                    out.append(sub)
         return out[:n]
 
     def _rejected(self, config: dict) -> None:
         """Called for a proposed config the space's constraint rules out (it is never measured)."""
+
+    def _substituted(self, config: dict, substitute: dict) -> None:
+        """Called when the space measures ``substitute`` in place of the proposed ``config`` (on replay, the
+        nearest config the dataset holds)."""
 
     def _propose(self, n: int) -> list[dict]:
         raise NotImplementedError
@@ -119,10 +129,9 @@ class Strategy:
             if k not in exclude and self.space.allowed(c):
                 exclude.add(k)
                 out.append(c)
-        free = [i for i in range(self.space.size)
-                if config_key(c := self.space.config_at(i)) not in exclude and self.space.allowed(c)]
+        free = [c for c in self.space.allowed_configs() if config_key(c) not in exclude]
         picks = self.rng.permutation(len(free))[: n - len(out)] if free else []
-        return out + [self.space.config_at(free[int(i)]) for i in picks]
+        return out + [free[int(i)] for i in picks]
 
     def valid_history(self) -> list[Observation]:
         """The valid observations, best first (ties in observation order)."""
@@ -249,6 +258,9 @@ class GeneticSearch(Strategy):
         return out + self.random_unseen(n - len(out), {config_key(c) for c in out})
 
 
+_SUBSTITUTE = object()  # a pending config that replaced optuna's own proposal: added as a trial when observed
+
+
 class BayesianSearch(Strategy):
     """optuna's ask/tell with one categorical parameter per knob, maximising GFLOPS (invalid configs count 0).
 
@@ -285,9 +297,9 @@ class BayesianSearch(Strategy):
             value = o.gflops if o.valid else 0.0
             self._known[k] = value
             trial = self._pending.pop(k, None)
-            if trial is not None:
+            if trial is not None and trial is not _SUBSTITUTE:
                 self.study.tell(trial, value)
-            else:  # measured before this strategy existed (resumed tuning) or proposed by a random fill
+            else:  # measured before this strategy existed (resumed tuning), a random fill or a substitute
                 self.study.add_trial(self._optuna.trial.create_trial(
                     params=dict(o.config), distributions=self.distributions, value=value))
 
@@ -296,6 +308,12 @@ class BayesianSearch(Strategy):
         if trial is not None:  # ruled out by the space's constraint: as bad as an invalid config
             self._known[config_key(config)] = 0.0
             self.study.tell(trial, 0.0)
+
+    def _substituted(self, config: dict, substitute: dict) -> None:
+        trial = self._pending.pop(config_key(config), None)
+        if trial is not None:  # optuna learns from the config measured instead, added as a trial of its own
+            self.study.tell(trial, state=self._optuna.trial.TrialState.FAIL)
+        self._pending[config_key(substitute)] = _SUBSTITUTE
 
     def _propose(self, n: int) -> list[dict]:
         out: list[dict] = []
@@ -430,7 +448,9 @@ def register_strategy(name: str, cls: type) -> None:
 
 
 def make_strategy(name: str, space: Space, seed: int = 0, **kw) -> Strategy:
-    """A new strategy ``name`` for ``space``; ValueError listing the registered names when there is none.
+    """A new strategy ``name`` for ``space``: a registered name, a ``package.module:Class`` spec or an entry point
+    of the group ``tensorlang.strategies`` (see :mod:`tuner.plugins`); ValueError listing the registered names
+    when there is none.
 
     Example::
 
@@ -440,7 +460,8 @@ def make_strategy(name: str, space: Space, seed: int = 0, **kw) -> Strategy:
         ...
         ValueError: unknown strategy 'annealing'; strategies: random, grid, genetic, bayesian, xgb-genetic...
     """
-    cls = STRATEGIES.get(name)
+    cls = STRATEGIES.get(name) if isinstance(name, str) else None
     if cls is None:
-        raise ValueError(f"unknown strategy {name!r}; strategies: {', '.join(STRATEGIES)}")
+        from tuner.plugins import resolve_strategy
+        cls = resolve_strategy(name)
     return cls(space, seed, **kw)

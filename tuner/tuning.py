@@ -74,12 +74,18 @@ def observation_of(rec: Record) -> Observation:
 
 class Tuner:
     """One tuning run of a task. ``run()`` returns a :class:`TuneSummary`; ``on_trial(summary)`` is called
-    after each committed record (the CLI draws its progress bar with it)."""
+    after each committed record (the CLI draws its progress bar with it).
+
+    ``strategy`` and ``cost_model`` are registered names, entry points or ``package.module:Class`` specs
+    (:mod:`tuner.plugins`). Offline replay passes a ``runner`` (anything with ``measure(configs, on_result)``,
+    ``close()`` and ``phase_s``, say :class:`tuner.replay.ReplayRunner`), the ``space`` to search and a
+    ``featurize`` function instead of measuring on this machine.
+    """
 
     def __init__(self, task: Task, trials: int, strategy: str = "xgb-genetic", cost_model: str = "xgb",
                  seed: int = 0, db: Database | str | None = None, jobs: int | None = None,
                  options: MeasureOptions | None = None, batch: int = 16, on_trial=None,
-                 strategy_options: dict | None = None):
+                 strategy_options: dict | None = None, runner=None, space=None, featurize=None):
         if trials < 1:
             raise ValueError(f"trials must be at least 1, got {trials}")
         if batch < 1:
@@ -93,9 +99,10 @@ class Tuner:
         self.options = options or MeasureOptions()
         self.batch = batch
         self.on_trial = on_trial
+        self._runner = runner
         model = make_cost_model(cost_model, seed)
-        self.strategy: Strategy = make_strategy(strategy, task.space, seed=seed, cost_model=model,
-                                                featurize=self.featurize, **(strategy_options or {}))
+        self.strategy: Strategy = make_strategy(strategy, space or task.space, seed=seed, cost_model=model,
+                                                featurize=featurize or self.featurize, **(strategy_options or {}))
 
     def featurize(self, config: dict) -> np.ndarray | None:
         """Features of the config's lowered loop IR (None when the config cannot be scheduled)."""
@@ -119,7 +126,7 @@ class Tuner:
         propose_s = 0.0
         try:
             if len(earlier) < self.trials:
-                runner = LocalRunner(self.task, self.jobs, self.options, seed=self.seed)
+                runner = self._runner or LocalRunner(self.task, self.jobs, self.options, seed=self.seed)
                 if summary.best is not None:
                     runner.best_s = summary.best.median_s
             while summary.trials_before + summary.trials_done < self.trials:

@@ -1,0 +1,199 @@
+/* tensorlang runtime for exported kernels: the thread pool behind parallel loops.
+ *
+ * Kernels that tensorlang compiles call
+ *
+ *     int32_t tensorlang_parallel_for(int32_t (*fn)(int64_t begin, int64_t end, void *closure),
+ *                                     void *closure, int64_t lo, int64_t extent);
+ *
+ * for each parallel loop. This file provides it for kernels exported with `tensorlang export` (in the Python
+ * process the JIT provides its own). It cuts [lo, lo+extent) into one contiguous chunk per thread (chunk i is
+ * [lo + extent*i/n, lo + extent*(i+1)/n), as tensorlang/threadpool.py does), runs chunk 0 on the calling thread
+ * and the others on a persistent pool of pthreads, waits for all of them and returns the largest status (0: all
+ * chunks succeeded, 1: one could not allocate its temporaries).
+ *
+ * Threads: TENSORLANG_NUM_THREADS (read at every call; a value that is not an integer >= 1 is ignored), else
+ * the CPUs in this process's affinity mask. The pool grows on demand and its threads sleep between calls.
+ * Concurrent callers are safe: parallel regions from different threads take turns (a mutex); a parallel loop
+ * reached from inside a chunk runs serially on that thread. After fork() the child starts a fresh pool.
+ *
+ * The symbol has hidden visibility, so a shared library built from it keeps its own copy and never binds to
+ * (or exports) another definition. Build: cc -O2 -c tensorlang_runtime.c (link with -lpthread where needed).
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
+#endif
+#include <pthread.h>
+#include <sched.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#if defined(__GNUC__) || defined(__clang__)
+#define TL_HIDDEN __attribute__((visibility("hidden")))
+#define TL_THREAD_LOCAL __thread
+#else
+#define TL_HIDDEN
+#define TL_THREAD_LOCAL _Thread_local
+#endif
+
+#define TL_MAX_THREADS 1024
+
+typedef int32_t (*tl_chunk_fn)(int64_t begin, int64_t end, void *closure);
+
+struct tl_job {
+    tl_chunk_fn fn;
+    void *closure;
+    int64_t lo, extent;
+    int n; /* chunks; worker i (1..n-1) runs chunk i */
+};
+
+static pthread_mutex_t tl_region_lock = PTHREAD_MUTEX_INITIALIZER; /* one parallel region at a time */
+static pthread_mutex_t tl_lock = PTHREAD_MUTEX_INITIALIZER;        /* guards everything below */
+static pthread_cond_t tl_work = PTHREAD_COND_INITIALIZER;          /* a new job was published */
+static pthread_cond_t tl_done = PTHREAD_COND_INITIALIZER;          /* the last worker finished its chunk */
+static struct tl_job tl_current;
+static uint64_t tl_generation; /* incremented for each published job */
+static int tl_workers;         /* worker threads started (ids 1..tl_workers) */
+static int tl_pending;         /* workers still running a chunk of the current job */
+static int32_t tl_status;      /* largest status the workers returned */
+static int tl_atfork_done;
+static TL_THREAD_LOCAL int tl_in_chunk; /* this thread is running a chunk */
+
+struct tl_worker_arg {
+    int id;
+    uint64_t seen; /* the generation already published when the worker was created */
+};
+
+static int64_t tl_bound(int64_t lo, int64_t extent, int n, int i) {
+    /* lo + floor(extent * i / n) without overflow: extent = q*n + r with r < n */
+    int64_t q = extent / n, r = extent % n;
+    return lo + q * i + (r * i) / n;
+}
+
+static void *tl_worker_main(void *p) {
+    struct tl_worker_arg arg = *(struct tl_worker_arg *)p;
+    free(p);
+    tl_in_chunk = 1;
+    pthread_mutex_lock(&tl_lock);
+    for (;;) {
+        while (tl_generation == arg.seen)
+            pthread_cond_wait(&tl_work, &tl_lock);
+        arg.seen = tl_generation;
+        if (arg.id >= tl_current.n)
+            continue; /* not needed for this job */
+        struct tl_job job = tl_current;
+        pthread_mutex_unlock(&tl_lock);
+        int32_t status = job.fn(tl_bound(job.lo, job.extent, job.n, arg.id),
+                                tl_bound(job.lo, job.extent, job.n, arg.id + 1), job.closure);
+        pthread_mutex_lock(&tl_lock);
+        if (status > tl_status)
+            tl_status = status;
+        if (--tl_pending == 0)
+            pthread_cond_signal(&tl_done);
+    }
+    return NULL;
+}
+
+static void tl_after_fork_in_child(void) {
+    /* the pool's threads do not exist in the child: start over */
+    pthread_mutex_init(&tl_region_lock, NULL);
+    pthread_mutex_init(&tl_lock, NULL);
+    pthread_cond_init(&tl_work, NULL);
+    pthread_cond_init(&tl_done, NULL);
+    tl_workers = 0;
+    tl_pending = 0;
+    tl_in_chunk = 0;
+}
+
+static int tl_num_threads(void) {
+    const char *text = getenv("TENSORLANG_NUM_THREADS");
+    if (text && *text) {
+        char *end;
+        long n = strtol(text, &end, 10);
+        while (*end == ' ' || *end == '\t' || *end == '\n')
+            end++;
+        if (*end == '\0' && n >= 1)
+            return n > TL_MAX_THREADS ? TL_MAX_THREADS : (int)n;
+    }
+#ifdef __linux__
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) {
+        int n = CPU_COUNT(&set);
+        if (n >= 1)
+            return n > TL_MAX_THREADS ? TL_MAX_THREADS : n;
+    }
+#endif
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : n > TL_MAX_THREADS ? TL_MAX_THREADS : (int)n;
+}
+
+/* Start workers until there are `want` (called with tl_lock held); returns how many there are. */
+static int tl_grow(int want) {
+    if (!tl_atfork_done) {
+        pthread_atfork(NULL, NULL, tl_after_fork_in_child);
+        tl_atfork_done = 1;
+    }
+    while (tl_workers < want) {
+        struct tl_worker_arg *arg = malloc(sizeof *arg);
+        if (!arg)
+            break;
+        arg->id = tl_workers + 1;
+        arg->seen = tl_generation;
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        pthread_t thread;
+        int err = pthread_create(&thread, &attr, tl_worker_main, arg);
+        pthread_attr_destroy(&attr);
+        if (err) {
+            free(arg);
+            break; /* run with the threads there are */
+        }
+        tl_workers++;
+    }
+    return tl_workers;
+}
+
+TL_HIDDEN int32_t tensorlang_parallel_for(tl_chunk_fn fn, void *closure, int64_t lo, int64_t extent) {
+    if (extent <= 0)
+        return 0;
+    int n = tl_num_threads();
+    if ((int64_t)n > extent)
+        n = (int)extent;
+    if (n == 1 || tl_in_chunk)
+        return fn(lo, lo + extent, closure);
+    pthread_mutex_lock(&tl_region_lock);
+    pthread_mutex_lock(&tl_lock);
+    int workers = tl_grow(n - 1);
+    if (workers < n - 1)
+        n = workers + 1;
+    tl_current.fn = fn;
+    tl_current.closure = closure;
+    tl_current.lo = lo;
+    tl_current.extent = extent;
+    tl_current.n = n;
+    tl_pending = n - 1;
+    tl_status = 0;
+    tl_generation++;
+    pthread_cond_broadcast(&tl_work);
+    pthread_mutex_unlock(&tl_lock);
+
+    tl_in_chunk = 1;
+    int32_t status = fn(tl_bound(lo, extent, n, 0), tl_bound(lo, extent, n, 1), closure);
+    tl_in_chunk = 0;
+
+    pthread_mutex_lock(&tl_lock);
+    while (tl_pending > 0)
+        pthread_cond_wait(&tl_done, &tl_lock);
+    if (tl_status > status)
+        status = tl_status;
+    pthread_mutex_unlock(&tl_lock);
+    pthread_mutex_unlock(&tl_region_lock);
+    return status;
+}
+
+#ifdef TENSORLANG_LIBRARY_KERNEL
+/* Shared libraries made by `tensorlang export --format so` name their kernel here, for tensorlang.load(). */
+const char *tensorlang_library_kernel(void) { return TENSORLANG_LIBRARY_KERNEL; }
+#endif

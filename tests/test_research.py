@@ -1,0 +1,480 @@
+"""The research kit: strategy and cost-model plug-ins (registered, ``package.module:Class``, entry points), dataset
+files (round trip and every way a file can be wrong), offline replay (only the table's configs, never a repeat,
+deterministic), ``tensorlang compare`` statistics and plot, ``tensorlang costmodel eval``, ``tensorlang dataset
+export / info``, and their flag errors.
+
+The replay tests use a synthetic dataset of the small matmul: real configs of its space with a made-up,
+deterministic throughput, so that the best config is known. Run: ``.venv/bin/pytest tests/test_research.py -q``.
+"""
+from __future__ import annotations
+
+import json
+import math
+import textwrap
+
+import numpy as np
+import pytest
+
+from tensorlang.cli import main
+from tuner.compare import Comparison, Run, compare, replay_run
+from tuner.costmodel import COST_MODELS, make_cost_model
+from tuner.database import Database, Record
+from tuner.dataset import Dataset, DatasetError, TableSpace, from_records
+from tuner.evaluate import evaluate_models
+from tuner.plugins import load_class, load_entry_points, resolve_cost_model, resolve_strategy
+from tuner.replay import ReplayRunner, replay_task, table_features
+from tuner.space import config_key
+from tuner.strategies import STRATEGIES, RandomSearch, make_strategy
+from tuner.task import Task
+
+BUILT_IN = ["random", "grid", "genetic", "bayesian", "xgb-genetic"]
+
+
+def synthetic_gflops(c: dict) -> float:
+    """A made-up throughput with one best config: bigger register tiles and packing help."""
+    return 1.0 + c["nr"] * c["mr"] / 16 + 3 * c["pack_b"] + 2 * c["pack_a"] + c["ku"] / 4
+
+
+@pytest.fixture(scope="module")
+def small_dataset(tmp_path_factory) -> Dataset:
+    """150 distinct allowed configs of matmul 'small' (one in ten invalid), saved and loaded back."""
+    task = Task.create("matmul", preset="small", threads=1)
+    rng = np.random.default_rng(7)
+    configs: dict[str, dict] = {}
+    while len(configs) < 150:
+        c = task.space.random(rng)
+        if task.space.allowed(c):
+            configs[config_key(c)] = c
+    rows = [(c, None, "wrong") if i % 10 == 3 else (c, synthetic_gflops(c), None)
+            for i, c in enumerate(configs.values())]
+    header = {"workload": "matmul", "sizes": task.sizes, "threads": 1, "flops": task.flops, "target": task.target,
+              "knobs": {k.name: list(k.values) for k in task.space.knobs}, "note": "synthetic"}
+    path = tmp_path_factory.mktemp("ds") / "matmul_small.csv"
+    Dataset(header, rows).save(str(path))
+    return Dataset.load(str(path))
+
+
+# ---------------------------------------------------------------- plug-ins
+
+PLUGIN_MODULE = '''
+import numpy as np
+from tuner.strategies import Strategy
+from tuner.costmodel import CostModel
+
+class FirstFree(Strategy):
+    """Configs in the space's order."""
+    def _propose(self, n):
+        return self.random_unseen(n)
+
+class Ridge(CostModel):
+    def _fit(self, X, y, groups):
+        from sklearn.linear_model import Ridge as R
+        self.m = R().fit(X, y)
+    def _predict(self, X):
+        return self.m.predict(X)
+
+NOT_A_CLASS = 3
+
+class Unrelated:
+    pass
+'''
+
+
+@pytest.fixture
+def plugin_module(tmp_path, monkeypatch):
+    """An importable module ``tl_plugin_mod`` with a strategy and a cost model; registries restored after."""
+    (tmp_path / "tl_plugin_mod.py").write_text(PLUGIN_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    strategies, models = dict(STRATEGIES), dict(COST_MODELS)
+    yield tmp_path
+    STRATEGIES.clear()
+    STRATEGIES.update(strategies)
+    COST_MODELS.clear()
+    COST_MODELS.update(models)
+
+
+def test_plugin_spec_resolves_and_registers(plugin_module, small_dataset):
+    cls = resolve_strategy("tl_plugin_mod:FirstFree")
+    assert cls.__name__ == "FirstFree" and STRATEGIES["tl_plugin_mod:FirstFree"] is cls
+    assert resolve_cost_model("tl_plugin_mod:Ridge").__name__ == "Ridge"
+    model = make_cost_model("tl_plugin_mod:Ridge")
+    X = np.random.default_rng(0).random((20, 3))
+    model.fit(X, X[:, 0])
+    assert np.corrcoef(model.predict(X), X[:, 0])[0, 1] > 0.9
+    run = replay_run(small_dataset, "tl_plugin_mod:FirstFree", seed=0, trials=20)
+    assert len(run.curve) == 20
+
+
+@pytest.mark.parametrize("spec,message", [
+    ("no_colon_here", "strategy 'no_colon_here': a plug-in is named as package.module:Class"),
+    ("tl_nonexistent_mod:X", "cannot import module 'tl_nonexistent_mod' (No module named 'tl_nonexistent_mod')"),
+    ("tl_plugin_mod:Missing", "module 'tl_plugin_mod' has no attribute 'Missing'"),
+    ("tl_plugin_mod:NOT_A_CLASS", "'NOT_A_CLASS' is a int, not a class"),
+    ("tl_plugin_mod:Unrelated", "is not a subclass of tuner.strategies.Strategy"),
+])
+def test_plugin_spec_errors(plugin_module, spec, message):
+    with pytest.raises(ValueError) as e:
+        load_class(spec, "strategy") if ":" not in spec else resolve_strategy(spec)
+    assert message in str(e.value)
+
+
+def test_unknown_strategy_lists_names_and_plugin_form():
+    with pytest.raises(ValueError, match=r"unknown strategy 'nope'; strategies: random, grid, .* \(or a plug-in as "
+                                         r"package.module:Class\)"):
+        resolve_strategy("nope")
+
+
+def write_distribution(root, entry_points: str) -> None:
+    """A fake installed distribution with the given entry_points.txt, found by importlib.metadata on sys.path."""
+    info = root / "tl_fake_plugin-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: tl-fake-plugin\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(textwrap.dedent(entry_points))
+
+
+def test_entry_points_are_found_by_name(plugin_module):
+    write_distribution(plugin_module, """
+        [tensorlang.strategies]
+        first-free = tl_plugin_mod:FirstFree
+        broken = tl_plugin_mod:Missing
+
+        [tensorlang.cost_models]
+        ridge = tl_plugin_mod:Ridge
+    """)
+    assert resolve_strategy("first-free").__name__ == "FirstFree"
+    assert "first-free" in STRATEGIES
+    assert resolve_cost_model("ridge").__name__ == "Ridge"
+    with pytest.raises(ValueError, match="strategy 'broken': entry point 'tl_plugin_mod:Missing' in group "
+                                         "tensorlang.strategies fails to load"):
+        resolve_strategy("broken")
+    problems = load_entry_points("strategy")
+    assert len(problems) == 1 and "'broken'" in problems[0]
+
+
+def test_tune_flag_accepts_plugin_spec_and_names_bad_one(plugin_module, capsys, tmp_path):
+    db = str(tmp_path / "t.db")
+    assert main(["tune", "matmul", "--preset", "small", "--trials", "2", "--strategy", "tl_plugin_mod:FirstFree",
+                 "--db", db, "--jobs", "1", "--no-baselines", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["trials"] == 2
+    assert main(["tune", "matmul", "--trials", "2", "--strategy", "tl_plugin_mod:Missing", "--db", db]) == 2
+    assert "--strategy: strategy 'tl_plugin_mod:Missing': module 'tl_plugin_mod' has no attribute 'Missing'" \
+        in capsys.readouterr().err
+    assert main(["tune", "matmul", "--trials", "2", "--cost-model", "tl_plugin_mod:Unrelated", "--db", db]) == 2
+    assert "is not a class with fit and predict methods" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- dataset files
+
+def test_dataset_round_trip_keeps_types(tmp_path):
+    header = {"workload": "toy", "sizes": {"N": 4}, "threads": 2, "flops": 8.0,
+              "knobs": {"b": [True, False], "s": ["x", "1"], "i": [1, 2], "f": [0.5, 1.5]}}
+    rows = [({"b": True, "s": "1", "i": 2, "f": 0.5}, 3.25, None),
+            ({"b": False, "s": "x", "i": 1, "f": 1.5}, None, "crash")]
+    Dataset(header, rows).save(str(tmp_path / "d.csv"))
+    back = Dataset.load(str(tmp_path / "d.csv"))
+    assert back.rows() == rows
+    assert all(type(a) is type(b) for r, r2 in zip(back.rows(), rows) for a, b in zip(r[0].values(), r2[0].values()))
+    assert back.header["sizes"] == {"N": 4} and back.best_gflops == 3.25 and back.valid_count == 1
+
+
+GOOD = ('# tensorlang-dataset {"format_version": 1, "workload": "toy", "sizes": {}, "threads": 1, "flops": 1.0, '
+        '"knobs": {"a": [1, 2]}}\na,gflops,median_s,error_kind,measurements\n1,2.0,0.5,,1\n')
+
+
+@pytest.mark.parametrize("text,message", [
+    ("a,b\n1,2\n", ":1: not a tensorlang dataset"),
+    ("# tensorlang-dataset {bad json\n", ":1: the JSON header is not valid JSON"),
+    (GOOD.replace('"format_version": 1', '"format_version": 9'), ":1: dataset format version 9"),
+    (GOOD.replace('"flops": 1.0, ', ""), ":1: the header has no 'flops'"),
+    (GOOD.replace("a,gflops", "b,gflops"), ":2: columns ['b', 'gflops'"),
+    (GOOD.replace("1,2.0,0.5,,1", "3,2.0,0.5,,1"), ":3: knob 'a' has value '3', not one of [1, 2]"),
+    (GOOD.replace("1,2.0,0.5,,1", "1,fast,0.5,,1"), ":3: gflops, median_s and measurements must be numbers"),
+    (GOOD.replace("1,2.0,0.5,,1", "1,2.0,0.5,crash,1"), ":3: a row has either a positive gflops or an error_kind"),
+    (GOOD.replace("1,2.0,0.5,,1", "1,2.0,0.5"), ":3: 3 cells, expected 5"),
+    (GOOD.split("\n")[0] + "\n", ": the table has no column line"),
+])
+def test_dataset_load_errors_name_file_and_line(tmp_path, text, message):
+    path = tmp_path / "bad.csv"
+    path.write_text(text)
+    with pytest.raises(DatasetError) as e:
+        Dataset.load(str(path))
+    assert str(e.value).startswith(str(path)) and message in str(e.value)
+
+
+def test_from_records_merges_repeats_with_median():
+    task = Task.create("matmul", preset="small", threads=1)
+    a, b = task.space.config_at(0), task.space.config_at(1)
+    mk = lambda c, times, kind=None: Record(task.key, "matmul", task.sizes, task.target, c, None,  # noqa: E731
+                                            times=times, error_kind=kind, error="x" if kind else None,
+                                            flops=task.flops)
+    ds = from_records([mk(a, (0.3,)), mk(a, (0.1,)), mk(a, (), "timeout"), mk(b, (), "crash")], task)
+    assert ds.median_s(a) == pytest.approx(0.2) and ds.lookup(a)[0] == pytest.approx(task.flops / 0.2 / 1e9)
+    assert ds.lookup(b) == (None, "crash")
+    assert ds.header["task_key"] == task.key and ds.header["knobs"]["nr"] == list(task.space.knob("nr").values)
+
+
+# ---------------------------------------------------------------- replay
+
+def test_table_space_draws_and_substitutes_only_table_configs(small_dataset):
+    space = small_dataset.space()
+    keys = {config_key(c) for c in small_dataset.configs}
+    rng = np.random.default_rng(0)
+    assert all(config_key(space.random(rng)) in keys for _ in range(200))
+    outside = next(c for c in (space.config_at(i) for i in range(space.size)) if config_key(c) not in keys)
+    near = space.nearest(outside, set())
+    assert config_key(near) in keys
+    assert space.nearest(outside, keys) is None
+    assert isinstance(space, TableSpace) and space.allowed_size == len(small_dataset)
+
+
+def test_replay_runner_answers_from_table_and_refuses_others(small_dataset):
+    best = small_dataset.best_config
+    runner = ReplayRunner(small_dataset)
+    [r] = runner.measure([best])
+    assert r.ok and small_dataset.header["flops"] / r.median_s / 1e9 == pytest.approx(small_dataset.best_gflops)
+    bad = next(c for c, g, _ in small_dataset.rows() if g is None)
+    [r] = runner.measure([bad])
+    assert r.error_kind == "wrong"
+    space = replay_task(small_dataset).space
+    outside = next(c for c in (space.config_at(i) for i in range(space.size)) if c not in small_dataset)
+    with pytest.raises(DatasetError, match="is not in the dataset"):
+        runner.measure([outside])
+
+
+@pytest.mark.parametrize("strategy", BUILT_IN)
+def test_replay_measures_table_configs_once_each_and_exhausts(small_dataset, strategy):
+    run = replay_run(small_dataset, strategy, seed=1, trials=len(small_dataset))
+    assert len(run.curve) == len(small_dataset)  # every config of the table, none twice (the tuner stops at N)
+    assert run.curve[-1] == pytest.approx(small_dataset.best_gflops)
+    assert all(a <= b for a, b in zip(run.curve, run.curve[1:]))
+    assert run.valid == small_dataset.valid_count
+
+
+@pytest.mark.parametrize("strategy", ["random", "genetic", "bayesian", "xgb-genetic"])
+def test_replay_is_deterministic(small_dataset, strategy):
+    a = replay_run(small_dataset, strategy, seed=3, trials=60)
+    b = replay_run(small_dataset, strategy, seed=3, trials=60)
+    c = replay_run(small_dataset, strategy, seed=4, trials=60)
+    assert a.curve == b.curve
+    assert strategy == "random" or len(a.curve) == 60
+    assert a.curve != c.curve or a.curve[-1] == small_dataset.best_gflops
+
+
+def test_strategy_proposals_stay_in_table(small_dataset):
+    task = replay_task(small_dataset)
+    space = small_dataset.space(task.space)
+    feats = table_features(small_dataset, task)
+    for name in BUILT_IN:
+        st = make_strategy(name, space, seed=0, featurize=lambda c: feats.get(config_key(c)))
+        seen = set()
+        for _ in range(5):
+            batch = st.propose(8)
+            assert batch and all(c in small_dataset for c in batch), name
+            keys = {config_key(c) for c in batch}
+            assert not keys & seen and len(keys) == len(batch), name
+            seen |= keys
+            st.observe([_observe(small_dataset, c) for c in batch])
+
+
+def _observe(ds, c):
+    from tuner.strategies import Observation
+    g, kind = ds.lookup(c)
+    return Observation(c, g, kind)
+
+
+# ---------------------------------------------------------------- compare
+
+def test_comparison_statistics_by_hand():
+    cmp = Comparison(task=None, trials=4, best_known=10.0)
+    cmp.runs["a"] = [Run("a", 0, [1.0, 9.0, 9.5, 10.0], 0.1), Run("a", 1, [9.6, 9.6, 9.6, 9.6], 0.3)]
+    cmp.runs["b"] = [Run("b", 0, [1.0, 1.0, 1.0, 1.0], 0.2), Run("b", 1, [1.0, 1.0, 1.0, 9.0], 0.2)]
+    s = cmp.stats()
+    assert s["a"]["trials_to_90"] == 1.5 and s["a"]["trials_to_95"] == 2.0 and s["a"]["reached_95"] == 2
+    assert s["b"]["trials_to_90"] == math.inf and s["b"]["reached_90"] == 1 and s["b"]["reached_95"] == 0
+    assert s["a"]["auc"] == pytest.approx(np.median([(1 + 9 + 9.5 + 10) / 40, 0.96]))
+    assert s["a"]["wall_s"] == pytest.approx(0.2) and s["b"]["best"] == 5.0
+    table = cmp.table()
+    assert "never (0/2)" in table and "(1/2)" in table
+
+
+def test_compare_on_replay_json_and_plot(small_dataset, tmp_path):
+    cmp = compare(["random", "xgb-genetic"], trials=40, seeds=3, replay=small_dataset)
+    assert cmp.best_known == small_dataset.best_gflops and cmp.trials == 40
+    assert [r.seed for r in cmp.runs["random"]] == [0, 1, 2]
+    assert all(len(r.curve) == 40 for runs in cmp.runs.values() for r in runs)
+    data = json.loads(json.dumps(cmp.to_json()))
+    assert set(data["stats"]) == {"random", "xgb-genetic"} and len(data["runs"]["random"][0]["curve"]) == 40
+    png = tmp_path / "cmp.png"
+    cmp.plot(str(png))
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.slow
+def test_compare_processes_give_the_same_runs(small_dataset):
+    one = compare(["genetic", "xgb-genetic"], trials=30, seeds=2, replay=small_dataset, jobs=1)
+    two = compare(["genetic", "xgb-genetic"], trials=30, seeds=2, replay=small_dataset, jobs=2)
+    for name in one.runs:
+        assert [r.curve for r in one.runs[name]] == [r.curve for r in two.runs[name]]
+
+
+def test_compare_refuses_a_class_other_processes_cannot_import(small_dataset):
+    class Local(RandomSearch):
+        pass
+    STRATEGIES["local-test"] = Local
+    try:
+        with pytest.raises(ValueError, match="cannot be sent to worker processes"):
+            compare(["local-test", "random"], trials=5, seeds=1, replay=small_dataset, jobs=2)
+    finally:
+        del STRATEGIES["local-test"]
+
+
+def test_compare_command_on_replay(small_dataset, tmp_path, capsys):
+    png = tmp_path / "c.png"
+    assert main(["compare", "matmul", "--replay", small_dataset.path, "--strategies", "random,genetic",
+                 "--trials", "30", "--seeds", "2", "--jobs", "1", "--plot", str(png)]) == 0
+    out = capsys.readouterr().out
+    assert "to 95%" in out and "random" in out and "genetic" in out and png.exists()
+    assert main(["compare", "matmul", "--replay", small_dataset.path, "--strategies", "random", "--trials", "5",
+                 "--seeds", "1", "--jobs", "1", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["best_known_gflops"] == small_dataset.best_gflops and report["trials"] == 5
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--strategies", "random,nope"], "--strategies: unknown strategy 'nope'"),
+    (["--strategies", "random,random"], "--strategies: a name is given twice"),
+    (["--strategies", ","], "--strategies: name at least one"),
+    (["--strategies", "random", "--trials", "0"], "--trials: must be at least 1, got 0"),
+    (["--strategies", "random", "--seeds", "0"], "--seeds: must be at least 1, got 0"),
+    (["--strategies", "random", "--plot", "x.jpg"], "--plot: the file must end in .png"),
+    (["--strategies", "random", "--replay", "/no/such.csv"], "--replay: cannot read dataset /no/such.csv"),
+    (["--strategies", "random", "--cost-model", "nope"], "--cost-model: unknown cost model 'nope'"),
+])
+def test_compare_flag_errors(args, message, capsys):
+    argv = ["compare", "matmul", "--trials", "5", *args]
+    assert main(argv) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_compare_replay_of_another_workload_is_refused(small_dataset, capsys):
+    assert main(["compare", "conv2d", "--replay", small_dataset.path, "--strategies", "random", "--trials", "5"]) == 2
+    assert "is a dataset of 'matmul', not 'conv2d'" in capsys.readouterr().err
+    assert main(["compare", "matmul", "--preset", "512", "--replay", small_dataset.path, "--strategies", "random",
+                 "--trials", "5"]) == 2
+    assert "was measured at sizes" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- cost-model evaluation
+
+def test_evaluate_models_orders_models_by_what_they_can_learn():
+    rng = np.random.default_rng(0)
+    X = rng.random((200, 4))
+    y = X[:, 0] ** 2 + 0.5 * X[:, 1]
+    rep = evaluate_models(X, y, ["xgb", "forest", "none"], train_fraction=0.5, splits=3)
+    assert rep["xgb"]["spearman"] > 0.9 and rep["forest"]["spearman"] > 0.9
+    assert rep["none"]["spearman"] == 0.0 and rep["none"]["top1"] == 0.0
+    assert rep["xgb"]["splits"] == 3 and rep["xgb"]["train_rows"] == 100
+    with pytest.raises(ValueError, match="train fraction must be between 0 and 1"):
+        evaluate_models(X, y, ["xgb"], train_fraction=1.0)
+    with pytest.raises(ValueError, match="unknown cost model 'gbm'"):
+        evaluate_models(X, y, ["gbm"])
+
+
+def test_costmodel_eval_command(small_dataset, capsys):
+    assert main(["costmodel", "eval", "--dataset", small_dataset.path, "--models", "xgb,forest", "--splits", "2",
+                 "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)["models"]
+    assert set(report) == {"xgb", "forest"}
+    assert all(0.0 <= r["top1"] <= r["top5"] <= 1.0 and -1 <= r["spearman"] <= 1 for r in report.values())
+    assert report["xgb"]["spearman"] > 0.5  # the synthetic throughput is a simple function of the knobs
+    assert main(["costmodel", "eval", "--dataset", small_dataset.path, "--splits", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "NDCG@10" in out and all(m in out for m in COST_MODELS)
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--dataset", "/no/such.csv"], "--dataset: cannot read dataset /no/such.csv"),
+    (["--models", "nope"], "--models: unknown cost model 'nope'"),
+    (["--train-fraction", "0"], "--train-fraction: must be between 0 and 1, got 0.0"),
+    (["--splits", "0"], "--splits: must be at least 1, got 0"),
+])
+def test_costmodel_eval_flag_errors(small_dataset, args, message, capsys):
+    argv = ["costmodel", "eval", "--dataset", small_dataset.path, *args]
+    assert main(argv) == 2
+    assert message in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- dataset export / info
+
+def test_dataset_export_and_info_commands(tmp_path, capsys):
+    db_path = str(tmp_path / "t.db")
+    assert main(["tune", "matmul", "--preset", "small", "--trials", "6", "--strategy", "random", "--db", db_path,
+                 "--jobs", "1", "--no-baselines", "--json"]) == 0
+    capsys.readouterr()
+    out = str(tmp_path / "m.csv")
+    assert main(["dataset", "export", "matmul", "--preset", "small", "--db", db_path, "-o", out,
+                 "--note", "six random configs", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["rows"] == 6 and report["records"] == 6
+    ds = Dataset.load(out)
+    db = Database(db_path)
+    records = db.records(Task.create("matmul", preset="small").key)
+    db.close()
+    for r in records:
+        g, kind = ds.lookup(r.config)
+        assert (g == pytest.approx(r.gflops)) if r.ok else (kind == r.error_kind)
+    assert ds.header["note"] == "six random configs" and ds.header["strategies"] == ["random"]
+    assert main(["dataset", "info", out]) == 0
+    text = capsys.readouterr().out
+    assert "6 configs" in text and "note: six random configs" in text
+
+
+@pytest.mark.parametrize("args,message", [
+    (["-o", "/no/such/folder/x.csv"], "-o: cannot write dataset /no/such/folder/x.csv: folder /no/such/folder does "
+                                      "not exist"),
+    (["--db", "/no/such.db"], "--db: no tuning database at /no/such.db"),
+    (["--preset", "nope"], "--preset: matmul has no preset 'nope'"),
+])
+def test_dataset_export_flag_errors(tmp_path, args, message, capsys):
+    argv = ["dataset", "export", "matmul", "-o", str(tmp_path / "x.csv"), "--db", str(tmp_path / "none.db"), *args]
+    if "--db" not in args:
+        Database(str(tmp_path / "none.db")).close()
+    assert main(argv) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_dataset_export_without_records_says_how_to_make_them(tmp_path, capsys):
+    db = str(tmp_path / "empty.db")
+    Database(db).close()
+    assert main(["dataset", "export", "matmul", "--preset", "small", "--db", db, "-o", str(tmp_path / "x.csv")]) == 2
+    assert "no tuning records of matmul(M=64, N=48, K=32)" in capsys.readouterr().err
+
+
+def test_compare_live_measures_each_run_from_scratch(capsys):
+    """Without --replay every (strategy, seed) run tunes on this machine with a fresh database."""
+    assert main(["compare", "matmul", "--preset", "small", "--strategies", "random,grid", "--trials", "3",
+                 "--seeds", "1", "--threads", "1", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["source"] == "live" and report["trials"] == 3
+    curves = [run["curve"] for runs in report["runs"].values() for run in runs]
+    assert len(curves) == 2 and all(len(c) == 3 and c[-1] > 0 for c in curves)
+    assert report["best_known_gflops"] == max(c[-1] for c in curves)
+
+
+@pytest.mark.parametrize("name", ["plugins", "dataset", "replay", "compare", "evaluate", "strategies", "space"])
+def test_docstring_examples(name):
+    import doctest
+    import importlib
+    result = doctest.testmod(importlib.import_module(f"tuner.{name}"), optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 0 and result.failed == 0
+
+
+def test_replay_refuses_a_dataset_of_another_program(small_dataset):
+    header = dict(small_dataset.header, flops=small_dataset.header["flops"] * 2)
+    with pytest.raises(DatasetError, match="the workload changed since the dataset was measured"):
+        replay_task(Dataset(header, small_dataset.rows()))
+    with pytest.raises(DatasetError, match="workload 'matmul' has no size 'Q'"):
+        replay_task(Dataset(dict(small_dataset.header, sizes={"Q": 3}), []))
+    other = dict(small_dataset.header, knobs={"nr": [16, 32]})
+    with pytest.raises(DatasetError, match="the dataset's search space differs from the workload's space"):
+        Dataset(other, []).space(replay_task(small_dataset).space)

@@ -1,0 +1,178 @@
+"""The research commands of the ``tensorlang`` command line (``tensorlang/cli.py`` parses the flags):
+
+    tensorlang compare WORKLOAD --strategies random,genetic,... --trials N --seeds K [--replay DATASET]
+                       [--preset P | --size K=V,...] [--cost-model M] [--jobs N] [--plot FILE] [--json]
+    tensorlang dataset export WORKLOAD [--preset P | --size K=V,...] [--threads N] [--db PATH] -o FILE.csv
+    tensorlang dataset info FILE.csv
+    tensorlang costmodel eval --dataset FILE.csv [--models xgb,forest,...] [--train-fraction F] [--splits N]
+
+Each function does the work and returns the JSON object ``--json`` prints.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+from tuner.cli import TuneFlagError, check_plugin_flags
+
+
+def _names(text: str, flag: str) -> list[str]:
+    names = [n.strip() for n in (text or "").split(",") if n.strip()]
+    if not names:
+        raise TuneFlagError(f"{flag}: name at least one, separated by commas")
+    if len(set(names)) != len(names):
+        raise TuneFlagError(f"{flag}: a name is given twice in {text!r}")
+    return names
+
+
+def _load_dataset(path: str, flag: str):
+    from tuner.dataset import Dataset, DatasetError
+    try:
+        return Dataset.load(path)
+    except DatasetError as e:
+        raise TuneFlagError(f"{flag}: {e}") from None
+
+
+def _check_png(path: str | None) -> None:
+    if path is None:
+        return
+    if not path.lower().endswith(".png"):
+        raise TuneFlagError(f"--plot: the file must end in .png, got {path!r}")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise TuneFlagError(f"--plot: folder {folder!r} does not exist")
+
+
+def cmd_compare(args, workload, sizes) -> dict:
+    """``tensorlang compare``: every strategy with every seed; a table, optionally a plot and JSON."""
+    from tuner.compare import compare
+    from tuner.measure import MeasureOptions
+    from tuner.task import Task
+    strategies = _names(args.strategies, "--strategies")
+    check_plugin_flags(strategies, [args.cost_model], strategy_flag="--strategies")
+    for flag, v in (("--trials", args.trials), ("--seeds", args.seeds), ("--jobs", args.jobs or 1)):
+        if v < 1:
+            raise TuneFlagError(f"{flag}: must be at least 1, got {v}")
+    _check_png(args.plot)
+    say = (lambda *a: print(*a, file=sys.stderr)) if args.json else print
+    task = dataset = None
+    if args.replay:
+        dataset = _load_dataset(args.replay, "--replay")
+        if dataset.workload != workload.name:
+            raise TuneFlagError(f"--replay: {args.replay} is a dataset of {dataset.workload!r}, not {workload.name!r}")
+        if (args.preset or args.size) and dataset.sizes != sizes:
+            raise TuneFlagError(f"--replay: {args.replay} was measured at sizes {dataset.sizes}, not {sizes}")
+        say(f"replaying {len(dataset)} configs of {args.replay} ({dataset.valid_count} valid, best "
+            f"{dataset.best_gflops:.1f} GFLOPS): {len(strategies)} strategies x {args.seeds} seeds x "
+            f"{min(args.trials, len(dataset))} trials")
+    else:
+        task = Task.create(workload.name, sizes=sizes, threads=args.threads)
+        say(f"tuning {task.describe()} live: {len(strategies)} strategies x {args.seeds} seeds x {args.trials} "
+            f"trials (records are not kept; use --replay DATASET to compare in seconds)")
+    jobs = args.jobs or ((os.cpu_count() or 1) if dataset is not None else 1)
+    done = [0]
+    total = len(strategies) * args.seeds
+
+    def on_run(run):
+        done[0] += 1
+        say(f"  [{done[0]}/{total}] {run.strategy} seed {run.seed}: best {run.curve[-1] if run.curve else 0:.1f} "
+            f"GFLOPS in {len(run.curve)} trials, {run.wall_s:.1f} s")
+
+    result = compare(strategies, args.trials, args.seeds, replay=dataset, task=task, cost_model=args.cost_model,
+                     jobs=jobs, on_run=on_run, options=MeasureOptions(run_timeout=args.timeout))
+    report = result.to_json()
+    if args.plot:
+        result.plot(args.plot)
+        report["plot"] = args.plot
+    if not args.json:
+        print(result.table())
+        if args.plot:
+            print(f"plot: {args.plot}")
+    return report
+
+
+def cmd_dataset(args) -> dict:
+    """``tensorlang dataset export|info``."""
+    if args.dataset_command == "info":
+        return _dataset_info(args)
+    from tensorlang.cli import workload_and_sizes
+    return _dataset_export(args, *workload_and_sizes(args))
+
+
+def _dataset_export(args, workload, sizes) -> dict:
+    from tuner.cli import _open_db
+    from tuner.dataset import DatasetError, check_output_path, from_records
+    from tuner.database import default_db_path
+    from tuner.task import Task
+    if args.threads is not None and args.threads < 1:
+        raise TuneFlagError(f"--threads: must be at least 1, got {args.threads}")
+    try:
+        check_output_path(args.output)
+    except DatasetError as e:
+        raise TuneFlagError(f"-o: {e}") from None
+    task = Task.create(workload.name, sizes=sizes, threads=args.threads)
+    path = args.db or default_db_path()
+    if path != ":memory:" and not os.path.exists(path):
+        raise TuneFlagError(f"--db: no tuning database at {path}")
+    db = _open_db(args.db)
+    try:
+        records = db.records(task.key)
+    finally:
+        db.close()
+    if not records:
+        where = f" --preset {args.preset}" if args.preset else f" --size {args.size}" if args.size else ""
+        raise TuneFlagError(f"no tuning records of {task.describe()} in {path}; measure some with: "
+                            f"tensorlang tune {workload.name}{where} --strategy random --trials 2000")
+    ds = from_records(records, task, note=args.note or "")
+    try:
+        ds.save(args.output)
+    except DatasetError as e:
+        raise TuneFlagError(f"-o: {e}") from None
+    out = {"path": args.output, "workload": task.workload, "sizes": task.sizes, "records": len(records),
+           "rows": len(ds), "valid": ds.valid_count, "best_gflops": ds.best_gflops}
+    if not args.json:
+        print(f"wrote {args.output}: {len(ds)} configs of {task.describe()} ({ds.valid_count} valid, best "
+              f"{ds.best_gflops:.1f} GFLOPS) from {len(records)} records in {path}")
+    return out
+
+
+def _dataset_info(args) -> dict:
+    from collections import Counter
+    ds = _load_dataset(args.file, "FILE")
+    errors = Counter(kind for _, g, kind in ds.rows() if g is None)
+    h = ds.header
+    out = {"path": args.file, "workload": ds.workload, "sizes": ds.sizes, "threads": h["threads"],
+           "target": h.get("target"), "tensorlang_version": h.get("tensorlang_version"), "created": h.get("created"),
+           "rows": len(ds), "valid": ds.valid_count, "errors": dict(errors), "best_gflops": ds.best_gflops,
+           "best_config": ds.best_config, "knobs": ds.knobs, "note": h.get("note", "")}
+    if not args.json:
+        sizes = ", ".join(f"{k}={v}" for k, v in ds.sizes.items())
+        cpu = (h.get("target") or {}).get("cpu", "?")
+        print(f"{args.file}: {ds.workload}({sizes}) on {cpu}, {h['threads']} threads; tensorlang "
+              f"{h.get('tensorlang_version')}, made {h.get('created')}")
+        print(f"  {len(ds)} configs, {ds.valid_count} valid" +
+              (f", invalid: {', '.join(f'{n} {k}' for k, n in errors.items())}" if errors else ""))
+        knobs = ", ".join(f"{k}={v}" for k, v in (ds.best_config or {}).items())
+        print(f"  best {ds.best_gflops:.1f} GFLOPS: {knobs}")
+        if h.get("note"):
+            print(f"  note: {h['note']}")
+    return out
+
+
+def cmd_costmodel(args) -> dict:
+    """``tensorlang costmodel eval``: rank held-out configs of a dataset with each cost model."""
+    from tuner.evaluate import evaluate_dataset, format_report
+    ds = _load_dataset(args.dataset, "--dataset")
+    models = None
+    if args.models:
+        models = _names(args.models, "--models")
+        check_plugin_flags([], models, cost_model_flag="--models")
+    if not 0.0 < args.train_fraction < 1.0:
+        raise TuneFlagError(f"--train-fraction: must be between 0 and 1, got {args.train_fraction}")
+    if args.splits < 1:
+        raise TuneFlagError(f"--splits: must be at least 1, got {args.splits}")
+    report = evaluate_dataset(ds, models, args.train_fraction, args.splits, args.seed)
+    if not args.json:
+        print(f"cost models on {args.dataset} ({ds.workload}, {len(ds)} configs)")
+        print(format_report(report))
+    return {"dataset": args.dataset, "workload": ds.workload, "models": report}
