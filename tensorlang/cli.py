@@ -234,6 +234,9 @@ def make_parser() -> argparse.ArgumentParser:
     t.add_argument("--threads", type=int, help="threads the kernels use (default: all CPUs)")
     t.add_argument("--batch", type=int, default=16,
                    help="candidates proposed and measured per round (at most 8 for the first 64 trials)")
+    t.add_argument("--retime-top", type=int, default=5,
+                   help="at the end, time the K fastest configs again (3 interleaved rounds) and let that choose "
+                        "the best (default 5; 0: no re-timing)")
     t.add_argument("--plot", help="write a PNG of the best GFLOPS so far against trials")
     t.add_argument("--no-baselines", action="store_true",
                    help="skip timing the default and hand schedules and numpy at the end")

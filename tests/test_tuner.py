@@ -24,7 +24,7 @@ import pytest
 
 import schedules
 import tensorlang as tl
-from tuner.database import ERROR_KINDS, Database
+from tuner.database import ERROR_KINDS, Database, Record
 from tuner.measure import FAULTS_ENV, MeasureOptions, compare
 from tuner.space import Knob, Space, config_key
 from tuner.strategies import STRATEGIES, Observation, make_strategy
@@ -578,6 +578,7 @@ def test_cli_ops_lists_every_search_space():
     (("--batch", "0"), "--batch: must be at least 1, got 0"),
     (("--sampler", "TPESampler"), "--sampler: only with --strategy bayesian, not 'xgb-genetic'"),
     (("--strategy", "bayesian", "--sampler", "Nope"), "--sampler: optuna has no sampler 'Nope'; samplers: "),
+    (("--retime-top", "-1"), "--retime-top: must be at least 0, got -1"),
     (("--plot", "x.txt"), "--plot: the file must end in .png, got 'x.txt'"),
     (("--plot", "/nonexistent-folder/x.png"), "--plot: folder '/nonexistent-folder' does not exist"),
     (("--preset", "nope"), "--preset: matmul has no preset 'nope'; presets: 1024"),
@@ -612,3 +613,59 @@ def test_cli_bayesian_takes_any_optuna_sampler(tmp_path):
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert out["trials"] == 3 and out["best"]["strategy"] == "bayesian"
+
+
+# ---------------------------------------------------------------- re-timing the top candidates
+
+def test_tuning_ends_by_retiming_the_top_configs_and_they_choose_the_best(tmp_path):
+    task = matmul_task()
+    db = Database(tmp_path / "rt.db")
+    tuner = Tuner(task, 12, "random", db=db, jobs=1, retime_top=3, retime_rounds=2)
+    summary = tuner.run()
+    retimed = db.retimed(task.key)
+    fastest = sorted(db.records(task.key, valid_only=True), key=lambda r: r.median_s)
+    top3 = []
+    for r in fastest:
+        if r.config_key() not in top3:
+            top3.append(r.config_key())
+    assert set(retimed) == set(top3[:3]) and set(summary.retimed) == set(retimed)
+    winner = min(retimed, key=retimed.get)
+    assert summary.best.config_key() == winner == db.best(task.key).config_key()
+    assert "retime" in summary.phase_s and db.count(task.key) == 12  # re-timing adds no trial
+    # a resumed run re-times again, the last winner among the candidates even if it is not in the top 3
+    db.add_retimes(task.key, [(fastest[-1].config, (1e-9,))])
+    assert db.best(task.key).config_key() == fastest[-1].config_key()
+    again = Tuner(task, 14, "random", db=db, jobs=1, retime_top=3, retime_rounds=1)
+    assert fastest[-1].config_key() in {config_key(c) for c in again.retime_candidates()}
+    again.run()
+    assert len(db.retimed(task.key)) == 4
+    db.close()
+
+
+def test_retime_top_zero_keeps_the_fastest_single_measurement(tmp_path):
+    task = matmul_task()
+    db = Database(tmp_path / "rt0.db")
+    summary = Tuner(task, 6, "random", db=db, jobs=1, retime_top=0).run()
+    assert summary.retimed == {} and db.retimed(task.key) == {}
+    assert summary.best.trial == min(db.records(task.key, valid_only=True), key=lambda r: (r.median_s, r.id)).trial
+    db.close()
+
+
+def test_best_follows_a_retiming_only_while_it_covers_every_record():
+    db = Database(":memory:")
+    mk = lambda v, t: Record("t", "w", {}, {}, {"v": v}, None, (t,))  # noqa: E731
+    db.add(mk(1, 1.0))
+    db.add(mk(2, 2.0))
+    assert db.retimed("t") == {}
+    db.add_retimes("t", [({"v": 1}, (3.0,)), ({"v": 2}, (2.5,))])
+    assert db.best("t").config == {"v": 2}
+    db.add(mk(3, 0.5))        # newer than the re-timing: the single measurements decide again
+    assert db.best("t").config == {"v": 3} and db.retimed("t") == {}
+    assert db.retimed("t", current_only=False) == {config_key({"v": 1}): 3.0, config_key({"v": 2}): 2.5}
+    db.add(Record("t", "w", {}, {}, {"v": 4}, None, (), "crash", "SIGSEGV"))   # an invalid record changes nothing
+    db.add_retimes("t", [({"v": 3}, (4.0,)), ({"v": 2}, (2.0,))])
+    db.add(Record("t", "w", {}, {}, {"v": 5}, None, (), "wrong", "off by one"))
+    assert db.best("t").config == {"v": 2}
+    with pytest.raises(ValueError, match="positive times"):
+        db.add_retimes("t", [({"v": 1}, ())])
+    db.close()

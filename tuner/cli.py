@@ -38,6 +38,8 @@ def check_tune_flags(args) -> None:
             raise TuneFlagError(f"--sampler: optuna has no sampler {args.sampler!r}; samplers: {', '.join(legal)}")
     if args.batch < 1:
         raise TuneFlagError(f"--batch: must be at least 1, got {args.batch}")
+    if args.retime_top < 0:
+        raise TuneFlagError(f"--retime-top: must be at least 0, got {args.retime_top}")
     if args.plot is not None:
         if not args.plot.lower().endswith(".png"):
             raise TuneFlagError(f"--plot: the file must end in .png, got {args.plot!r}")
@@ -80,9 +82,15 @@ def cmd_tune(args, workload, sizes) -> dict:
         f"seed {args.seed}")
     say(f"  {task.space.describe().splitlines()[0]}; records in {db.path}")
     bar = ProgressBar(args.trials, sys.stderr)
+
+    def on_retime(n: int, rounds: int) -> None:
+        bar.close()
+        say(f"re-timing the {n} fastest configs, {rounds} interleaved rounds ...")
+
     tuner = Tuner(task, args.trials, args.strategy, args.cost_model, args.seed, db, args.jobs,
                   MeasureOptions(run_timeout=args.timeout), batch=args.batch, on_trial=bar.update,
-                  strategy_options={"sampler": args.sampler} if args.sampler else None)
+                  strategy_options={"sampler": args.sampler} if args.sampler else None, retime_top=args.retime_top,
+                  on_retime=on_retime)
     try:
         summary = tuner.run()
     finally:
@@ -110,6 +118,7 @@ def resume_command(args) -> str:
 def summary_json(summary, db) -> dict:
     """The JSON object ``tune --json`` prints."""
     best = summary.best
+    retimed = summary.retimed or db.retimed(summary.task.key)  # this run's re-timing, else the one in force
     out = {
         "workload": summary.task.workload, "sizes": summary.task.sizes, "threads": summary.task.threads,
         "task_key": summary.task.key, "db": str(db.path),
@@ -118,7 +127,9 @@ def summary_json(summary, db) -> dict:
         "wall_s": summary.wall_s, "measured_per_s": summary.measured_per_s, "phase_s": summary.phase_s,
         "interrupted": summary.interrupted, "exhausted": summary.exhausted,
         "best": None if best is None else {"median_s": best.median_s, "gflops": best.gflops, "trial": best.trial,
-                                           "strategy": best.strategy, "config": best.config},
+                                           "strategy": best.strategy, "config": best.config,
+                                           "retimed_median_s": retimed.get(best.config_key())},
+        "retimed": retimed,
         "baselines_gflops": summary.baselines,
     }
     tuned = summary.baselines.get("tuned")
@@ -150,12 +161,19 @@ def format_summary(summary, report: dict, args) -> str:
                  for k, name in (("default", "the default schedule"), ("hand", "the hand schedule"),
                                  ("numpy", "numpy")) if k in report["speedup"]]
         lines.append(f"  best re-timed at {b['tuned']:.1f} GFLOPS: " + ", ".join(parts))
+    if summary.retimed and best is not None:
+        ranked = sorted(summary.retimed.values())
+        mine = summary.retimed.get(best.config_key())
+        lines.append(f"  chosen by re-timing the {len(ranked)} fastest configs: {t.flops / mine / 1e9:.1f} GFLOPS "
+                     f"re-timed (the others {', '.join(f'{t.flops / m / 1e9:.1f}' for m in ranked[1:])})"
+                     if mine else f"  re-timed the {len(ranked)} fastest configs")
     errors = ", ".join(f"{n} {k}" for k, n in sorted(summary.errors.items())) or "none"
     lines.append(f"  this run: {summary.valid} valid, {sum(summary.errors.values())} invalid ({errors})")
     ph = summary.phase_s
     if ph:
+        retime = f", re-time {_duration(ph['retime'])}" if "retime" in ph else ""
         lines.append(f"  wall time {_duration(summary.wall_s)} (propose {_duration(ph['propose'])}, "
-                     f"build {_duration(ph['build'])}, run {_duration(ph['run'])})")
+                     f"build {_duration(ph['build'])}, run {_duration(ph['run'])}{retime})")
     if summary.exhausted:
         lines.append("  the search space is used up: every allowed config has been measured")
     if args.plot:

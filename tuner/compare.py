@@ -214,7 +214,7 @@ def live_run(task, strategy: str, seed: int, trials: int, cost_model: str = "xgb
     db = Database(":memory:")
     try:
         summary = Tuner(task, trials, strategy, cost_model, seed, db, jobs, options, batch=batch,
-                        strategy_options=strategy_options).run()
+                        strategy_options=strategy_options, retime_top=0).run()
     finally:
         db.close()
     if summary.interrupted:

@@ -81,6 +81,23 @@ CREATE INDEX records_task ON records (task_key);
 CREATE INDEX records_task_config ON records (task_key, config_key);
 """
 
+# Optional since schema version 1 (created at the first re-timing; older tensorlang versions ignore it): the top
+# candidates of a task timed again, longer and interleaved, to choose the best without the luck of one short
+# measurement. A batch covers the task's records up to ``upto_id``.
+_RETIMES = """
+CREATE TABLE IF NOT EXISTS retimes (
+    id         INTEGER PRIMARY KEY AUTOINCREMENT,
+    task_key   TEXT NOT NULL,
+    batch      INTEGER NOT NULL,
+    upto_id    INTEGER NOT NULL, -- the highest records.id of the task when the batch was timed
+    config_key TEXT NOT NULL,
+    times      TEXT NOT NULL,    -- JSON array: every timed repeat of every round, seconds
+    median_s   REAL NOT NULL,
+    created    REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS retimes_task ON retimes (task_key, batch);
+"""
+
 _COLUMNS = ("id", "task_key", "workload", "sizes", "target", "config", "schedule", "times", "error_kind", "error",
             "strategy", "seed", "trial", "threads", "flops", "version", "created")
 
@@ -424,8 +441,77 @@ class Database:
             where.append("error_kind IS NULL")
         return self._select(where, args, "ORDER BY id")
 
+    def add_retimes(self, task_key: str, timings: list[tuple[dict, tuple]]) -> int:
+        """Store one re-timing of a task's top candidates, ``[(config, times), ...]``, in one transaction; return
+        its batch number. From then on :meth:`best` of the task follows it while no newer valid record exists.
+
+        Example::
+
+            >>> db = Database(":memory:")
+            >>> _ = db.add(Record("t", "w", {}, {}, {"vec": 4}, None, (1.0,)))
+            >>> _ = db.add(Record("t", "w", {}, {}, {"vec": 8}, None, (2.0,)))
+            >>> db.best("t").config
+            {'vec': 4}
+            >>> db.add_retimes("t", [({"vec": 4}, (3.0, 3.1)), ({"vec": 8}, (2.5, 2.4))])
+            1
+            >>> db.best("t").config, db.retimed("t")[_config_key({"vec": 8})]
+            ({'vec': 8}, 2.45)
+        """
+        if not timings or any(not times or min(times) <= 0 for _, times in timings):
+            raise ValueError("a re-timing needs at least one config, each with positive times")
+        conn = self._db()
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                for statement in _RETIMES.split(";"):
+                    if statement.strip():
+                        conn.execute(statement)
+                (batch,) = conn.execute("SELECT COALESCE(MAX(batch), 0) + 1 FROM retimes WHERE task_key = ?",
+                                        (task_key,)).fetchone()
+                (upto,) = conn.execute("SELECT COALESCE(MAX(id), 0) FROM records WHERE task_key = ?",
+                                       (task_key,)).fetchone()
+                now = time.time()
+                conn.executemany(
+                    "INSERT INTO retimes (task_key, batch, upto_id, config_key, times, median_s, created) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    [(task_key, batch, upto, _config_key(c), json.dumps(list(t)), statistics.median(t), now)
+                     for c, t in timings])
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+        except sqlite3.Error as e:
+            raise DatabaseError(f"cannot write tuning database {self.path}: {e}") from None
+        return int(batch)
+
+    def retimed(self, task_key: str, current_only: bool = True) -> dict[str, float]:
+        """``{config key: median seconds}`` of the task's latest re-timing (empty when there is none); with
+        ``current_only``, only while it still covers every valid record of the task."""
+        conn = self._db()
+        try:
+            if "retimes" not in self._tables(conn):
+                return {}
+            row = conn.execute("SELECT batch, upto_id FROM retimes WHERE task_key = ? ORDER BY batch DESC LIMIT 1",
+                               (task_key,)).fetchone()
+            if row is None:
+                return {}
+            batch, upto = row
+            if current_only:
+                (newer,) = conn.execute("SELECT COUNT(*) FROM records WHERE task_key = ? AND id > ? AND "
+                                        "error_kind IS NULL", (task_key, upto)).fetchone()
+                if newer:
+                    return {}
+            rows = conn.execute("SELECT config_key, median_s FROM retimes WHERE task_key = ? AND batch = ?",
+                                (task_key, batch)).fetchall()
+        except sqlite3.Error as e:
+            raise DatabaseError(f"cannot read tuning database {self.path}: {e}") from None
+        return {k: float(m) for k, m in rows}
+
     def best(self, task_key: str | None = None, workload: str | None = None) -> Record | None:
         """The valid record with the lowest median time (the earliest on a tie), or None when there is none.
+        For one task whose top candidates were re-timed (:meth:`add_retimes`) after its last valid record, the
+        re-timing decides: the fastest re-timed config's fastest record.
 
         Example::
 
@@ -438,6 +524,12 @@ class Database:
         """
         where, args = self._filters(task_key, workload)
         where += ["error_kind IS NULL", "median_s IS NOT NULL"]
+        retimed = self.retimed(task_key) if task_key is not None and workload is None else {}
+        if retimed:
+            winner = min(retimed, key=lambda k: (retimed[k], k))
+            found = self._select(where + ["config_key = ?"], args + [winner], "ORDER BY median_s, id LIMIT 1")
+            if found:
+                return found[0]
         found = self._select(where, args, "ORDER BY median_s, id LIMIT 1")
         return found[0] if found else None
 

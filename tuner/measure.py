@@ -67,6 +67,10 @@ class MeasureOptions:
     run_timeout: float = 10.0
 
 
+RETIME_OPTIONS = MeasureOptions(min_runs=5, min_time=0.1, slow_factor=math.inf)
+"""How :meth:`LocalRunner.retime` times each candidate in each round: at least 5 runs and 0.1 s."""
+
+
 @dataclass
 class Result:
     """What measuring one config gave: its repeat times, or an error kind and message.
@@ -273,6 +277,41 @@ class LocalRunner:
         commit it at once."""
         results = [self._schedule(c) for c in configs]
         self._measure_results(results, on_result)
+        return results
+
+    def retime(self, configs: list[dict], rounds: int = 3, options: MeasureOptions | None = None) -> list[Result]:
+        """Time ``configs`` again, longer, in ``rounds`` interleaved rounds (each config once per round, so that a
+        slow spell of the machine hits them all alike); build each once. Each result's ``times`` hold every
+        repeat of every round; one that fails in any round keeps that error.
+
+        Example::
+
+            >>> from tuner.task import Task
+            >>> task = Task.create("matmul", preset="small", threads=1)
+            >>> with LocalRunner(task, jobs=1) as runner:
+            ...     [r] = runner.retime([task.space.config_at(0)], rounds=2)
+            >>> r.ok and len(r.times) >= 2 * RETIME_OPTIONS.min_runs
+            True
+        """
+        results = [self._schedule(c) for c in configs]
+        todo = [r for r in results if r.ok]
+        builds = self._build_all(todo) if todo else []
+        saved, best = self.options, self.best_s
+        self.options = options or RETIME_OPTIONS
+        try:
+            times: dict[int, list] = {id(r): [] for r in todo}
+            for _ in range(rounds):
+                for r, obj in zip(todo, builds):
+                    if obj is None or not r.ok:
+                        continue
+                    self.best_s = None  # no shortcut for slow candidates: every one is timed in full
+                    self._run(r, obj)
+                    times[id(r)].extend(r.times)
+            for r in todo:
+                if r.ok:
+                    r.times = tuple(times[id(r)])
+        finally:
+            self.options, self.best_s = saved, best
         return results
 
     def measure_schedule(self, schedule) -> Result:

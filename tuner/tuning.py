@@ -13,6 +13,7 @@ Example::
 """
 from __future__ import annotations
 
+import json
 import sys
 import time
 from collections import Counter
@@ -44,6 +45,7 @@ class TuneSummary:
     interrupted: bool = False
     exhausted: bool = False
     baselines: dict = field(default_factory=dict)  # name -> GFLOPS (default, hand, numpy)
+    retimed: dict = field(default_factory=dict)  # config key -> median seconds of the final re-timing
     phase_s: dict = field(default_factory=dict)  # wall seconds by phase: propose, build, run
 
     @property
@@ -85,7 +87,8 @@ class Tuner:
     def __init__(self, task: Task, trials: int, strategy: str = "xgb-genetic", cost_model: str = "xgb",
                  seed: int = 0, db: Database | str | None = None, jobs: int | None = None,
                  options: MeasureOptions | None = None, batch: int = 16, on_trial=None,
-                 strategy_options: dict | None = None, runner=None, space=None, featurize=None):
+                 strategy_options: dict | None = None, runner=None, space=None, featurize=None,
+                 retime_top: int = 5, retime_rounds: int = 3, on_retime=None):
         if trials < 1:
             raise ValueError(f"trials must be at least 1, got {trials}")
         if batch < 1:
@@ -98,8 +101,11 @@ class Tuner:
         self.jobs = jobs
         self.options = options or MeasureOptions()
         self.batch = batch
+        if retime_top < 0 or retime_rounds < 1:
+            raise ValueError(f"retime_top must be >= 0 and retime_rounds >= 1, got {retime_top}, {retime_rounds}")
         self.on_trial = on_trial
         self._runner = runner
+        self.retime_top, self.retime_rounds, self.on_retime = retime_top, retime_rounds, on_retime
         model = make_cost_model(cost_model, seed)
         self.strategy: Strategy = make_strategy(strategy, space or task.space, seed=seed, cost_model=model,
                                                 featurize=featurize or self.featurize, **(strategy_options or {}))
@@ -144,14 +150,48 @@ class Tuner:
                 tp = time.perf_counter()
                 self.strategy.observe(batch)
                 propose_s += time.perf_counter() - tp
+            if runner is not None and summary.trials_done and hasattr(runner, "retime"):
+                self._retime(runner, summary)
         except KeyboardInterrupt:
             summary.interrupted = True
         finally:
             if runner is not None:
                 runner.close()
-                summary.phase_s = {"propose": propose_s, **runner.phase_s}
+                summary.phase_s = {"propose": propose_s, **runner.phase_s, **summary.phase_s}
             summary.wall_s = time.perf_counter() - t0
         return summary
+
+    def retime_candidates(self) -> list[dict]:
+        """The ``retime_top`` fastest distinct configs of the task's records, plus the winner of its last
+        re-timing (it may have measured slower than these in its own short trial)."""
+        out: dict[str, dict] = {}
+        for rec in sorted(self.db.records(self.task.key, valid_only=True), key=lambda r: (r.median_s, r.id)):
+            if len(out) >= self.retime_top:
+                break
+            out.setdefault(rec.config_key(), rec.config)
+        last = self.db.retimed(self.task.key, current_only=False)
+        if last and self.retime_top:
+            winner = min(last, key=lambda k: (last[k], k))
+            if winner not in out:
+                out[winner] = json.loads(winner)
+        return list(out.values())
+
+    def _retime(self, runner, summary: TuneSummary) -> None:
+        """Time the top candidates again, longer and interleaved, and let that choose the best record."""
+        from tuner.space import config_key
+        candidates = self.retime_candidates()
+        if len(candidates) < 2:
+            return
+        if self.on_retime:
+            self.on_retime(len(candidates), self.retime_rounds)
+        t0 = time.perf_counter()
+        results = runner.retime(candidates, self.retime_rounds)
+        summary.phase_s["retime"] = time.perf_counter() - t0
+        timed = [(r.config, r.times) for r in results if r.ok and r.times]
+        if timed:
+            self.db.add_retimes(self.task.key, timed)
+            summary.retimed = {config_key(c): float(np.median(t)) for c, t in timed}
+            summary.best = self.db.best(self.task.key)
 
     def _commit(self, summary: TuneSummary, r: Result) -> Observation:
         """Commit one result to the database at once, update the summary, return it as an observation."""

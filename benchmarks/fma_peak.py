@@ -1,0 +1,54 @@
+"""The machine's FMA peak: 24 independent chains of 16-lane f32 FMAs (no memory traffic) in LLVM IR for this
+CPU, run on 1 and on 2 threads at once (ctypes releases the GIL); the best of 3 runs each, in GFLOPS.
+
+Run with nothing else on the machine: ``.venv/bin/python benchmarks/fma_peak.py``.
+"""
+from __future__ import annotations
+
+import ctypes
+import threading
+import time
+
+from tensorlang.target import compile_ir, host_target
+
+CHAINS, STEPS = 24, 20_000_000
+
+
+def kernel_ir() -> str:
+    """``float peak(i64 n)``: n steps of CHAINS independent ``<16 x float>`` FMAs, summed at the end."""
+    v = "<16 x float>"
+    lines = ["define float @peak(i64 %n) {", "entry:", "  br label %loop", "loop:",
+             "  %i = phi i64 [0, %entry], [%i1, %loop]"]
+    lines += [f"  %a{c} = phi {v} [splat (float {1.0 + c / 1024}), %entry], [%b{c}, %loop]" for c in range(CHAINS)]
+    lines += [f"  %b{c} = call {v} @llvm.fma.v16f32({v} %a{c}, {v} splat (float 0.9990234375), "
+              f"{v} splat (float 0.0009765625))" for c in range(CHAINS)]
+    lines += ["  %i1 = add i64 %i, 1", "  %c = icmp slt i64 %i1, %n", "  br i1 %c, label %loop, label %done", "done:"]
+    acc = "%b0"
+    for c in range(1, CHAINS):
+        lines.append(f"  %s{c} = fadd {v} {acc}, %b{c}")
+        acc = f"%s{c}"
+    lines += [f"  %r = extractelement {v} {acc}, i32 0", "  ret float %r", "}",
+              f"declare {v} @llvm.fma.v16f32({v}, {v}, {v})"]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    engine, _ = compile_ir(kernel_ir(), host_target())
+    fn = ctypes.CFUNCTYPE(ctypes.c_float, ctypes.c_int64)(engine.get_function_address("peak"))
+    fn(1000)
+    flops = 2 * 16 * CHAINS * STEPS
+    for threads in (1, 2):
+        best = 0.0
+        for _ in range(3):
+            pool = [threading.Thread(target=fn, args=(STEPS,)) for _ in range(threads)]
+            t0 = time.perf_counter()
+            for t in pool:
+                t.start()
+            for t in pool:
+                t.join()
+            best = max(best, threads * flops / (time.perf_counter() - t0) / 1e9)
+        print(f"FMA peak, {threads} thread{'s' * (threads > 1)}: {best:.1f} GFLOPS")
+
+
+if __name__ == "__main__":
+    main()
