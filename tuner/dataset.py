@@ -320,6 +320,11 @@ def from_records(records, task, note: str = "") -> Dataset:
     """
     merged: dict[str, list] = {}
     for rec in records:
+        try:
+            task.space.validate(dict(rec.config))
+        except ValueError as e:
+            raise DatasetError(f"record {rec.id} (trial {rec.trial}) of {task.workload} does not fit today's search "
+                               f"space ({e}); it was measured with another version of the space") from None
         merged.setdefault(config_key(rec.config), []).append(rec)
     rows = []
     for recs in merged.values():
