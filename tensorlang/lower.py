@@ -233,8 +233,10 @@ class Lowerer:
         separate_init = identity is not None and not fused_init and not all_red_cached
         # an index that may overshoot is guarded where it reaches a program buffer; a reduction index always
         # (its extra iterations would be accumulated even into a local tile)
+        # with cache_write, an index bound outside the tile is guarded where it is bound (its overshoot would reach
+        # the write-back); one bound inside is guarded at the write-back itself
         guarded_vars = self.global_index_vars(value, orig) | set(s.red_vars) | \
-            (set(s.all_vars) if local is None else set())
+            (set(s.all_vars) if local is None else {v for v in s.lhs_vars if depth_of[v] <= cw_depth})
 
         def bounds_checks(v) -> list[ir.Expr]:
             """The comparisons that keep index v in its domain, leaving out those its loops cannot break."""

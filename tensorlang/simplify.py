@@ -64,7 +64,7 @@ def _linear(e: Expr) -> tuple[dict, int]:
         out = dict(ta)
         for k, v in tb.items():
             out[k] = out.get(k, 0) + sign * v
-        return out, ca + sign * cb
+        return _fold_divmod(out, ca + sign * cb)
     if isinstance(e, Neg):
         t, c = _linear(e.a)
         return {k: -v for k, v in t.items()}, -c
@@ -80,6 +80,30 @@ def _linear(e: Expr) -> tuple[dict, int]:
     if isinstance(s, IntImm):
         return {}, s.value
     return {s: 1}, 0
+
+
+def _fold_divmod(terms: dict, c: int) -> tuple[dict, int]:
+    """Replace ``a*(x % d) + a*d*(x // d)`` by ``a*x`` (true for floor and for truncating division alike): a split
+    loop fused back, say, gives ``f%2 + f//2*2``, which is ``f``.
+
+    >>> from tensorlang.ir import Var, BinOp, const
+    >>> f = Var("f")
+    >>> str(simplify(BinOp("+", BinOp("%", f, const(4)), BinOp("*", BinOp("//", f, const(4)), const(4)))))
+    'f'
+    """
+    for atom in [k for k in terms if isinstance(k, BinOp) and k.op == "%"]:
+        d, a = atom.b, terms.get(atom, 0)
+        if not (isinstance(d, IntImm) and d.value > 0 and a):
+            continue
+        div = BinOp("//", atom.a, d)
+        if terms.get(div) != a * d.value:
+            continue
+        del terms[atom], terms[div]
+        tx, cx = _linear(atom.a)
+        for k, v in tx.items():
+            terms[k] = terms.get(k, 0) + a * v
+        c += a * cx
+    return terms, c
 
 
 def _order(atom: Expr):

@@ -60,9 +60,10 @@ from oracle import assert_close
 # a vectorized loop around a cache_read, compute_at at a loop that a later split removes, "cannot bound the
 # region" for a stage computed inside another that reads a tensor at two different starts.)
 KNOWN_BUGS = {
-    "strict-cache_write": "cache_write plus a split with a tail (of a pure loop): strict lowering cannot prove the "
-                          "write-back (or read-back) of the output in range, e.g. C[i, j] += A[j] - B[r] where "
-                          "i in 0:1, with cache_write('j'), split('i', 2)",
+    "strict-cache_write": "cache_write at a split of a fused loop whose splits leave tails: the tile falls back to "
+                          "the whole fused dimension and strict lowering cannot prove the tile index in range, e.g. "
+                          "Y with fuse('j', 'i'), split('j_i', 1), split('j_i_o', 3), cache_write('j_i_o_o') "
+                          "(the split-tail case C[i, j] += A[j] - B[r], cache_write('j'), split('i', 2) is fixed)",
     "strict-compute_at-padded": "compute_at of a stage its consumer reads outside its domain (padding): strict "
                                 "lowering cannot prove the producer's reads in range, e.g. T[i] = X[2*i] + X[i]; "
                                 "B[i] = T[i - 2] where i in 0:2 (N=1) with T.compute_at(B, 'i')",

@@ -1866,3 +1866,33 @@ def test_vectorized_reduction_of_a_lane_invariant_value_counts_every_lane():
 def test_error_flat_layout():
     s = new("mm", M=5, N=7, K=11)
     refuse(s, lambda: s["C"].cache_read("B", "m", layout=(0, 1)), "cache_read(C, B, m)", "(dimension, block) pairs")
+
+
+# ---- proofs of range that used to need a guard (found by the schedule fuzzer) ----
+
+def test_cache_write_below_a_split_tail_is_guarded_where_the_index_is_bound():
+    """A pure loop split with a tail outside a cache_write tile: the overshooting index is guarded at its let (so
+    the tile is never computed for it), and strict lowering proves the write-back in range."""
+    op = tl.op("def f(A: f32[J], B: f32[R]) -> C:\n    C[i, j] += A[j] - B[r] where i in 0:1\n")
+    s = tl.schedule(op, J=5, R=3)
+    s["C"].cache_write("j")
+    s["C"].split("i", 2)
+    text = s.lower()
+    assert text.index("if i <= 0") < text.index("allocate C_local")
+    s.lowered(strict=True)
+    A, B = np.arange(5, dtype=np.float32), np.arange(3, dtype=np.float32)
+    assert_close(tl.build(s)(A, B), (A[None, :] * 3 - B.sum())[:1], 3)
+
+
+def test_a_split_fused_back_indexes_its_tile_affinely():
+    """split then fuse gives j = f%2 + f//2*2, which the simplifier folds to f: the tile index is provably in range."""
+    op = tl.op("def matmul(A: f32[M, K], B: f32[K, N]) -> C:\n    C[i, j] += A[i, k] * B[k, j]\n")
+    s = tl.schedule(op, M=3, K=4, N=5)
+    s["C"].split("j", 2, outer="j_o", inner="j_i")
+    s["C"].fuse("j_o", "j_i", fused="f")
+    s["C"].cache_write("i")
+    assert "j = f\n" in s.lower()
+    s.lowered(strict=True)
+    rng = np.random.default_rng(0)
+    A, B = rng.standard_normal((3, 4), dtype=np.float32), rng.standard_normal((4, 5), dtype=np.float32)
+    assert_close(tl.build(s)(A, B), A @ B, 4)
