@@ -669,3 +669,22 @@ def test_best_follows_a_retiming_only_while_it_covers_every_record():
     with pytest.raises(ValueError, match="positive times"):
         db.add_retimes("t", [({"v": 1}, ())])
     db.close()
+
+
+def test_a_baseline_that_fails_says_why(monkeypatch):
+    """A baseline schedule that cannot be timed (the default matmul 1024 runs past the limit, say) gets None and
+    its reason, and the summary prints it instead of leaving the speed-up out silently."""
+    from tuner.cli import format_summary
+    from tuner.tuning import measure_baselines
+    monkeypatch.setenv(FAULTS_ENV, json.dumps({config_key({}): "raise"}))  # the baselines' key: no knobs
+    task = matmul_task()
+    errors: dict = {}
+    got = measure_baselines(task, None, numpy=False, errors=errors)
+    assert got == {"default": None, "hand": None}
+    assert errors == {"default": "runtime: injected failure", "hand": "runtime: injected failure"}
+    summary = TuneSummary(task, None, 0, 0, baselines=got, baseline_errors=errors)
+
+    class Args:
+        plot = preset = size = db = None
+    text = format_summary(summary, {"trials": 0}, Args())
+    assert "the default schedule could not be timed next to it (runtime: injected failure)" in text

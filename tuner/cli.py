@@ -100,7 +100,7 @@ def cmd_tune(args, workload, sizes) -> dict:
         say(f"resume with: {resume_command(args)}")
     if summary.best is not None and not args.no_baselines and not summary.interrupted:
         say("timing the default schedule, the hand schedule, the best schedule and numpy ...")
-        summary.baselines = measure_baselines(task, summary.best, jobs=1)
+        summary.baselines = measure_baselines(task, summary.best, jobs=1, errors=summary.baseline_errors)
     if args.plot:
         plot_curve(summary, args.plot)
     report = summary_json(summary, db)
@@ -131,6 +131,7 @@ def summary_json(summary, db) -> dict:
                                            "retimed_median_s": retimed.get(best.config_key())},
         "retimed": retimed,
         "baselines_gflops": summary.baselines,
+        "baseline_errors": summary.baseline_errors,
     }
     tuned = summary.baselines.get("tuned")
     if tuned:
@@ -161,6 +162,9 @@ def format_summary(summary, report: dict, args) -> str:
                  for k, name in (("default", "the default schedule"), ("hand", "the hand schedule"),
                                  ("numpy", "numpy")) if k in report["speedup"]]
         lines.append(f"  best re-timed at {b['tuned']:.1f} GFLOPS: " + ", ".join(parts))
+    names = {"default": "the default schedule", "hand": "the hand schedule", "tuned": "the best schedule"}
+    for name, why in summary.baseline_errors.items():
+        lines.append(f"  {names.get(name, name)} could not be timed next to it ({why})")
     if summary.retimed and best is not None:
         ranked = sorted(summary.retimed.values())
         mine = summary.retimed.get(best.config_key())

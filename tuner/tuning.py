@@ -46,6 +46,7 @@ class TuneSummary:
     exhausted: bool = False
     baselines: dict = field(default_factory=dict)  # name -> GFLOPS (default, hand, numpy)
     retimed: dict = field(default_factory=dict)  # config key -> median seconds of the final re-timing
+    baseline_errors: dict = field(default_factory=dict)  # name -> why that baseline has no figure
     phase_s: dict = field(default_factory=dict)  # wall seconds by phase: propose, build, run
 
     @property
@@ -210,9 +211,11 @@ class Tuner:
         return observation_of(rec)
 
 
-def measure_baselines(task: Task, best: Record | None, jobs: int | None = 1, numpy: bool = True) -> dict:
+def measure_baselines(task: Task, best: Record | None, jobs: int | None = 1, numpy: bool = True,
+                      errors: dict | None = None) -> dict:
     """GFLOPS of the default schedule, the hand schedule (if any), numpy as installed, and the best record,
-    all timed in this one call (the schedules in the isolated runner, numpy in a subprocess)."""
+    all timed in this one call (the schedules in the isolated runner, numpy in a subprocess). A schedule that
+    fails (the default matmul 1024 runs past the time limit, say) gets None, and ``errors[name]`` says why."""
     from tensorlang.bench import numpy_baseline
     w = task.workload_def
     out = {}
@@ -227,6 +230,8 @@ def measure_baselines(task: Task, best: Record | None, jobs: int | None = 1, num
         for name, s in schedules:
             r = runner.measure_schedule(s)
             out[name] = task.flops / r.median_s / 1e9 if r.ok else None
+            if not r.ok and errors is not None:
+                errors[name] = f"{r.error_kind}: {r.error}"
         if numpy:
             res = numpy_baseline(w, task.sizes, runner.inputs, task.threads, None, 5, 0.2)
             out["numpy"] = task.flops / res["median_s"] / 1e9
