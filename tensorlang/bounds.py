@@ -159,7 +159,13 @@ class _Checker:
                 inner[s.var.name] = r
             return replace(s, value=self.expr(s.value, env), body=self.stmt(s.body, inner))
         if isinstance(s, If):
-            then = self.stmt(s.then, _refine(s.cond, env))
+            inner = _refine(s.cond, env)
+            if any(isinstance(r, tuple) and r[0] > r[1] for r in inner.values()):
+                # the condition can never hold (a compute_at region that misses its producer's domain, say):
+                # nothing inside ever runs, so it is dropped rather than proven
+                then = Seq(())
+            else:
+                then = self.stmt(s.then, inner)
             orelse = None if s.orelse is None else self.stmt(s.orelse, env)
             return If(self.expr(s.cond, env), then, orelse)
         if isinstance(s, Allocate):

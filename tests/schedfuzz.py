@@ -64,9 +64,10 @@ KNOWN_BUGS = {
                           "the whole fused dimension and strict lowering cannot prove the tile index in range, e.g. "
                           "Y with fuse('j', 'i'), split('j_i', 1), split('j_i_o', 3), cache_write('j_i_o_o') "
                           "(the split-tail case C[i, j] += A[j] - B[r], cache_write('j'), split('i', 2) is fixed)",
-    "strict-compute_at-padded": "compute_at of a stage its consumer reads outside its domain (padding): strict "
-                                "lowering cannot prove the producer's reads in range, e.g. T[i] = X[2*i] + X[i]; "
-                                "B[i] = T[i - 2] where i in 0:2 (N=1) with T.compute_at(B, 'i')",
+    "strict-compute_at-padded": "compute_at of a stage with a cache_read, which its consumer reads outside its "
+                                "domain (padding): strict lowering cannot prove the copy's reads in range, e.g. "
+                                "T0.cache_read('X', 'k'), T0.compute_at(T1, 'j') (the case without cache_read, "
+                                "T[i] = X[2*i] + X[i]; B[i] = T[i - 2] with T.compute_at(B, 'i'), is fixed)",
     "compute_at-region-tail-vectorize": "the compute_at region over a consumer loop split with a tail is larger "
                                         "than the producer, so the producer's vectorize (extent > 64 lanes) is "
                                         "refused by s.lowered(), not at a call",

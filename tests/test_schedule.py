@@ -1896,3 +1896,17 @@ def test_a_split_fused_back_indexes_its_tile_affinely():
     rng = np.random.default_rng(0)
     A, B = rng.standard_normal((3, 4), dtype=np.float32), rng.standard_normal((4, 5), dtype=np.float32)
     assert_close(tl.build(s)(A, B), A @ B, 4)
+
+
+def test_compute_at_region_outside_the_producer_is_dead_code():
+    """B reads T only outside T's domain (padding) for some i: the clamped region is empty there, the guard can
+    never hold, and strict lowering drops that branch instead of failing to prove the producer's reads."""
+    op = tl.op("def f(X: f32[N]) -> B:\n    T[i] = X[2*i] + X[i]\n    B[i] = T[i - 2] where i in 0:5\n")
+    for n in (1, 3):
+        s = tl.schedule(op, N=n)
+        s["T"].compute_at(s["B"], "i")
+        s.lowered(strict=True)
+        X = np.arange(n, dtype=np.float32) + 1
+        T = np.array([X[2 * i] + X[i] for i in range(n) if 2 * i < n], dtype=np.float32)
+        want = np.array([T[i - 2] if 0 <= i - 2 < len(T) else 0.0 for i in range(5)], dtype=np.float32)
+        np.testing.assert_array_equal(tl.build(s)(X), want)
