@@ -79,13 +79,14 @@ class Comparison:
         """The statistics as an aligned text table."""
         stats = self.stats()
         n = max((s["seeds"] for s in stats.values()), default=0)
-        head = (f"{'strategy':<16} {'to 90%':>12} {'to 95%':>12} {'AUC':>6} {'best GFLOPS':>12} "
+        w = max([16] + [len(name) for name in stats])
+        head = (f"{'strategy':<{w}} {'to 90%':>12} {'to 95%':>12} {'AUC':>6} {'best GFLOPS':>12} "
                 f"{'wall/run':>9}")
         known = "best of all runs" if self.source == "live" else f"dataset {self.source}"
         lines = [f"best known: {self.best_known:.1f} GFLOPS ({known}); {self.trials} trials, {n} seeds; "
                  "medians over seeds", head, "-" * len(head)]
         for name, s in stats.items():
-            lines.append(f"{name:<16} {_trials(s['trials_to_90'], s['reached_90'], n):>12} "
+            lines.append(f"{name:<{w}} {_trials(s['trials_to_90'], s['reached_90'], n):>12} "
                          f"{_trials(s['trials_to_95'], s['reached_95'], n):>12} {s['auc']:>6.3f} "
                          f"{s['best']:>12.1f} {_secs(s['wall_s']):>9}")
         return "\n".join(lines)
