@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from schedules.workload import Workload
-from tuner.space import Knob, Space, factors
+from schedules.workload import Workload, register_tile_knobs
+from tuner.space import Knob, Space
 
 SOURCE = """\
 def batch_matmul(A: f32[BS, M, K], B: f32[BS, K, N]) -> C:
@@ -76,11 +76,8 @@ def space(sizes: dict) -> Space:
         >>> "C_local" in sp.schedule(tl.op(SOURCE), sz, sp.config_at(0)).lower()
         True
     """
-    M, N, K = sizes["M"], sizes["N"], sizes["K"]
     knobs = [
-        Knob("nr", tuple(v for v in factors(N, 64) if v >= 4 or v == N), "columns per register tile (vectorized)"),
-        Knob("mr", factors(M, 8, extra=(6,)), "rows per register tile (unrolled)"),
-        Knob("ku", factors(K, 8), "k steps unrolled inside the tile"),
+        *register_tile_knobs(sizes),
         Knob("tile_order", ("i,j", "j,i"), "order of the row-block and column-block loops"),
         Knob("cache_write", (True, False), "accumulate the tile in a local buffer (registers)"),
         Knob("pack_b", (True, False), "copy B into nr-column panels (once per batch, or per fused block)"),

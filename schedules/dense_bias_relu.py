@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from schedules.workload import Workload
-from tuner.space import Knob, Space, factors
+from schedules.workload import Workload, register_tile_knobs
+from tuner.space import Knob, Space
 
 SOURCE = """\
 def dense_bias_relu(X: f32[M, K], Wt: f32[N, K], bias: f32[N]) -> Y:
@@ -84,11 +84,8 @@ def space(sizes: dict) -> Space:
         >>> "D_local" in sp.schedule(tl.op(SOURCE), sz, sp.config_at(0)).lower()
         True
     """
-    M, N, K = sizes["M"], sizes["N"], sizes["K"]
     knobs = [
-        Knob("nr", tuple(v for v in factors(N, 64) if v >= 4 or v == N), "columns per register tile (vectorized)"),
-        Knob("mr", factors(M, 8, extra=(6,)), "rows per register tile (unrolled)"),
-        Knob("ku", factors(K, 8), "k steps unrolled inside the tile"),
+        *register_tile_knobs(sizes),
         Knob("pack_wt", (True, False), "copy each nr-row block of Wt into a transposed K x nr panel"),
         Knob("epilogue", ("root", "at_panel"),
              "bias and ReLU in a pass of their own, or D computed inside the panel loop of Y"),

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from schedules.rowwise import apply_rowwise
+from schedules.rowwise import apply_rowwise, rowwise_knobs
 from schedules.workload import Workload
-from tuner.space import Knob, Space, factors
+from tuner.space import Space
 
 EPS = 1e-5
 
@@ -100,15 +100,9 @@ def space(sizes: dict) -> Space:
         >>> "# parallel" in sp.schedule(tl.op(SOURCE), sz, sp.config_at(0)).lower()
         True
     """
-    N, D = sizes["N"], sizes["D"]
-    knobs = [
-        Knob("placement", tuple(_PLACEMENTS),
-             "mean, xc and var inside the row loop of Y; each at the root; or xc inlined, the mean at the root and "
-             "the variance at the root or inside the row loop"),
-        Knob("vec", factors(D, 64), "vector width of the loops over d of xc and Y (1: not split)"),
-        Knob("vec_reduce", factors(D, 64), "vector width of the loops over d of the mean and the variance"),
-        Knob("rows", factors(N, 8), "rows per iteration of the parallel loop"),
-    ]
+    knobs = rowwise_knobs(sizes, _PLACEMENTS, "mean, xc and var inside the row loop of Y; each at the root; or xc "
+                          "inlined, the mean at the root and the variance at the root or inside the row loop",
+                          "xc and Y", "the mean and the variance")
     return Space("layernorm", knobs, apply_config)
 
 

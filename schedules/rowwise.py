@@ -12,6 +12,26 @@ Example::
 """
 from __future__ import annotations
 
+from tuner.space import Knob, factors
+
+
+def rowwise_knobs(sizes: dict, placements, placement_doc: str, elementwise: str, reductions: str) -> list[Knob]:
+    """The knobs of the row-wise template: where the statistics stages go (``placements``), the vector width of
+    the ``elementwise`` loops over d and of the ``reductions`` over d, and the rows per parallel iteration.
+
+    Example::
+
+        >>> [k.name for k in rowwise_knobs({"N": 8, "D": 40}, ("row",), "", "e and Y", "max and sum")]
+        ['placement', 'vec', 'vec_reduce', 'rows']
+    """
+    N, D = sizes["N"], sizes["D"]
+    return [
+        Knob("placement", tuple(placements), placement_doc),
+        Knob("vec", factors(D, 64), f"vector width of the loops over d of {elementwise} (1: not split)"),
+        Knob("vec_reduce", factors(D, 64), f"vector width of the loops over d of {reductions} (1: not split)"),
+        Knob("rows", factors(N, 8), "rows per iteration of the parallel loop"),
+    ]
+
 
 def apply_rowwise(s, output: str, placement: tuple, widths: dict, rows: int) -> None:
     """Place the statistics stages, vectorize the loops over ``d`` and parallelise the rows.

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from schedules.rowwise import apply_rowwise
+from schedules.rowwise import apply_rowwise, rowwise_knobs
 from schedules.workload import Workload
-from tuner.space import Knob, Space, factors
+from tuner.space import Space
 
 SOURCE = """\
 def softmax(X: f32[N, D]) -> Y:
@@ -112,14 +112,8 @@ def space(sizes: dict) -> Space:
         >>> "# parallel" in sp.schedule(tl.op(SOURCE), sz, sp.config_at(0)).lower()
         True
     """
-    N, D = sizes["N"], sizes["D"]
-    knobs = [
-        Knob("placement", tuple(PLACEMENTS),
-             "max, exp and sum inside the row loop of Y; each at the root; or e inlined, max and sum at the root"),
-        Knob("vec", factors(D, 64), "vector width of the loops over d of e and Y (1: not split)"),
-        Knob("vec_reduce", factors(D, 64), "vector width of the loops over d of the max and the sum (1: not split)"),
-        Knob("rows", factors(N, 8), "rows per iteration of the parallel loop"),
-    ]
+    knobs = rowwise_knobs(sizes, PLACEMENTS, "max, exp and sum inside the row loop of Y; each at the root; or e "
+                          "inlined, max and sum at the root", "e and Y", "the max and the sum")
     return Space("softmax", knobs, apply_config)
 
 

@@ -21,7 +21,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Workload", "conv_output_size"]
+from tuner.space import Knob, factors
+
+__all__ = ["Workload", "conv_output_size", "register_tile_knobs"]
 
 
 @dataclass(frozen=True)
@@ -134,3 +136,20 @@ def conv_output_size(size: int, kernel: int, stride: int = 1, pad: int = 0, dil:
         3
     """
     return (size + 2 * pad - dil * (kernel - 1) - 1) // stride + 1
+
+
+def register_tile_knobs(sizes: dict) -> list[Knob]:
+    """The knobs of a matmul-like register tile: ``nr`` columns (vectorized), ``mr`` rows (unrolled) and ``ku`` k
+    steps unrolled inside the tile, each from the divisors and powers of two of ``N``, ``M`` and ``K``.
+
+    Example::
+
+        >>> [(k.name, k.values) for k in register_tile_knobs({"M": 6, "N": 8, "K": 2})]
+        [('nr', (4, 8)), ('mr', (1, 2, 3, 4, 6)), ('ku', (1, 2))]
+    """
+    M, N, K = sizes["M"], sizes["N"], sizes["K"]
+    return [
+        Knob("nr", tuple(v for v in factors(N, 64) if v >= 4 or v == N), "columns per register tile (vectorized)"),
+        Knob("mr", factors(M, 8, extra=(6,)), "rows per register tile (unrolled)"),
+        Knob("ku", factors(K, 8), "k steps unrolled inside the tile"),
+    ]

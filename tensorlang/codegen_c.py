@@ -113,23 +113,25 @@ def _host_vector_bytes() -> int:
 
 # ---- compiling -------------------------------------------------------------------------------------
 
-def find_c_compiler() -> list[str]:
-    """The C compiler command: ``$CC`` (split like a shell would), else ``cc``, ``gcc`` or ``clang`` on PATH.
+def find_c_compiler(cc: str | None = None) -> list[str]:
+    """The C compiler command: ``cc`` if given (``--cc``), else ``$CC`` (both split like a shell would), else
+    ``cc``, ``gcc`` or ``clang`` on PATH. BuildError naming where the command came from when it is not found.
 
     >>> isinstance(find_c_compiler(), list)  # doctest: +SKIP
     True
     """
-    env = os.environ.get("CC", "").strip()
-    if env:
-        cmd = shlex.split(env)
-        if shutil.which(cmd[0]) is None:
-            raise BuildError(f"C compiler $CC={env!r} not found")
+    text = (cc or os.environ.get("CC", "")).strip()
+    if text:
+        cmd = shlex.split(text)
+        if not cmd or shutil.which(cmd[0]) is None:
+            raise BuildError(f"C compiler {text!r} ({'cc=' if cc else '$CC'}) not found on PATH")
         return cmd
     for cand in ("cc", "gcc", "clang"):
         path = shutil.which(cand)
         if path:
             return [path]
-    raise BuildError("no C compiler found (looked for $CC, cc, gcc, clang): install gcc or clang, or set CC")
+    raise BuildError("no C compiler found (looked for $CC, cc, gcc, clang): install gcc or clang, set CC, or pass "
+                     "cc=... (--cc)")
 
 
 @functools.lru_cache(maxsize=None)

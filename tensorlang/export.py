@@ -32,13 +32,13 @@ import json
 import os
 import re
 import shlex
-import shutil
 import subprocess
 import sys
 import tempfile
 
 import numpy as np
 
+from .codegen_c import find_c_compiler
 from .dtypes import DTYPES
 from .errors import BuildError
 
@@ -107,21 +107,6 @@ def output_directory(path, flag: str = "path") -> str:
     return path
 
 
-def find_cc(cc: str | None = None) -> list[str]:
-    """The C compiler command: `cc`, else $CC, else the first of cc, gcc, clang on PATH; BuildError if none."""
-    text = cc or os.environ.get("CC", "").strip()
-    if text:
-        cmd = shlex.split(text)
-        if cmd and shutil.which(cmd[0]):
-            return cmd
-        raise BuildError(f"C compiler {text!r} ({'cc=' if cc else '$CC'}) not found on PATH")
-    for name in ("cc", "gcc", "clang"):
-        if shutil.which(name):
-            return [name]
-    raise BuildError("no C compiler found (tried $CC, cc, gcc, clang); install gcc or clang, or pass cc=... "
-                     "(--cc); format 'o' needs none")
-
-
 def export(what, path, format: str = "so", *, name: str | None = None, cc: str | None = None,
            note: str | None = None, command: str | None = None) -> dict[str, str]:
     """Write a kernel (a Kernel or a Schedule) ahead of time into the directory `path` (created if needed).
@@ -145,7 +130,7 @@ def export(what, path, format: str = "so", *, name: str | None = None, cc: str |
     check_format(format)
     name = check_name(schedule.op.name if name is None else name)
     directory = output_directory(path)
-    compiler = find_cc(cc) if format == "so" else None
+    compiler = find_c_compiler(cc) if format == "so" else None
     func = dataclasses.replace(getattr(what, "func", None) or schedule.lowered(), name=name)
     meta = metadata(schedule, func, host_target(), "c" if format == "c" else "llvm", note)
     meta_json = json.dumps(meta)
@@ -199,11 +184,10 @@ def _write(path: str, data) -> str:
 
 def _compile_llvm(func, meta_json: str, target, fmt: str):
     """The kernel through LLVM for a shared object: PIC, the default code model, helpers internal."""
-    import llvmlite.binding as llvm
     import llvmlite.ir as ll
 
     from .codegen_llvm import I8, PTR, emit_module
-    from .target import _lock, optimize, target_machine
+    from .target import _lock, optimized_module, target_machine
     module = emit_module(func)
     for f in module.functions:  # outlined parallel bodies are private to the library
         if f.name != func.name and not f.is_declaration:
@@ -216,11 +200,7 @@ def _compile_llvm(func, meta_json: str, target, fmt: str):
     b.ret(gv if gv.type == PTR else b.bitcast(gv, PTR))
     with _lock:
         tm = target_machine(target, "pic", "default")  # the JIT's code model would break a shared object
-        mod = llvm.parse_assembly(str(module))
-        mod.triple = target.triple
-        mod.data_layout = str(tm.target_data)
-        mod.verify()
-        optimize(mod, tm)
+        mod = optimized_module(str(module), target, tm)
         if fmt == "ll":
             return str(mod)
         return tm.emit_assembly(mod) if fmt == "asm" else tm.emit_object(mod)
@@ -285,10 +265,7 @@ def build_command(meta: dict, fmt: str) -> str:
         rpath = "@loader_path" if sys.platform == "darwin" else "'$ORIGIN'"
         return f"cc -O2 -o {n}_example {n}_example.c -L. -l{n} -Wl,-rpath,{rpath}"
     if fmt == "c":
-        try:
-            from .codegen_c import CFLAGS  # the flags the C backend compiles with
-        except ImportError:
-            CFLAGS = ("-O3", "-march=native")
+        from .codegen_c import CFLAGS  # the flags the C backend compiles with
         omp = " -fopenmp" if meta["parallel"] else ""
         return f"cc {' '.join(CFLAGS)}{omp} -o {n}_example {n}_example.c {n}.c -lm"
     kernel, cc = {"o": (f"{n}.o", "cc"), "asm": (f"{n}.s", "cc"), "ll": (f"{n}.ll", "clang")}[fmt]

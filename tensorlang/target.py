@@ -91,15 +91,20 @@ def optimize(module_ref, tm) -> None:
         pto.close()
 
 
+def optimized_module(llvm_ir: str, target: Target, tm):
+    """Parse LLVM IR text for `target`, verify it and run O3 on it with the target machine `tm` (hold `_lock`)."""
+    mod = llvm.parse_assembly(llvm_ir)
+    mod.triple = target.triple
+    mod.data_layout = str(tm.target_data)
+    mod.verify()
+    optimize(mod, tm)
+    return mod
+
+
 def compile_ir(llvm_ir: str, target: Target):
     """Parse, verify, optimise and JIT-compile LLVM IR text; return (engine, optimised module ref)."""
     with _lock:
-        tm = target_machine(target)
-        mod = llvm.parse_assembly(llvm_ir)
-        mod.triple = target.triple
-        mod.data_layout = str(tm.target_data)
-        mod.verify()
-        optimize(mod, tm)
+        mod = optimized_module(llvm_ir, target, target_machine(target))
         engine = llvm.create_mcjit_compiler(mod, new_target_machine(target))
         engine.finalize_object()
         return engine, mod
@@ -110,12 +115,7 @@ def compile_object(llvm_ir: str, target: Target) -> bytes:
     code model: load it in another process with :func:`load_object`)."""
     with _lock:
         tm = target_machine(target)
-        mod = llvm.parse_assembly(llvm_ir)
-        mod.triple = target.triple
-        mod.data_layout = str(tm.target_data)
-        mod.verify()
-        optimize(mod, tm)
-        return tm.emit_object(mod)
+        return tm.emit_object(optimized_module(llvm_ir, target, tm))
 
 
 def load_object(data: bytes, target: Target):

@@ -40,12 +40,18 @@ def check_tune_flags(args) -> None:
         raise TuneFlagError(f"--batch: must be at least 1, got {args.batch}")
     if args.retime_top < 0:
         raise TuneFlagError(f"--retime-top: must be at least 0, got {args.retime_top}")
-    if args.plot is not None:
-        if not args.plot.lower().endswith(".png"):
-            raise TuneFlagError(f"--plot: the file must end in .png, got {args.plot!r}")
-        folder = os.path.dirname(os.path.abspath(args.plot))
-        if not os.path.isdir(folder):
-            raise TuneFlagError(f"--plot: folder {folder!r} does not exist")
+    check_plot_flag(args.plot)
+
+
+def check_plot_flag(path: str | None) -> None:
+    """Refuse a ``--plot`` file that is not a .png or whose folder does not exist (None: no plot)."""
+    if path is None:
+        return
+    if not path.lower().endswith(".png"):
+        raise TuneFlagError(f"--plot: the file must end in .png, got {path!r}")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise TuneFlagError(f"--plot: folder {folder!r} does not exist")
 
 
 def check_plugin_flags(strategies, cost_models, strategy_flag: str = "--strategy",

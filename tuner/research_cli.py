@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import sys
 
-from tuner.cli import TuneFlagError, check_plugin_flags
+from tuner.cli import TuneFlagError, check_plot_flag, check_plugin_flags
 
 
 def _names(text: str, flag: str) -> list[str]:
@@ -33,16 +33,6 @@ def _load_dataset(path: str, flag: str):
         raise TuneFlagError(f"{flag}: {e}") from None
 
 
-def _check_png(path: str | None) -> None:
-    if path is None:
-        return
-    if not path.lower().endswith(".png"):
-        raise TuneFlagError(f"--plot: the file must end in .png, got {path!r}")
-    folder = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(folder):
-        raise TuneFlagError(f"--plot: folder {folder!r} does not exist")
-
-
 def cmd_compare(args, workload, sizes) -> dict:
     """``tensorlang compare``: every strategy with every seed; a table, optionally a plot and JSON."""
     from tuner.compare import compare
@@ -53,7 +43,7 @@ def cmd_compare(args, workload, sizes) -> dict:
     for flag, v in (("--trials", args.trials), ("--seeds", args.seeds), ("--jobs", args.jobs or 1)):
         if v < 1:
             raise TuneFlagError(f"{flag}: must be at least 1, got {v}")
-    _check_png(args.plot)
+    check_plot_flag(args.plot)
     say = (lambda *a: print(*a, file=sys.stderr)) if args.json else print
     task = dataset = None
     if args.replay:
