@@ -15,7 +15,7 @@ import os
 import pathlib
 import time
 
-from tuner.compare import compare
+from tuner.comparison import compare
 from tuner.dataset import Dataset
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]

@@ -19,7 +19,7 @@ _LAZY = {
     "STRATEGIES": ("tuner.strategies", "STRATEGIES"),
     "Strategy": ("tuner.strategies", "Strategy"),
     "Observation": ("tuner.strategies", "Observation"),
-    "compare": ("tuner.compare", "compare"),
+    "compare": ("tuner.comparison", "compare"),
     "Dataset": ("tuner.dataset", "Dataset"),
     "register_strategy": ("tuner.strategies", "register_strategy"),
     "COST_MODELS": ("tuner.costmodel", "COST_MODELS"),

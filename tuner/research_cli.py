@@ -35,7 +35,7 @@ def _load_dataset(path: str, flag: str):
 
 def cmd_compare(args, workload, sizes) -> dict:
     """``tensorlang compare``: every strategy with every seed; a table, optionally a plot and JSON."""
-    from tuner.compare import compare
+    from tuner.comparison import compare
     from tuner.measure import MeasureOptions
     from tuner.task import Task
     strategies = _names(args.strategies, "--strategies")
