@@ -25,7 +25,7 @@ def measure(source: str, sizes: dict) -> dict:
     t1 = time.perf_counter()
     func = tl.schedule(op, **sizes).lowered()
     t2 = time.perf_counter()
-    compile_ir(str(emit_module(func)), host_target())
+    compile_ir(str(emit_module(func, vector_bits=host_target().vector_bits())), host_target())
     t3 = time.perf_counter()
     return {"parse_s": t1 - t0, "lower_s": t2 - t1, "llvm_s": t3 - t2, "total_s": t3 - t0}
 

@@ -5,9 +5,11 @@ returning 0, or 1 when a buffer could not be allocated. Indices are i64; float a
 `contract` flag so that LLVM fuses multiply-add into FMA.
 
 Loops: serial loops are plain loops; unrolled loops are replicated with the index as a constant;
-vectorized loops are emitted once with every value that depends on the index as an explicit LLVM vector
-of `extent` lanes (contiguous loads and stores become vector loads and stores, others gathers and
-scatters, and a guard that depends on the index becomes a lane mask); a parallel loop's body is outlined
+vectorized loops are emitted with every value that depends on the index as an explicit LLVM vector
+(contiguous loads and stores become vector loads and stores, others gathers and scatters, and a guard that
+depends on the index becomes a lane mask), once per register-wide chunk of lanes when the loop is wider than
+a register (48 f32 lanes become three `<16 x float>` chunks with AVX-512: LLVM's own legalisation of a
+`<48 x float>` goes through the stack and runs 10x slower); a parallel loop's body is outlined
 into a function of a chunk range `(begin, end, closure)` that the runtime's thread pool calls through
 `tensorlang_parallel_for`.
 
@@ -41,8 +43,10 @@ def ll_type(dtype: str) -> ll.Type:
     return LL_TYPES[dtype]
 
 
-def emit_module(func: ir.Func, triple: str = "", data_layout: str = "") -> ll.Module:
-    """An llvmlite module holding `func` as an exported function of the same name."""
+def emit_module(func: ir.Func, triple: str = "", data_layout: str = "", vector_bits: int = 0) -> ll.Module:
+    """An llvmlite module holding `func` as an exported function of the same name. With `vector_bits` (the
+    target's widest register, e.g. 512), a vectorized loop wider than one register is emitted in chunks of that
+    width; 0 emits each vectorized loop as one vector."""
     module = ll.Module(name=func.name)
     if triple:
         module.triple = triple
@@ -54,7 +58,7 @@ def emit_module(func: ir.Func, triple: str = "", data_layout: str = "") -> ll.Mo
         arg.name = buf.name
         arg.add_attribute("noalias")
         ptrs[buf.name] = arg
-    _Emitter(module, fn, ptrs, {}, func.name).emit(func.body)
+    _Emitter(module, fn, ptrs, {}, func.name, vector_bits).emit(func.body)
     return module
 
 
@@ -66,6 +70,26 @@ def _mangle(t: ll.Type) -> str:
     return {F32: "f32", F64: "f64"}.get(t) or f"i{t.width}"
 
 
+def _buffers(s: ir.Stmt):
+    """Every buffer a statement stores to or loads from (with repeats)."""
+    if isinstance(s, ir.Seq):
+        for x in s.stmts:
+            yield from _buffers(x)
+    elif isinstance(s, ir.Store):
+        yield s.buffer
+        for e in (*s.indices, s.value):
+            yield from (ld.buffer for ld in ir.loads(e))
+    elif isinstance(s, ir.For):
+        yield from _buffers(s.body)
+    elif isinstance(s, ir.If):
+        yield from (ld.buffer for ld in ir.loads(s.cond))
+        yield from _buffers(s.then)
+        if s.orelse is not None:
+            yield from _buffers(s.orelse)
+    elif isinstance(s, (ir.Let, ir.Allocate)):
+        yield from _buffers(s.body)
+
+
 def _is_vec(v: ll.Value) -> bool:
     return isinstance(v.type, ll.VectorType)
 
@@ -73,8 +97,10 @@ def _is_vec(v: ll.Value) -> bool:
 class _Emitter:
     """Emits one LLVM function body from a loop-IR statement."""
 
-    def __init__(self, module: ll.Module, fn: ll.Function, ptrs: dict, vars: dict, base_name: str):
+    def __init__(self, module: ll.Module, fn: ll.Function, ptrs: dict, vars: dict, base_name: str,
+                 vector_bits: int = 0):
         self.module, self.fn, self.base_name = module, fn, base_name
+        self.vector_bits = vector_bits
         self.ptrs = dict(ptrs)
         self.vars = dict(vars)
         self.entry = fn.append_basic_block("entry")
@@ -265,13 +291,26 @@ class _Emitter:
             raise BuildError(f"codegen: vectorized loop {s.var.name} inside another vectorized loop")
         w = s.extent.value
         lo = self.expr(s.lo)
-        ramp = self.b.add(self.splat(lo, w), ll.Constant(ll.VectorType(I64, w), list(range(w))), flags=["nsw"])
-        old = self.bind(s.var.name, ramp)
-        self.lanes, self.lane_var = w, s.var.name
-        self._addr_cache = {}
-        self.stmt(s.body)
+        chunk = self.chunk_lanes(s.body, w)
+        old = self.vars.get(s.var.name)
+        for start in range(0, w, chunk):  # lanes [start, start + n) as one vector; iterations are independent
+            n = min(chunk, w - start)
+            base = self.b.add(lo, I64(start), flags=["nsw"]) if start else lo
+            ramp = self.b.add(self.splat(base, n), ll.Constant(ll.VectorType(I64, n), list(range(n))), flags=["nsw"])
+            self.vars[s.var.name] = ramp
+            self.lanes, self.lane_var = n, s.var.name
+            self._addr_cache = {}
+            self.stmt(s.body)
         self.lanes, self.lane_var = 0, None
         self.unbind(s.var.name, old)
+
+    def chunk_lanes(self, body: ir.Stmt, w: int) -> int:
+        """Lanes per vector for a vectorized loop of `w` lanes: one register of the widest element the body
+        stores or loads (`w` itself without a known register width, or when `w` fits one register)."""
+        if not self.vector_bits:
+            return w
+        bits = max((DTYPES[b.dtype].itemsize * 8 for b in _buffers(body) if b.dtype != "bool"), default=32)
+        return max(1, min(w, self.vector_bits // bits))
 
     def parallel(self, s: ir.For) -> None:
         """Outline the loop body into `i32 f(i64 begin, i64 end, ptr closure)` and hand it to the thread pool."""
@@ -294,7 +333,7 @@ class _Emitter:
         status = self.b.call(run, [fn, closure, lo, extent])
         self.fail_if(self.b.icmp_signed("!=", status, I32(0)))
         # callee: unpack and run the chunk
-        sub = _Emitter(self.module, fn, {}, {}, name)
+        sub = _Emitter(self.module, fn, {}, {}, name, self.vector_bits)
         begin, end, cl = fn.args
         for i, (n, v) in enumerate(scalars):
             sub.vars[n] = sub.b.load(sub.b.gep(cl, [I64(i)], inbounds=True, source_etype=slots[i]), typ=v.type)
@@ -414,12 +453,21 @@ class _Emitter:
         t = ll_type(s.buffer.dtype)
         align = DTYPES[s.buffer.dtype].itemsize
         flat, stride, lane0 = self.address_parts(s, s.buffer, list(s.indices))
+        if stride == 0 and self.mask is not None and _is_vec(self.mask):
+            # one element from guarded lanes: store only if some lane is active (a chunk of lanes may be all
+            # off, and its loads of the element then read a safe address, not the element)
+            w = self.mask.type.count
+            any_on = b.call(self.intrinsic("llvm.vector.reduce.or", I1, [ll.VectorType(I1, w)],
+                                           [ll.VectorType(I1, w)]), [self.mask])
+            with b.if_then(any_on):
+                b.store(self.reduce_lanes(s), self.pointer(s.buffer, self.expr(flat)), align=align)
+            return
         if stride == 0 and self.lanes and self._is_update(s):
             b.store(self.reduce_lanes(s), self.pointer(s.buffer, self.expr(flat)), align=align)
             return
         value = self.expr(s.value)
         if stride == 0:
-            if _is_vec(value) or (self.mask is not None and _is_vec(self.mask)):
+            if _is_vec(value):
                 value = self.reduce_lanes(s)
             b.store(value, self.pointer(s.buffer, self.expr(flat)), align=align)
             return

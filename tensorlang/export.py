@@ -188,7 +188,7 @@ def _compile_llvm(func, meta_json: str, target, fmt: str):
 
     from .codegen_llvm import I8, PTR, emit_module
     from .target import _lock, optimized_module, target_machine
-    module = emit_module(func)
+    module = emit_module(func, vector_bits=target.vector_bits())
     for f in module.functions:  # outlined parallel bodies are private to the library
         if f.name != func.name and not f.is_declaration:
             f.linkage = "internal"

@@ -161,7 +161,7 @@ def build(what: Op | Schedule, **sizes: int) -> Kernel:
         return hit
     t0 = time.perf_counter()
     func = sched.lowered()
-    llvm_ir = str(emit_module(func))
+    llvm_ir = str(emit_module(func, vector_bits=target.vector_bits()))
     engine, mod = compile_ir(llvm_ir, target)
     kernel = Kernel(sched, func, llvm_ir, engine, mod, target, time.perf_counter() - t0)
     with _cache_lock:

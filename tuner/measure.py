@@ -121,7 +121,7 @@ def build_handler(init: dict):
         try:
             t0 = time.perf_counter()
             func = tl.Schedule.from_json(request["schedule"], op).lowered()
-            obj = compile_object(str(emit_module(func)), target)
+            obj = compile_object(str(emit_module(func, vector_bits=target.vector_bits())), target)
             return {"object": obj, "name": func.name, "build_s": time.perf_counter() - t0}
         except tl.ScheduleError as e:
             return {"error_kind": "schedule", "error": str(e)}
