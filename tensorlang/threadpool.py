@@ -1,18 +1,35 @@
 """The thread pool behind parallel loops.
 
-Generated code calls `tensorlang_parallel_for(fn, closure, lo, extent)`; this module provides that symbol
-as a ctypes callback. It cuts [lo, lo+extent) into one chunk per thread and runs `fn(begin, end, closure)`
-for each on a persistent pool; ctypes releases the GIL while the machine code runs, so the chunks run at
-once. `TENSORLANG_NUM_THREADS` sets the number of threads (default: the CPUs this process may use).
+Generated code calls `tensorlang_parallel_for(fn, closure, lo, extent)`, which cuts [lo, lo+extent) into one
+chunk per thread and runs `fn(begin, end, closure)` for each on a persistent pool. This module gives the JIT
+that symbol:
+
+- ``native`` (the default): the pthread pool of ``csrc/tensorlang_runtime.c`` (the one exported libraries
+  carry), built once with the C compiler into the user cache folder and loaded with ctypes. Its threads spin
+  for ``TENSORLANG_SPIN_US`` microseconds (default 500) before they sleep, so a parallel loop costs a few
+  microseconds, not the 0.1 ms that waking a sleeping thread costs on a virtual machine.
+- ``python``: a ctypes callback into a ``ThreadPoolExecutor`` (ctypes releases the GIL while the machine code
+  runs, so the chunks run at once), about 0.1 ms per parallel loop. Used where no C compiler can build the
+  native pool (with a warning that says why), or when ``TENSORLANG_THREAD_POOL=python``.
+
+`TENSORLANG_NUM_THREADS` sets the number of threads (default: the CPUs this process may use).
 
 >>> num_threads() >= 1
+True
+>>> backend() in ("native", "python")
 True
 """
 from __future__ import annotations
 
 import ctypes
+import functools
+import hashlib
 import os
+import pathlib
+import subprocess
+import tempfile
 import threading
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 
 _CHUNK_FN = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p)
@@ -70,6 +87,86 @@ def _parallel_for(fn_addr, closure, lo, extent) -> int:
 _callback = _PARALLEL_FOR(_parallel_for)  # kept alive for the life of the process
 
 
+RUNTIME_C = pathlib.Path(__file__).with_name("csrc") / "tensorlang_runtime.c"
+
+
+def runtime_cache_dir() -> pathlib.Path:
+    """Where the native pool's shared library is cached: ``$XDG_CACHE_HOME/tensorlang/runtime`` (when that is
+    an absolute path), else ``~/.cache/tensorlang/runtime``.
+
+    >>> runtime_cache_dir().name
+    'runtime'
+    """
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    cache = pathlib.Path(xdg) if xdg and os.path.isabs(xdg) else pathlib.Path.home() / ".cache"
+    return cache / "tensorlang" / "runtime"
+
+
+def _build_native(cc: list[str]) -> pathlib.Path:
+    """Build the runtime as a shared library (once per source, compiler and flags) and return its path."""
+    source = RUNTIME_C.read_bytes()
+    flags = ["-O2", "-shared", "-fPIC", "-pthread", "-DTENSORLANG_JIT_RUNTIME"]
+    digest = hashlib.sha256(source + repr((cc, flags)).encode()).hexdigest()[:16]
+    for directory in (runtime_cache_dir(), pathlib.Path(tempfile.gettempdir()) / f"tensorlang-runtime-{os.getuid()}"):
+        path = directory / f"tensorlang_runtime-{digest}.so"
+        if path.exists():
+            return path
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(suffix=".so", dir=directory)
+            os.close(fd)
+        except OSError:
+            continue  # not writable: try the next folder
+        try:
+            r = subprocess.run([*cc, *flags, "-o", tmp, str(RUNTIME_C)], capture_output=True, text=True,
+                               timeout=120)
+            if r.returncode != 0:
+                tail = (r.stderr or r.stdout).strip().splitlines()[-5:]
+                raise RuntimeError(f"{' '.join(cc)} failed: {' '.join(tail)}")
+            os.replace(tmp, path)  # atomic: processes building at once each install a whole file
+            return path
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+    raise RuntimeError(f"no writable folder for the runtime library (tried {runtime_cache_dir()} and the "
+                       "temporary folder)")
+
+
+@functools.lru_cache(maxsize=None)
+def _native_address() -> tuple[int | None, str]:
+    """(address of the native `tensorlang_parallel_for` or None, why not)."""
+    if os.environ.get("TENSORLANG_THREAD_POOL", "").strip().lower() == "python":
+        return None, "TENSORLANG_THREAD_POOL=python"
+    from .codegen_c import find_c_compiler
+    try:
+        lib = ctypes.CDLL(str(_build_native(find_c_compiler())), mode=ctypes.RTLD_LOCAL)
+        return ctypes.cast(lib.tensorlang_parallel_for, ctypes.c_void_p).value, ""
+    except Exception as e:  # no compiler, a failed build, a library that does not load: say so, use Python's
+        return None, str(e)
+
+
+def backend() -> str:
+    """"native" when parallel loops run on the C pool, "python" when on the Python fallback (see the module).
+
+    >>> backend()  # doctest: +SKIP
+    'native'
+    """
+    return "native" if _native_address()[0] is not None else "python"
+
+
 def parallel_for_address() -> int:
-    """The address generated code calls as `tensorlang_parallel_for`."""
+    """The address generated code calls as `tensorlang_parallel_for`: the native pool's, else (with a warning
+    naming the reason, unless TENSORLANG_THREAD_POOL=python asked for it) the Python pool's.
+
+    >>> parallel_for_address() > 0
+    True
+    """
+    address, why = _native_address()
+    if address is not None:
+        return address
+    if why != "TENSORLANG_THREAD_POOL=python":
+        warnings.warn(f"tensorlang: parallel loops run on the Python thread pool, which adds about 0.1 ms per "
+                      f"parallel loop, because the native pool could not be built: {why}. Install gcc or clang "
+                      "(or set CC), or set TENSORLANG_THREAD_POOL=python to silence this.", RuntimeWarning,
+                      stacklevel=2)
     return ctypes.cast(_callback, ctypes.c_void_p).value

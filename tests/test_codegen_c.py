@@ -329,12 +329,12 @@ def test_prototype_has_restrict_pointers_inputs_const():
 
 
 def test_loop_kinds_are_visible():
-    src = hand_matmul_source()
+    src = hand_matmul_source(M=64, N=256, K=64)  # two column blocks: the threads split those
     lines = src.splitlines()
     i = next(k for k, line in enumerate(lines) if "#pragma omp parallel for" in line)
     assert re.match(r"\s*for \(int64_t j_o = 0; j_o < \d+; j_o\+\+\) \{  /\* parallel \*/", lines[i + 1])
-    assert "/* vectorized: j_i_i in 0:32 */" in src
-    assert "/* unrolled: i_i_i in 0:12 */" in src
+    assert "/* vectorized: j_i_i in 0:64 */" in src
+    assert "/* unrolled: i_i_i in 0:6 */" in src
     # the register tile: 24 vectors of 16 lanes (64-byte vectors), no array
     assert "tl_f32x16 C_local_v0 = {0}" in src and "C_local_v23 = {0};" in src and "C_local_v24" not in src
     assert not re.search(r"\bC_local\[", src)

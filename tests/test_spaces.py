@@ -120,8 +120,10 @@ def test_random_configs_compute_the_reference(w):
 HAND_CONFIGS = [
     ("conv2d", None, {"fi": 32, "wi": 14, "hi": 1, "reduce_order": "c,r,s", "unroll_s": False, "cache_write": True,
                       "pack_filters": True, "parallel": "fo", "padding": "root"}),
-    ("matmul", "1024", {"nr": 32, "mr": 12, "nc": 512, "kc": 512, "mc": 24, "ku": 4, "pack_a": True,
+    ("matmul", "1024", {"nr": 64, "mr": 6, "nc": 512, "kc": 512, "mc": 24, "ku": 4, "pack_a": True,
                         "pack_b": True, "parallel": "jo"}),
+    ("matmul", "tall_skinny", {"nr": 64, "mr": 6, "nc": 64, "kc": 256, "mc": 24, "ku": 4, "pack_a": True,
+                               "pack_b": True, "parallel": "io"}),
     ("depthwise_conv2d", None, {"wi": 16, "hi": 1, "unroll_taps": True, "cache_write": True, "padding": "inline",
                                 "parallel": "c"}),
     ("softmax", None, {"placement": "row", "vec": 16, "vec_reduce": 16, "rows": 1}),
@@ -129,7 +131,8 @@ HAND_CONFIGS = [
 ]
 
 
-@pytest.mark.parametrize("name,preset,cfg", HAND_CONFIGS, ids=[c[0] for c in HAND_CONFIGS])
+@pytest.mark.parametrize("name,preset,cfg", HAND_CONFIGS,
+                         ids=[f"{c[0]}-{c[1]}" if c[1] else c[0] for c in HAND_CONFIGS])
 def test_hand_schedule_is_a_point_of_the_space(name, preset, cfg):
     """The config with the hand schedule's values lowers to the hand schedule's loop IR (lowering only).
 

@@ -1,0 +1,123 @@
+"""The thread pool behind parallel loops (tensorlang/threadpool.py, csrc/tensorlang_runtime.c): the native pool
+is the one the JIT uses where a C compiler exists; the Python pool still computes the same results, and falling
+back to it says why. Each case that changes the environment runs in a fresh interpreter.
+
+Run: ``.venv/bin/pytest tests/test_threadpool.py -q``
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+
+import tensorlang as tl
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+HAVE_CC = any(shutil.which(c) for c in ("cc", "gcc", "clang"))
+
+# a parallel loop inside another parallel stage's loop nest, and a reduction: results any pool must get right
+PROGRAM = """
+import os, sys, warnings
+import numpy as np
+import tensorlang as tl
+op = tl.op("def f(A: f32[M, N]) -> B:\\n    T[m, n] = A[m, n] * 2.0\\n    B[m] += T[m, n]\\n")
+s = tl.schedule(op, M=37, N=29)
+s["T"].parallel("m")
+mo, mi = s["B"].split("m", 5)
+s["B"].parallel(mo)
+A = np.random.default_rng(0).standard_normal((37, 29)).astype(np.float32)
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    got = tl.build(s)(A)
+np.testing.assert_allclose(got, (2 * A.astype(np.float64)).sum(1), rtol=1e-5, atol=1e-4)
+print("backend", threadpool.backend())
+for w in caught:
+    print("warning", w.message)
+"""
+
+
+def run_program(tmp_path, code=PROGRAM, **env) -> subprocess.CompletedProcess:
+    full = dict(os.environ, PYTHONPATH=ROOT, XDG_CACHE_HOME=str(tmp_path / "cache"), TENSORLANG_NUM_THREADS="3")
+    full.update(env)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=full, timeout=300)
+    assert r.returncode == 0, r.stderr
+    return r
+
+
+@pytest.mark.skipif(not HAVE_CC, reason="no C compiler: the native pool cannot be built")
+def test_native_pool_is_built_once_into_the_cache(tmp_path):
+    r = run_program(tmp_path)
+    assert "backend native" in r.stdout and "warning" not in r.stdout
+    built = list((tmp_path / "cache" / "tensorlang" / "runtime").glob("tensorlang_runtime-*.so"))
+    assert len(built) == 1
+    stamp = built[0].stat().st_mtime_ns
+    run_program(tmp_path)                                              # a second process reuses the library
+    assert built[0].stat().st_mtime_ns == stamp
+
+
+def test_python_pool_on_request_computes_the_same_without_a_warning(tmp_path):
+    r = run_program(tmp_path, TENSORLANG_THREAD_POOL="python")
+    assert "backend python" in r.stdout and "warning" not in r.stdout
+
+
+def test_no_compiler_falls_back_to_the_python_pool_and_says_why(tmp_path):
+    r = run_program(tmp_path, CC="/nonexistent/cc")
+    assert "backend python" in r.stdout
+    warning = next(line for line in r.stdout.splitlines() if line.startswith("warning"))
+    assert "Python thread pool" in warning and "'/nonexistent/cc'" in warning and "TENSORLANG_THREAD_POOL" in warning
+
+
+@pytest.mark.skipif(not HAVE_CC, reason="no C compiler: the native pool cannot be built")
+@pytest.mark.parametrize("spin", ["0", "1", "100000", "junk", ""])
+def test_spin_setting_any_value_gives_the_same_results(tmp_path, spin):
+    r = run_program(tmp_path, TENSORLANG_SPIN_US=spin)
+    assert "backend native" in r.stdout
+
+
+@pytest.mark.skipif(not HAVE_CC, reason="no C compiler: the native pool cannot be built")
+def test_pool_works_in_a_forked_child(tmp_path):
+    code = PROGRAM + """
+pid = os.fork()
+if pid == 0:
+    try:
+        ok = np.allclose(tl.build(s)(A), got)
+    finally:
+        os._exit(0 if ok else 3)
+_, status = os.waitpid(pid, 0)
+assert os.waitstatus_to_exitcode(status) == 0, status
+print("child ok")
+"""
+    assert "child ok" in run_program(tmp_path, code).stdout
+
+
+def test_concurrent_callers_take_turns():
+    """Parallel kernels called from several Python threads at once (ctypes releases the GIL) all get their own
+    results: parallel regions take turns on the pool."""
+    op = tl.op("def g(A: f32[N]) -> B:\n    B[i] = A[i] * 3.0 + 1.0\n")
+    s = tl.schedule(op, N=4099)
+    io, _ = s["B"].split("i", 64)
+    s["B"].parallel(io)
+    k = tl.build(s)
+    inputs = [np.random.default_rng(i).standard_normal(4099).astype(np.float32) for i in range(6)]
+    expected = [k(x) for x in inputs]  # one caller at a time
+    for x, e in zip(inputs, expected):
+        np.testing.assert_allclose(e, x.astype(np.float64) * 3 + 1, rtol=1e-6, atol=1e-6)
+    bad = []
+
+    def work(i):
+        for _ in range(200):
+            if not np.array_equal(k(inputs[i]), expected[i]):
+                bad.append(i)
+                return
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(inputs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not bad
