@@ -2,7 +2,7 @@
 
     python benchmarks/compile_time.py [--repeat 3] [--json]
 
-Reports parse, lower (loop IR + bounds check), LLVM (codegen, O3, JIT) and total seconds per workload:
+Reports parse, lower (loop IR + bounds check), LLVM (codegen, O2, JIT) and total seconds per workload:
 the median of `--repeat` cold builds (the kernel cache is bypassed). Take timings on a quiet machine.
 """
 from __future__ import annotations

@@ -293,13 +293,13 @@ class _Emitter:
         lo = self.expr(s.lo)
         chunk = self.chunk_lanes(s.body, w)
         old = self.vars.get(s.var.name)
+        self._addr_cache = {}  # symbolic addresses (in terms of the lane variable) serve every chunk
         for start in range(0, w, chunk):  # lanes [start, start + n) as one vector; iterations are independent
             n = min(chunk, w - start)
             base = self.b.add(lo, I64(start), flags=["nsw"]) if start else lo
             ramp = self.b.add(self.splat(base, n), ll.Constant(ll.VectorType(I64, n), list(range(n))), flags=["nsw"])
             self.vars[s.var.name] = ramp
             self.lanes, self.lane_var = n, s.var.name
-            self._addr_cache = {}
             self.stmt(s.body)
         self.lanes, self.lane_var = 0, None
         self.unbind(s.var.name, old)

@@ -25,6 +25,7 @@ PROGRAM = """
 import os, sys, warnings
 import numpy as np
 import tensorlang as tl
+from tensorlang import threadpool
 op = tl.op("def f(A: f32[M, N]) -> B:\\n    T[m, n] = A[m, n] * 2.0\\n    B[m] += T[m, n]\\n")
 s = tl.schedule(op, M=37, N=29)
 s["T"].parallel("m")

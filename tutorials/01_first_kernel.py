@@ -14,7 +14,7 @@ def matmul(A: f32[M, K], B: f32[K, N]) -> C:
 """)
 print("inputs:", matmul.inputs, "outputs:", matmul.outputs, "sizes:", matmul.size_names)
 
-# 2. Bind sizes and compile for this CPU (LLVM, host CPU features, -O3). Kernels are cached.
+# 2. Bind sizes and compile for this CPU (LLVM O2, host CPU features). Kernels are cached.
 kernel = tl.build(matmul, M=64, N=48, K=32)
 rng = np.random.default_rng(0)
 A = rng.standard_normal((64, 32), dtype=np.float32)
