@@ -16,7 +16,9 @@
  * the CPUs in this process's affinity mask. The pool grows on demand. Between calls its threads spin for
  * TENSORLANG_SPIN_US microseconds (default 500; read at every call; 0: sleep at once) before they sleep, and
  * the caller spins as long for the last chunk: waking a sleeping thread costs about 0.1 ms on a virtual machine
- * (OpenMP and OpenBLAS spin for the same reason).
+ * (OpenMP and OpenBLAS spin for the same reason). A spinning thread yields the CPU every microsecond or so, so
+ * that more threads than CPUs do not starve the ones with work (conv2d on 4 threads and 2 CPUs: 2.6 ms without
+ * the yield, 0.92 ms with it).
  * Concurrent callers are safe: parallel regions from different threads take turns (a mutex); a parallel loop
  * reached from inside a chunk runs serially on that thread. After fork() the child starts a fresh pool.
  *
@@ -112,6 +114,7 @@ static int tl_spin(const void *word, uint64_t value, int until_zero) {
         }
         if (tl_now_us() - start >= limit)
             return 0;
+        sched_yield(); /* more threads than CPUs: let the thread with work run */
     }
 }
 
