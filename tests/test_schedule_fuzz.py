@@ -53,6 +53,7 @@ from hypothesis import strategies as st
 
 import progen
 import schedfuzz
+import tensorlang as tl
 
 EXAMPLES = int(os.environ.get("TENSORLANG_SCHEDULE_FUZZ", "1000"))
 DERANDOMIZE = os.environ.get("TENSORLANG_SCHEDULE_FUZZ_RANDOM", "0") != "1"
@@ -145,3 +146,30 @@ def test_fuzzer_reports_wrong_results():
     assert "WRONG RESULT" in text and "def matmul" in text and str(case.sizes) in text
     assert 's["C"].split("i", 2, outer="i_o", inner="i_i")' in text
     assert "does not reproduce" in text  # the minimizer compares against the (correct) unscheduled kernel
+
+
+def _cancelling_case(baseline_value: float):
+    """Row sums of rows that sum to exactly 0 (the fuzzer's inputs are multiples of 1/8), with a baseline that
+    differs from the kernel's exact 0 by `baseline_value`."""
+    op = tl.op("def rs(A: f32[M, K]) -> T:\n    T[m] += A[m, k]\n")
+    row = np.array([0.125, -0.25, 1.5, -1.375], np.float32)
+    A = np.stack([row, -row, row[::-1]])
+    assert not tl.build(op, M=3, K=4)(A).any()
+    base = {"T": np.full(3, baseline_value, np.float32)}
+    return schedfuzz.Case("rows that cancel", op.source, {"M": 3, "K": 4}, op, [A], base, {"T": 4}, {"T": False})
+
+
+def test_fuzzer_accepts_rounding_in_a_sum_that_cancelled():
+    """A long random run (seed 37921420404831792) failed on a sum of multiples of 1/8 that cancelled exactly: the
+    unscheduled kernel gave 2**-26 where the vectorized one gave 0, a fused multiply-add rounding differently,
+    and the tolerance, scaled by the expected values (2**-26), was 1e-13. Such a difference is now judged
+    against the output's typical size (its size on other random inputs); a real wrong value still fails."""
+    case = _cancelling_case(2.0 ** -26)
+    fz = schedfuzz.Fuzzer(case, progen.Src.from_random(random.Random(5)))
+    fz.s["T"].split("k", 2)
+    assert schedfuzz.check_schedule(fz) == "checked"
+    wrong = _cancelling_case(0.5)
+    fz = schedfuzz.Fuzzer(wrong, progen.Src.from_random(random.Random(5)))
+    fz.s["T"].split("k", 2)
+    with pytest.raises(schedfuzz.FuzzFailure, match="WRONG RESULT"):
+        schedfuzz.check_schedule(fz)
