@@ -158,39 +158,35 @@ static void tl_after_fork_in_child(void) {
     tl_in_chunk = 0;
 }
 
-static int tl_read_spin_us(void) {
-    const char *text = getenv("TENSORLANG_SPIN_US");
+/* The integer in environment variable `name`, clamped to at most `hi`, if it is set to an integer >= `lo`
+ * (trailing blanks allowed); else `fallback`. */
+static int tl_env_int(const char *name, long lo, long hi, int fallback) {
+    const char *text = getenv(name);
     if (text && *text) {
         char *end;
-        long us = strtol(text, &end, 10);
+        long v = strtol(text, &end, 10);
         while (*end == ' ' || *end == '\t' || *end == '\n')
             end++;
-        if (*end == '\0' && us >= 0)
-            return us > 1000000 ? 1000000 : (int)us;
+        if (*end == '\0' && v >= lo)
+            return v > hi ? (int)hi : (int)v;
     }
-    return TL_DEFAULT_SPIN_US;
+    return fallback;
 }
 
 static int tl_num_threads(void) {
-    const char *text = getenv("TENSORLANG_NUM_THREADS");
-    if (text && *text) {
-        char *end;
-        long n = strtol(text, &end, 10);
-        while (*end == ' ' || *end == '\t' || *end == '\n')
-            end++;
-        if (*end == '\0' && n >= 1)
-            return n > TL_MAX_THREADS ? TL_MAX_THREADS : (int)n;
-    }
+    int n = tl_env_int("TENSORLANG_NUM_THREADS", 1, TL_MAX_THREADS, 0);
+    if (n >= 1)
+        return n;
 #ifdef __linux__
     cpu_set_t set;
     if (sched_getaffinity(0, sizeof set, &set) == 0) {
-        int n = CPU_COUNT(&set);
+        n = CPU_COUNT(&set);
         if (n >= 1)
             return n > TL_MAX_THREADS ? TL_MAX_THREADS : n;
     }
 #endif
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n < 1 ? 1 : n > TL_MAX_THREADS ? TL_MAX_THREADS : (int)n;
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    return online < 1 ? 1 : online > TL_MAX_THREADS ? TL_MAX_THREADS : (int)online;
 }
 
 /* Start workers until there are `want` (called with tl_lock held); returns how many there are. */
@@ -228,7 +224,8 @@ TL_HIDDEN int32_t tensorlang_parallel_for(tl_chunk_fn fn, void *closure, int64_t
         n = (int)extent;
     if (n == 1 || tl_in_chunk)
         return fn(lo, lo + extent, closure);
-    __atomic_store_n(&tl_spin_us, tl_read_spin_us(), __ATOMIC_RELAXED);
+    __atomic_store_n(&tl_spin_us, tl_env_int("TENSORLANG_SPIN_US", 0, 1000000, TL_DEFAULT_SPIN_US),
+                     __ATOMIC_RELAXED);
     pthread_mutex_lock(&tl_region_lock);
     pthread_mutex_lock(&tl_lock);
     int workers = tl_grow(n - 1);
