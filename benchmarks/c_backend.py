@@ -10,9 +10,9 @@ checked against numpy (float64) first. Timing alternates the two for ``--rounds`
 of all calls, GFLOPS (2*M*N*K per call) and the ratio C/LLVM. Run it on a quiet machine.
 
 OpenMP gets as many threads as the LLVM thread pool (TENSORLANG_NUM_THREADS, default: the CPUs available) and
-OMP_WAIT_POLICY=passive, unless set: its idle threads then block, like the pool's, instead of spinning on the
-cores that the LLVM kernel is timed on next (with OMP_WAIT_POLICY=active the LLVM kernel loses up to half its
-speed on two cores).
+OMP_WAIT_POLICY=passive, unless set: its idle threads then block (the pool's spin 500 µs, then block) instead
+of spinning on the cores that the LLVM kernel is timed on next (with OMP_WAIT_POLICY=active the LLVM kernel
+loses up to half its speed on two cores).
 """
 from __future__ import annotations
 

@@ -120,9 +120,9 @@ def test_random_configs_compute_the_reference(w):
 HAND_CONFIGS = [
     ("conv2d", None, {"fi": 32, "wi": 14, "hi": 1, "reduce_order": "c,r,s", "unroll_s": False, "cache_write": True,
                       "pack_filters": True, "parallel": "fo", "padding": "root"}),
-    ("matmul", "1024", {"nr": 64, "mr": 6, "nc": 512, "kc": 512, "mc": 24, "ku": 4, "pack_a": True,
+    ("matmul", "1024", {"nr": 64, "mr": 6, "nc": 512, "kc": 512, "mc": 12, "ku": 4, "pack_a": True,
                         "pack_b": True, "parallel": "jo"}),
-    ("matmul", "tall_skinny", {"nr": 64, "mr": 6, "nc": 64, "kc": 256, "mc": 24, "ku": 4, "pack_a": True,
+    ("matmul", "tall_skinny", {"nr": 64, "mr": 6, "nc": 64, "kc": 256, "mc": 12, "ku": 4, "pack_a": True,
                                "pack_b": True, "parallel": "io"}),
     ("depthwise_conv2d", None, {"wi": 16, "hi": 1, "unroll_taps": True, "cache_write": True, "padding": "inline",
                                 "parallel": "c"}),
