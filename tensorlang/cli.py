@@ -28,6 +28,9 @@ class CLIError(Exception):
     """A bad command line: the message names the flag and what is legal."""
 
 
+DB_DEFAULT = "(default: TENSORLANG_DB or the user cache folder)"
+
+
 def parse_sizes(text: str) -> dict[str, int]:
     """Parse `--size M=1024,N=1024` into a dict.
 
@@ -208,8 +211,7 @@ def make_parser() -> argparse.ArgumentParser:
     b.add_argument("--threads", type=int, help="threads for tensorlang and OpenBLAS (default: all CPUs)")
     b.add_argument("--repeat", type=int, default=10, help="at least this many timed runs each (default 10)")
     b.add_argument("--min-time", type=float, default=0.3, help="and at least this many seconds each")
-    b.add_argument("--db", help="tuning database whose best record is timed too (default: TENSORLANG_DB or "
-                                "the user cache folder)")
+    b.add_argument("--db", help=f"tuning database whose best record is timed too {DB_DEFAULT}")
     s = sub.add_parser("show", help="print the loop IR (default), LLVM IR or assembly")
     common(s)
     g = s.add_mutually_exclusive_group()
@@ -228,7 +230,7 @@ def make_parser() -> argparse.ArgumentParser:
                    help="xgb (default), forest or none; or a plug-in (entry point name or package.module:Class)")
     t.add_argument("--sampler", help="with --strategy bayesian: an optuna sampler class (default TPESampler)")
     t.add_argument("--seed", type=int, default=0, help="seed of the search (same seed, same proposals)")
-    t.add_argument("--db", help="tuning database file (default: TENSORLANG_DB or the user cache folder)")
+    t.add_argument("--db", help=f"tuning database file {DB_DEFAULT}")
     t.add_argument("--jobs", type=int, help="build processes (default: the CPU count)")
     t.add_argument("--timeout", type=float, default=10.0, help="seconds one candidate may run (default 10)")
     t.add_argument("--threads", type=int, help="threads the kernels use (default: all CPUs)")
@@ -243,7 +245,7 @@ def make_parser() -> argparse.ArgumentParser:
     bst = sub.add_parser("best", help="the best tuned record of a workload and its schedule as Python")
     common(bst)
     bst.add_argument("--threads", type=int, help="the thread count it was tuned for (default: all CPUs)")
-    bst.add_argument("--db", help="tuning database file (default: TENSORLANG_DB or the user cache folder)")
+    bst.add_argument("--db", help=f"tuning database file {DB_DEFAULT}")
     c = sub.add_parser("compare", help="compare search strategies over seeds, on replay of a dataset or live")
     common(c)
     c.add_argument("--strategies", required=True,
@@ -263,7 +265,7 @@ def make_parser() -> argparse.ArgumentParser:
     common(de)
     de.add_argument("-o", "--output", required=True, help="the CSV file to write")
     de.add_argument("--threads", type=int, help="the thread count it was tuned for (default: all CPUs)")
-    de.add_argument("--db", help="tuning database file (default: TENSORLANG_DB or the user cache folder)")
+    de.add_argument("--db", help=f"tuning database file {DB_DEFAULT}")
     de.add_argument("--note", help="free text stored in the header (how the records were made)")
     di = dsub.add_parser("info", help="describe a dataset file")
     common(di, sizes=False)
@@ -292,7 +294,7 @@ def make_parser() -> argparse.ArgumentParser:
     ex.add_argument("--name", help="the C function's name (default: the workload's)")
     ex.add_argument("--cc", help="C compiler that links format so (default: $CC, else cc)")
     ex.add_argument("--threads", type=int, help="with --best: the thread count it was tuned for (default: all CPUs)")
-    ex.add_argument("--db", help="tuning database for --best (default: TENSORLANG_DB or the user cache folder)")
+    ex.add_argument("--db", help=f"tuning database for --best {DB_DEFAULT}")
     return p
 
 

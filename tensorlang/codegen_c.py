@@ -443,7 +443,7 @@ class _Emitter:
     def buffers_used(self, s: ir.Stmt) -> set:
         key = id(s)
         if key not in self._buffers_used:
-            self._buffers_used[key] = _buffers_in(s)
+            self._buffers_used[key] = set(ir.stmt_buffers(s))
         return self._buffers_used[key]
 
     def vector_why_not(self, s: ir.For) -> str | None:
@@ -1100,39 +1100,6 @@ def _declares(s: ir.Stmt) -> bool:
     if isinstance(s, ir.Seq):
         return any(_declares(x) for x in s.stmts)
     return isinstance(s, (ir.Let, ir.Allocate))
-
-
-def _buffers_in(s: ir.Stmt) -> set:
-    """Names of the buffers a statement reads or writes."""
-    out: set = set()
-
-    def exprs(*es):
-        for e in es:
-            out.update(ld.buffer.name for ld in ir.loads(e))
-
-    def walk(x):
-        if isinstance(x, ir.Seq):
-            for y in x.stmts:
-                walk(y)
-        elif isinstance(x, ir.Store):
-            out.add(x.buffer.name)
-            exprs(x.value, *x.indices)
-        elif isinstance(x, ir.For):
-            exprs(x.lo, x.extent)
-            walk(x.body)
-        elif isinstance(x, ir.If):
-            exprs(x.cond)
-            walk(x.then)
-            if x.orelse is not None:
-                walk(x.orelse)
-        elif isinstance(x, ir.Let):
-            exprs(x.value)
-            walk(x.body)
-        elif isinstance(x, ir.Allocate):
-            walk(x.body)
-
-    walk(s)
-    return out
 
 
 def _check_vector(loop: ir.For) -> None:

@@ -70,26 +70,6 @@ def _mangle(t: ll.Type) -> str:
     return {F32: "f32", F64: "f64"}.get(t) or f"i{t.width}"
 
 
-def _buffers(s: ir.Stmt):
-    """Every buffer a statement stores to or loads from (with repeats)."""
-    if isinstance(s, ir.Seq):
-        for x in s.stmts:
-            yield from _buffers(x)
-    elif isinstance(s, ir.Store):
-        yield s.buffer
-        for e in (*s.indices, s.value):
-            yield from (ld.buffer for ld in ir.loads(e))
-    elif isinstance(s, ir.For):
-        yield from _buffers(s.body)
-    elif isinstance(s, ir.If):
-        yield from (ld.buffer for ld in ir.loads(s.cond))
-        yield from _buffers(s.then)
-        if s.orelse is not None:
-            yield from _buffers(s.orelse)
-    elif isinstance(s, (ir.Let, ir.Allocate)):
-        yield from _buffers(s.body)
-
-
 def _is_vec(v: ll.Value) -> bool:
     return isinstance(v.type, ll.VectorType)
 
@@ -309,7 +289,8 @@ class _Emitter:
         stores or loads (`w` itself without a known register width, or when `w` fits one register)."""
         if not self.vector_bits:
             return w
-        bits = max((DTYPES[b.dtype].itemsize * 8 for b in _buffers(body) if b.dtype != "bool"), default=32)
+        bits = max((DTYPES[b.dtype].itemsize * 8 for b in ir.stmt_buffers(body).values() if b.dtype != "bool"),
+                   default=32)
         return max(1, min(w, self.vector_bits // bits))
 
     def parallel(self, s: ir.For) -> None:

@@ -386,6 +386,44 @@ def loads(e: Expr):
             yield from loads(a)
 
 
+def stmt_buffers(s: Stmt) -> dict[str, Buffer]:
+    """Every buffer a statement reads or writes (loads in indices, bounds and conditions included), by name.
+
+    >>> X, Y = Buffer("X", "f32", (4,)), Buffer("Y", "f64", (4,))
+    >>> sorted(stmt_buffers(Store(Y, (const(0),), Load(X, (const(1),)))))
+    ['X', 'Y']
+    """
+    out: dict[str, Buffer] = {}
+
+    def exprs(*es):
+        for e in es:
+            out.update((ld.buffer.name, ld.buffer) for ld in loads(e))
+
+    def walk(x):
+        if isinstance(x, Seq):
+            for y in x.stmts:
+                walk(y)
+        elif isinstance(x, Store):
+            out[x.buffer.name] = x.buffer
+            exprs(x.value, *x.indices)
+        elif isinstance(x, For):
+            exprs(x.lo, x.extent)
+            walk(x.body)
+        elif isinstance(x, If):
+            exprs(x.cond)
+            walk(x.then)
+            if x.orelse is not None:
+                walk(x.orelse)
+        elif isinstance(x, Let):
+            exprs(x.value)
+            walk(x.body)
+        elif isinstance(x, Allocate):
+            walk(x.body)
+
+    walk(s)
+    return out
+
+
 def substitute(e: Expr, mapping: dict[str, Expr]) -> Expr:
     """`e` with variables replaced by expressions (integer index expressions and conditions).
 
