@@ -161,6 +161,7 @@ def parallel_for_address() -> int:
     >>> parallel_for_address() > 0
     True
     """
+    num_threads()  # a bad TENSORLANG_NUM_THREADS is an error here, at start-up (the C pool would ignore it)
     address, why = _native_address()
     if address is not None:
         return address

@@ -122,3 +122,20 @@ def test_concurrent_callers_take_turns():
     for t in threads:
         t.join()
     assert not bad
+
+
+@pytest.mark.parametrize("value", ["abc", "0", "-2"])
+def test_bad_thread_count_is_an_error_naming_the_variable(tmp_path, value):
+    """The C pool would ignore a bad TENSORLANG_NUM_THREADS; the JIT refuses it when it starts, in the API and
+    in the CLI, with one line that names the variable and the value."""
+    env = dict(os.environ, PYTHONPATH=ROOT, XDG_CACHE_HOME=str(tmp_path / "cache"), TENSORLANG_NUM_THREADS=value)
+    code = "import tensorlang as tl\ntry:\n    tl.build(tl.op('def f(A: f32[N]) -> B:\\n    B[i] = A[i]\\n'), N=4)\n" \
+           "except ValueError as e:\n    print('ValueError', e)\n"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0 and r.stdout.startswith("ValueError TENSORLANG_NUM_THREADS=") and value in r.stdout, \
+        r.stdout + r.stderr
+    r = subprocess.run([sys.executable, "-c", "import sys, tensorlang.cli; sys.exit(tensorlang.cli.main())", "run",
+                        "matmul", "--preset", "small"],
+                       capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert "tensorlang run: error: TENSORLANG_NUM_THREADS=" in r.stderr and value in r.stderr
