@@ -470,8 +470,9 @@ def _store_record(store: Store, chain: tuple, local: bool, guards: int) -> dict[
     rec.update(_annotation_features(loops))
     slots = _buffer_features(accesses, chain, whole, execs, depth)
     rec.update(slots)
+    footprints = _footprints(accesses, chain, loops, max(L1_BYTES, L2_BYTES))
     for tag, cap in (("l1", L1_BYTES), ("l2", L2_BYTES)):
-        iters, nbytes = _cache_level(accesses, chain, loops, cap)
+        iters, nbytes = _cache_level(footprints, cap)
         rec.update({f"{tag}_iters": iters, f"{tag}_bytes": nbytes, f"{tag}_bytes_per_iter": nbytes / iters})
     rec["_bytes"] = sum(_elements(_box(a, whole)) * a.itemsize for a in accesses)
     return rec
@@ -503,22 +504,31 @@ def _buffer_features(accesses: list[_Access], chain: tuple, whole: dict, execs: 
     return out
 
 
-def _cache_level(accesses: list[_Access], chain: tuple, loops: list[_Loop], cap: int) -> tuple[int, int]:
-    """(executions, bytes) of the outermost level whose cache-line footprint fits `cap` bytes (one execution
-    when not even that fits)."""
-    best_iters, best_bytes = 1, None
+def _footprints(accesses: list[_Access], chain: tuple, loops: list[_Loop], cap: int) -> list[tuple[int, int]]:
+    """(executions, cache-line bytes) of each loop level from the innermost (one execution) outwards, up to and
+    including the first level whose footprint exceeds `cap` bytes."""
+    out = []
     iters = 1
     for level in range(len(loops), -1, -1):
         if level < len(loops):
             iters *= max(loops[level].extent, 1)
         env = _level_env(chain, level)
         nbytes = sum(_lines(a, _box(a, env)) for a in accesses) * CACHE_LINE
-        if best_bytes is None:
-            best_bytes = nbytes
+        out.append((iters, nbytes))
         if nbytes > cap:
             break
-        best_iters, best_bytes = iters, nbytes
-    return best_iters, best_bytes
+    return out
+
+
+def _cache_level(footprints: list[tuple[int, int]], cap: int) -> tuple[int, int]:
+    """(executions, bytes) of the outermost level of `footprints` (see :func:`_footprints`) whose footprint fits
+    `cap` bytes (the innermost level when not even that fits)."""
+    best = footprints[0]
+    for iters, nbytes in footprints:
+        if nbytes > cap:
+            break
+        best = (iters, nbytes)
+    return best
 
 
 # ---- the program vector --------------------------------------------------------------------------------
