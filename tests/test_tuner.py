@@ -381,6 +381,47 @@ def test_schedule_errors_become_records_and_tuning_goes_on(tmp_path):
     assert summary.errors["schedule"] == sum(r.config["parallel"] == "none" for r in records) > 0
     assert tuner.featurize({**records[0].config, "parallel": "none"}) is None
     assert tuner.featurize({**records[0].config, "parallel": "jo"}) is not None
+    # the builder processes would rebuild the workload's own space, which schedules every config
+    assert not tuner._builders_featurize
+
+
+def test_builders_featurize_exactly_like_the_tuner_and_survive_a_crash(monkeypatch):
+    from tuner.measure import LocalRunner
+    task = Task.create("conv2d", preset="small", threads=1)
+    rng = np.random.default_rng(3)
+    configs = [task.space.random(rng) for _ in range(9)]
+    tuner = Tuner(task, 1, db=":memory:")
+    assert tuner._builders_featurize
+    local = [tuner.featurize(c) for c in configs]
+    monkeypatch.setenv(FAULTS_ENV, json.dumps({config_key(configs[4]): "features_crash"}))
+    with LocalRunner(task, jobs=2) as runner:
+        got = runner.features(configs, tuner.featurize)  # configs 0, 2, 4, ... go to the first builder
+        assert runner._builders[0].restarts == 0 and not runner._builders[0].alive  # it died on config 4
+        assert runner._builders[1].alive
+        again = runner.features(configs[1::2], tuner.featurize)  # no crash in this share: the builders answer
+        assert runner._builders[0].restarts == 1
+    assert len(got) == len(configs)
+    for g, want in zip(got + again, local + local[1::2]):
+        assert g is not None and g.dtype == np.float64 and np.array_equal(g, want)
+
+
+def test_xgb_genetic_featurizes_each_batch_at_once_through_many():
+    sp = Space("toy", [Knob("a", tuple(range(20))), Knob("b", tuple(range(20)))], lambda s, c: None)
+    calls = []
+
+    def featurize(c):
+        raise AssertionError("one at a time")
+
+    def many(cs):
+        calls.append(len(cs))
+        return [np.array([c["a"], c["b"]], dtype=float) for c in cs]
+
+    featurize.many = many
+    st = make_strategy("xgb-genetic", sp, seed=0, featurize=featurize, min_train=4)
+    st.observe([Observation(c, float(c["a"] + c["b"]) + 1.0) for c in st.propose(8)])
+    out = st.propose(8)
+    assert len(out) == 8 and calls and max(calls) > 1
+    assert all(config_key(c) not in {config_key(o.config) for o in st.history} for c in out)
 
 
 # ---------------------------------------------------------------------------------------------------------------

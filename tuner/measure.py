@@ -38,7 +38,7 @@ from tuner.worker import Worker, WorkerCrash, WorkerTimeout
 
 FAULTS_ENV = "TENSORLANG_TUNER_FAULTS"
 """Test-only hook: JSON ``{config_key: fault}`` with fault one of "segfault", "hang", "wrong", "raise",
-"build_hang", "build_crash"; the workers then misbehave that way for that config."""
+"build_hang", "build_crash", "features_crash"; the workers then misbehave that way for that config."""
 
 
 @dataclass(frozen=True)
@@ -104,14 +104,19 @@ class Result:
 
 
 def build_handler(init: dict):
-    """Worker factory: compiles ``{"schedule": json, "key": config_key}`` to ``{"object": bytes}`` or an error."""
+    """Worker factory: compiles ``{"schedule": json, "key": config_key}`` to ``{"object": bytes}`` or an error;
+    with the task in ``init``, also answers ``{"features": [config, ...]}`` with each config's loop-IR features
+    (a list of floats, or None where the config cannot be scheduled)."""
     from tensorlang.codegen_llvm import emit_module
     from tensorlang.target import compile_object, host_target
     op = tl.op(init["source"])
     target = host_target()
     faults = json.loads(os.environ.get(FAULTS_ENV, "{}"))
+    task = Task(**init["task"]) if init.get("task") else None
 
     def handle(request: dict) -> dict:
+        if "features" in request:
+            return {"features": [_features(task, c, faults) for c in request["features"]]}
         fault = faults.get(request["key"])
         if fault == "build_hang":
             while True:
@@ -129,6 +134,18 @@ def build_handler(init: dict):
             return {"error_kind": "build", "error": f"{type(e).__name__}: {e}\n{_short_traceback()}"}
 
     return handle
+
+
+def _features(task: Task | None, config: dict, faults: dict) -> list[float] | None:
+    from tuner import features
+    if task is None:
+        raise ValueError("this builder was started without a task: it cannot compute features")
+    if faults.get(config_key(config)) == "features_crash":
+        os.abort()
+    try:
+        return features.of_schedule(task.space.schedule(task.op, task.sizes, config)).tolist()
+    except tl.ScheduleError:
+        return None
 
 
 def _short_traceback() -> str:
@@ -261,7 +278,9 @@ class LocalRunner:
             for i, a in enumerate(arrays):
                 paths[kind].append(os.path.join(self._tmp.name, f"{kind}{i}.npy"))
                 np.save(paths[kind][-1], a)
-        self._builders = [Worker("tuner.measure:build_handler", {"source": w.source}) for _ in range(self.jobs)]
+        init = {"source": w.source, "task": {"workload": task.workload, "sizes": task.sizes, "target": task.target,
+                                             "threads": task.threads}}
+        self._builders = [Worker("tuner.measure:build_handler", init) for _ in range(self.jobs)]
         self._runner = Worker("tuner.measure:run_handler", {**paths, "threads": task.threads,
                                                             "outputs": list(task.op.outputs)})
         self.phase_s = {"build": 0.0, "run": 0.0}  # wall seconds spent building and running, for reports
@@ -278,6 +297,46 @@ class LocalRunner:
         results = [self._schedule(c) for c in configs]
         self._measure_results(results, on_result)
         return results
+
+    def features(self, configs: list[dict], local) -> list[np.ndarray | None]:
+        """The loop-IR features of ``configs`` (None where a config cannot be scheduled), computed on the builder
+        processes, which are idle between builds: one share of the configs each. A share whose builder crashes or
+        takes longer than the build timeout is computed here with ``local(config)`` instead, so the answer is
+        always complete (and the same as ``[local(c) for c in configs]``).
+
+        Example::
+
+            >>> from tuner import features
+            >>> from tuner.task import Task
+            >>> task = Task.create("matmul", preset="small", threads=1)
+            >>> def local(c):
+            ...     return features.of_schedule(task.space.schedule(task.op, task.sizes, c))
+            >>> cfgs = [task.space.config_at(i) for i in range(4)]
+            >>> with LocalRunner(task, jobs=2) as runner:
+            ...     got = runner.features(cfgs, local)
+            >>> all(np.array_equal(g, local(c)) for g, c in zip(got, cfgs))
+            True
+        """
+        n = min(len(self._builders), len(configs))
+        if n == 0:
+            return []
+        shares = [configs[i::n] for i in range(n)]
+        answers: list = [None] * n
+
+        def serve(i: int) -> None:
+            try:
+                answers[i] = self._builders[i].call({"features": shares[i]}, self.options.build_timeout)["features"]
+            except (WorkerCrash, WorkerTimeout):
+                answers[i] = None
+
+        with ThreadPoolExecutor(n) as pool:
+            list(pool.map(serve, range(n)))
+        out: list = [None] * len(configs)
+        for i in range(n):
+            got = answers[i] if answers[i] is not None else [local(c) for c in shares[i]]
+            for j, f in enumerate(got):
+                out[i + j * n] = None if f is None else np.asarray(f, dtype=np.float64)
+        return out
 
     def retime(self, configs: list[dict], rounds: int = 3, options: MeasureOptions | None = None) -> list[Result]:
         """Time ``configs`` again, longer, in ``rounds`` interleaved rounds (each config once per round, so that a

@@ -74,6 +74,10 @@ class Knob:
         raise ValueError(f"knob {self.name!r}: {value!r} is not one of {list(self.values)}")
 
 
+def _code(f):
+    return getattr(f, "__code__", f)
+
+
 def _scalar_key(v):
     return (type(v).__name__, v)
 
@@ -134,6 +138,24 @@ class Space:
         self.constraint = constraint
         self.constraint_doc = constraint_doc
         self._allowed_size: int | None = None
+
+    def same_as(self, other: "Space") -> bool:
+        """Whether ``other`` has the same name, knobs and apply function (a constraint built again by the same
+        code counts as the same), so that both schedule every config alike.
+
+        Example::
+
+            >>> def apply(s, c):
+            ...     pass
+            >>> def make():
+            ...     return Space("t", [Knob("x", (1, 2))], apply, lambda c: True)
+            >>> make().same_as(make())
+            True
+            >>> make().same_as(Space("t", [Knob("x", (1, 2))], lambda s, c: None))
+            False
+        """
+        return (self.name == other.name and self.knobs == other.knobs and self._apply is other._apply
+                and _code(self.constraint) is _code(other.constraint))
 
     def allowed(self, config: dict) -> bool:
         """Whether the space's constraint admits ``config`` (True when there is no constraint)."""

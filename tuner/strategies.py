@@ -26,7 +26,7 @@ import numpy as np
 from tuner.costmodel import CostModel, make_cost_model
 from tuner.space import Space, config_key
 
-__all__ = ["Observation", "Strategy", "STRATEGIES", "register_strategy", "make_strategy"]
+__all__ = ["Observation", "Strategy", "STRATEGIES", "featurize_all", "register_strategy", "make_strategy"]
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,8 @@ class Strategy:
     """The interface every strategy implements (subclass it and register it with :func:`register_strategy`).
 
     Arguments: ``space`` (a :class:`tuner.space.Space`), ``seed``; model-guided strategies also get a
-    ``cost_model`` (a :class:`tuner.costmodel.CostModel`) and ``featurize(config) -> feature vector or None``.
+    ``cost_model`` (a :class:`tuner.costmodel.CostModel`) and ``featurize(config) -> feature vector or None``
+    (which may also offer ``featurize.many(configs)`` for a batch: see :func:`featurize_all`).
     Subclasses implement ``_propose(n)`` and may extend ``observe``. The base class keeps ``seen`` (every config
     key proposed or observed, so nothing is measured twice) and ``history`` (every observation, in order).
     """
@@ -136,6 +137,22 @@ class Strategy:
     def valid_history(self) -> list[Observation]:
         """The valid observations, best first (ties in observation order)."""
         return sorted((o for o in self.history if o.valid), key=lambda o: -o.gflops)
+
+
+def featurize_all(featurize: Callable, configs: list[dict]) -> list[np.ndarray | None]:
+    """``[featurize(c) for c in configs]``, through ``featurize.many(configs)`` where the function offers one
+    (the tuner's computes a batch on its idle builder processes).
+
+    Example::
+
+        >>> def f(c):
+        ...     return np.array([c["a"]])
+        >>> f.many = lambda cs: [np.array([2 * c["a"]]) for c in cs]
+        >>> [v.tolist() for v in featurize_all(f, [{"a": 1}, {"a": 2}])]
+        [[2], [4]]
+    """
+    many = getattr(featurize, "many", None)
+    return list(many(configs)) if many is not None else [featurize(c) for c in configs]
 
 
 class RandomSearch(Strategy):
@@ -368,6 +385,13 @@ class ModelGuidedGenetic(GeneticSearch):
             self._features[k] = self.featurize(config)
         return self._features[k]
 
+    def _featurize_new(self, configs: list[dict]) -> None:
+        """Compute the features of the configs not yet cached, as one batch (:func:`featurize_all`)."""
+        new = {config_key(c): c for c in configs if config_key(c) not in self._features}
+        if new:
+            for k, f in zip(new, featurize_all(self.featurize, list(new.values()))):
+                self._features[k] = f
+
     def observe(self, observations: Sequence[Observation]) -> None:
         super().observe(observations)
         self._dirty = True
@@ -375,6 +399,7 @@ class ModelGuidedGenetic(GeneticSearch):
     def _train(self) -> None:
         rows, ys = [], []
         best = max((o.gflops for o in self.history if o.valid), default=0.0)
+        self._featurize_new([o.config for o in self.history])
         for o in self.history:
             f = self.features(o.config)
             if f is not None:
@@ -386,6 +411,7 @@ class ModelGuidedGenetic(GeneticSearch):
 
     def predict(self, configs: list[dict]) -> np.ndarray:
         """Predicted normalised throughput of each config (-1 for one that cannot be scheduled)."""
+        self._featurize_new(configs)
         feats = [self.features(c) for c in configs]
         ok = [i for i, f in enumerate(feats) if f is not None]
         scores = np.full(len(configs), -1.0)

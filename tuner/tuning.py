@@ -109,7 +109,12 @@ class Tuner:
         self.retime_top, self.retime_rounds, self.on_retime = retime_top, retime_rounds, on_retime
         model = make_cost_model(cost_model, seed)
         self.strategy: Strategy = make_strategy(strategy, space or task.space, seed=seed, cost_model=model,
-                                                featurize=featurize or self.featurize, **(strategy_options or {}))
+                                                featurize=featurize or _TunerFeatures(self),
+                                                **(strategy_options or {}))
+        self._local_runner: LocalRunner | None = None  # while run() measures on this machine
+        # the builder processes rebuild the task's space from the workload: they featurize only if that is this one
+        self._builders_featurize = (featurize is None and space is None
+                                    and task.space.same_as(task.workload_def.space(task.sizes)))
 
     def featurize(self, config: dict) -> np.ndarray | None:
         """Features of the config's lowered loop IR (None when the config cannot be scheduled)."""
@@ -118,6 +123,13 @@ class Tuner:
             return feature_extraction.of_schedule(s)
         except tl.ScheduleError:
             return None
+
+    def featurize_many(self, configs: list[dict]) -> list[np.ndarray | None]:
+        """:meth:`featurize` of each config; while :meth:`run` measures on this machine, on the idle builder
+        processes (the same vectors, sooner), unless the task's space is not the workload's own."""
+        if self._local_runner is not None and len(configs) > 1:
+            return self._local_runner.features(configs, self.featurize)
+        return [self.featurize(c) for c in configs]
 
     def run(self) -> TuneSummary:
         """Tune until the task has ``trials`` records (or the space is exhausted, or Ctrl-C)."""
@@ -134,6 +146,8 @@ class Tuner:
         try:
             if len(earlier) < self.trials:
                 runner = self._runner or LocalRunner(self.task, self.jobs, self.options, seed=self.seed)
+                if isinstance(runner, LocalRunner) and self._builders_featurize:
+                    self._local_runner = runner
                 if summary.best is not None:
                     runner.best_s = summary.best.median_s
             while summary.trials_before + summary.trials_done < self.trials:
@@ -157,6 +171,7 @@ class Tuner:
             summary.interrupted = True
         finally:
             if runner is not None:
+                self._local_runner = None
                 runner.close()
                 summary.phase_s = {"propose": propose_s, **runner.phase_s, **summary.phase_s}
             summary.wall_s = time.perf_counter() - t0
@@ -283,3 +298,16 @@ class ProgressBar:
     def close(self) -> None:
         """Finish the bar."""
         self._bar.close()
+
+
+class _TunerFeatures:
+    """The strategy's ``featurize``: :meth:`Tuner.featurize`, with ``many`` = :meth:`Tuner.featurize_many`."""
+
+    def __init__(self, tuner: Tuner):
+        self.tuner = tuner
+
+    def __call__(self, config: dict) -> np.ndarray | None:
+        return self.tuner.featurize(config)
+
+    def many(self, configs: list[dict]) -> list[np.ndarray | None]:
+        return self.tuner.featurize_many(configs)
