@@ -29,6 +29,7 @@ import pathlib
 import subprocess
 import tempfile
 import threading
+import time
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 
@@ -102,6 +103,32 @@ def runtime_cache_dir() -> pathlib.Path:
     return cache / "tensorlang" / "runtime"
 
 
+STALE_DAYS = 30
+"""A cached runtime library unused for this many days (another tensorlang version's, another compiler's) is
+deleted when a new one is built in its folder."""
+
+
+def _touch(path: pathlib.Path) -> None:
+    try:
+        os.utime(path)  # its modification time says when it was last used
+    except OSError:
+        pass
+
+
+def _prune_stale(directory: pathlib.Path, keep: pathlib.Path) -> list[pathlib.Path]:
+    """Delete the runtime libraries in `directory` other than `keep` unused for STALE_DAYS; return them."""
+    cutoff = time.time() - STALE_DAYS * 86400
+    gone = []
+    for old in directory.glob("tensorlang_runtime-*.so"):
+        try:
+            if old != keep and old.stat().st_mtime < cutoff:
+                old.unlink()
+                gone.append(old)
+        except OSError:
+            pass  # in use elsewhere, or already gone: a process that loaded it keeps its mapping either way
+    return gone
+
+
 def _build_native(cc: list[str]) -> pathlib.Path:
     """Build the runtime as a shared library (once per source, compiler and flags) and return its path."""
     source = RUNTIME_C.read_bytes()
@@ -110,6 +137,7 @@ def _build_native(cc: list[str]) -> pathlib.Path:
     for directory in (runtime_cache_dir(), pathlib.Path(tempfile.gettempdir()) / f"tensorlang-runtime-{os.getuid()}"):
         path = directory / f"tensorlang_runtime-{digest}.so"
         if path.exists():
+            _touch(path)
             return path
         try:
             directory.mkdir(parents=True, exist_ok=True)
@@ -124,6 +152,7 @@ def _build_native(cc: list[str]) -> pathlib.Path:
                 tail = (r.stderr or r.stdout).strip().splitlines()[-5:]
                 raise RuntimeError(f"{' '.join(cc)} failed: {' '.join(tail)}")
             os.replace(tmp, path)  # atomic: processes building at once each install a whole file
+            _prune_stale(directory, path)
             return path
         finally:
             if os.path.exists(tmp):

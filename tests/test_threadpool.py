@@ -56,9 +56,32 @@ def test_native_pool_is_built_once_into_the_cache(tmp_path):
     assert "backend native" in r.stdout and "warning" not in r.stdout
     built = list((tmp_path / "cache" / "tensorlang" / "runtime").glob("tensorlang_runtime-*.so"))
     assert len(built) == 1
-    stamp = built[0].stat().st_mtime_ns
+    inode = built[0].stat().st_ino
     run_program(tmp_path)                                              # a second process reuses the library
-    assert built[0].stat().st_mtime_ns == stamp
+    assert built[0].stat().st_ino == inode                             # (a rebuild would install a new file)
+    assert list((tmp_path / "cache" / "tensorlang" / "runtime").glob("tensorlang_runtime-*.so")) == built
+
+
+@pytest.mark.skipif(not HAVE_CC, reason="no C compiler: the native pool cannot be built")
+def test_building_the_runtime_deletes_libraries_unused_for_30_days(tmp_path):
+    from tensorlang.threadpool import STALE_DAYS
+    folder = tmp_path / "cache" / "tensorlang" / "runtime"
+    folder.mkdir(parents=True)
+    stale, recent, other = (folder / "tensorlang_runtime-old.so", folder / "tensorlang_runtime-recent.so",
+                            folder / "unrelated.so")
+    for f in (stale, recent, other):
+        f.write_bytes(b"not a library")
+    old = os.path.getmtime(stale) - (STALE_DAYS + 1) * 86400
+    os.utime(stale, (old, old))
+    os.utime(other, (old, old))
+    run_program(tmp_path)
+    assert not stale.exists() and recent.exists() and other.exists()
+    built = [f for f in folder.glob("tensorlang_runtime-*.so") if f != recent]
+    assert len(built) == 1
+    # using the library marks it as used: an old build in use is never the stale one
+    os.utime(built[0], (old, old))
+    run_program(tmp_path)
+    assert os.path.getmtime(built[0]) > old + STALE_DAYS * 86400
 
 
 def test_python_pool_on_request_computes_the_same_without_a_warning(tmp_path):
