@@ -405,6 +405,23 @@ def test_builders_featurize_exactly_like_the_tuner_and_survive_a_crash(monkeypat
         assert g is not None and g.dtype == np.float64 and np.array_equal(g, want)
 
 
+def test_xgb_genetic_never_scores_a_config_the_constraint_rules_out():
+    sp = Space("toy", [Knob("a", tuple(range(12))), Knob("b", tuple(range(12)))], lambda s, c: None,
+               constraint=lambda c: (c["a"] + c["b"]) % 3 != 0)
+    scored = []
+
+    def featurize(c):
+        scored.append(c)
+        return np.array([c["a"], c["b"]], dtype=float)
+
+    st = make_strategy("xgb-genetic", sp, seed=0, featurize=featurize, min_train=4)
+    for _ in range(4):
+        out = st.propose(8)
+        assert len(out) == 8 and all(sp.allowed(c) for c in out)
+        st.observe([Observation(c, float(c["a"] * c["b"]) + 1.0) for c in out])
+    assert len(scored) > 32 and all(sp.allowed(c) for c in scored)
+
+
 def test_xgb_genetic_featurizes_each_batch_at_once_through_many():
     sp = Space("toy", [Knob("a", tuple(range(20))), Knob("b", tuple(range(20)))], lambda s, c: None)
     calls = []

@@ -439,7 +439,8 @@ class ModelGuidedGenetic(GeneticSearch):
             g = np.array([self.space.encode(c) for c in elite] + list(genes))
             f = np.concatenate([scores[order], fitness / max(fitness.max(), 1e-9)])
             for c in self.children(g, f, self.population, set(pool)):
-                pool[config_key(c)] = c
+                if self.space.allowed(c):  # one the constraint rules out is never measured: no need to score it
+                    pool[config_key(c)] = c
         cand = list(pool.values())
         scores = self.predict(cand)
         order = np.argsort(-scores, kind="stable")
