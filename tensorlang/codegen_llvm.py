@@ -43,6 +43,35 @@ def ll_type(dtype: str) -> ll.Type:
     return LL_TYPES[dtype]
 
 
+_CONSTANTS: dict[tuple, ll.Constant] = {}
+
+
+def constant(t: ll.Type, value, lanes: int = 0) -> ll.Constant:
+    """The constant `value` of scalar type `t`, or, with `lanes`, the vector of `lanes` copies of it; a list
+    `value` with `lanes` is a vector of those elements. Made once and shared (llvmlite then formats it once too:
+    a module of unrolled vector code uses the same few constants thousands of times).
+
+    Example::
+
+        >>> str(constant(F32, 1.0, lanes=2))
+        '<2 x float> <float 0x3ff0000000000000, float 0x3ff0000000000000>'
+        >>> constant(F32, -0.0) is constant(F32, 0.0)
+        False
+    """
+    key = (str(t), repr(value), lanes)  # repr: -0.0 is not 0.0
+    c = _CONSTANTS.get(key)
+    if c is None:
+        if len(_CONSTANTS) > 100_000:  # a long tuning run builds many kernels: keep the table small
+            _CONSTANTS.clear()
+        if lanes:
+            values = value if isinstance(value, list) else [value] * lanes
+            c = ll.Constant(ll.VectorType(t, lanes), [ll.Constant(t, v) for v in values])
+        else:
+            c = ll.Constant(t, value)
+        _CONSTANTS[key] = c
+    return c
+
+
 def emit_module(func: ir.Func, triple: str = "", data_layout: str = "", vector_bits: int = 0) -> ll.Module:
     """An llvmlite module holding `func` as an exported function of the same name. With `vector_bits` (the
     target's widest register, e.g. 512), a vectorized loop wider than one register is emitted in chunks of that
@@ -136,12 +165,14 @@ class _Emitter:
         lanes = lanes or self.lanes
         if _is_vec(v):
             return v
+        if isinstance(v, ll.Constant) and isinstance(v.constant, (int, float)):
+            return constant(v.type, v.constant, lanes)
         vt = ll.VectorType(v.type, lanes)
         if isinstance(v, ll.Constant):
             return ll.Constant(vt, [v] * lanes)
         undef = ll.Constant(vt, ll.Undefined)
         one = self.b.insert_element(undef, v, I32(0))
-        return self.b.shuffle_vector(one, undef, ll.Constant(ll.VectorType(I32, lanes), [0] * lanes))
+        return self.b.shuffle_vector(one, undef, constant(I32, 0, lanes))
 
     def match(self, a: ll.Value, c: ll.Value):
         if _is_vec(a) and not _is_vec(c):
@@ -151,7 +182,7 @@ class _Emitter:
         return a, c
 
     def const(self, dtype: str, value, like: ll.Value | None = None) -> ll.Value:
-        c = ll_type(dtype)(value)
+        c = constant(ll_type(dtype), value)
         return self.splat(c, like.type.count) if like is not None and _is_vec(like) else c
 
     # ---- statements ----
@@ -277,7 +308,7 @@ class _Emitter:
         for start in range(0, w, chunk):  # lanes [start, start + n) as one vector; iterations are independent
             n = min(chunk, w - start)
             base = self.b.add(lo, I64(start), flags=["nsw"]) if start else lo
-            ramp = self.b.add(self.splat(base, n), ll.Constant(ll.VectorType(I64, n), list(range(n))), flags=["nsw"])
+            ramp = self.b.add(self.splat(base, n), constant(I64, list(range(n)), n), flags=["nsw"])
             self.vars[s.var.name] = ramp
             self.lanes, self.lane_var = n, s.var.name
             self.stmt(s.body)
@@ -413,7 +444,7 @@ class _Emitter:
             if mask is None:
                 return b.load(ptr, align=align, typ=vt)
             f = self.intrinsic("llvm.masked.load", vt, [PTR, ll.VectorType(I1, w), vt], [vt, PTR])
-            return b.call(f, [ptr, self.splat(mask, w), ll.Constant(vt, [t(0)] * w)])
+            return b.call(f, [ptr, self.splat(mask, w), constant(t, 0, w)])
         # any other pattern: a gather of per-lane addresses (masked lanes read nothing)
         off = self.splat(self.expr(flat), w)
         if mask is not None:
@@ -423,7 +454,7 @@ class _Emitter:
         m = self.splat(mask, w) if mask is not None else self.splat(I1(1), w)
         f = self.intrinsic("llvm.masked.gather", vt, [ll.VectorType(PTR, w), ll.VectorType(I1, w), vt],
                            [vt, ll.VectorType(PTR, w)])
-        return b.call(f, [ptrs, m, ll.Constant(vt, [t(0)] * w)])
+        return b.call(f, [ptrs, m, constant(t, 0, w)])
 
     def _at_lane0(self, flat: ir.Expr) -> ir.Expr:
         """The flat index with the vector index at its first lane: emitted as a scalar."""
