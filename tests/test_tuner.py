@@ -9,6 +9,7 @@ Run: ``.venv/bin/pytest tests/test_tuner.py -q``.
 from __future__ import annotations
 
 import json
+import math
 import os
 import pathlib
 import signal
@@ -383,6 +384,22 @@ def test_schedule_errors_become_records_and_tuning_goes_on(tmp_path):
     assert tuner.featurize({**records[0].config, "parallel": "jo"}) is not None
     # the builder processes would rebuild the workload's own space, which schedules every config
     assert not tuner._builders_featurize
+
+
+def test_candidates_far_from_the_best_stop_after_min_runs():
+    from tuner.measure import LocalRunner
+    task = matmul_task()
+    cfg = task.space.config_at(0)
+    with LocalRunner(task, jobs=1, options=MeasureOptions(min_runs=3, min_time=0.5, slow_factor=1e9)) as runner:
+        [contender] = runner.measure([cfg])  # no best yet: timed for min_time
+        assert len(contender.times) > 3
+        runner.best_s = contender.median_s / 10  # the same kernel now looks 10x slower than the best
+        [far] = runner.measure([cfg])
+        assert len(far.times) == 3 and far.ok
+        runner.options = MeasureOptions(min_runs=3, min_time=0.5, slow_factor=1e9, coarse_factor=math.inf)
+        runner.best_s = contender.median_s / 10
+        [precise] = runner.measure([cfg])
+        assert len(precise.times) > 3
 
 
 def test_builders_featurize_exactly_like_the_tuner_and_survive_a_crash(monkeypatch):

@@ -50,6 +50,8 @@ class MeasureOptions:
         min_time: seconds of timed runs at least.
         max_runs: timed runs at most.
         slow_factor: a candidate whose checked run is this many times slower than the best so far is timed once.
+        coarse_factor: a candidate whose first ``min_runs`` timed runs have a median this many times the best so
+            far stops there: its rank is clear, and ``min_time`` buys precision only for the contenders.
         build_timeout: seconds one build may take.
         run_timeout: seconds the checked run plus the timed runs of one candidate may take.
 
@@ -63,11 +65,12 @@ class MeasureOptions:
     min_time: float = 0.05
     max_runs: int = 200
     slow_factor: float = 20.0
+    coarse_factor: float = 1.5
     build_timeout: float = 60.0
     run_timeout: float = 10.0
 
 
-RETIME_OPTIONS = MeasureOptions(min_runs=5, min_time=0.1, slow_factor=math.inf)
+RETIME_OPTIONS = MeasureOptions(min_runs=5, min_time=0.1, slow_factor=math.inf, coarse_factor=math.inf)
 """How :meth:`LocalRunner.retime` times each candidate in each round: at least 5 runs and 0.1 s."""
 
 
@@ -241,8 +244,11 @@ def run_handler(init: dict):
             t0 = time.perf_counter()
             fn(*args)
             times.append(time.perf_counter() - t0)
-            if len(times) >= opts["min_runs"] and time.perf_counter() - start >= opts["min_time"]:
-                break
+            if len(times) >= opts["min_runs"]:
+                if time.perf_counter() - start >= opts["min_time"]:
+                    break
+                if best and sorted(times)[len(times) // 2] > opts["coarse_factor"] * best:
+                    break  # clearly not a contender: min_runs are enough to rank it
         del engine
         return {"times": times}
 

@@ -14,6 +14,7 @@ Example::
 from __future__ import annotations
 
 import json
+import math
 import sys
 import time
 from collections import Counter
@@ -234,7 +235,8 @@ def measure_baselines(task: Task, best: Record | None, jobs: int | None = 1, num
     from tensorlang.bench import numpy_baseline
     w = task.workload_def
     out = {}
-    with LocalRunner(task, jobs=jobs, options=MeasureOptions(min_runs=5, min_time=0.2)) as runner:
+    with LocalRunner(task, jobs=jobs, options=MeasureOptions(min_runs=5, min_time=0.2, coarse_factor=math.inf)) \
+            as runner:
         schedules = [("default", tl.schedule(task.op, **task.sizes))]
         if w.hand_schedule is not None:
             s = tl.schedule(task.op, **task.sizes)
