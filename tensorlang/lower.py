@@ -161,15 +161,23 @@ class Lowerer:
             axes.append((v, lo, ext, True))
             domains[v] = (ir.const(lo), ir.const(lo + ext - 1))
         nest = LoopNest(name, axes)
-        for p in self.state.loop_prims[name]:
-            if isinstance(p, Split):
-                nest.split("split", p.axis, p.factor, p.outer, p.inner)
-            elif isinstance(p, Fuse):
-                nest.fuse("fuse", p.outer, p.inner, p.fused)
-            elif isinstance(p, Reorder):
-                nest.reorder("reorder", p.axes)
-            elif isinstance(p, Annotate):
-                nest.annotate("annotate", p.axis, p.kind)
+        try:
+            for p in self.state.loop_prims[name]:
+                if isinstance(p, Split):
+                    nest.split("split", p.axis, p.factor, p.outer, p.inner)
+                elif isinstance(p, Fuse):
+                    nest.fuse("fuse", p.outer, p.inner, p.fused)
+                elif isinstance(p, Reorder):
+                    nest.reorder("reorder", p.axes)
+                elif isinstance(p, Annotate):
+                    verb = {"vectorized": "vectorize", "unrolled": "unroll"}.get(p.kind, p.kind)
+                    nest.annotate(verb, p.axis, p.kind)
+        except ScheduleError as e:
+            _, consumer, axis = self.state.stages[name].attach
+            shape = " x ".join(str(x) for x in region.extents)
+            raise ScheduleError(f"compute_at({name}, {consumer}, {axis}): {name} is computed there over the region "
+                                f"its readers use, {shape} elements, and its own loop primitives do not fit that "
+                                f"region: {e}") from None
         return nest, domains, prefix
 
     def stage(self, name: str, region: Region | None) -> ir.Stmt:

@@ -524,9 +524,10 @@ class Schedule:
 
     def _check(self, trial: ScheduleState, p: Primitive) -> None:
         trial.apply(p)
-        if any(st.attach[0] == "at" for st in trial.stages.values()) and \
-                any(lp.kind == "parallel" for st in trial.stages.values() for lp in st.nest.loops):
-            # whether threads would share a computed region is known once regions are: lower to find out
+        if any(st.attach[0] == "at" for st in trial.stages.values()):
+            # a stage computed at a consumer's loop runs over the region its readers use, known once regions are
+            # (its loops replayed on that region, whether threads would share it): lower to find out now, so that
+            # the primitive that makes the schedule illegal is the one refused
             from .lower import Lowerer
             try:
                 Lowerer(self.bound, trial).function()

@@ -21,8 +21,9 @@ through ``progen.Src``. A failure's report is shrunk by :func:`minimize` (fewer 
 split factors, the same kind of failure).
 
 Failures that match a known compiler bug (``KNOWN_BUGS``: the kind of failure and a pattern in the schedule)
-are excused and counted as a hypothesis ``event``; ``TENSORLANG_SCHEDULE_FUZZ_KNOWN=1`` excuses nothing, to
-check whether the bugs are fixed.
+are excused and counted as a hypothesis ``event``; a strict lowering that cannot prove an index in range is
+excused only that far: the kernel (whose build guards that access) must still compute the right result.
+``TENSORLANG_SCHEDULE_FUZZ_KNOWN=1`` excuses nothing, to check whether the bugs are fixed.
 
 Reproduce a failure by hand::
 
@@ -68,9 +69,6 @@ KNOWN_BUGS = {
                                 "domain (padding): strict lowering cannot prove the copy's reads in range, e.g. "
                                 "T0.cache_read('X', 'k'), T0.compute_at(T1, 'j') (the case without cache_read, "
                                 "T[i] = X[2*i] + X[i]; B[i] = T[i - 2] with T.compute_at(B, 'i'), is fixed)",
-    "compute_at-region-tail-vectorize": "the compute_at region over a consumer loop split with a tail is larger "
-                                        "than the producer, so the producer's vectorize (extent > 64 lanes) is "
-                                        "refused by s.lowered(), not at a call",
     "strict-cache_read-fused": "cache_read, then a fuse of loops inside it (the region falls back to the whole "
                                "dimension) with padded reads: strict lowering cannot prove the copy's reads, e.g. "
                                "B[i] += Y[s] * X[r] where i in 0:1, r in 1:N+2 with cache_read('X', 'i'), "
@@ -86,9 +84,6 @@ def known_failure(s, kind: str, error: BaseException | None = None) -> str | Non
     if CHECK_KNOWN:
         return None
     stages = s.state().stages
-    if kind == "late-ScheduleError" and any(x.attach[0] == "at" for x in stages.values()):
-        if "lanes" in str(error):
-            return "compute_at-region-tail-vectorize"
     if kind == "strict-BuildError":
         m = _UNPROVEN.search(str(error))
         if m is None:
@@ -785,6 +780,7 @@ def check_schedule(fz: Fuzzer) -> str:
         fz.fail("print(s) does not rebuild the schedule")
     if tl.Schedule.from_json(s.to_json()).key() != s.key():
         fz.fail("Schedule.from_json(s.to_json()) is not the schedule")
+    unproven = None  # a known limit of the bounds prover: the build guards the access, the result must be right
     try:
         s.lowered(strict=True)
     except tl.ScheduleError as e:
@@ -793,10 +789,10 @@ def check_schedule(fz: Fuzzer) -> str:
         fz.fail("s.lowered(strict=True) raised ScheduleError: an illegal schedule must be refused at the "
                 "primitive call", e, minimize=True)
     except tl.BuildError as e:
-        if bug := known_failure(s, "strict-BuildError", e):
-            return f"skipped (known bug {bug})"
-        fz.fail("s.lowered(strict=True) raised BuildError for a schedule whose primitives were all accepted", e,
-                minimize=True)
+        unproven = known_failure(s, "strict-BuildError", e)
+        if unproven is None:
+            fz.fail("s.lowered(strict=True) raised BuildError for a schedule whose primitives were all accepted", e,
+                    minimize=True)
     except Exception as e:
         if bug := known_failure(s, "lower-crash", e):
             return f"skipped (known bug {bug})"
@@ -836,4 +832,4 @@ def check_schedule(fz: Fuzzer) -> str:
                 return f"skipped (known bug {bug})"
             fz.fail(f"WRONG RESULT: output {o} of the scheduled kernel differs from the unscheduled kernel\n{e}",
                     minimize=True)
-    return "checked"
+    return "checked" if unproven is None else f"checked, guarded (known bug {unproven})"

@@ -1501,6 +1501,23 @@ def test_error_compute_at_below_a_parallel_loop_with_overlapping_regions():
     refuse(s, lambda: s["T"].compute_at(s["O"], "j"), "compute_at(T, O, j)", "j is parallel", "overlap")
 
 
+def test_error_compute_at_region_wider_than_the_producers_vectorized_loop():
+    # C[i] reads B[i] and B[i + 2]: at C's loop i_o (63 iterations of i_i) B is computed over 65 elements, more than
+    # one vectorized loop may have (64 lanes); whichever call makes that so is refused, not the final lowering
+    s = new("stencil3", N=64)
+    s["B"].vectorize("i")
+    s["C"].split("i", 63)
+    refuse(s, lambda: s["B"].compute_at(s["C"], "i_o"), "compute_at(B, C, i_o)", "65 elements",
+           "vectorize(B, i): extent 65 is more than 64 lanes")
+    s = new("stencil3", N=64)
+    s["C"].split("i", 63)
+    s["B"].compute_at(s["C"], "i_o")
+    refuse(s, lambda: s["B"].vectorize("i"), "vectorize(B, i)", "compute_at(B, C, i_o)", "65 elements")
+    s["B"].split("i", 32)
+    s["B"].vectorize("i_i")  # what the message says to do
+    run(s)
+
+
 def test_error_compute_at_inside_vectorized_loop():
     s = new("stencil3", N=13)
     s["D"].vectorize("i")
