@@ -75,6 +75,15 @@ KNOWN_BUGS = {
                                "fuse('s', 'r')",
 }
 CHECK_KNOWN = os.environ.get("TENSORLANG_SCHEDULE_FUZZ_KNOWN", "0") == "1"
+TRACE = os.environ.get("TENSORLANG_SCHEDULE_FUZZ_TRACE", "")  # a file: what is about to be compiled, if it crashes
+
+
+def trace(text: str) -> None:
+    """With TENSORLANG_SCHEDULE_FUZZ_TRACE=PATH, overwrite PATH with `text` (the program and schedule about to be
+    compiled), so that a crash of the whole process (a fatal error inside LLVM, say) leaves its repro there."""
+    if TRACE:
+        with open(TRACE, "w") as f:
+            f.write(text + "\n")
 _UNPROVEN = re.compile(r"cannot prove the (read|write) (\w+)\[(.*)\] inside")
 
 
@@ -184,14 +193,41 @@ def workload_case(name: str, src: progen.Src) -> Case:
     exact = name in EXACT_WORKLOADS
     case = Case(f"workload {name}", w.source, sizes, op, inputs, {}, {o: rlen for o in op.outputs},
                 {o: exact for o in op.outputs})
+    trace(f"{case.describe()}\n(unscheduled)")
     kernel = tl.build(op, **sizes)
     got = _as_tuple(kernel(*inputs))
     want = _as_tuple(w.reference(*inputs, **sizes))
-    for o, g, e in zip(op.outputs, got, want):
-        assert_close(g, e, rlen, exact=exact,
-                     err_msg=f"the UNSCHEDULED kernel differs from numpy for {o}\n{case.describe()}")
+    for i, (o, g, e) in enumerate(zip(op.outputs, got, want)):
+        try:
+            assert_close(g, e, rlen, exact=exact,
+                         err_msg=f"the UNSCHEDULED kernel differs from numpy for {o}\n{case.describe()}")
+        except AssertionError:
+            if exact or not input_rounding_explains(w, inputs, sizes, i, g, e, rlen):
+                raise
         case.baseline[o] = g
     return case
+
+
+def input_rounding_explains(w, inputs: list, sizes: dict, i: int, got, want, rlen: int) -> bool:
+    """Whether output `i`'s mismatch with the float64 reference is the reference's own sensitivity to rounding:
+    where a result is ill-conditioned (layernorm of two nearly equal values: `x - mean` cancels, and
+    `sqrt(var + 1e-5)` magnifies it), moving each input by one unit in the last place moves the reference about
+    as far as float32 arithmetic does. Each element's difference must be within the oracle's tolerance plus
+    4 * `rlen` times the largest move of that element over four such perturbations."""
+    rng = np.random.default_rng(0)
+    e64, g64 = np.asarray(want, np.float64), np.asarray(got, np.float64)
+    if not np.array_equal(np.isfinite(e64), np.isfinite(g64)):
+        return False
+    spread = np.zeros_like(e64)
+    for _ in range(4):
+        moved = [a.astype(np.float64) * (1 + rng.uniform(-1, 1, a.shape) * np.finfo(a.dtype).eps)
+                 if np.issubdtype(a.dtype, np.floating) else a for a in inputs]
+        ref = np.asarray(_as_tuple(w.reference(*moved, **sizes))[i], np.float64)
+        spread = np.maximum(spread, np.abs(ref - e64))
+    tol = tolerance(np.asarray(want).dtype, rlen)
+    fin = np.isfinite(e64)
+    rms = float(np.sqrt(np.mean(e64[fin] ** 2))) if fin.any() else 1.0
+    return bool(np.all(np.abs(g64[fin] - e64[fin]) <= tol * (np.abs(e64[fin]) + rms) + 4 * rlen * spread[fin]))
 
 
 def progen_case(src: progen.Src) -> Case:
@@ -205,6 +241,7 @@ def progen_case(src: progen.Src) -> Case:
     inputs = [arrays[n] for n in op.inputs]
     nodes = sum(sum(1 for _ in stg.expr.walk()) for stg in prog.stages)
     case = Case("random program (tests/progen.py)", prog.text, sizes, op, inputs, {}, {}, {})
+    trace(f"{case.describe()}\n(unscheduled)")
     kernel = tl.build(op, **sizes)
     got = dict(zip(op.outputs, _as_tuple(kernel(*inputs))))
     for o in op.outputs:
@@ -799,6 +836,7 @@ def check_schedule(fz: Fuzzer) -> str:
         e.add_note(fz.report(f"s.lowered(strict=True) crashed with {type(e).__name__}:\n"
                              + "".join(traceback.format_exception_only(e))) + "\n" + minimized_report(case, s))
         raise
+    trace(f"{case.describe()}\n{s}")
     try:
         kernel = tl.build(s)
     except Exception as e:

@@ -173,3 +173,26 @@ def test_fuzzer_accepts_rounding_in_a_sum_that_cancelled():
     fz.s["T"].split("k", 2)
     with pytest.raises(schedfuzz.FuzzFailure, match="WRONG RESULT"):
         schedfuzz.check_schedule(fz)
+
+
+def test_fuzzer_judges_an_ill_conditioned_reference_by_its_sensitivity():
+    """A 20,000-example run failed on the UNSCHEDULED layernorm at N=5, D=2: where a row's two values nearly
+    agree, `x - mean` cancels and `sqrt(var + 1e-5)` magnifies the float32 rounding to a relative 5e-5, five
+    times the oracle's tolerance. Such an element is judged by how far the float64 reference itself moves when
+    each input moves by one unit in the last place; a real wrong value still fails."""
+    import schedules
+
+    w = schedules.WORKLOADS["layernorm"]
+    sizes = {"N": 5, "D": 2}
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((5, 2)).astype(np.float32)
+    X[:, 1] = X[:, 0] + np.float32(2e-3) * rng.standard_normal(5).astype(np.float32)
+    gamma, beta = rng.standard_normal(2).astype(np.float32), rng.standard_normal(2).astype(np.float32)
+    got = tl.build(tl.op(w.source), **sizes)(X, gamma, beta)
+    want = w.reference(X, gamma, beta, **sizes)
+    with pytest.raises(AssertionError):  # the plain oracle: too tight here
+        schedfuzz.assert_close(got, want, 4)
+    assert schedfuzz.input_rounding_explains(w, [X, gamma, beta], sizes, 0, got, want, 4)
+    wrong = got.copy()
+    wrong[0, 0] += 0.01
+    assert not schedfuzz.input_rounding_explains(w, [X, gamma, beta], sizes, 0, wrong, want, 4)
