@@ -32,6 +32,8 @@ Environment:
 
 * ``TENSORLANG_SCHEDULE_FUZZ_RANDOM=1`` -- new random examples instead of the fixed (derandomized) CI set.
 * ``TENSORLANG_SCHEDULE_FUZZ_KNOWN=1`` -- excuse no failure as a known compiler bug (``schedfuzz.KNOWN_BUGS``).
+* ``TENSORLANG_SCHEDULE_FUZZ_TRACE=PATH`` -- before each build, write the program, sizes and schedule to PATH,
+  so that a crash of the whole process (a fatal error inside LLVM) leaves its repro there.
 * ``TENSORLANG_SCHEDULE_FUZZ_SHRINK=1`` -- make the random choices through hypothesis and let it shrink a
   failing example (slow: minutes, and hypothesis' preference for extreme values makes the examples bigger
   and slower). By default an example's choices come from a ``random.Random`` seeded by hypothesis (uniform
