@@ -1286,15 +1286,19 @@ def _scalar_helper(what: str, dt: str, name: str) -> str:
         if what in ("max", "min"):
             op = ">" if what == "max" else "<"
             return f"static inline {t} {name}({t} a, {t} b)\n{{\n    return a {op} b ? a : b;\n}}\n"
+        # by -1: the wrapping negation (the minimum / -1 would trap), remainder 0
         if what == "div":
-            return ("/* integer division truncates; x / 0 gives 0 */\n"
-                    f"static inline {t} {name}({t} a, {t} b)\n{{\n    return b == 0 ? 0 : a / b;\n}}\n")
+            return ("/* integer division truncates; x / 0 gives 0, x / -1 wraps */\n"
+                    f"static inline {t} {name}({t} a, {t} b)\n{{\n"
+                    f"    return b == 0 ? 0 : b == -1 ? ({t})(({u})0 - ({u})a) : a / b;\n}}\n")
         if what in ("floordiv", "mod"):
-            note = ("/* floor division (Python's //): x // 0 gives 0 */\n" if what == "floordiv" else
+            note = ("/* floor division (Python's //): x // 0 gives 0, x // -1 wraps */\n" if what == "floordiv" else
                     "/* the remainder with the sign of the divisor (Python's %): x % 0 gives 0 */\n")
             decl = f"{t} q = a / b, r = a % b;" if what == "floordiv" else f"{t} r = a % b;"
             ret = "q - 1 : q" if what == "floordiv" else "r + b : r"
+            minus_one = f"({t})(({u})0 - ({u})a)" if what == "floordiv" else "0"
             return (f"{note}static inline {t} {name}({t} a, {t} b)\n{{\n    if (b == 0)\n        return 0;\n"
+                    f"    if (b == -1)\n        return {minus_one};\n"
                     f"    {decl}\n    return (r != 0 && (r < 0) != (b < 0)) ? {ret};\n}}\n")
     raise AssertionError(f"no C helper {name}")
 

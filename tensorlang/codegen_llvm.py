@@ -121,6 +121,7 @@ class _Emitter:
         self.defs: dict[str, ir.Expr] = {}  # Let-bound index variables and their IR definitions
         self._addr_cache: dict = {}
         self.n_outlined = 0
+        self.int_divisions = 0    # integer divisions and remainders of the program emitted so far (see `loop`)
 
     def emit(self, body: ir.Stmt) -> None:
         self.stmt(body)
@@ -278,12 +279,26 @@ class _Emitter:
         self.b.cbranch(self.b.icmp_signed("<", iv, hi), body, after)
         self.b.position_at_end(body)
         old = self.bind(s.var.name, iv)
+        divisions = self.int_divisions
         self.stmt(s.body)
         nxt = self.b.add(iv, I64(1), flags=["nsw"])
         iv.add_incoming(nxt, self.b.block)
-        self.b.branch(header)
+        latch = self.b.branch(header)
+        if self.int_divisions > divisions:
+            # LLVM 22's loop vectorizer can abort the process on a loop of guarded integer divisions (its two cost
+            # models disagree: an assertion, enabled in llvmlite's build); x86 has no vector integer division
+            # anyway, so such a loop is left to the other optimisations
+            latch.set_metadata("llvm.loop", self.loop_id(("llvm.loop.vectorize.enable", False)))
         self.b.position_at_end(after)
         self.unbind(s.var.name, old)
+
+    def loop_id(self, *hints: tuple) -> ll.Value:
+        """A new loop ID for `!llvm.loop` (self-referential, as LLVM wants it) carrying `hints` (name, bool)."""
+        ops = [self.module.add_metadata([ll.MetaDataString(self.module, name), I1(int(value))])
+               for name, value in hints]
+        loop_id = ll.values.MDValue(self.module, [], name=str(len(self.module.metadata)))
+        loop_id.operands = (loop_id, *ops)
+        return loop_id
 
     def unrolled(self, s: ir.For) -> None:
         if not isinstance(s.extent, ir.IntImm):
@@ -617,10 +632,15 @@ class _Emitter:
                 q, r = b.sdiv(a, c), b.srem(a, c)
                 fix = b.icmp_signed("<", r, zero)
                 return b.select(fix, b.sub(q, one), q) if op == "//" else b.select(fix, b.add(r, c), r)
-            # division by zero gives 0 (like numpy's result, without its warning) instead of a crash
+            self.int_divisions += 1
+            # division by zero gives 0 (like numpy's result, without its warning) instead of a crash, and by -1
+            # the negation (wrapping, like numpy: INT_MIN / -1 would trap): the divisor of sdiv is never 0 or -1,
+            # so the division is safe to run for any operands
             is_zero = b.icmp_signed("==", c, zero)
-            safe = b.select(is_zero, one, c)
-            q, r = b.sdiv(a, safe), b.srem(a, safe)
+            minus_one = b.icmp_signed("==", c, b.sub(zero, one))
+            safe = b.select(b.or_(is_zero, minus_one), one, c)
+            q = b.select(minus_one, b.sub(zero, a), b.sdiv(a, safe))
+            r = b.srem(a, safe)
             if op == "/":
                 out = q
             else:

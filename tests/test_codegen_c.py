@@ -255,10 +255,12 @@ SEMANTICS = {
 
 def special_inputs(op, n: int, rng) -> list:
     out = []
-    for p in op.params:
+    for k, p in enumerate(op.params):
         if p.dtype == "i32":
             a = rng.integers(-20, 21, n).astype(np.int32)
-            a[:6] = [0, -7, 7, 2**31 - 1, -2**31 + 1, 5]
+            a[:8] = [0, -7, 7, 2**31 - 1, -2**31 + 1, 5, -2**31, -1]
+            if k == 1:
+                a[6] = -1  # the minimum divided by -1: wraps, must not trap
         else:
             a = (rng.standard_normal(n) * 4).astype(DTYPES[p.dtype].numpy)
             a[:9] = [np.nan, np.inf, -np.inf, 0.0, -0.0, 3e9, -3e9, 100.0, -100.0]
