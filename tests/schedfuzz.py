@@ -696,6 +696,34 @@ def cancelled(case: Case, o: str, got, want, s) -> bool:
     return scale > 0.0 and diff <= tolerance(np.asarray(want).dtype, case.reduction_len[o]) * scale
 
 
+def rounding_sensitive(case: Case, o: str, got, want) -> bool:
+    """Whether a mismatch of float output `o` is within how far the unscheduled kernel's own result moves when each
+    float input moves by about one unit in the last place: an element that amplifies rounding (the square root of
+    a sum that cancels to 0: 2**-28 against 2**-25 before the root, 6e-5 against 1.7e-4 after) is judged by that
+    spread, four draws, times 4; a wrong value on a well-conditioned element still fails."""
+    g64, w64 = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    fin = np.isfinite(w64)
+    if not np.array_equal(np.isfinite(g64), fin) or not np.array_equal(g64[~fin], w64[~fin], equal_nan=True):
+        return False
+    unscheduled = tl.build(case.op, **case.sizes)
+    i = case.op.outputs.index(o)
+    f32 = np.asarray(want).dtype == np.float32 or case.compare_f32.get(o, False)
+    eps = np.finfo(np.float32 if f32 else np.float64).eps
+    rng = np.random.default_rng(0)
+    base = np.asarray(_as_tuple(unscheduled(*case.inputs))[i], np.float64)
+    spread = np.zeros_like(w64)
+    for _ in range(4):
+        moved = [(a.astype(np.float64) * (1 + rng.uniform(-1, 1, a.shape) * eps)).astype(a.dtype)
+                 if np.issubdtype(a.dtype, np.floating) else a for a in case.inputs]
+        out = np.asarray(_as_tuple(unscheduled(*moved))[i], np.float64)
+        if not np.array_equal(np.isfinite(out), fin):
+            return False
+        spread = np.maximum(spread, np.where(fin, np.abs(out - base), 0.0))
+    tol = tolerance(np.asarray(want).dtype, case.reduction_len[o])
+    rms = float(np.sqrt(np.mean(w64[fin] ** 2))) if fin.any() else 0.0
+    return bool(np.all(np.abs(g64[fin] - w64[fin]) <= tol * (np.abs(w64[fin]) + rms) + 4 * spread[fin]))
+
+
 def failure_kind(op, sizes: dict, prims: list) -> str | None:
     """How the schedule `prims` of `op` at `sizes` fails (a short label), or None: it is refused by a primitive
     (not a legal schedule) or it computes what the unscheduled kernel computes (random inputs, loose tolerance:
@@ -864,7 +892,7 @@ def check_schedule(fz: Fuzzer) -> str:
         try:
             assert_close(a, b, case.reduction_len[o], exact=case.exact[o], err_msg=o)
         except AssertionError as e:
-            if not case.exact[o] and cancelled(case, o, a, b, s):
+            if not case.exact[o] and (cancelled(case, o, a, b, s) or rounding_sensitive(case, o, a, b)):
                 continue
             if bug := known_failure(s, "wrong-result", e):
                 return f"skipped (known bug {bug})"

@@ -198,3 +198,19 @@ def test_fuzzer_judges_an_ill_conditioned_reference_by_its_sensitivity():
     wrong = got.copy()
     wrong[0, 0] += 0.01
     assert not schedfuzz.input_rounding_explains(w, [X, gamma, beta], sizes, 0, wrong, want, 4)
+
+
+def test_fuzzer_judges_an_amplified_rounding_by_the_kernels_sensitivity():
+    """A long random run failed on sqrt(|T0|) where T0[1] is a sum of five terms of about 0.5 that cancels
+    exactly: the unscheduled kernel left 2**-28 of rounding, the vectorized one (another order) 2**-25, and
+    the root turned that into 6e-5 against 1.7e-4. Such an element is judged by how far the unscheduled
+    kernel's own result moves when the inputs move by one unit in the last place."""
+    src = progen.Src.from_random(random.Random(5149368609))
+    case = schedfuzz.progen_case(src)
+    assert "abs(T0[i]) ** 0.5" in case.text
+    fz = schedfuzz.Fuzzer(case, src)
+    fz.s["T0"].vectorize("r")
+    assert schedfuzz.check_schedule(fz) == "checked"
+    wrong = case.baseline["T1"].copy()
+    wrong[2, 0] += 0.01  # a well-conditioned element: no rounding explains that
+    assert not schedfuzz.rounding_sensitive(case, "T1", wrong, case.baseline["T1"])
