@@ -1077,11 +1077,11 @@ def test_compute_root_undoes_compute_inline():
     assert text == default_text(s) and "allocate P" in text
 
 
-def test_compute_root_with_a_stale_reader_is_refused_at_lowering():
+def test_compute_root_with_a_stale_reader_is_refused_at_the_call():
     s = _softmax_at_row()
-    s["sm"].compute_root()                  # e is still computed at Y.n but its reader sm is not
-    with pytest.raises(tl.ScheduleError, match=r"compute_at\(e, Y, n\).*read by sm.*no longer computed at Y\.n"):
-        s.lower()
+    # e would stay computed at Y.n while its reader sm would not: the call that would make it so is refused
+    refuse(s, lambda: s["sm"].compute_root(), "compute_root(sm): compute_at(e, Y, n)", "read by sm",
+           "no longer computed at Y.n")
 
 
 # =====================================================================================================
