@@ -521,6 +521,8 @@ class Fuzzer:
             expect = "illegal"
         elif verb == "serial":
             expect = "legal"
+        elif verb in ("unroll", "vectorize") and self.attach(stage)[0] == "at":
+            pass  # its loops run over the region its readers use, whose extents this model does not know
         elif verb == "unroll":
             copies = math.prod(q.extent for q in nest.loops if q.kind == "unrolled" and q is not lp) * lp.extent
             if copies > self.MAX_UNROLLED:
@@ -583,7 +585,9 @@ class Fuzzer:
         return f"s[{_q(stage)}].compute_inline()", lambda: self.s[stage].compute_inline(), expect
 
     def p_compute_root(self, stage):
-        return f"s[{_q(stage)}].compute_root()", lambda: self.s[stage].compute_root(), "legal"
+        # legal, unless a stage computed at another's loop would be left with a reader computed elsewhere
+        at = any(o.attach[0] == "at" for o in self.s.state().stages.values())
+        return f"s[{_q(stage)}].compute_root()", lambda: self.s[stage].compute_root(), None if at else "legal"
 
     def p_cache_write(self, stage):
         axis = self.any_loop(stage)
