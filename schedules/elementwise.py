@@ -127,6 +127,12 @@ def apply_config(s, cfg: dict) -> None:
     if ji:
         e.vectorize(ji)
     where = _FUSIONS[cfg["fusion"]]
+    # each stage's own loops first, then the placements (a stage computed inside another is checked on its
+    # region at every primitive that schedules it: placed last, it is checked once)
+    for name, how in zip(("T1", "T2"), where):
+        if how != "inline" and vec > 1:
+            _, vi = s[name].split("j", vec)
+            s[name].vectorize(vi)
     for name, how in zip(("T2", "T1"), reversed(where)):  # T2 first: it reads T1
         if how == "inline":
             s[name].compute_inline()
@@ -134,10 +140,6 @@ def apply_config(s, cfg: dict) -> None:
             s[name].compute_at(e, jo if how == "tile" else ii)
         else:
             s[name].parallel(s[name].split("i", rows)[0] if rows > 1 else "i")
-    for name, how in zip(("T1", "T2"), where):
-        if how != "inline" and vec > 1:
-            _, vi = s[name].split("j", vec)
-            s[name].vectorize(vi)
     e.parallel(io)
 
 

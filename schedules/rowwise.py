@@ -45,12 +45,14 @@ def apply_rowwise(s, output: str, placement: tuple, widths: dict, rows: int) -> 
     at_row, roots, inlined = placement
     for name in inlined:
         s[name].compute_inline()
-    for name in at_row:
-        s[name].compute_at(y, yi)
-    for name in roots:
-        s[name].parallel(s[name].split("n", rows)[0] if rows > 1 else "n")
+    # each stage's own loops first, then the placements: a stage computed inside another is checked on its
+    # region at every primitive that schedules it, so placing it last checks it once
     for name, width in widths.items():
         if width > 1 and name not in inlined:
             _, di = s[name].split("d", width)
             s[name].vectorize(di)
+    for name in at_row:
+        s[name].compute_at(y, yi)
+    for name in roots:
+        s[name].parallel(s[name].split("n", rows)[0] if rows > 1 else "n")
     y.parallel(yo)

@@ -170,8 +170,7 @@ class Lowerer:
                 elif isinstance(p, Reorder):
                     nest.reorder("reorder", p.axes)
                 elif isinstance(p, Annotate):
-                    verb = {"vectorized": "vectorize", "unrolled": "unroll"}.get(p.kind, p.kind)
-                    nest.annotate(verb, p.axis, p.kind)
+                    nest.annotate(p.verb, p.axis, p.kind)
         except ScheduleError as e:
             _, consumer, axis = self.state.stages[name].attach
             shape = " x ".join(str(x) for x in region.extents)

@@ -89,9 +89,13 @@ class Annotate(Primitive):
     kind: str
     NAME = "annotate"
 
+    @property
+    def verb(self) -> str:
+        """The schedule method that made it: vectorize, unroll, parallel or serial."""
+        return {"vectorized": "vectorize", "unrolled": "unroll"}.get(self.kind, self.kind)
+
     def to_python(self):
-        verb = {"vectorized": "vectorize", "unrolled": "unroll", "parallel": "parallel", "serial": "serial"}
-        return f"s[{_q(self.stage)}].{verb[self.kind]}({_q(self.axis)})"
+        return f"s[{_q(self.stage)}].{self.verb}({_q(self.axis)})"
 
 
 @dataclass(frozen=True)

@@ -481,6 +481,20 @@ class StageHandle:
     pack = cache_read
 
 
+def _may_break_regions(state: ScheduleState, p: Primitive) -> bool:
+    """Whether `p`, just applied to `state`, can make a computed-at stage illegal over its region: it attaches or
+    detaches a stage, schedules a stage computed at another's loop or a consumer of one (its loops decide the
+    region), or any loop is parallel (threads must not share a region) while some stage is computed at another."""
+    attached = [st for st in state.stages.values() if st.attach[0] == "at"]
+    if not attached:
+        return False
+    if isinstance(p, (ComputeAt, ComputeRoot, ComputeInline)) or state.stages[p.stage].attach[0] == "at":
+        return True
+    if any(st.attach[1] == p.stage for st in attached):
+        return True
+    return any(lp.kind == "parallel" for st in state.stages.values() for lp in st.nest.loops)
+
+
 class Schedule:
     """A program with bound sizes and the primitives applied to it, in order."""
 
@@ -524,7 +538,7 @@ class Schedule:
 
     def _check(self, trial: ScheduleState, p: Primitive) -> None:
         trial.apply(p)
-        if any(st.attach[0] == "at" for st in trial.stages.values()):
+        if _may_break_regions(trial, p):
             # a stage computed at a consumer's loop runs over the region its readers use, known once regions are
             # (its loops replayed on that region, whether threads would share it): lower to find out now, so that
             # the primitive that makes the schedule illegal is the one refused

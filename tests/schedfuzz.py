@@ -214,20 +214,32 @@ def input_rounding_explains(w, inputs: list, sizes: dict, i: int, got, want, rle
     `sqrt(var + 1e-5)` magnifies it), moving each input by one unit in the last place moves the reference about
     as far as float32 arithmetic does. Each element's difference must be within the oracle's tolerance plus
     4 * `rlen` times the largest move of that element over four such perturbations."""
-    rng = np.random.default_rng(0)
-    e64, g64 = np.asarray(want, np.float64), np.asarray(got, np.float64)
-    if not np.array_equal(np.isfinite(e64), np.isfinite(g64)):
+    def reference(*arrays):
+        return _as_tuple(w.reference(*arrays, **sizes))[i]
+    return within_rounding_spread(reference, inputs, want, got, want, tolerance(np.asarray(want).dtype, rlen),
+                                  4 * rlen)
+
+
+def within_rounding_spread(compute, inputs: list, base, got, want, tol: float, factor: float,
+                           eps: float | None = None) -> bool:
+    """Whether every finite element of `got` is within ``tol * (|want| + rms(want))`` plus `factor` times how far
+    ``compute(*inputs)`` moves from `base` when each float input moves by up to `eps` relative (default: one unit
+    in its own last place), over four random draws; non-finite elements must agree exactly."""
+    g64, w64, b64 = (np.asarray(x, np.float64) for x in (got, want, base))
+    fin = np.isfinite(w64)
+    if not np.array_equal(np.isfinite(g64), fin) or not np.array_equal(g64[~fin], w64[~fin], equal_nan=True):
         return False
-    spread = np.zeros_like(e64)
+    rng = np.random.default_rng(0)
+    spread = np.zeros_like(w64)
     for _ in range(4):
-        moved = [a.astype(np.float64) * (1 + rng.uniform(-1, 1, a.shape) * np.finfo(a.dtype).eps)
-                 if np.issubdtype(a.dtype, np.floating) else a for a in inputs]
-        ref = np.asarray(_as_tuple(w.reference(*moved, **sizes))[i], np.float64)
-        spread = np.maximum(spread, np.abs(ref - e64))
-    tol = tolerance(np.asarray(want).dtype, rlen)
-    fin = np.isfinite(e64)
-    rms = float(np.sqrt(np.mean(e64[fin] ** 2))) if fin.any() else 1.0
-    return bool(np.all(np.abs(g64[fin] - e64[fin]) <= tol * (np.abs(e64[fin]) + rms) + 4 * rlen * spread[fin]))
+        moved = [(a.astype(np.float64) * (1 + rng.uniform(-1, 1, a.shape) * (eps or np.finfo(a.dtype).eps)))
+                 .astype(a.dtype) if np.issubdtype(a.dtype, np.floating) else a for a in inputs]
+        out = np.asarray(compute(*moved), np.float64)
+        if not np.array_equal(np.isfinite(out), fin):
+            return False
+        spread = np.maximum(spread, np.where(fin, np.abs(out - b64), 0.0))
+    rms = float(np.sqrt(np.mean(w64[fin] ** 2))) if fin.any() else 0.0
+    return bool(np.all(np.abs(g64[fin] - w64[fin]) <= tol * (np.abs(w64[fin]) + rms) + factor * spread[fin]))
 
 
 def progen_case(src: progen.Src) -> Case:
@@ -705,27 +717,15 @@ def rounding_sensitive(case: Case, o: str, got, want) -> bool:
     float input moves by about one unit in the last place: an element that amplifies rounding (the square root of
     a sum that cancels to 0: 2**-28 against 2**-25 before the root, 6e-5 against 1.7e-4 after) is judged by that
     spread, four draws, times 4; a wrong value on a well-conditioned element still fails."""
-    g64, w64 = np.asarray(got, np.float64), np.asarray(want, np.float64)
-    fin = np.isfinite(w64)
-    if not np.array_equal(np.isfinite(g64), fin) or not np.array_equal(g64[~fin], w64[~fin], equal_nan=True):
-        return False
     unscheduled = tl.build(case.op, **case.sizes)
     i = case.op.outputs.index(o)
+
+    def run(*arrays):
+        return _as_tuple(unscheduled(*arrays))[i]
     f32 = np.asarray(want).dtype == np.float32 or case.compare_f32.get(o, False)
-    eps = np.finfo(np.float32 if f32 else np.float64).eps
-    rng = np.random.default_rng(0)
-    base = np.asarray(_as_tuple(unscheduled(*case.inputs))[i], np.float64)
-    spread = np.zeros_like(w64)
-    for _ in range(4):
-        moved = [(a.astype(np.float64) * (1 + rng.uniform(-1, 1, a.shape) * eps)).astype(a.dtype)
-                 if np.issubdtype(a.dtype, np.floating) else a for a in case.inputs]
-        out = np.asarray(_as_tuple(unscheduled(*moved))[i], np.float64)
-        if not np.array_equal(np.isfinite(out), fin):
-            return False
-        spread = np.maximum(spread, np.where(fin, np.abs(out - base), 0.0))
-    tol = tolerance(np.asarray(want).dtype, case.reduction_len[o])
-    rms = float(np.sqrt(np.mean(w64[fin] ** 2))) if fin.any() else 0.0
-    return bool(np.all(np.abs(g64[fin] - w64[fin]) <= tol * (np.abs(w64[fin]) + rms) + 4 * spread[fin]))
+    return within_rounding_spread(run, case.inputs, run(*case.inputs), got, want,
+                                  tolerance(np.asarray(want).dtype, case.reduction_len[o]), 4,
+                                  eps=np.finfo(np.float32 if f32 else np.float64).eps)
 
 
 def failure_kind(op, sizes: dict, prims: list) -> str | None:

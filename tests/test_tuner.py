@@ -402,6 +402,14 @@ def test_candidates_far_from_the_best_stop_after_min_runs():
         assert len(precise.times) > 3
 
 
+@pytest.mark.parametrize("bad, field", [
+    ({"min_runs": 0}, "min_runs"), ({"min_runs": 5, "max_runs": 3}, "max_runs"), ({"run_timeout": 0}, "run_timeout"),
+    ({"min_time": -1}, "min_time"), ({"coarse_factor": 0.9}, "coarse_factor"), ({"slow_factor": "x"}, "slow_factor")])
+def test_bad_measure_options_are_refused_by_name(bad, field):
+    with pytest.raises(ValueError, match=f"MeasureOptions: .*{field}"):
+        MeasureOptions(**bad)
+
+
 def test_builders_featurize_exactly_like_the_tuner_and_survive_a_crash(monkeypatch):
     from tuner.measure import LocalRunner
     task = Task.create("conv2d", preset="small", threads=1)

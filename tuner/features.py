@@ -99,7 +99,8 @@ import numpy as np
 from tensorlang.ir import (Allocate, BinOp, Buffer, Call, Cast, Cmp, Expr, For, Func, If, IntImm, Let, Load,
                            Logic, Neg, Not, Select, Seq, Store, Var)
 
-__all__ = ["FEATURE_NAMES", "STORE_FEATURES", "PROGRAM_FEATURES", "as_dict", "extract", "of_schedule"]
+__all__ = ["FEATURE_NAMES", "STORE_FEATURES", "PROGRAM_FEATURES", "as_dict", "extract", "of_config",
+           "of_schedule"]
 
 L1_BYTES = 32 * 1024
 L2_BYTES = 1024 * 1024
@@ -591,6 +592,24 @@ def of_schedule(schedule) -> np.ndarray:
         True
     """
     return extract(schedule.lowered())
+
+
+def of_config(space, op, sizes: dict, config: dict) -> np.ndarray | None:
+    """The feature vector of ``config`` of a search ``space`` for ``op`` at ``sizes``, or None when the config
+    cannot be scheduled (what the tuner, its builder processes and replay all compute).
+
+    Example::
+
+        >>> from tuner.task import Task
+        >>> t = Task.create("matmul", preset="small", threads=1)
+        >>> of_config(t.space, t.op, t.sizes, t.space.config_at(0)).shape == (len(FEATURE_NAMES),)
+        True
+    """
+    import tensorlang as tl
+    try:
+        return of_schedule(space.schedule(op, sizes, config))
+    except tl.ScheduleError:
+        return None
 
 
 def as_dict(vector: np.ndarray, linear: bool = False) -> dict[str, float]:

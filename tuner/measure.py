@@ -59,6 +59,10 @@ class MeasureOptions:
 
         >>> MeasureOptions(min_time=0.1).min_runs
         3
+        >>> MeasureOptions(coarse_factor=0.5)
+        Traceback (most recent call last):
+        ...
+        ValueError: MeasureOptions: coarse_factor must be a number >= 1 (math.inf: never), got 0.5
     """
 
     min_runs: int = 3
@@ -68,6 +72,20 @@ class MeasureOptions:
     coarse_factor: float = 1.5
     build_timeout: float = 60.0
     run_timeout: float = 10.0
+
+    def __post_init__(self):
+        if not (isinstance(self.min_runs, int) and isinstance(self.max_runs, int)
+                and 1 <= self.min_runs <= self.max_runs):
+            raise ValueError(f"MeasureOptions: min_runs and max_runs must be integers with 1 <= min_runs <= "
+                             f"max_runs, got {self.min_runs!r} and {self.max_runs!r}")
+        for name in ("min_time", "build_timeout", "run_timeout"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and value >= 0 and (value > 0 or name == "min_time")):
+                raise ValueError(f"MeasureOptions: {name} must be a positive number of seconds, got {value!r}")
+        for name in ("slow_factor", "coarse_factor"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and value >= 1):
+                raise ValueError(f"MeasureOptions: {name} must be a number >= 1 (math.inf: never), got {value!r}")
 
 
 RETIME_OPTIONS = MeasureOptions(min_runs=5, min_time=0.1, slow_factor=math.inf, coarse_factor=math.inf)
@@ -145,10 +163,8 @@ def _features(task: Task | None, config: dict, faults: dict) -> list[float] | No
         raise ValueError("this builder was started without a task: it cannot compute features")
     if faults.get(config_key(config)) == "features_crash":
         os.abort()
-    try:
-        return features.of_schedule(task.space.schedule(task.op, task.sizes, config)).tolist()
-    except tl.ScheduleError:
-        return None
+    f = features.of_config(task.space, task.op, task.sizes, config)
+    return None if f is None else f.tolist()
 
 
 def _short_traceback() -> str:

@@ -113,16 +113,12 @@ def table_features(dataset: Dataset, task: Task | None = None) -> dict[str, np.n
     hit = _FEATURES.get(key)
     if hit is not None and hit[0] is dataset:
         return hit[1]
-    import tensorlang as tl
     from tuner import features
     task = task or replay_task(dataset)
     space = dataset.space(task.space) if len(dataset) else None
     out: dict[str, np.ndarray | None] = {}
     for c in dataset.configs:
-        try:
-            out[config_key(c)] = features.of_schedule(space.schedule(task.op, task.sizes, c))
-        except tl.ScheduleError:
-            out[config_key(c)] = None
+        out[config_key(c)] = features.of_config(space, task.op, task.sizes, c)
     _FEATURES[key] = (dataset, out)
     return out
 

@@ -119,11 +119,7 @@ class Tuner:
 
     def featurize(self, config: dict) -> np.ndarray | None:
         """Features of the config's lowered loop IR (None when the config cannot be scheduled)."""
-        try:
-            s = self.task.space.schedule(self.task.op, self.task.sizes, config)
-            return feature_extraction.of_schedule(s)
-        except tl.ScheduleError:
-            return None
+        return feature_extraction.of_config(self.task.space, self.task.op, self.task.sizes, config)
 
     def featurize_many(self, configs: list[dict]) -> list[np.ndarray | None]:
         """:meth:`featurize` of each config; while :meth:`run` measures on this machine, on the idle builder
