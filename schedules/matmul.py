@@ -98,6 +98,24 @@ def hand_schedule(s) -> None:
     c.parallel(jo if N > nc else io)  # one column block (N <= 64): the row blocks, each packing its own A
 
 
+def hand_config(sizes: dict) -> dict | None:
+    """The config of :func:`space` whose schedule is :func:`hand_schedule` (the same loop IR), or None where the
+    space cannot express it (fewer than 6 rows or 64 columns, a column block the ``nc`` knob lacks, a k extent
+    the unrolling does not divide).
+
+    Example::
+
+        >>> hand_config({"M": 1024, "N": 1024, "K": 1024})["nc"], hand_config({"M": 4, "N": 64, "K": 8})
+        (512, None)
+    """
+    M, N, K = sizes["M"], sizes["N"], sizes["K"]
+    nc = min(512, _round_up(N, 128) // 2)  # as hand_schedule: two column blocks where N allows
+    if M < 6 or N < 64 or (K < 512 and K % 4) or (nc < N and nc not in (64, 128, 256, 512)):
+        return None
+    return {"nr": 64, "mr": 6, "nc": nc if nc < N else N, "kc": 512 if K > 512 else K, "mc": 12 if M > 12 else M,
+            "ku": 4, "pack_a": True, "pack_b": True, "parallel": "jo" if N > nc else "io"}
+
+
 def _round_up(x: int, m: int) -> int:
     return -(-x // m) * m
 
@@ -181,6 +199,7 @@ WORKLOAD = Workload(
     flops=flops,
     description="Dense f32 matrix multiplication C[M, N] = A[M, K] @ B[K, N].",
     hand_schedule=hand_schedule,
+    hand_config=hand_config,
     numpy_fast=numpy_fast,
     space=space,
 )

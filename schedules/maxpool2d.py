@@ -102,6 +102,25 @@ def pool_knobs(sizes: dict) -> list[Knob]:
     ]
 
 
+
+HAND_CONFIG = {"wi": 1, "hi": 1, "unroll_window": True, "cache_write": False, "parallel": "c"}
+
+
+def hand_config(sizes: dict) -> dict | None:
+    """The config of :func:`space` whose schedule is :func:`hand_schedule` (the same loop IR where the space has
+    its values; None where it does not).
+
+    Example::
+
+        >>> sorted(hand_config(WORKLOAD.sizes()))[:2]
+        ['cache_write', 'hi']
+    """
+    try:
+        space(sizes).validate(HAND_CONFIG)
+    except ValueError:
+        return None
+    return dict(HAND_CONFIG)
+
 def space(sizes: dict) -> Space:
     """The tuner's space (see :func:`pool_knobs`); it holds the hand schedule, ``{"wi": 1, "hi": 1,
     "unroll_window": True, "cache_write": False, "parallel": "c"}``.
@@ -181,6 +200,7 @@ WORKLOAD = Workload(
     flops=flops,
     description="2-D f32 max pooling O[N, C, OH, OW] over KHxKW windows of I[N, C, H, W] with a stride.",
     hand_schedule=hand_schedule,
+    hand_config=hand_config,
     numpy_fast=numpy_fast,
     space=space,
 )

@@ -94,6 +94,25 @@ PLACEMENTS = {
 }
 
 
+
+HAND_CONFIG = {"placement": "row", "vec": 16, "vec_reduce": 16, "rows": 1}
+
+
+def hand_config(sizes: dict) -> dict | None:
+    """The config of :func:`space` whose schedule is :func:`hand_schedule` (the same loop IR where the space has
+    its values; None where it does not).
+
+    Example::
+
+        >>> sorted(hand_config(WORKLOAD.sizes()))[:2]
+        ['placement', 'rows']
+    """
+    try:
+        space(sizes).validate(HAND_CONFIG)
+    except ValueError:
+        return None
+    return dict(HAND_CONFIG)
+
 def space(sizes: dict) -> Space:
     """The tuner's space: where the row statistics and the exponentials are computed (inside the row loop, as in
     the hand schedule; each in a pass of its own at the root; or ``e`` inlined, its exponentials computed twice,
@@ -157,6 +176,7 @@ WORKLOAD = Workload(
     flops=flops,
     description="Numerically stable softmax Y[N, D] over the rows of X[N, D] (max, exp, sum, divide).",
     hand_schedule=hand_schedule,
+    hand_config=hand_config,
     numpy_fast=numpy_fast,
     space=space,
 )

@@ -48,6 +48,8 @@ class Workload:
             dtype, used as the speed baseline by ``tensorlang bench`` (None: use ``reference``).
         space: ``space(sizes) -> tuner.space.Space`` the tuner's search space at these sizes: knobs and a
             config -> schedule function using public primitives only.
+        hand_config: ``hand_config(sizes) -> dict | None`` the config of ``space(sizes)`` whose schedule is the
+            hand schedule (None where the space cannot express it); ``tensorlang tune`` measures it first.
 
     Example::
 
@@ -77,6 +79,7 @@ class Workload:
     hand_schedule: Callable | None = None
     numpy_fast: Callable | None = None
     space: Callable | None = None
+    hand_config: Callable | None = None
 
     def __post_init__(self) -> None:
         if not self.presets:

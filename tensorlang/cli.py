@@ -239,6 +239,8 @@ def make_parser() -> argparse.ArgumentParser:
     t.add_argument("--retime-top", type=int, default=5,
                    help="at the end, time the K fastest configs again (3 interleaved rounds) and let that choose "
                         "the best (default 5; 0: no re-timing)")
+    t.add_argument("--no-hand-start", action="store_true",
+                   help="do not measure the hand schedule's config first (search starts from nothing)")
     t.add_argument("--plot", help="write a PNG of the best GFLOPS so far against trials")
     t.add_argument("--no-baselines", action="store_true",
                    help="skip timing the default and hand schedules and numpy at the end")

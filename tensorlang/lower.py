@@ -237,7 +237,12 @@ class Lowerer:
         pure_inside_red = first_red is not None and any(not lp.reduction for lp in loops[first_red:])
         all_red_cached = cw_depth is not None and (first_red is None or first_red > cw_depth)
         fused_init = identity is not None and cw_depth is None and not pure_inside_red
-        separate_init = identity is not None and not fused_init and not all_red_cached
+        # with cache_write and reduction loops outside the tile, the first of their iterations writes the tile
+        # back without reading the output: no separate pass initialises it
+        outer_red = [lp for lp in loops[:cw_depth + 1] if lp.reduction] if cw_depth is not None else []
+        folded_init = identity is not None and bool(outer_red) and all(lp.kind in ("serial", "unrolled")
+                                                                         for lp in outer_red)
+        separate_init = identity is not None and not fused_init and not all_red_cached and not folded_init
         # an index that may overshoot is guarded where it reaches a program buffer; a reduction index always
         # (its extra iterations would be accumulated even into a local tile)
         # with cache_write, an index bound outside the tile is guarded where it is bound (its overshoot would reach
@@ -294,9 +299,19 @@ class Lowerer:
                 inner = loops[depth + 1:]
                 init = [] if identity is None else [tile(inner, ir.Store(buf, idx, identity), False)]
                 back = ir.Load(buf, idx)
+                write_back = tile(inner, ir.Store(out, out_idx, back), True)
                 if identity is not None and not all_red_cached:
-                    back = ir.BinOp(s.reduce_op, ir.Load(out, out_idx), back)
-                body = ir.Allocate(buf, ir.seq(*init, body, tile(inner, ir.Store(out, out_idx, back), True)))
+                    accumulate = tile(inner, ir.Store(out, out_idx, ir.BinOp(s.reduce_op, ir.Load(out, out_idx),
+                                                                             back)), True)
+                    if folded_init:
+                        first = None
+                        for r in outer_red:
+                            c = ir.Cmp("==", var[r.name], ir.const(r.lo))
+                            first = c if first is None else ir.Logic("and", first, c)
+                        write_back = ir.If(first, write_back, accumulate)
+                    else:
+                        write_back = accumulate
+                body = ir.Allocate(buf, ir.seq(*init, body, write_back))
             for lc, copy in self.copies_at(copies, lp.name):
                 body = ir.Allocate(lc.buffer, ir.seq(copy, body))
             # producers computed here come first: a cache_read at this loop may copy what they compute

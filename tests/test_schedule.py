@@ -57,7 +57,10 @@ def run(s: tl.Schedule, seed: int | None = None):
     prog = PROGRAMS[s.op.name]
     inputs = make_inputs(s, zlib.crc32(s.to_json().encode()) if seed is None else seed)
     k = tl.build(s)
-    got = k(*inputs)
+    # outputs start as NaN (or a sentinel): an element the kernel never writes cannot pass as a fresh zero page
+    outs = [np.full(k.output_shapes[o], np.nan if np.issubdtype(k.output_dtypes[o], np.floating) else -77,
+                    k.output_dtypes[o]) for o in s.op.outputs]
+    got = k(*inputs, out=outs[0] if len(outs) == 1 else tuple(outs))
     assert_close(got, prog.reference(*inputs, **s.sizes), prog.red_len(s.sizes), exact=prog.exact,
                  err_msg=f"schedule:\n{s}\nloop IR:\n{text}")
     return text, k
@@ -1118,9 +1121,47 @@ def _cw_reduction_outside():
 
 def test_cache_write_reduction_loop_outside_cached_level():
     text, _ = run(CASES["cw_reduction_outside"]())
-    assert "C[m, n] = 0f" in text                                       # a separate init nest
-    assert "C[m, n] = C[m, n] + C_local[m_i, n_i]" in text             # partial tiles are accumulated
+    assert "C[m, n] = 0f" not in text                                   # no separate init pass over C
+    assert "if k == 0:" in text                                          # the first k writes the tile back
+    assert "C[m, n] = C_local[m_i, n_i]" in text
+    assert "C[m, n] = C[m, n] + C_local[m_i, n_i]" in text             # later ones accumulate
     assert encloses(text, "k", "n_o")
+
+
+@case("cw_two_reductions_outside")
+def _cw_two_reductions_outside():
+    s = new("mm", M=13, N=37, K=19)
+    s["C"].tile("m", "n", 4, 16)
+    s["C"].split("k", 4)
+    s["C"].reorder("k_o", "m_o", "k_i", "n_o", "m_i", "n_i")
+    s["C"].unroll("k_i")
+    s["C"].cache_write("n_o")
+    return s
+
+
+def test_cache_write_init_folded_into_first_write_back_of_every_outer_reduction_loop():
+    # k split 4 + 4 + 4 + 4 + 3 (a tail), both parts outside the tile, the inner one unrolled: the write-back that
+    # does not read C is the one where both are 0, and every element of C is written there
+    text, _ = run(CASES["cw_two_reductions_outside"]())
+    assert "C[m, n] = 0f" not in text
+    assert "if k_o == 0 and k_i == 0:" in text
+    run(CASES["cw_two_reductions_outside"](), seed=3)
+
+
+@case("cw_max_reduction_outside")
+def _cw_max_reduction_outside():
+    s = new("rowmaxi", M=21, K=10)
+    s["B"].split("m", 8)
+    s["B"].reorder("k", "m_o", "m_i")
+    s["B"].cache_write("m_o")
+    return s
+
+
+def test_cache_write_init_folded_for_a_max_reduction():
+    # the local tile starts at the identity (INT_MIN); the first write-back stores it as it is
+    text, _ = run(CASES["cw_max_reduction_outside"]())
+    assert "if k == 0:" in text and "B[m] = B_local[m_i]" in text
+    assert "B[m] = max(B[m], B_local[m_i])" in text
 
 
 @case("cw_innermost")

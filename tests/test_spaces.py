@@ -117,24 +117,13 @@ def test_random_configs_compute_the_reference(w):
     assert len(refused) <= MAX_REFUSED, "too many configs refused:\n" + "\n".join(refused)
 
 
-HAND_CONFIGS = [
-    ("conv2d", None, {"fi": 32, "wi": 14, "hi": 1, "reduce_order": "c,r,s", "unroll_s": False, "cache_write": True,
-                      "pack_filters": True, "parallel": "fo", "padding": "root"}),
-    ("matmul", "1024", {"nr": 64, "mr": 6, "nc": 512, "kc": 512, "mc": 12, "ku": 4, "pack_a": True,
-                        "pack_b": True, "parallel": "jo"}),
-    ("matmul", "tall_skinny", {"nr": 64, "mr": 6, "nc": 64, "kc": 256, "mc": 12, "ku": 4, "pack_a": True,
-                               "pack_b": True, "parallel": "io"}),
-    ("depthwise_conv2d", None, {"wi": 16, "hi": 1, "unroll_taps": True, "cache_write": True, "padding": "inline",
-                                "parallel": "c"}),
-    ("softmax", None, {"placement": "row", "vec": 16, "vec_reduce": 16, "rows": 1}),
-    ("maxpool2d", None, {"wi": 1, "hi": 1, "unroll_window": True, "cache_write": False, "parallel": "c"}),
-]
+HAND_CASES = [(w.name, p) for w in WORKLOADS if w.hand_schedule is not None for p in sorted(w.presets)]
 
 
-@pytest.mark.parametrize("name,preset,cfg", HAND_CONFIGS,
-                         ids=[f"{c[0]}-{c[1]}" if c[1] else c[0] for c in HAND_CONFIGS])
-def test_hand_schedule_is_a_point_of_the_space(name, preset, cfg):
-    """The config with the hand schedule's values lowers to the hand schedule's loop IR (lowering only).
+@pytest.mark.parametrize("name,preset", HAND_CASES, ids=[f"{n}-{p}" for n, p in HAND_CASES])
+def test_hand_config_is_the_hand_schedule(name, preset):
+    """The workload's ``hand_config`` lowers to the hand schedule's loop IR at every preset where it gives one
+    (lowering only), and it gives one at the default preset.
 
     Example::
 
@@ -142,28 +131,36 @@ def test_hand_schedule_is_a_point_of_the_space(name, preset, cfg):
         >>> sz = w.sizes("small")
         >>> hand = tl.schedule(tl.op(w.source), **sz)
         >>> w.hand_schedule(hand)
-        >>> cfg = {"wi": 1, "hi": 1, "unroll_window": True, "cache_write": False, "parallel": "c"}
-        >>> w.space(sz).schedule(tl.op(w.source), sz, cfg).lower() == hand.lower()
+        >>> w.space(sz).schedule(tl.op(w.source), sz, w.hand_config(sz)).lower() == hand.lower()
         True
     """
     w = schedules.get(name)
     sizes = w.sizes(preset)
+    cfg = w.hand_config(sizes)
+    if cfg is None:
+        assert preset != w.default_preset, f"{name}: no hand config at the default preset"
+        return
     op = tl.op(w.source)
     hand = tl.schedule(op, **sizes)
     w.hand_schedule(hand)
-    tuned = w.space(sizes).schedule(op, sizes, cfg)
-    assert str(tuned.lowered()) == str(hand.lowered()), f"{name}:\nhand:\n{hand}\nconfig:\n{tuned}"
+    sp = w.space(sizes)
+    assert sp.allowed(cfg), f"{name} {preset}: the hand config {cfg} breaks {sp.describe()}"
+    tuned = sp.schedule(op, sizes, cfg)
+    assert str(tuned.lowered()) == str(hand.lowered()), f"{name} {preset}:\nhand:\n{hand}\nconfig:\n{tuned}"
 
 
 def test_every_hand_schedule_has_its_config():
-    """Every workload with a hand schedule has a case in :data:`HAND_CONFIGS`.
+    """Every workload with a hand schedule has a ``hand_config``, and the matmul one covers its presets but
+    ``small`` (48 columns: less than one 64-wide tile).
 
     Example::
 
-        >>> sorted(c[0] for c in HAND_CONFIGS)[:2]
-        ['conv2d', 'depthwise_conv2d']
+        >>> schedules.get("matmul").hand_config(schedules.get("matmul").sizes("tall_skinny"))["parallel"]
+        'io'
     """
-    assert {w.name for w in WORKLOADS if w.hand_schedule is not None} <= {c[0] for c in HAND_CONFIGS}
+    assert all(w.hand_config is not None for w in WORKLOADS if w.hand_schedule is not None)
+    mm = schedules.get("matmul")
+    assert [p for p in sorted(mm.presets) if mm.hand_config(mm.sizes(p)) is None] == ["small"]
 
 
 @pytest.mark.parametrize("w", WORKLOADS, ids=[w.name for w in WORKLOADS])

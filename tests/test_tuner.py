@@ -30,7 +30,7 @@ from tuner.measure import FAULTS_ENV, MeasureOptions, compare
 from tuner.space import Knob, Space, config_key
 from tuner.strategies import STRATEGIES, Observation, make_strategy
 from tuner.task import Task
-from tuner.tuning import TuneSummary, Tuner
+from tuner.tuning import TuneSummary, Tuner, hand_start_configs
 from tuner.worker import Worker, WorkerCrash, WorkerTimeout
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -220,6 +220,44 @@ def test_tuning_again_resumes_from_the_records(tmp_path):
     assert (s3.trials_before, s3.trials_done) == (12, 0) and s3.phase_s == {}
     with Database(path) as db:
         assert db.count(task.key) == 12
+
+
+def test_tuning_starts_from_the_hand_config_once(tmp_path):
+    task = Task.create("maxpool2d", preset="small", threads=1)
+    hand = schedules.get("maxpool2d").hand_config(task.sizes)
+    assert hand_start_configs(task) == [hand]
+    path = tmp_path / "hand.db"
+    tuner = Tuner(task, 5, strategy="random", seed=2, db=path, jobs=1, start=hand_start_configs(task))
+    tuner.run()
+    with Database(path) as db:
+        records = db.records(task.key)
+    assert [r.trial for r in records] == list(range(5))
+    assert records[0].strategy == "hand" and records[0].config == hand and records[0].ok
+    assert {r.strategy for r in records[1:]} == {"random"}
+    assert len({r.config_key() for r in records}) == 5      # observed like the strategy's own: never proposed again
+    # resuming: the hand config has its record, so it is not measured again
+    Tuner(task, 7, strategy="random", seed=2, db=path, jobs=1, start=hand_start_configs(task)).run()
+    with Database(path) as db:
+        records = db.records(task.key)
+    assert [r.strategy for r in records].count("hand") == 1 and len(records) == 7
+    # a start config outside the space is refused by name before anything runs
+    with pytest.raises(ValueError, match="knob 'wi'"):
+        Tuner(task, 3, db=tmp_path / "x.db", start=[dict(hand, wi=999)])
+    # no hand config for this space at these sizes (matmul small: 48 columns), or none at all (layernorm)
+    assert hand_start_configs(Task.create("matmul", preset="small", threads=1)) == []
+    assert hand_start_configs(Task.create("layernorm", preset="small", threads=1)) == []
+
+
+def test_cli_tune_measures_the_hand_config_first_unless_told_not_to(tmp_path):
+    task = Task.create("maxpool2d", preset="small")  # the CLI's default thread count
+    for flag, first in (((), "hand"), (("--no-hand-start",), "xgb-genetic")):
+        db = tmp_path / f"{first}.db"
+        r = tensorlang("tune", "maxpool2d", "--preset", "small", "--trials", 2, "--db", db, "--no-baselines",
+                       "--jobs", 1, "--retime-top", 0, *flag)
+        assert r.returncode == 0, r.stderr
+        assert ("the hand schedule's config is measured first" in r.stdout) == (first == "hand")
+        with Database(db) as d:
+            assert min(d.records(task.key), key=lambda rec: rec.trial).strategy == first
 
 
 # ---------------------------------------------------------------------------------------------------------------

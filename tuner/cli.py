@@ -79,7 +79,7 @@ def _open_db(path):
 def cmd_tune(args, workload, sizes) -> dict:
     """``tensorlang tune``: tune, show progress, then print a summary (and write a plot)."""
     from tuner.measure import MeasureOptions
-    from tuner.tuning import ProgressBar, Tuner, measure_baselines
+    from tuner.tuning import ProgressBar, Tuner, hand_start_configs, measure_baselines
     check_tune_flags(args)
     task = Task.create(workload.name, sizes=sizes, threads=args.threads)
     db = _open_db(args.db)
@@ -87,6 +87,10 @@ def cmd_tune(args, workload, sizes) -> dict:
     say(f"tuning {task.describe()}: {args.trials} trials, strategy {args.strategy}, cost model {args.cost_model}, "
         f"seed {args.seed}")
     say(f"  {task.space.describe().splitlines()[0]}; records in {db.path}")
+    if not args.no_hand_start and hand_start_configs(task):
+        say("  the hand schedule's config is measured first (--no-hand-start: search from nothing)")
+    elif not args.no_hand_start and workload.hand_schedule is not None:
+        say("  the hand schedule is not a config of this space at these sizes: search starts from nothing")
     bar = ProgressBar(args.trials, sys.stderr)
 
     def on_retime(n: int, rounds: int) -> None:
@@ -96,7 +100,7 @@ def cmd_tune(args, workload, sizes) -> dict:
     tuner = Tuner(task, args.trials, args.strategy, args.cost_model, args.seed, db, args.jobs,
                   MeasureOptions(run_timeout=args.timeout), batch=args.batch, on_trial=bar.update,
                   strategy_options={"sampler": args.sampler} if args.sampler else None, retime_top=args.retime_top,
-                  on_retime=on_retime)
+                  on_retime=on_retime, start=() if args.no_hand_start else hand_start_configs(task))
     try:
         summary = tuner.run()
     finally:

@@ -17,7 +17,8 @@ Per-store features (the main store's, prefixed ``main_``):
 =====================  ==============================================================================
 name                   meaning
 =====================  ==============================================================================
-execs                  executions of the store: product of its enclosing loops' extents
+execs                  executions of the store: product of its enclosing loops' extents (a loop whose
+                       variable an enclosing ``if v == c`` pins counts once)
 flops                  float operations per execution (add + mul + div + math + cmp)
 flops_total            flops x execs
 add                    float additions, subtractions and negations per execution
@@ -226,7 +227,18 @@ def _walk(s, ctx: _Context, out: _Walk) -> None:
         _set(ctx.env, s.var.name, saved)
     elif isinstance(s, If):
         ctx.guards += 1
-        _walk(s.then, ctx, out)
+        pinned = _pinned(s.cond, ctx.chain)
+        if pinned:  # `v == c`: the branch runs on one iteration of loop v (a folded init's first write-back)
+            chain, env = ctx.chain, ctx.env
+            ctx.chain = [_Loop(e.name, e.lo, 1, e.kind) if isinstance(e, _Loop) and e.name in pinned else e
+                         for e in chain]
+            ctx.env = dict(env)
+            for name, c in pinned.items():
+                _set(ctx.env, name, (c, c))
+            _walk(s.then, ctx, out)
+            ctx.chain, ctx.env = chain, env
+        else:
+            _walk(s.then, ctx, out)
         if s.orelse is not None:
             _walk(s.orelse, ctx, out)
         ctx.guards -= 1
@@ -240,6 +252,17 @@ def _walk(s, ctx: _Context, out: _Walk) -> None:
             ctx.allocated.discard(s.buffer.name)
     elif isinstance(s, Store):
         out.stores.append((s, tuple(ctx.chain), s.buffer.name in ctx.allocated, ctx.guards))
+
+
+def _pinned(cond: Expr, chain: list) -> dict[str, int]:
+    """``{loop variable: value}`` for each conjunct ``v == c`` of `cond` on an enclosing loop's variable."""
+    if isinstance(cond, Logic) and cond.op == "and":
+        return {**_pinned(cond.a, chain), **_pinned(cond.b, chain)}
+    loops = {e.name for e in chain if isinstance(e, _Loop)}
+    if isinstance(cond, Cmp) and cond.op == "==" and isinstance(cond.a, Var) and cond.a.name in loops \
+            and isinstance(cond.b, IntImm):
+        return {cond.a.name: cond.b.value}
+    return {}
 
 
 def _walk_for(s: For, ctx: _Context, out: _Walk) -> None:

@@ -28,6 +28,7 @@ from tuner.costmodel import make_cost_model
 from tuner.database import Database, Record
 from tuner.measure import LocalRunner, MeasureOptions, Result
 from tuner.strategies import Observation, Strategy, make_strategy
+from tuner.space import config_key
 from tuner.task import Task
 
 
@@ -71,6 +72,24 @@ def record_of(task: Task, r: Result, strategy: str, seed: int, trial: int) -> Re
                   version=tl.__version__)
 
 
+def hand_start_configs(task: Task) -> list[dict]:
+    """The configs ``tensorlang tune`` measures before its strategy proposes: the workload's hand config, when
+    the task's space is the workload's own and holds it (else none).
+
+    Example::
+
+        >>> hand_start_configs(Task.create("matmul", preset="1024", threads=2))[0]["nr"]
+        64
+        >>> hand_start_configs(Task.create("matmul", preset="small", threads=1))
+        []
+    """
+    w = task.workload_def
+    cfg = w.hand_config(task.sizes) if w.hand_config is not None else None
+    if cfg is None or not task.space.same_as(w.space(task.sizes)) or not task.space.allowed(cfg):
+        return []
+    return [cfg]
+
+
 def observation_of(rec: Record) -> Observation:
     """A database record as a strategy observation."""
     return Observation(dict(rec.config), rec.gflops if rec.ok else None, rec.error_kind)
@@ -83,14 +102,16 @@ class Tuner:
     ``strategy`` and ``cost_model`` are registered names, entry points or ``package.module:Class`` specs
     (:mod:`tuner.plugins`). Offline replay passes a ``runner`` (anything with ``measure(configs, on_result)``,
     ``close()`` and ``phase_s``, say :class:`tuner.replay.ReplayRunner`), the ``space`` to search and a
-    ``featurize`` function instead of measuring on this machine.
+    ``featurize`` function instead of measuring on this machine. ``start`` configs (say :func:`hand_start_configs`) are
+    measured first, those without a record yet, and observed by the strategy like its own; their records name
+    ``start_name`` as their strategy.
     """
 
     def __init__(self, task: Task, trials: int, strategy: str = "xgb-genetic", cost_model: str = "xgb",
                  seed: int = 0, db: Database | str | None = None, jobs: int | None = None,
                  options: MeasureOptions | None = None, batch: int = 16, on_trial=None,
                  strategy_options: dict | None = None, runner=None, space=None, featurize=None,
-                 retime_top: int = 5, retime_rounds: int = 3, on_retime=None):
+                 retime_top: int = 5, retime_rounds: int = 3, on_retime=None, start=(), start_name: str = "hand"):
         if trials < 1:
             raise ValueError(f"trials must be at least 1, got {trials}")
         if batch < 1:
@@ -106,6 +127,8 @@ class Tuner:
         if retime_top < 0 or retime_rounds < 1:
             raise ValueError(f"retime_top must be >= 0 and retime_rounds >= 1, got {retime_top}, {retime_rounds}")
         self.on_trial = on_trial
+        self.start = [(space or task.space).validate(dict(c)) for c in start]
+        self.start_name = start_name
         self._runner = runner
         self.retime_top, self.retime_rounds, self.on_retime = retime_top, retime_rounds, on_retime
         model = make_cost_model(cost_model, seed)
@@ -138,6 +161,8 @@ class Tuner:
             best = max(best, rec.gflops or 0.0)
             summary.curve.append(best)
         self.strategy.observe([observation_of(r) for r in earlier])
+        measured = {r.config_key() for r in earlier}
+        start = [c for c in self.start if config_key(c) not in measured]
         runner = None
         propose_s = 0.0
         try:
@@ -152,13 +177,16 @@ class Tuner:
                 done = summary.trials_before + summary.trials_done
                 # small rounds while the model is young (it learns after every round), then `batch`
                 size = min(self.batch, 8) if done < 64 else self.batch
-                configs = self.strategy.propose(min(size, self.trials - done))
+                name = self.start_name if start else self.strategy_name
+                configs, start = (start[:self.trials - done], []) if start else \
+                    (self.strategy.propose(min(size, self.trials - done)), [])
                 propose_s += time.perf_counter() - tp
                 if not configs:
                     summary.exhausted = True
                     break
                 batch: list[Observation] = []
-                runner.measure(configs, on_result=lambda r, batch=batch: batch.append(self._commit(summary, r)))
+                runner.measure(configs, on_result=lambda r, batch=batch, name=name:
+                               batch.append(self._commit(summary, r, name)))
                 tp = time.perf_counter()
                 self.strategy.observe(batch)
                 propose_s += time.perf_counter() - tp
@@ -191,7 +219,6 @@ class Tuner:
 
     def _retime(self, runner, summary: TuneSummary) -> None:
         """Time the top candidates again, longer and interleaved, and let that choose the best record."""
-        from tuner.space import config_key
         candidates = self.retime_candidates()
         if len(candidates) < 2:
             return
@@ -206,9 +233,9 @@ class Tuner:
             summary.retimed = {config_key(c): float(np.median(t)) for c, t in timed}
             summary.best = self.db.best(self.task.key)
 
-    def _commit(self, summary: TuneSummary, r: Result) -> Observation:
+    def _commit(self, summary: TuneSummary, r: Result, strategy: str) -> Observation:
         """Commit one result to the database at once, update the summary, return it as an observation."""
-        rec = record_of(self.task, r, self.strategy_name, self.seed, summary.trials_before + summary.trials_done)
+        rec = record_of(self.task, r, strategy, self.seed, summary.trials_before + summary.trials_done)
         self.db.add(rec)
         summary.trials_done += 1
         if rec.ok:
@@ -254,18 +281,19 @@ def measure_baselines(task: Task, best: Record | None, jobs: int | None = 1, num
 def tune(workload: str, trials: int, preset: str | None = None, sizes: dict | None = None,
          strategy: str = "xgb-genetic", cost_model: str = "xgb", seed: int = 0, db: str | None = None,
          jobs: int | None = None, timeout: float = 10.0, threads: int | None = None, progress: bool = True,
-         **options) -> Record | None:
+         hand_start: bool = True, **options) -> Record | None:
     """Tune ``workload`` until its task has ``trials`` records; return the best record (None if none is valid).
 
     ``timeout`` bounds one candidate's runs (seconds); the build has its own limit. ``progress`` draws a
-    progress bar on stderr. Other keyword arguments go to :class:`Tuner` (``batch``, ``options``,
+    progress bar on stderr. ``hand_start`` measures the hand schedule's config first (:func:`hand_start_configs`), so
+    that search starts from it. Other keyword arguments go to :class:`Tuner` (``batch``, ``options``,
     ``strategy_options``).
     """
     task = Task.create(workload, preset=preset, sizes=sizes, threads=threads)
     opts = options.pop("options", None) or MeasureOptions(run_timeout=timeout)
     bar = ProgressBar(trials, sys.stderr) if progress else None
     tuner = Tuner(task, trials, strategy, cost_model, seed, db, jobs, opts, on_trial=bar.update if bar else None,
-                  **options)
+                  start=hand_start_configs(task) if hand_start else (), **options)
     try:
         summary = tuner.run()
     finally:

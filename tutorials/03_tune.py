@@ -27,8 +27,9 @@ task = Task.create("conv2d", sizes={"C": 32, "F": 32, "H": 28, "W": 28}, threads
 print(task.describe())
 print(task.space.describe())
 
-# 2. Tune. The default strategy, xgb-genetic, measures random configs first, then trains an XGBoost model on
-#    features of each candidate's loop IR and measures the configs the model ranks best (plus some random ones).
+# 2. Tune. The first candidate is the hand schedule's config, where the space holds it (hand_start=False: search
+#    from nothing). The default strategy, xgb-genetic, measures random configs next, then trains an XGBoost model
+#    on features of each candidate's loop IR and measures the configs the model ranks best (plus some random ones).
 best = tuner.tune("conv2d", trials=TRIALS, sizes=task.sizes, threads=1, db=db_path, seed=0, progress=False)
 print(f"best after {TRIALS} trials: {best.gflops:.1f} GFLOPS, knobs {best.config}")
 
@@ -47,6 +48,9 @@ with Database(db_path) as db:
     records = db.records(task.key)
 print(f"{len(records)} records after resuming; best {again.gflops:.1f} GFLOPS")
 assert len(records) == TRIALS + 4 and again.ok
+first = min(records, key=lambda r: r.trial)
+print(f"trial 0 measured the {first.strategy} config: {first.gflops:.1f} GFLOPS")
+assert first.strategy == "hand" and first.config == schedules.get("conv2d").hand_config(task.sizes)
 # A run ends by timing its 5 fastest configs again, longer and interleaved; that re-timing chooses the best
 # (one short measurement each is biased by the machine's noise). It adds no record.
 with Database(db_path) as db:
