@@ -227,10 +227,16 @@ def test_tuning_starts_from_the_hand_config_once(tmp_path):
     hand = schedules.get("maxpool2d").hand_config(task.sizes)
     assert hand_start_configs(task) == [hand]
     path = tmp_path / "hand.db"
-    tuner = Tuner(task, 5, strategy="random", seed=2, db=path, jobs=1, start=hand_start_configs(task))
+    tuner = Tuner(task, 5, strategy="random", seed=2, db=path, jobs=1, start=hand_start_configs(task),
+                  retime_top=1)
     tuner.run()
     with Database(path) as db:
         records = db.records(task.key)
+        retimed = db.retimed(task.key)
+    # the end's re-timing always includes the hand config, however its own short trial measured
+    fastest = min((r for r in records if r.ok), key=lambda r: (r.median_s, r.id))
+    assert [config_key(c) for c in tuner.retime_candidates()][-1] == config_key(hand)
+    assert set(retimed) == ({fastest.config_key(), config_key(hand)} if fastest.config != hand else set())
     assert [r.trial for r in records] == list(range(5))
     assert records[0].strategy == "hand" and records[0].config == hand and records[0].ok
     assert {r.strategy for r in records[1:]} == {"random"}

@@ -204,12 +204,18 @@ class Tuner:
 
     def retime_candidates(self) -> list[dict]:
         """The ``retime_top`` fastest distinct configs of the task's records, plus the winner of its last
-        re-timing (it may have measured slower than these in its own short trial)."""
+        re-timing and the ``start`` configs (either may have measured slower than these in its own short
+        trial: the hand config then still competes)."""
         out: dict[str, dict] = {}
-        for rec in sorted(self.db.records(self.task.key, valid_only=True), key=lambda r: (r.median_s, r.id)):
+        valid = sorted(self.db.records(self.task.key, valid_only=True), key=lambda r: (r.median_s, r.id))
+        for rec in valid:
             if len(out) >= self.retime_top:
                 break
             out.setdefault(rec.config_key(), rec.config)
+        measured = {rec.config_key() for rec in valid}
+        for c in self.start if self.retime_top else ():
+            if config_key(c) in measured:
+                out.setdefault(config_key(c), c)
         last = self.db.retimed(self.task.key, current_only=False)
         if last and self.retime_top:
             winner = min(last, key=lambda k: (last[k], k))
