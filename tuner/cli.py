@@ -87,7 +87,8 @@ def cmd_tune(args, workload, sizes) -> dict:
     say(f"tuning {task.describe()}: {args.trials} trials, strategy {args.strategy}, cost model {args.cost_model}, "
         f"seed {args.seed}")
     say(f"  {task.space.describe().splitlines()[0]}; records in {db.path}")
-    if not args.no_hand_start and hand_start_configs(task):
+    start = [] if args.no_hand_start else hand_start_configs(task)
+    if start:
         say("  the hand schedule's config is measured first (--no-hand-start: search from nothing)")
     elif not args.no_hand_start and workload.hand_schedule is not None:
         say("  the hand schedule is not a config of this space at these sizes: search starts from nothing")
@@ -95,12 +96,13 @@ def cmd_tune(args, workload, sizes) -> dict:
 
     def on_retime(n: int, rounds: int) -> None:
         bar.close()
-        say(f"re-timing the {n} fastest configs, {rounds} interleaved rounds ...")
+        which = "the fastest and the hand config" if start else "the fastest"
+        say(f"re-timing {n} configs ({which}), {rounds} interleaved rounds ...")
 
     tuner = Tuner(task, args.trials, args.strategy, args.cost_model, args.seed, db, args.jobs,
                   MeasureOptions(run_timeout=args.timeout), batch=args.batch, on_trial=bar.update,
                   strategy_options={"sampler": args.sampler} if args.sampler else None, retime_top=args.retime_top,
-                  on_retime=on_retime, start=() if args.no_hand_start else hand_start_configs(task))
+                  on_retime=on_retime, start=start)
     try:
         summary = tuner.run()
     finally:
@@ -178,9 +180,9 @@ def format_summary(summary, report: dict, args) -> str:
     if summary.retimed and best is not None:
         ranked = sorted(summary.retimed.values())
         mine = summary.retimed.get(best.config_key())
-        lines.append(f"  chosen by re-timing the {len(ranked)} fastest configs: {t.flops / mine / 1e9:.1f} GFLOPS "
+        lines.append(f"  chosen by re-timing {len(ranked)} configs: {t.flops / mine / 1e9:.1f} GFLOPS "
                      f"re-timed (the others {', '.join(f'{t.flops / m / 1e9:.1f}' for m in ranked[1:])})"
-                     if mine else f"  re-timed the {len(ranked)} fastest configs")
+                     if mine else f"  re-timed {len(ranked)} configs")
     errors = ", ".join(f"{n} {k}" for k, n in sorted(summary.errors.items())) or "none"
     lines.append(f"  this run: {summary.valid} valid, {sum(summary.errors.values())} invalid ({errors})")
     ph = summary.phase_s
