@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from schedules.workload import Workload, conv_output_size
+from schedules.workload import Workload, conv_output_size, fixed_config
 from tuner.space import Knob, Space, factors, vector_registers
 
 SOURCE = """\
@@ -127,25 +127,10 @@ def hand_schedule(s) -> None:
 _REDUCTION_ORDERS = {"c,r,s": ("c", "r", "s"), "r,s,c": ("r", "s", "c"), "r,c,s": ("r", "c", "s")}
 
 
-
+# the hand schedule as a config of space() (the same loop IR: tests/test_spaces.py)
 HAND_CONFIG = {"fi": 32, "wi": 14, "hi": 1, "reduce_order": "c,r,s", "unroll_s": False, "cache_write": True,
                "pack_filters": True, "parallel": "fo", "padding": "root"}
 
-
-def hand_config(sizes: dict) -> dict | None:
-    """The config of :func:`space` whose schedule is :func:`hand_schedule` (the same loop IR where the space has
-    its values; None where it does not).
-
-    Example::
-
-        >>> sorted(hand_config(WORKLOAD.sizes()))[:2]
-        ['cache_write', 'fi']
-    """
-    try:
-        space(sizes).validate(HAND_CONFIG)
-    except ValueError:
-        return None
-    return dict(HAND_CONFIG)
 
 def space(sizes: dict) -> Space:
     """The tuner's space: the hand schedule's structure (register tile of ``fi`` filters by ``hi`` rows by ``wi``
@@ -258,7 +243,7 @@ WORKLOAD = Workload(
     description="2-D f32 convolution O[N, F, OH, OW] of I[N, C, H, W] with Wt[F, C, R, S] (NCHW); "
     "stride, zero padding and dilation.",
     hand_schedule=hand_schedule,
-    hand_config=hand_config,
+    hand_config=fixed_config(space, HAND_CONFIG),
     numpy_fast=numpy_fast,
     space=space,
 )

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from schedules.workload import Workload, conv_output_size
+from schedules.workload import Workload, conv_output_size, fixed_config
 from tuner.space import Knob, Space, factors
 
 SOURCE = """\
@@ -95,25 +95,10 @@ def hand_schedule(s) -> None:
     o.parallel("c")
 
 
-
+# the hand schedule as a config of space() (the same loop IR: tests/test_spaces.py)
 HAND_CONFIG = {"wi": 16, "hi": 1, "unroll_taps": True, "cache_write": True, "padding": "inline",
                "parallel": "c"}
 
-
-def hand_config(sizes: dict) -> dict | None:
-    """The config of :func:`space` whose schedule is :func:`hand_schedule` (the same loop IR where the space has
-    its values; None where it does not).
-
-    Example::
-
-        >>> sorted(hand_config(WORKLOAD.sizes()))[:2]
-        ['cache_write', 'hi']
-    """
-    try:
-        space(sizes).validate(HAND_CONFIG)
-    except ValueError:
-        return None
-    return dict(HAND_CONFIG)
 
 def space(sizes: dict) -> Space:
     """The tuner's space: the hand schedule's structure (a register tile of ``hi`` rows by ``wi`` vectorized
@@ -216,7 +201,7 @@ WORKLOAD = Workload(
     description="Depthwise 2-D f32 convolution O[N, C, OH, OW] of I[N, C, H, W] with Wt[C, R, S] (NCHW); "
     "stride and zero padding.",
     hand_schedule=hand_schedule,
-    hand_config=hand_config,
+    hand_config=fixed_config(space, HAND_CONFIG),
     numpy_fast=numpy_fast,
     space=space,
 )

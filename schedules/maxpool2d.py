@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from schedules.workload import Workload, conv_output_size
+from schedules.workload import Workload, conv_output_size, fixed_config
 from tuner.space import Knob, Space, factors
 
 SOURCE = """\
@@ -102,24 +102,9 @@ def pool_knobs(sizes: dict) -> list[Knob]:
     ]
 
 
-
+# the hand schedule as a config of space() (the same loop IR: tests/test_spaces.py)
 HAND_CONFIG = {"wi": 1, "hi": 1, "unroll_window": True, "cache_write": False, "parallel": "c"}
 
-
-def hand_config(sizes: dict) -> dict | None:
-    """The config of :func:`space` whose schedule is :func:`hand_schedule` (the same loop IR where the space has
-    its values; None where it does not).
-
-    Example::
-
-        >>> sorted(hand_config(WORKLOAD.sizes()))[:2]
-        ['cache_write', 'hi']
-    """
-    try:
-        space(sizes).validate(HAND_CONFIG)
-    except ValueError:
-        return None
-    return dict(HAND_CONFIG)
 
 def space(sizes: dict) -> Space:
     """The tuner's space (see :func:`pool_knobs`); it holds the hand schedule, ``{"wi": 1, "hi": 1,
@@ -200,7 +185,7 @@ WORKLOAD = Workload(
     flops=flops,
     description="2-D f32 max pooling O[N, C, OH, OW] over KHxKW windows of I[N, C, H, W] with a stride.",
     hand_schedule=hand_schedule,
-    hand_config=hand_config,
+    hand_config=fixed_config(space, HAND_CONFIG),
     numpy_fast=numpy_fast,
     space=space,
 )

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from schedules.rowwise import apply_rowwise, rowwise_knobs
-from schedules.workload import Workload
+from schedules.workload import Workload, fixed_config
 from tuner.space import Space
 
 SOURCE = """\
@@ -94,24 +94,9 @@ PLACEMENTS = {
 }
 
 
-
+# the hand schedule as a config of space() (the same loop IR: tests/test_spaces.py)
 HAND_CONFIG = {"placement": "row", "vec": 16, "vec_reduce": 16, "rows": 1}
 
-
-def hand_config(sizes: dict) -> dict | None:
-    """The config of :func:`space` whose schedule is :func:`hand_schedule` (the same loop IR where the space has
-    its values; None where it does not).
-
-    Example::
-
-        >>> sorted(hand_config(WORKLOAD.sizes()))[:2]
-        ['placement', 'rows']
-    """
-    try:
-        space(sizes).validate(HAND_CONFIG)
-    except ValueError:
-        return None
-    return dict(HAND_CONFIG)
 
 def space(sizes: dict) -> Space:
     """The tuner's space: where the row statistics and the exponentials are computed (inside the row loop, as in
@@ -176,7 +161,7 @@ WORKLOAD = Workload(
     flops=flops,
     description="Numerically stable softmax Y[N, D] over the rows of X[N, D] (max, exp, sum, divide).",
     hand_schedule=hand_schedule,
-    hand_config=hand_config,
+    hand_config=fixed_config(space, HAND_CONFIG),
     numpy_fast=numpy_fast,
     space=space,
 )

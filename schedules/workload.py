@@ -156,3 +156,23 @@ def register_tile_knobs(sizes: dict) -> list[Knob]:
         Knob("mr", factors(M, 8, extra=(6,)), "rows per register tile (unrolled)"),
         Knob("ku", factors(K, 8), "k steps unrolled inside the tile"),
     ]
+
+
+def fixed_config(space: Callable, config: dict) -> Callable[[dict], dict | None]:
+    """A ``hand_config`` for a workload whose hand schedule has the same knob values at every size: ``config``
+    where ``space(sizes)`` has those values, else None.
+
+    Example::
+
+        >>> from tuner.space import Knob, Space
+        >>> toy = lambda values: (lambda sizes: Space("toy", [Knob("v", values)], lambda s, c: None))
+        >>> fixed_config(toy((8, 16)), {"v": 16})({}), fixed_config(toy((8,)), {"v": 16})({})
+        ({'v': 16}, None)
+    """
+    def hand_config(sizes: dict) -> dict | None:
+        try:
+            space(sizes).validate(config)
+        except ValueError:
+            return None
+        return dict(config)
+    return hand_config
