@@ -81,7 +81,7 @@ def hand_schedule(s) -> None:
     M, N, K = s.sizes["M"], s.sizes["N"], s.sizes["K"]
     nr, mr = 64, 6
     c = s["C"]
-    nc = min(512, -(-N // (2 * nr)) * nr)  # two column blocks where N allows, so that two threads share them
+    nc = _hand_nc(N)
     jo, j1 = c.split("j", nc)
     jm, ji = c.split(j1, nr)
     ko, k1 = c.split("k", min(512, K))
@@ -109,11 +109,17 @@ def hand_config(sizes: dict) -> dict | None:
         (512, None)
     """
     M, N, K = sizes["M"], sizes["N"], sizes["K"]
-    nc = min(512, _round_up(N, 128) // 2)  # as hand_schedule: two column blocks where N allows
+    nc = _hand_nc(N)
     if M < 6 or N < 64 or (K < 512 and K % 4) or (nc < N and nc not in (64, 128, 256, 512)):
         return None
     return {"nr": 64, "mr": 6, "nc": nc if nc < N else N, "kc": 512 if K > 512 else K, "mc": 12 if M > 12 else M,
             "ku": 4, "pack_a": True, "pack_b": True, "parallel": "jo" if N > nc else "io"}
+
+
+def _hand_nc(N: int) -> int:
+    """The hand schedule's column block: two blocks of 64-column tiles where N allows (so that two threads
+    share them), at most 512 columns."""
+    return min(512, _round_up(N, 128) // 2)
 
 
 def _round_up(x: int, m: int) -> int:

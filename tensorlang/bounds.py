@@ -13,7 +13,7 @@ from dataclasses import replace
 from .errors import BuildError
 from .simplify import simplify
 from .ir import (Allocate, BinOp, Call, Cast, Cmp, Expr, For, Func, If, IntImm, Let, Load, Logic, Neg, Not, Select,
-                 Seq, Store, Var)
+                 Seq, Store, Var, all_of)
 
 Interval = tuple[int, int] | None
 
@@ -177,13 +177,9 @@ class _Checker:
             if not any(g):
                 return store
             self.fail("the write", s.buffer, idx)
-            conds = None
-            for d, (ix, bad) in enumerate(zip(idx, g)):
-                if not bad:
-                    continue
-                c = Logic("and", Cmp(">=", ix, IntImm(0, ix.dtype)), Cmp("<", ix, IntImm(s.buffer.shape[d], ix.dtype)))
-                conds = c if conds is None else Logic("and", conds, c)
-            return If(conds, store)
+            return If(all_of(Logic("and", Cmp(">=", ix, IntImm(0, ix.dtype)),
+                                   Cmp("<", ix, IntImm(s.buffer.shape[d], ix.dtype)))
+                             for d, (ix, bad) in enumerate(zip(idx, g)) if bad), store)
         raise TypeError(f"not an IR statement: {s!r}")
 
 

@@ -255,6 +255,18 @@ def const(value: int, dtype: str = "i64") -> Expr:
     return IntImm(int(value), dtype)
 
 
+def all_of(conds) -> Expr | None:
+    """The conditions joined by `and`, left to right (None when there are none).
+
+    >>> expr_str(all_of([Cmp("<", Var("i"), const(4)), Cmp(">=", Var("j"), const(0))]))
+    'i < 4 and j >= 0'
+    """
+    out = None
+    for c in conds:
+        out = c if out is None else Logic("and", out, c)
+    return out
+
+
 def seq(*stmts: Stmt) -> Stmt:
     """A Seq of the non-empty statements, flattened; a single statement stays itself."""
     out = []

@@ -72,11 +72,8 @@ def _convert(x: ir.Expr, dtype: str) -> ir.Expr:
 
 
 def _in_domain(indices, shape) -> ir.Expr:
-    cond = None
-    for ix, ext in zip(indices, shape):
-        c = ir.Logic("and", ir.Cmp(">=", ix, ir.const(0)), ir.Cmp("<", ix, ir.const(ext)))
-        cond = c if cond is None else ir.Logic("and", cond, c)
-    return cond
+    return ir.all_of(ir.Logic("and", ir.Cmp(">=", ix, ir.const(0)), ir.Cmp("<", ix, ir.const(ext)))
+                     for ix, ext in zip(indices, shape))
 
 
 @dataclass
@@ -267,14 +264,10 @@ class Lowerer:
         def lets(depth: int, body: ir.Stmt, pure_only: bool, guard_all: bool) -> ir.Stmt:
             """Let-bind the index variables whose last loop is at `depth`; guard those that may overshoot."""
             vs = [v for v in s.all_vars if depth_of[v] == depth and not (pure_only and v in s.red_vars)]
-            cond = None
-            for d, c, red in constraints:  # always: a tail of a split loop would visit an index twice
-                if d == depth and not (pure_only and red):
-                    cond = c if cond is None else ir.Logic("and", cond, c)
-            for v in vs:
-                if needs_guard(v) and (guard_all or v in guarded_vars):
-                    for c in bounds_checks(v):
-                        cond = c if cond is None else ir.Logic("and", cond, c)
+            # always the tails: a tail of a split loop would visit an index twice
+            cond = ir.all_of([c for d, c, red in constraints if d == depth and not (pure_only and red)] +
+                             [c for v in vs if needs_guard(v) and (guard_all or v in guarded_vars)
+                              for c in bounds_checks(v)])
             if cond is not None:
                 body = ir.If(simplify(cond), body)
             for v in reversed(vs):
@@ -299,18 +292,15 @@ class Lowerer:
                 inner = loops[depth + 1:]
                 init = [] if identity is None else [tile(inner, ir.Store(buf, idx, identity), False)]
                 back = ir.Load(buf, idx)
-                write_back = tile(inner, ir.Store(out, out_idx, back), True)
-                if identity is not None and not all_red_cached:
-                    accumulate = tile(inner, ir.Store(out, out_idx, ir.BinOp(s.reduce_op, ir.Load(out, out_idx),
-                                                                             back)), True)
-                    if folded_init:
-                        first = None
-                        for r in outer_red:
-                            c = ir.Cmp("==", var[r.name], ir.const(r.lo))
-                            first = c if first is None else ir.Logic("and", first, c)
-                        write_back = ir.If(first, write_back, accumulate)
-                    else:
-                        write_back = accumulate
+
+                def write(value):
+                    return tile(inner, ir.Store(out, out_idx, value), True)
+                if identity is None or all_red_cached:
+                    write_back = write(back)
+                else:
+                    accumulate = write(ir.BinOp(s.reduce_op, ir.Load(out, out_idx), back))
+                    first = ir.all_of(ir.Cmp("==", var[r.name], ir.const(r.lo)) for r in outer_red)
+                    write_back = ir.If(first, write(back), accumulate) if folded_init else accumulate
                 body = ir.Allocate(buf, ir.seq(*init, body, write_back))
             for lc, copy in self.copies_at(copies, lp.name):
                 body = ir.Allocate(lc.buffer, ir.seq(copy, body))

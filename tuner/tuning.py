@@ -177,9 +177,10 @@ class Tuner:
                 done = summary.trials_before + summary.trials_done
                 # small rounds while the model is young (it learns after every round), then `batch`
                 size = min(self.batch, 8) if done < 64 else self.batch
-                name = self.start_name if start else self.strategy_name
-                configs, start = (start[:self.trials - done], []) if start else \
-                    (self.strategy.propose(min(size, self.trials - done)), [])
+                if start:  # the start configs make the first round
+                    name, configs, start = self.start_name, start[:self.trials - done], []
+                else:
+                    name, configs = self.strategy_name, self.strategy.propose(min(size, self.trials - done))
                 propose_s += time.perf_counter() - tp
                 if not configs:
                     summary.exhausted = True
