@@ -247,8 +247,10 @@ def test_tuning_starts_from_the_hand_config_once(tmp_path):
         records = db.records(task.key)
     assert [r.strategy for r in records].count("hand") == 1 and len(records) == 7
     # a start config outside the space is refused by name before anything runs
-    with pytest.raises(ValueError, match="knob 'wi'"):
+    with pytest.raises(ValueError, match="start: .*knob 'wi'"):
         Tuner(task, 3, db=tmp_path / "x.db", start=[dict(hand, wi=999)])
+    with pytest.raises(ValueError, match="start: .*a config is a dict of knob values, got int"):
+        Tuner(task, 3, db=tmp_path / "x.db", start=[5])
     # no hand config for this space at these sizes (matmul small: 48 columns), or none at all (layernorm)
     assert hand_start_configs(Task.create("matmul", preset="small", threads=1)) == []
     assert hand_start_configs(Task.create("layernorm", preset="small", threads=1)) == []

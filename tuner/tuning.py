@@ -127,7 +127,10 @@ class Tuner:
         if retime_top < 0 or retime_rounds < 1:
             raise ValueError(f"retime_top must be >= 0 and retime_rounds >= 1, got {retime_top}, {retime_rounds}")
         self.on_trial = on_trial
-        self.start = [(space or task.space).validate(dict(c)) for c in start]
+        try:
+            self.start = [dict((space or task.space).validate(c)) for c in start]
+        except ValueError as e:
+            raise ValueError(f"start: {e}") from None
         self.start_name = start_name
         self._runner = runner
         self.retime_top, self.retime_rounds, self.on_retime = retime_top, retime_rounds, on_retime
