@@ -28,12 +28,12 @@ def op(source: str) -> Op:
 
 
 def __getattr__(name):
-    # the LLVM side (build, Kernel, load) is imported on first use, so that `tl.op` starts fast
-    if name in ("build", "Kernel", "load"):
+    # the LLVM side (build, Kernel, load, clear_cache) is imported on first use, so that `tl.op` starts fast
+    if name in ("build", "Kernel", "load", "clear_cache"):
         import importlib
         return getattr(importlib.import_module(".runtime", __name__), name)
     raise AttributeError(f"module 'tensorlang' has no attribute {name!r}")
 
 
-__all__ = ["op", "build", "load", "schedule", "Schedule", "Kernel", "Op", "DSLError", "ScheduleError", "BuildError",
-           "TensorlangError"]
+__all__ = ["op", "build", "clear_cache", "load", "schedule", "Schedule", "Kernel", "Op", "DSLError", "ScheduleError",
+           "BuildError", "TensorlangError"]

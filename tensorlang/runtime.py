@@ -11,6 +11,8 @@ import ctypes
 import functools
 import threading
 import time
+import weakref
+from collections import OrderedDict
 
 import numpy as np
 
@@ -22,8 +24,34 @@ from .program import Op
 from .schedule import Schedule
 from .target import Target, compile_ir, host_target, target_machine
 
-_cache: dict[tuple, "Kernel"] = {}
+CACHE_SIZE = 64
+"""How many of the kernels most recently built or found :func:`build` keeps alive (about 1 MB each with its
+LLVM engine). A kernel still referenced elsewhere is found by :func:`build` however many came after it."""
+
+_recent: OrderedDict[tuple, "Kernel"] = OrderedDict()
+_alive: weakref.WeakValueDictionary[tuple, "Kernel"] = weakref.WeakValueDictionary()
 _cache_lock = threading.Lock()
+
+
+def _cached(key: tuple) -> "Kernel | None":
+    """The kernel built for `key` if it is still alive, marked as most recently used (hold `_cache_lock`)."""
+    kernel = _alive.get(key)
+    if kernel is not None:
+        _recent[key] = kernel
+        _recent.move_to_end(key)
+        while len(_recent) > CACHE_SIZE:
+            _recent.popitem(last=False)
+    return kernel
+
+
+def clear_cache() -> None:
+    """Forget the kernels :func:`build` keeps (kernels referenced elsewhere stay valid and are still found).
+
+    >>> import tensorlang as tl
+    >>> tl.clear_cache()
+    """
+    with _cache_lock:
+        _recent.clear()
 
 
 class Kernel:
@@ -138,7 +166,10 @@ class Kernel:
 
 
 def build(what: Op | Schedule, **sizes: int) -> Kernel:
-    """Compile a program (default schedule, with `sizes`) or a Schedule for this CPU; cached.
+    """Compile a program (default schedule, with `sizes`) or a Schedule for this CPU.
+
+    Cached: the same program, sizes, schedule and CPU give the same Kernel while it is alive, and the last
+    `CACHE_SIZE` (64) kernels built stay alive (`tl.clear_cache()` lets them go).
 
     >>> import tensorlang as tl
     >>> op = tl.op("def f(A: f32[N]) -> B:\\n    B[i] = A[i]")
@@ -156,7 +187,7 @@ def build(what: Op | Schedule, **sizes: int) -> Kernel:
     target = host_target()
     key = (sched.op.key, tuple(sorted(sched.sizes.items())), sched.key(), target.key)
     with _cache_lock:
-        hit = _cache.get(key)
+        hit = _cached(key)
     if hit is not None:
         return hit
     t0 = time.perf_counter()
@@ -165,8 +196,8 @@ def build(what: Op | Schedule, **sizes: int) -> Kernel:
     engine, mod = compile_ir(llvm_ir, target)
     kernel = Kernel(sched, func, llvm_ir, engine, mod, target, time.perf_counter() - t0)
     with _cache_lock:
-        _cache.setdefault(key, kernel)
-    return _cache[key]
+        _alive.setdefault(key, kernel)  # a thread that built the same kernel meanwhile wins
+        return _cached(key)
 
 
 class LoadedKernel(Kernel):

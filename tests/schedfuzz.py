@@ -109,15 +109,6 @@ def known_failure(s, kind: str, error: BaseException | None = None) -> str | Non
     return None
 
 
-def forget_kernels() -> None:
-    """Drop tl.build's kernel cache. It keeps every kernel (about 1 MB each with its LLVM engine) for the life of
-    the process and has no public way to clear it; thousands of fuzzed schedules would fill the memory."""
-    from tensorlang import runtime
-
-    with runtime._cache_lock:
-        runtime._cache.clear()
-
-
 # --------------------------------------------------------------------------------------------- cases
 @dataclass
 class Case:

@@ -236,3 +236,26 @@ def test_scalar_inputs_as_bare_dtype_or_empty_shape():
         op = tl.op(f"def f({decl}, X: f32[N]) -> Y:\n    Y[i] = X[i] * s")
         x = f32(5)
         np.testing.assert_allclose(tl.build(op, N=5)(np.array(3, np.float32), x), x * 3)
+
+
+def test_build_cache_keeps_recent_and_referenced_kernels_only(monkeypatch):
+    import gc
+    import weakref
+
+    from tensorlang import runtime
+    monkeypatch.setattr(runtime, "CACHE_SIZE", 2)
+    op = tl.op("def cache_probe(A: f32[N]) -> B:\n    B[i] = A[i] + 1.0")
+    held = tl.build(op, N=101)
+    first = weakref.ref(tl.build(op, N=102))
+    for n in (103, 104, 105):  # three newer kernels push N=102 out of the two kept
+        tl.build(op, N=n)
+    gc.collect()
+    assert first() is None, "an unreferenced kernel older than CACHE_SIZE builds is kept alive"
+    assert tl.build(op, N=101) is held, "a kernel still referenced is built again"
+    assert tl.build(op, N=105) is tl.build(op, N=105)
+    recent = weakref.ref(tl.build(op, N=105))
+    tl.clear_cache()
+    gc.collect()
+    assert recent() is None
+    assert tl.build(op, N=101) is held
+    assert held(np.arange(101, dtype=np.float32)).tolist() == list(np.arange(1, 102, dtype=np.float32))
