@@ -209,7 +209,20 @@ def apply_config(s, cfg: dict) -> None:
 
 
 def numpy_fast(I, Wt, *, stride, pad, dil, **sizes):
-    """im2col (a strided view, copied once) and one float32 matmul: the fastest plain-numpy convolution."""
+    """im2col (a strided view, copied once) and one float32 matmul: the fastest plain-numpy convolution.
+
+    Takes the arguments of :func:`reference` and gives the same ``O[N, F, OH, OW]``, in the inputs' dtype.
+
+    Example::
+
+        >>> import numpy as np
+        >>> rng = np.random.default_rng(0)
+        >>> I = rng.standard_normal((1, 2, 7, 7), dtype=np.float32)
+        >>> Wt = rng.standard_normal((3, 2, 3, 3), dtype=np.float32)
+        >>> O = numpy_fast(I, Wt, stride=2, pad=1, dil=2)
+        >>> O.shape, bool(np.allclose(O, reference(I, Wt, stride=2, pad=1, dil=2), atol=1e-5))
+        ((1, 3, 3, 3), True)
+    """
     N, C, H, W = I.shape
     F, _, R, S = Wt.shape
     x = np.pad(I, ((0, 0), (0, 0), (pad, pad), (pad, pad))) if pad else I

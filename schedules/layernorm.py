@@ -121,6 +121,7 @@ def apply_config(s, cfg: dict) -> None:
     widths = {"Y": cfg["vec"], "xc": cfg["vec"], "var": cfg["vec_reduce"], "mean": cfg["vec_reduce"]}
     apply_rowwise(s, "Y", _PLACEMENTS[cfg["placement"]], widths, cfg["rows"])
 
+
 WORKLOAD = Workload(
     name="layernorm",
     source=SOURCE,

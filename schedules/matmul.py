@@ -161,7 +161,21 @@ def space(sizes: dict) -> Space:
 
 
 def apply_config(s, cfg: dict) -> None:
-    """Apply a config of :func:`space` to the schedule ``s`` (public primitives only)."""
+    """Apply a config of :func:`space` to the schedule ``s`` (public primitives only). Each block is rounded up
+    to whole tiles (``nc`` to ``nr``, ``mc`` to ``mr``, ``kc`` to ``ku``) and kept to its extent rounded up
+    likewise; ``ku`` is at most K.
+
+    Example::
+
+        >>> import tensorlang as tl
+        >>> s = tl.schedule(tl.op(SOURCE), M=24, N=64, K=32)
+        >>> apply_config(s, {"nr": 16, "mr": 4, "nc": 64, "kc": 32, "mc": 12, "ku": 2,
+        ...                  "pack_a": False, "pack_b": True, "parallel": "io"})
+        >>> s["C"].loops()
+        ['j_o', 'k_o', 'i_o', 'j_i_o', 'i_i_o', 'k_i_o', 'k_i_i', 'i_i_i', 'j_i_i']
+        >>> "allocate B_C_local: f32[4, 32, 16]" in s.lower(), "for i_o in 0:2:  # parallel" in s.lower()
+        (True, True)
+    """
     M, N, K = s.sizes["M"], s.sizes["N"], s.sizes["K"]
     mr, nr, ku = cfg["mr"], cfg["nr"], min(cfg["ku"], K)
     c = s["C"]
@@ -185,7 +199,16 @@ def apply_config(s, cfg: dict) -> None:
 
 
 def numpy_fast(A, B, **sizes):
-    """``A @ B`` in float32 (OpenBLAS sgemm)."""
+    """``A @ B`` in float32 (OpenBLAS sgemm).
+
+    Example::
+
+        >>> import numpy as np
+        >>> A, B = make_inputs({"M": 5, "N": 3, "K": 4}, np.random.default_rng(0))
+        >>> C = numpy_fast(A, B)
+        >>> C.dtype, bool(np.allclose(C, reference(A, B), atol=1e-5))
+        (dtype('float32'), True)
+    """
     return A @ B
 
 

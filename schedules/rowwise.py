@@ -39,6 +39,16 @@ def apply_rowwise(s, output: str, placement: tuple, widths: dict, rows: int) -> 
     ``placement`` is (stages computed inside the output's row loop, readers first; stages at the root; inlined
     stages); ``widths`` maps each stage (and the output) to its vector width over ``d`` (1: not split);
     ``rows`` is the number of rows per parallel iteration (1: not split).
+
+    Example (softmax with ``e`` inlined, the max and the sum each in a parallel pass of their own)::
+
+        >>> import tensorlang as tl
+        >>> from schedules.softmax import SOURCE, PLACEMENTS
+        >>> s = tl.schedule(tl.op(SOURCE), N=4, D=40)
+        >>> apply_rowwise(s, "Y", PLACEMENTS["inline_e"], {"Y": 8, "e": 8, "sm": 4, "mx": 4}, rows=1)
+        >>> low = s.lower()
+        >>> low.count("# parallel"), "allocate e" in low, "Y[n, d] = exp(X[n, d] - mx[n])/sm[n]" in low
+        (3, False, True)
     """
     y = s[output]
     yo, yi = y.split("n", rows) if rows > 1 else ("n", "n")

@@ -136,8 +136,18 @@ def apply_config(s, cfg: dict) -> None:
     widths = {"Y": cfg["vec"], "e": cfg["vec"], "sm": cfg["vec_reduce"], "mx": cfg["vec_reduce"]}
     apply_rowwise(s, "Y", PLACEMENTS[cfg["placement"]], widths, cfg["rows"])
 
+
 def numpy_fast(X, **sizes):
-    """``e = exp(X - max); e /= sum(e)`` along rows, in float32, in place where possible."""
+    """``e = exp(X - max); e /= sum(e)`` along rows, in float32, in place where possible (``X`` is not changed).
+
+    Example::
+
+        >>> import numpy as np
+        >>> X = np.array([[0.0, 1.0, 2.0], [1000.0, 1000.0, 1000.0]], np.float32)
+        >>> Y = numpy_fast(X)
+        >>> bool(np.allclose(Y[0], np.exp([0, 1, 2]) / np.exp([0, 1, 2]).sum())), Y[1].tolist()
+        (True, [0.3333333432674408, 0.3333333432674408, 0.3333333432674408])
+    """
     e = X - X.max(axis=1, keepdims=True)
     np.exp(e, out=e)
     e /= e.sum(axis=1, keepdims=True)

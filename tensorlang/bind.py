@@ -45,7 +45,20 @@ class BoundOp:
 
 
 def check_sizes(op: Op, sizes: dict) -> dict[str, int]:
-    """Check that `sizes` binds exactly the op's sizes to fitting integers; return them as plain ints."""
+    """Check that `sizes` binds exactly the op's sizes to fitting integers; return them as plain ints.
+
+    Shape sizes must be >= 1 and `int` parameters >= 0, and every input dimension must come out >= 1; anything
+    else (a missing or unknown name, a non-integer) is a BuildError naming the size.
+
+    >>> import numpy as np, tensorlang as tl
+    >>> op = tl.op("def f(A: f32[N]) -> B:\\n    B[i] = A[i] + A[i + 1]")
+    >>> check_sizes(op, {"N": np.int64(5)})
+    {'N': 5}
+    >>> check_sizes(op, {"N": 0})
+    Traceback (most recent call last):
+    ...
+    tensorlang.errors.BuildError: f: size N=0 must be >= 1
+    """
     missing = [n for n in op.size_names if n not in sizes]
     if missing:
         example = ", ".join(f"{n}=..." for n in op.size_names)
@@ -74,7 +87,15 @@ def check_sizes(op: Op, sizes: dict) -> dict[str, int]:
 
 
 def bind(op: Op, sizes: dict) -> BoundOp:
-    """Check the sizes and infer ranges and shapes of every stage."""
+    """Check the sizes (see :func:`check_sizes`) and infer the ranges and the shape of every stage.
+
+    A convolution's output is as long as the reads of `I` stay in bounds:
+
+    >>> import tensorlang as tl
+    >>> b = bind(tl.op("def conv(I: f32[H], W: f32[R]) -> O:\\n    O[h] += I[h + r] * W[r]"), {"H": 8, "R": 3})
+    >>> b.shapes["O"], b.stages["O"].ranges
+    ((6,), {'h': (0, 6), 'r': (0, 3)})
+    """
     sizes = check_sizes(op, sizes)
     shapes = {p.name: tuple(d.evaluate(sizes) for d in p.shape) for p in op.params}
     dtypes = {p.name: p.dtype for p in op.params}

@@ -55,8 +55,29 @@ def parse_sizes(text: str) -> dict[str, int]:
     return out
 
 
+def check_timing_flags(args) -> None:
+    """Refuse a --repeat below 1 or a --min-time below 0 (or not a number) with a CLIError naming the flag.
+
+    >>> check_timing_flags(make_parser().parse_args(["run", "matmul", "--repeat", "0"]))
+    Traceback (most recent call last):
+    ...
+    tensorlang.cli.CLIError: --repeat: must be >= 1 timed run, got 0
+    """
+    if args.repeat < 1:
+        raise CLIError(f"--repeat: must be >= 1 timed run, got {args.repeat}")
+    if not args.min_time >= 0 or args.min_time == float("inf"):
+        raise CLIError(f"--min-time: must be a finite number of seconds >= 0, got {args.min_time}")
+
+
 def workload_and_sizes(args) -> tuple:
-    """The workload and its sizes from WORKLOAD, --preset and --size (which overrides preset values)."""
+    """The workload and its sizes from WORKLOAD, --preset and --size (which overrides preset values); a CLIError
+    names an unknown workload, preset or size.
+
+    >>> args = make_parser().parse_args(["run", "matmul", "--preset", "small", "--size", "K=16"])
+    >>> w, sizes = workload_and_sizes(args)
+    >>> w.name, sizes
+    ('matmul', {'M': 64, 'N': 48, 'K': 16})
+    """
     import schedules
     if args.workload not in schedules.WORKLOADS:
         raise CLIError(f"unknown workload {args.workload!r}; workloads: {', '.join(schedules.WORKLOADS)}")
@@ -74,6 +95,13 @@ def workload_and_sizes(args) -> tuple:
 
 
 def cmd_ops(args) -> dict:
+    """`tensorlang ops`: every workload with its description and size presets (with --spaces, also its search
+    space at the default preset); prints them unless --json. Returns {"workloads": [one dict per workload]}.
+
+    >>> workloads = cmd_ops(make_parser().parse_args(["ops", "--json"]))["workloads"]
+    >>> workloads[0]["workload"], workloads[0]["presets"]["small"]
+    ('matmul', {'M': 64, 'N': 48, 'K': 32})
+    """
     import schedules
     rows = []
     for w in schedules.WORKLOADS.values():
@@ -101,9 +129,19 @@ def cmd_ops(args) -> dict:
 
 
 def cmd_run(args) -> dict:
+    """`tensorlang run`: build the workload with the default schedule, run it on random inputs (--seed), check the
+    result against the numpy reference and time at least --repeat runs and --min-time seconds. Returns the sizes,
+    compile time, median time, GFLOPS and error; a result that differs from numpy raises CLIError.
+
+    >>> args = make_parser().parse_args(["run", "matmul", "--size", "M=4,N=4,K=4", "--repeat", "1", "--min-time", "0",
+    ...                                  "--json"])
+    >>> cmd_run(args)["matches_numpy"]
+    True
+    """
     import numpy as np
 
     import tensorlang as tl
+    check_timing_flags(args)
     w, sizes = workload_and_sizes(args)
     op = tl.op(w.source)
     t0 = time.perf_counter()
@@ -138,7 +176,17 @@ def cmd_run(args) -> dict:
 
 
 def cmd_bench(args) -> dict:
+    """`tensorlang bench`: time the default schedule, the hand schedule, the best tuned record of --db (if any) and
+    numpy on --threads threads (see :func:`tensorlang.bench.run_bench`) and print the table; a kernel whose result
+    differs from numpy raises CLIError. Returns the bench report.
+
+    Example::
+
+        tensorlang bench conv2d --threads 2
+        cmd_bench(make_parser().parse_args(["bench", "conv2d", "--threads", "2", "--json"]))["results"]
+    """
     from .bench import format_table, run_bench
+    check_timing_flags(args)
     w, sizes = workload_and_sizes(args)
     if args.threads is not None and args.threads < 1:
         raise CLIError(f"--threads: must be >= 1, got {args.threads}")
@@ -161,6 +209,17 @@ def cmd_bench(args) -> dict:
 
 
 def cmd_show(args) -> dict:
+    """`tensorlang show`: the workload's loop IR (default), optimised LLVM IR (--llvm) or assembly (--asm), for the
+    default schedule or, with --best, the best tuned one; printed unless --json, and returned under "text".
+
+    >>> print(cmd_show(make_parser().parse_args(["show", "matmul", "--size", "M=2,N=3,K=4", "--json"]))["text"])
+    def matmul(A: f32[2, 4], B: f32[4, 3], C: f32[2, 3]):
+      for i in 0:2:
+        for j in 0:3:
+          C[i, j] = 0f
+          for k in 0:4:
+            C[i, j] = C[i, j] + A[i, k]*B[k, j]
+    """
     import tensorlang as tl
     w, sizes = workload_and_sizes(args)
     op = tl.op(w.source)
@@ -186,7 +245,13 @@ class _Parser(argparse.ArgumentParser):
 
 
 def make_parser() -> argparse.ArgumentParser:
-    """The argument parser of the `tensorlang` command."""
+    """The argument parser of the `tensorlang` command: one subcommand per entry of COMMANDS, each with its flags
+    and their defaults.
+
+    >>> args = make_parser().parse_args(["run", "softmax", "--preset", "small"])
+    >>> args.command, args.workload, args.preset, args.repeat, args.min_time
+    ('run', 'softmax', 'small', 10, 0.2)
+    """
     p = _Parser(prog="tensorlang", description="tensorlang: a tensor compiler with an auto-tuner")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
@@ -301,31 +366,78 @@ def make_parser() -> argparse.ArgumentParser:
 
 
 def cmd_tune(args) -> dict:
+    """`tensorlang tune`: auto-tune the workload at its sizes (see :func:`tuner.cli.cmd_tune`) and return the
+    summary of the run.
+
+    Example::
+
+        tensorlang tune conv2d --trials 64
+        cmd_tune(make_parser().parse_args(["tune", "matmul", "--preset", "512", "--trials", "64", "--json"]))
+    """
     from tuner.cli import cmd_tune as tune
     return tune(args, *workload_and_sizes(args))
 
 
 def cmd_best(args) -> dict:
+    """`tensorlang best`: the best tuned record of the workload at its sizes in the tuning database, and its
+    schedule as Python (see :func:`tuner.cli.cmd_best`).
+
+    Example::
+
+        tensorlang best conv2d
+        cmd_best(make_parser().parse_args(["best", "matmul", "--preset", "512", "--json"]))
+    """
     from tuner.cli import cmd_best as best
     return best(args, *workload_and_sizes(args))
 
 
 def cmd_export(args) -> dict:
+    """`tensorlang export`: write the workload's kernel ahead of time, with a header and an example program (see
+    :func:`tensorlang.export.cmd_export`); returns what it wrote.
+
+    Example::
+
+        tensorlang export matmul --preset 512 --format so -o out/
+        cmd_export(make_parser().parse_args(["export", "matmul", "--format", "c", "-o", "out", "--json"]))
+    """
     from .export import cmd_export as export
     return export(args)
 
 
 def cmd_compare(args) -> dict:
+    """`tensorlang compare`: run search strategies side by side over several seeds, live or on replay of a dataset
+    (see :func:`tuner.research_cli.cmd_compare`).
+
+    Example::
+
+        tensorlang compare matmul --preset 512 --strategies random,xgb-genetic --trials 64 \\
+            --replay datasets/matmul_512.csv
+    """
     from tuner.research_cli import cmd_compare as compare
     return compare(args, *workload_and_sizes(args))
 
 
 def cmd_dataset(args) -> dict:
+    """`tensorlang dataset export|info`: write a task's tuning records as a dataset CSV, or describe one (see
+    :func:`tuner.research_cli.cmd_dataset`).
+
+    Example::
+
+        tensorlang dataset export matmul --preset 512 -o matmul_512.csv
+        cmd_dataset(make_parser().parse_args(["dataset", "info", "datasets/matmul_512.csv", "--json"]))
+    """
     from tuner.research_cli import cmd_dataset as dataset
     return dataset(args)
 
 
 def cmd_costmodel(args) -> dict:
+    """`tensorlang costmodel eval`: train each cost model on part of a dataset and rank the held-out configs (see
+    :func:`tuner.research_cli.cmd_costmodel`).
+
+    Example::
+
+        tensorlang costmodel eval --dataset datasets/matmul_512.csv --models xgb,forest
+    """
     from tuner.research_cli import cmd_costmodel as costmodel
     return costmodel(args)
 
@@ -336,8 +448,17 @@ COMMANDS["export"] = cmd_export
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the `tensorlang` console script; returns the exit status."""
+    """Entry point of the `tensorlang` console script: parse `argv` (default: sys.argv[1:]), run the command and,
+    with --json, print its result as one JSON object. Returns the exit status: 0, 2 when the command fails (the
+    error printed on stderr without a traceback) or 130 when interrupted; a flag argparse rejects exits with
+    status 2 (SystemExit) after printing the usage.
+
+    Example::
+
+        main(["run", "matmul", "--preset", "small"])   # what `tensorlang run matmul --preset small` does; 0
+    """
     args = make_parser().parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # what a "resume with:" line repeats
     try:
         result = COMMANDS[args.command](args)
     except (CLIError, TensorlangError, ValueError) as e:

@@ -39,7 +39,11 @@ _REDUCE_IDENTITY = ("+", "*", "max", "min")
 
 
 def ll_type(dtype: str) -> ll.Type:
-    """The LLVM type of a dtype name."""
+    """The llvmlite type of a dtype name ("f32", "f64", "i32", "i64" or "bool").
+
+    >>> str(ll_type("f32")), str(ll_type("bool"))
+    ('float', 'i1')
+    """
     return LL_TYPES[dtype]
 
 
@@ -75,7 +79,18 @@ def constant(t: ll.Type, value, lanes: int = 0) -> ll.Constant:
 def emit_module(func: ir.Func, triple: str = "", data_layout: str = "", vector_bits: int = 0) -> ll.Module:
     """An llvmlite module holding `func` as an exported function of the same name. With `vector_bits` (the
     target's widest register, e.g. 512), a vectorized loop wider than one register is emitted in chunks of that
-    width; 0 emits each vectorized loop as one vector."""
+    width; 0 emits each vectorized loop as one vector.
+
+    A 32-lane loop of f32 becomes four `<8 x float>` chunks for 256-bit registers, one `<32 x float>` without:
+
+    >>> import tensorlang as tl
+    >>> s = tl.schedule(tl.op("def f(A: f32[N]) -> B:\\n    B[i] = A[i] * 2.0"), N=32)
+    >>> s["B"].vectorize("i")
+    >>> [str(emit_module(s.lowered(), vector_bits=bits)).count("fmul contract <") for bits in (256, 0)]
+    [4, 1]
+    >>> str(emit_module(s.lowered())).splitlines()[4]
+    'define i32 @"f"(ptr noalias %"A", ptr noalias %"B")'
+    """
     module = ll.Module(name=func.name)
     if triple:
         module.triple = triple

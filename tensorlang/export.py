@@ -84,15 +84,29 @@ def check_name(name) -> str:
 
 
 def check_format(fmt) -> str:
-    """`fmt` if it is one of FORMATS, else BuildError listing them."""
+    """`fmt` if it is one of FORMATS, else BuildError listing them.
+
+    >>> check_format("so")
+    'so'
+    >>> check_format("zip")
+    Traceback (most recent call last):
+    ...
+    tensorlang.errors.BuildError: format 'zip' is not one of so (shared library), o (object file), ...
+    """
     if fmt not in FORMATS:
         raise BuildError(f"format {fmt!r} is not one of {', '.join(f'{k} ({v})' for k, v in FORMATS.items())}")
     return fmt
 
 
 def output_directory(path, flag: str = "path") -> str:
-    """Create the directory `path` (and its parents) if needed and check that it is writable; `flag` names the
-    argument in errors."""
+    """Create the directory `path` (and its parents) if needed, check that it is writable and return it as a str;
+    a BuildError, starting with `flag` (the argument's name), says why it cannot be used.
+
+    >>> import os, tempfile
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     os.path.isdir(output_directory(os.path.join(tmp, "out", "lib")))
+    True
+    """
     path = os.fspath(path)
     if not path:
         raise BuildError(f"{flag}: the output directory is an empty string")
@@ -158,7 +172,16 @@ def export(what, path, format: str = "so", *, name: str | None = None, cc: str |
 
 def metadata(schedule, func, target, backend: str, note: str | None = None) -> dict:
     """What a library says about itself (`NAME__tensorlang_meta()` returns it as JSON): program, sizes, schedule,
-    buffers in argument order, target, loop IR."""
+    buffers in argument order, target, loop IR. `func` is the lowered function (its name is the C name), `backend`
+    "llvm" or "c", and `note` says where the schedule came from.
+
+    >>> import tensorlang as tl
+    >>> from tensorlang.target import host_target
+    >>> s = tl.schedule(tl.op("def scale(X: f32[N]) -> Y:\\n    Y[i] = X[i] * 2.0"), N=8)
+    >>> meta = metadata(s, s.lowered(), host_target(), "llvm")
+    >>> meta["name"], meta["sizes"], meta["inputs"], meta["parallel"]
+    ('scale', {'N': 8}, [{'name': 'X', 'dtype': 'f32', 'shape': [8]}], False)
+    """
     import tensorlang
     bufs = [{"name": b.name, "dtype": b.dtype, "shape": list(b.shape)} for b in func.params]
     n_in = len(schedule.op.inputs)
@@ -259,7 +282,12 @@ def _c_var(name: str) -> str:
 
 
 def build_command(meta: dict, fmt: str) -> str:
-    """The shell command, run in the export directory, that builds NAME_example from the exported files."""
+    """The shell command, run in the export directory, that builds NAME_example from the files of format `fmt`;
+    `meta` needs only "name" and, for format "c", "parallel" (which adds -fopenmp).
+
+    >>> build_command({"name": "scale", "parallel": False}, "o")
+    'cc -O2 -o scale_example scale_example.c scale.o tensorlang_runtime.c -lpthread -lm'
+    """
     n = meta["name"]
     if fmt == "so":
         rpath = "@loader_path" if sys.platform == "darwin" else "'$ORIGIN'"
@@ -291,7 +319,16 @@ def _prototype(meta: dict) -> str:
 
 
 def header(meta: dict, fmt: str, command: str | None = None) -> str:
-    """The text of NAME.h: include guard, prototype, and a comment on buffers, sizes, schedule and threads."""
+    """The text of NAME.h: include guard, prototype, and a comment on buffers, sizes, schedule and threads;
+    `command`, when given, is the command line that made the files.
+
+    >>> import tensorlang as tl
+    >>> from tensorlang.target import host_target
+    >>> s = tl.schedule(tl.op("def scale(X: f32[N]) -> Y:\\n    Y[i] = X[i] * 2.0"), N=8)
+    >>> meta = metadata(s, s.lowered(), host_target(), "llvm")
+    >>> [line for line in header(meta, "ll").splitlines() if "Sizes" in line]
+    [' * Sizes (fixed at export): N=8']
+    """
     n, sizes = meta["name"], ", ".join(f"{k}={v}" for k, v in meta["sizes"].items())
     sched = meta["schedule_python"]
     if not meta["parallel"]:
@@ -361,7 +398,15 @@ const char *{n}{META_SUFFIX}(void);
 
 def example(meta: dict, fmt: str) -> str:
     """The text of NAME_example.c: fill the inputs as `example_inputs` does, call the kernel, print a checksum and
-    the first values of each output, write the outputs to argv[1] if given; exit 1 if the kernel fails."""
+    the first values of each output, write the outputs to argv[1] if given; exit 1 if the kernel fails.
+
+    >>> import tensorlang as tl
+    >>> from tensorlang.target import host_target
+    >>> s = tl.schedule(tl.op("def scale(X: f32[N]) -> Y:\\n    Y[i] = X[i] * 2.0"), N=8)
+    >>> meta = metadata(s, s.lowered(), host_target(), "llvm")
+    >>> [line.strip() for line in example(meta, "ll").splitlines() if "tl_status =" in line]
+    ['int32_t tl_status = scale(X, Y);']
+    """
     n = meta["name"]
     alloc, fill, show, dump, free = [], [], [], [], []
     for i, b in enumerate(meta["inputs"] + meta["outputs"]):
@@ -481,7 +526,14 @@ def example_inputs(what) -> list[np.ndarray]:
 def read_library(path, name: str | None = None):
     """Open a shared library made by `export` with ctypes; return (path, CDLL, metadata dict), or BuildError naming
     the file. `path` is the .so file or a directory holding exactly one; `name` is the kernel's name when the
-    library does not say (one linked by hand from format "o" or "c": default, the file name without lib and .so)."""
+    library does not say (one linked by hand from format "o" or "c": default, the file name without lib and .so).
+
+    Example::
+
+        kernel = tl.build(tl.op("def scale(X: f32[N]) -> Y:\n    Y[i] = X[i] * 2.0"), N=8)
+        kernel.export("out", format="so")       # writes out/libscale.so (links with the C compiler)
+        path, lib, meta = read_library("out")    # ('out/libscale.so', <CDLL ...>, {'name': 'scale', ...})
+    """
     import ctypes
     path = os.fspath(path)
     if os.path.isdir(path):
@@ -523,7 +575,17 @@ def read_library(path, name: str | None = None):
 
 
 def check_cpu(meta: dict, path: str, host) -> None:
-    """BuildError if the library needs CPU features this machine lacks (calling it could crash the process)."""
+    """BuildError if the library at `path` (its metadata `meta`) needs CPU features that the `host` Target lacks
+    (calling it could crash the process).
+
+    >>> from tensorlang.target import Target
+    >>> meta = {"target": {"cpu": "sapphirerapids", "features": "+avx2,+avx512f"}}
+    >>> check_cpu(meta, "libscale.so", Target("x86_64-unknown-linux-gnu", "haswell", "+avx2,-avx512f"))
+    Traceback (most recent call last):
+    ...
+    tensorlang.errors.BuildError: load: libscale.so was compiled for the CPU sapphirerapids, and this CPU (haswell)
+    lacks its features avx512f; export it again on this machine
+    """
     wanted = {f[1:] for f in meta["target"]["features"].split(",") if f.startswith("+")}
     have = {f[1:] for f in host.features.split(",") if f.startswith("+")}
     missing = sorted(wanted - have)
@@ -534,7 +596,17 @@ def check_cpu(meta: dict, path: str, host) -> None:
 
 
 def cmd_export(args) -> dict:
-    """`tensorlang export`: choose the schedule (hand / --best / --schedule), export, and report the files."""
+    """`tensorlang export`: choose the schedule (hand / --best / --schedule), export, and report the files.
+
+    Returns the workload, sizes, format, C name, where the schedule came from, the files written ({role: path})
+    and the command that builds the example program; bad flags raise CLIError.
+
+    Example::
+
+        tensorlang export matmul --preset 512 --format so -o out/
+        args = tensorlang.cli.make_parser().parse_args(["export", "matmul", "--best", "--format", "o", "-o", "out"])
+        cmd_export(args)["files"]   # {'object': 'out/matmul.o', 'runtime': 'out/tensorlang_runtime.c', ...}
+    """
     import tensorlang as tl
 
     from .cli import CLIError, workload_and_sizes

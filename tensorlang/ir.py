@@ -60,6 +60,7 @@ class BinOp(Expr):
 
     @property
     def dtype(self) -> str:
+        """The dtype of the operands, which is the result's."""
         return self.a.dtype
 
 
@@ -99,6 +100,7 @@ class Neg(Expr):
 
     @property
     def dtype(self) -> str:
+        """The dtype of the operand."""
         return self.a.dtype
 
 
@@ -121,6 +123,7 @@ class Select(Expr):
 
     @property
     def dtype(self) -> str:
+        """The dtype of the `t` side (both sides have it)."""
         return self.t.dtype
 
 
@@ -143,6 +146,7 @@ class Buffer:
 
     @property
     def size(self) -> int:
+        """The number of elements: the product of the shape (1 for a 0-d buffer)."""
         n = 1
         for d in self.shape:
             n *= d
@@ -165,6 +169,7 @@ class Load(Expr):
 
     @property
     def dtype(self) -> str:
+        """The dtype of the buffer read."""
         return self.buffer.dtype
 
 
@@ -268,7 +273,15 @@ def all_of(conds) -> Expr | None:
 
 
 def seq(*stmts: Stmt) -> Stmt:
-    """A Seq of the non-empty statements, flattened; a single statement stays itself."""
+    """A Seq of the statements that are not None, nested Seqs flattened; a single statement stays itself.
+
+    >>> X = Buffer("X", "f32", (2,))
+    >>> a, b = Store(X, (const(0),), FloatImm(1.0)), Store(X, (const(1),), FloatImm(2.0))
+    >>> seq(a, None, Seq((b, a))).stmts == (a, b, a)
+    True
+    >>> seq(None, a) is a
+    True
+    """
     out = []
     for s in stmts:
         if s is None:
@@ -295,7 +308,12 @@ def _fmt_float(v: float, dtype: str) -> str:
 
 
 def expr_str(e: Expr, prec: int = 0) -> str:
-    """Readable text of an expression (Python-like, minimal parentheses)."""
+    """Readable text of an expression (Python-like, minimal parentheses); `prec` is the precedence of the operator
+    around it, which decides whether it needs parentheses. f32 constants end in `f`.
+
+    >>> expr_str(BinOp("*", BinOp("+", Var("i"), const(1)), FloatImm(2.0)))
+    '(i + 1)*2f'
+    """
     if isinstance(e, IntImm):
         return str(e.value)
     if isinstance(e, FloatImm):
@@ -326,7 +344,13 @@ def expr_str(e: Expr, prec: int = 0) -> str:
 
 
 def stmt_lines(s: Stmt, depth: int) -> list[str]:
-    """Readable lines of a statement, indented two spaces a level."""
+    """Readable lines of a statement, indented two spaces a level starting at level `depth`; loops that are not
+    serial say their kind in a comment.
+
+    >>> X = Buffer("X", "f32", (4,), "output")
+    >>> stmt_lines(For(Var("i"), const(0), const(4), Store(X, (Var("i"),), FloatImm(0.0)), "vectorized"), 1)
+    ['  for i in 0:4:  # vectorized', '    X[i] = 0f']
+    """
     pad = "  " * depth
     if isinstance(s, Seq):
         return [line for x in s.stmts for line in stmt_lines(x, depth)]
@@ -358,7 +382,12 @@ def stmt_lines(s: Stmt, depth: int) -> list[str]:
 # ---- small passes --------------------------------------------------------------------------------
 
 def expr_vars(e: Expr) -> set[str]:
-    """Names of the variables an expression reads (loads' indices included)."""
+    """Names of the variables an expression reads (loads' indices included).
+
+    >>> A = Buffer("A", "f32", (4, 4))
+    >>> sorted(expr_vars(BinOp("+", Load(A, (Var("i"), Var("j"))), Cast("f32", Var("k")))))
+    ['i', 'j', 'k']
+    """
     if isinstance(e, Var):
         return {e.name}
     if isinstance(e, (BinOp, Cmp, Logic)):

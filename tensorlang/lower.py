@@ -34,7 +34,14 @@ STACK_LIMIT_BYTES = 32 * 1024
 
 
 def buffers_of(bound: BoundOp, inlined: set[str] = frozenset()) -> dict[str, ir.Buffer]:
-    """One IR buffer per tensor: inputs, outputs and intermediate (temp) stages that are not inlined."""
+    """One IR buffer per tensor, by name: inputs, outputs and intermediate (temp) stages that are not in `inlined`.
+
+    >>> import tensorlang as tl
+    >>> from tensorlang.bind import bind
+    >>> op = tl.op("def sm(X: f32[N, D]) -> Y:\\n    mx[n] max= X[n, d]\\n    Y[n, d] = exp(X[n, d] - mx[n])")
+    >>> {name: (b.role, b.shape) for name, b in buffers_of(bind(op, {"N": 2, "D": 3})).items()}
+    {'X': ('input', (2, 3)), 'mx': ('temp', (2,)), 'Y': ('output', (2, 3))}
+    """
     out = {}
     for p in bound.op.params:
         out[p.name] = ir.Buffer(p.name, p.dtype, bound.shapes[p.name], "input")
@@ -47,7 +54,15 @@ def buffers_of(bound: BoundOp, inlined: set[str] = frozenset()) -> dict[str, ir.
 
 
 def index_to_ir(ix: IndexExpr, sizes: dict, env: dict[str, ir.Expr]) -> ir.Expr:
-    """An affine DSL index as an i64 IR expression over the expressions in `env`."""
+    """An affine DSL index as an i64 IR expression over the expressions in `env` (index variable -> IR
+    expression), with the sizes bound and the result simplified.
+
+    >>> from tensorlang.program import IndexExpr
+    >>> from tensorlang.sizes import SizePoly
+    >>> h_stride_r = IndexExpr.var("h") * SizePoly.symbol("stride") + IndexExpr.var("r")
+    >>> str(index_to_ir(h_stride_r, {"stride": 2}, {"h": ir.Var("h"), "r": ir.Var("r")}))
+    'h*2 + r'
+    """
     coeffs, const = ix.evaluate(sizes)
     e: ir.Expr = ir.IntImm(const)
     for v, c in coeffs.items():
@@ -123,6 +138,9 @@ class Lowerer:
 
     # ---- the function ----
     def function(self) -> ir.Func:
+        """The whole function: the stages computed at the root in the order of `op.stages` (the others come inside
+        their consumers), every temporary stage's buffer allocated around the whole body, the inputs then the outputs
+        as parameters, and no Let whose variable nothing reads."""
         roots = [s.name for s in self.op.stages if self.state.stages[s.name].attach[0] == "root"]
         body = ir.seq(*(self.stage(name, None) for name in roots))
         for s in reversed(self.op.stages):
@@ -585,7 +603,15 @@ class ValueLowering:
 
 
 def lower(bound: BoundOp, state=None) -> ir.Func:
-    """The whole function for a bound program and a replayed schedule (the default schedule when None)."""
+    """The whole function for a bound program and a replayed schedule (the default schedule when None).
+
+    >>> import tensorlang as tl
+    >>> from tensorlang.bind import bind
+    >>> print(lower(bind(tl.op("def t(X: f32[N]) -> Y:\\n    Y[i] = X[i] * 2.0"), {"N": 4})))
+    def t(X: f32[4], Y: f32[4]):
+      for i in 0:4:
+        Y[i] = X[i]*2f
+    """
     if state is None:
         from .schedule import ScheduleState
         state = ScheduleState(bound)

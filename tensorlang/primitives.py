@@ -53,6 +53,7 @@ class Split(Primitive):
     NAME = "split"
 
     def to_python(self):
+        """The Python call that redoes this primitive, e.g. ``s["C"].split("m", 32, outer="m_o", inner="m_i")``."""
         return (f"s[{_q(self.stage)}].split({_q(self.axis)}, {self.factor}, outer={_q(self.outer)}, "
                 f"inner={_q(self.inner)})")
 
@@ -65,6 +66,7 @@ class Reorder(Primitive):
     NAME = "reorder"
 
     def to_python(self):
+        """The Python call that redoes this primitive, e.g. ``s["C"].reorder("k", "m")``."""
         return f"s[{_q(self.stage)}].reorder({', '.join(_q(a) for a in self.axes)})"
 
 
@@ -78,6 +80,7 @@ class Fuse(Primitive):
     NAME = "fuse"
 
     def to_python(self):
+        """The Python call that redoes this primitive, e.g. ``s["C"].fuse("m", "n", fused="m_n")``."""
         return f"s[{_q(self.stage)}].fuse({_q(self.outer)}, {_q(self.inner)}, fused={_q(self.fused)})"
 
 
@@ -95,6 +98,7 @@ class Annotate(Primitive):
         return {"vectorized": "vectorize", "unrolled": "unroll"}.get(self.kind, self.kind)
 
     def to_python(self):
+        """The Python call that redoes this primitive, e.g. ``s["C"].vectorize("n_i")``."""
         return f"s[{_q(self.stage)}].{self.verb}({_q(self.axis)})"
 
 
@@ -107,6 +111,7 @@ class ComputeAt(Primitive):
     NAME = "compute_at"
 
     def to_python(self):
+        """The Python call that redoes this primitive, e.g. ``s["P"].compute_at(s["O"], "h")``."""
         return f"s[{_q(self.stage)}].compute_at(s[{_q(self.consumer)}], {_q(self.axis)})"
 
 
@@ -117,6 +122,7 @@ class ComputeInline(Primitive):
     NAME = "compute_inline"
 
     def to_python(self):
+        """The Python call that redoes this primitive, e.g. ``s["T"].compute_inline()``."""
         return f"s[{_q(self.stage)}].compute_inline()"
 
 
@@ -127,6 +133,7 @@ class ComputeRoot(Primitive):
     NAME = "compute_root"
 
     def to_python(self):
+        """The Python call that redoes this primitive, e.g. ``s["P"].compute_root()``."""
         return f"s[{_q(self.stage)}].compute_root()"
 
 
@@ -138,6 +145,7 @@ class CacheWrite(Primitive):
     NAME = "cache_write"
 
     def to_python(self):
+        """The Python call that redoes this primitive, e.g. ``s["C"].cache_write("n_o")``."""
         return f"s[{_q(self.stage)}].cache_write({_q(self.axis)})"
 
 
@@ -156,6 +164,8 @@ class CacheRead(Primitive):
     NAME = "cache_read"
 
     def to_python(self):
+        """The Python call that redoes this primitive, e.g.
+        ``s["C"].cache_read("B", "k_o", layout=((1, 16), (0, 0), (1, 0)))``."""
         extra = f", layout={tuple(tuple(x) for x in self.layout)!r}" if self.layout else ""
         return f"s[{_q(self.stage)}].cache_read({_q(self.tensor)}, {_q(self.axis)}{extra})"
 
@@ -165,7 +175,15 @@ PRIMITIVES = {c.NAME: c for c in (Split, Reorder, Fuse, Annotate, ComputeAt, Com
 
 
 def from_json(d: dict) -> Primitive:
-    """The primitive a `to_json()` dict describes; a ScheduleError names what is malformed."""
+    """The primitive a `to_json()` dict describes (lists become tuples); a ScheduleError names what is malformed.
+
+    >>> from_json({"prim": "reorder", "stage": "C", "axes": ["k", "m"]})
+    Reorder(stage='C', axes=('k', 'm'))
+    >>> from_json({"prim": "split", "stage": "C", "axis": "m"})
+    Traceback (most recent call last):
+    ...
+    tensorlang.errors.ScheduleError: from_json: split lacks factor, outer, inner
+    """
     if not isinstance(d, dict) or d.get("prim") not in PRIMITIVES:
         raise ScheduleError(f"from_json: not a primitive: {d!r} (known: {', '.join(PRIMITIVES)})")
     cls = PRIMITIVES[d["prim"]]

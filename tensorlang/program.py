@@ -173,7 +173,12 @@ def walk(e: Expr):
 
 
 def index_vars_of(e: Expr) -> list[str]:
-    """Index variables a value expression uses, in order of first appearance."""
+    """Index variables a value expression uses (in reads' indices and as values), in order of first appearance.
+
+    >>> import tensorlang as tl
+    >>> index_vars_of(tl.op("def t(A: f32[N, M]) -> B:\\n    B[j, i] = A[i, j]").stage("B").rhs)
+    ['i', 'j']
+    """
     seen: dict[str, None] = {}
     for node in walk(e):
         if isinstance(node, Access):
@@ -250,7 +255,7 @@ class Op:
     ...     C[m, n] += A[m, k] * B[k, n]
     ... ''')
     >>> op.inputs, op.outputs, op.size_names
-    (['A', 'B'], ['C'], ('M', 'K', 'N'))
+    (['A', 'B'], ('C',), ('M', 'K', 'N'))
     """
 
     name: str

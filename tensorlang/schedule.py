@@ -68,6 +68,8 @@ class ScheduleState:
         return [s.name for s in self.bound.op.stages if name in s.reads()]
 
     def stage(self, prim: str, name: str) -> StageState:
+        """The state of stage `name`; when there is none, a ScheduleError that starts `prim(name)` and lists the
+        stages."""
         if name not in self.stages:
             raise ScheduleError(f"{prim}({name}): no stage {name!r}; the stages are {', '.join(self.stages)}"
                                 + (f" ({name} is an input)" if self.bound.op.param(name) else ""))
@@ -200,6 +202,8 @@ class ScheduleState:
 
     @staticmethod
     def not_inside_vector(prim: str, st: StageState, i: int, p) -> None:
+        """Refuse `p` (as `prim`) with a ScheduleError when its loop, number `i` of `st`'s nest, is a vectorized loop
+        or inside one."""
         vec = [lp.name for lp in st.nest.loops[:i + 1] if lp.kind == "vectorized"]
         if vec:
             raise ScheduleError(f"{prim}({p.stage}, {p.axis}): the loop is inside the vectorized loop {vec[0]}; "
@@ -282,12 +286,20 @@ class ScheduleState:
 
 
 def verb(p: Primitive) -> str:
-    """The method the user called for `p` (annotations are recorded as one primitive, `annotate`)."""
+    """The method the user called for `p` (annotations are recorded as one primitive, `annotate`).
+
+    >>> verb(Annotate("C", "n_i", "vectorized")), verb(Split("C", "m", 32, "m_o", "m_i"))
+    ('vectorize', 'split')
+    """
     return VERBS.get(p.kind, p.NAME) if isinstance(p, Annotate) else p.NAME
 
 
 def describe(p: Primitive) -> str:
-    """`name(stage, loops)` as error messages start: `parallel(C, m_o)`."""
+    """`name(stage, loops)` as error messages start: `parallel(C, m_o)`.
+
+    >>> describe(Annotate("C", "m_o", "parallel")), describe(ComputeAt("P", "O", "h"))
+    ('parallel(C, m_o)', 'compute_at(P, O, h)')
+    """
     name = verb(p)
     if isinstance(p, Reorder):
         return f"{name}({p.stage}, {', '.join(p.axes)})"

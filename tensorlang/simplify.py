@@ -13,7 +13,15 @@ _INT = ("i64", "i32")
 
 
 def simplify(e: Expr) -> Expr:
-    """A simpler expression equal to `e` (integer arithmetic exactly; floats are left alone)."""
+    """A simpler expression equal to `e`: integer +, - and * in a canonical order with constants folded; //, %,
+    min, max, comparisons, selects and integer casts of constants computed; `x // 1` and `x % 1` reduced. Float
+    arithmetic is left alone.
+
+    >>> str(simplify(BinOp("-", BinOp("*", IntImm(3), Var("i")), BinOp("+", Var("i"), IntImm(2)))))
+    'i*2 - 2'
+    >>> str(simplify(BinOp("//", BinOp("+", Var("j"), IntImm(0)), IntImm(1))))
+    'j'
+    """
     if isinstance(e, BinOp) and e.dtype in _INT and e.op in ("+", "-", "*"):
         return _rebuild(*_linear(e), e.dtype)
     if isinstance(e, Neg) and e.dtype in _INT:

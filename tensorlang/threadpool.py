@@ -42,7 +42,14 @@ _lock = threading.Lock()
 
 
 def num_threads() -> int:
-    """Threads parallel loops use: TENSORLANG_NUM_THREADS, else the CPUs available to this process."""
+    """Threads parallel loops use: TENSORLANG_NUM_THREADS, else the CPUs available to this process. A value that
+    is not an integer >= 1 is a ValueError.
+
+    >>> from unittest import mock
+    >>> with mock.patch.dict(os.environ, {"TENSORLANG_NUM_THREADS": "3"}):
+    ...     num_threads()
+    3
+    """
     text = os.environ.get("TENSORLANG_NUM_THREADS", "").strip()
     if text:
         try:

@@ -51,6 +51,9 @@ def test_show_prints_loop_ir_and_llvm():
     (("run", "matmul", "--size", "M=big"), "--size: M='big' is not an integer"),
     (("run", "matmul", "--size", "Q=3"), "--size: matmul has no size Q; sizes: M, N, K"),
     (("run", "matmul", "--size", "M=-2"), "size M=-2 must be >= 1"),
+    (("run", "matmul", "--preset", "small", "--repeat", "0"), "--repeat: must be >= 1 timed run, got 0"),
+    (("bench", "matmul", "--preset", "small", "--min-time", "-1"), "--min-time: must be a finite number of seconds"),
+    (("run", "matmul", "--preset", "small", "--min-time", "nan"), "--min-time: must be a finite number of seconds"),
     (("show", "matmul", "--ir", "--asm"), "not allowed with argument"),
     (("frobnicate",), "invalid choice: 'frobnicate'"),
 ])
@@ -84,3 +87,15 @@ def test_bench_reports_every_row_in_json():
 def test_bench_rejects_bad_thread_count():
     r = tensorlang("bench", "softmax", "--size", "N=8,D=40", "--threads", "0")
     assert r.returncode == 2 and "--threads: must be >= 1" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_bench_gives_the_process_its_thread_count_back(monkeypatch):
+    import schedules
+    from tensorlang.bench import run_bench
+    monkeypatch.setenv("TENSORLANG_NUM_THREADS", "1")
+    w = schedules.get("softmax")
+    report = run_bench(w, {"N": 8, "D": 40}, threads=2, min_runs=1, min_time=0.0, log=lambda *a: None)
+    assert report["threads"] == 2 and os.environ["TENSORLANG_NUM_THREADS"] == "1"
+    monkeypatch.delenv("TENSORLANG_NUM_THREADS")
+    run_bench(w, {"N": 8, "D": 40}, threads=2, min_runs=1, min_time=0.0, log=lambda *a: None)
+    assert "TENSORLANG_NUM_THREADS" not in os.environ

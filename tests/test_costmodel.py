@@ -8,7 +8,6 @@ Run: ``.venv/bin/pytest tests/test_costmodel.py -q``
 """
 from __future__ import annotations
 
-import doctest
 
 import numpy as np
 import pytest
@@ -16,7 +15,7 @@ import pytest
 import schedules
 import tensorlang as tl
 from tensorlang import ir
-from tuner import costmodel, features
+from tuner import features
 from tuner.costmodel import (COST_MODELS, ForestCostModel, NoCostModel, XGBCostModel, make_cost_model,
                              normalise_per_task, ranking_quality, register_cost_model)
 from tuner.features import FEATURE_NAMES, PROGRAM_FEATURES, STORE_FEATURES, as_dict, extract, of_schedule
@@ -366,9 +365,3 @@ def test_normalise_per_task():
     assert normalise_per_task([1.0, 4.0]).tolist() == [0.25, 1.0]
     with pytest.raises(ValueError, match="one task id per throughput"):
         normalise_per_task([1.0, 2.0], [0])
-
-
-@pytest.mark.parametrize("module", [features, costmodel])
-def test_docstring_examples(module):
-    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
-    assert result.attempted > 0 and result.failed == 0

@@ -1,6 +1,5 @@
 """The tuning records database (tuner/database.py): round trips, queries, paths, schema checks, refusals, and
 crash safety (kill -9 of a writer) and several processes on one file."""
-import doctest
 import json
 import os
 import pathlib
@@ -298,11 +297,6 @@ def test_memory_database_and_closing():
         pass
     with pytest.raises(DatabaseError, match="closed"):
         b.add(rec())
-
-
-def test_docstring_examples():
-    result = doctest.testmod(database, optionflags=doctest.ELLIPSIS)
-    assert result.attempted > 20 and result.failed == 0
 
 
 # ---------------------------------------------------------------------------------------------------------------

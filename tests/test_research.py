@@ -470,14 +470,6 @@ def test_compare_live_measures_each_run_from_scratch(capsys):
     assert report["best_known_gflops"] == max(c[-1] for c in curves)
 
 
-@pytest.mark.parametrize("name", ["plugins", "dataset", "replay", "comparison", "evaluate", "strategies", "space"])
-def test_docstring_examples(name):
-    import doctest
-    import importlib
-    result = doctest.testmod(importlib.import_module(f"tuner.{name}"), optionflags=doctest.ELLIPSIS)
-    assert result.attempted > 0 and result.failed == 0
-
-
 def test_replay_refuses_a_dataset_of_another_program(small_dataset):
     header = dict(small_dataset.header, flops=small_dataset.header["flops"] * 2)
     with pytest.raises(DatasetError, match="the workload changed since the dataset was measured"):

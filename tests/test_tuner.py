@@ -268,6 +268,44 @@ def test_cli_tune_measures_the_hand_config_first_unless_told_not_to(tmp_path):
             assert min(d.records(task.key), key=lambda rec: rec.trial).strategy == first
 
 
+def _record_closes(monkeypatch) -> list:
+    closed, close = [], Database.close
+    monkeypatch.setattr(Database, "close", lambda self: (closed.append(str(self.path)), close(self))[1])
+    return closed
+
+
+def test_cli_tune_interrupted_keeps_the_records_and_says_how_to_resume(tmp_path, monkeypatch, capsys):
+    from tensorlang.cli import main
+    from tuner.tuning import ProgressBar
+
+    def ctrl_c(self, summary):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(ProgressBar, "update", ctrl_c)  # Ctrl-C as the first trial is reported
+    closed = _record_closes(monkeypatch)
+    db = tmp_path / "my tuning.db"
+    argv = ["tune", "maxpool2d", "--preset", "small", "--trials", "5", "--db", str(db), "--jobs", "1"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert f"resume with: tensorlang tune maxpool2d --preset small --trials 5 --db '{db}'" in out  # not pytest's argv
+    assert "timing the default schedule" not in out  # no baselines after an interrupt
+    assert str(db) in closed
+    with Database(db) as d:
+        assert len(d.records(Task.create("maxpool2d", preset="small").key)) == 1
+
+
+def test_cli_tune_closes_the_database_when_tuning_fails(tmp_path, monkeypatch):
+    from tensorlang.cli import main
+
+    def broken(self):
+        raise RuntimeError("broken tuner")
+    monkeypatch.setattr(Tuner, "run", broken)
+    closed = _record_closes(monkeypatch)
+    db = tmp_path / "t.db"
+    with pytest.raises(RuntimeError, match="broken tuner"):
+        main(["tune", "maxpool2d", "--preset", "small", "--trials", "2", "--db", str(db), "--jobs", "1"])
+    assert closed == [str(db)]
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # strategies
 

@@ -19,7 +19,21 @@ class TuneFlagError(ValueError):
 
 
 def check_tune_flags(args) -> None:
-    """Refuse bad values of ``tune``'s flags before anything starts, naming the flag and what is legal."""
+    """Refuse bad values of ``tune``'s flags before anything starts, naming the flag and what is legal.
+
+    ``args`` is the parsed ``tensorlang tune`` command line; each bad value is a TuneFlagError. The strategy and
+    cost model must resolve (:func:`check_plugin_flags`), ``--sampler`` must name an optuna sampler and goes with
+    ``--strategy bayesian`` only, and the ``--plot`` file must be one that can be written (:func:`check_plot_flag`).
+
+    Example::
+
+        >>> from tensorlang.cli import make_parser
+        >>> check_tune_flags(make_parser().parse_args(["tune", "matmul", "--trials", "64"]))
+        >>> check_tune_flags(make_parser().parse_args(["tune", "matmul", "--trials", "64", "--jobs", "0"]))
+        Traceback (most recent call last):
+        ...
+        tuner.cli.TuneFlagError: --jobs: must be at least 1, got 0
+    """
     if args.trials < 1:
         raise TuneFlagError(f"--trials: must be at least 1, got {args.trials}")
     check_plugin_flags([args.strategy], [args.cost_model])
@@ -44,7 +58,16 @@ def check_tune_flags(args) -> None:
 
 
 def check_plot_flag(path: str | None) -> None:
-    """Refuse a ``--plot`` file that is not a .png or whose folder does not exist (None: no plot)."""
+    """Refuse a ``--plot`` file that is not a .png or whose folder does not exist (None: no plot).
+
+    Example::
+
+        >>> check_plot_flag(None)
+        >>> check_plot_flag("/no/such/folder/curve.png")
+        Traceback (most recent call last):
+        ...
+        tuner.cli.TuneFlagError: --plot: folder '/no/such/folder' does not exist
+    """
     if path is None:
         return
     if not path.lower().endswith(".png"):
@@ -57,7 +80,17 @@ def check_plot_flag(path: str | None) -> None:
 def check_plugin_flags(strategies, cost_models, strategy_flag: str = "--strategy",
                        cost_model_flag: str = "--cost-model") -> None:
     """Resolve every strategy and cost model name (registered, entry point or ``package.module:Class``) before
-    anything starts; TuneFlagError naming the flag otherwise."""
+    anything starts; TuneFlagError naming the flag otherwise (``strategy_flag`` or ``cost_model_flag``: the
+    commands that take lists pass ``--strategies`` or ``--models``).
+
+    Example::
+
+        >>> check_plugin_flags(["random", "tuner.strategies:GridSearch"], ["xgb"])
+        >>> check_plugin_flags(["annealing"], [], strategy_flag="--strategies")
+        Traceback (most recent call last):
+        ...
+        tuner.cli.TuneFlagError: --strategies: unknown strategy 'annealing'; strategies: random, grid, ...
+    """
     from tuner.plugins import resolve_cost_model, resolve_strategy
     for flag, names, resolve in ((strategy_flag, strategies, resolve_strategy),
                                  (cost_model_flag, cost_models, resolve_cost_model)):
@@ -77,12 +110,30 @@ def _open_db(path):
 
 
 def cmd_tune(args, workload, sizes) -> dict:
-    """``tensorlang tune``: tune, show progress, then print a summary (and write a plot)."""
-    from tuner.measure import MeasureOptions
-    from tuner.tuning import ProgressBar, Tuner, hand_start_configs, measure_baselines
+    """``tensorlang tune``: tune, show progress, then print a summary (and write a plot).
+
+    ``args`` is the parsed command line, ``workload`` the :class:`schedules.Workload` and ``sizes`` its sizes.
+    The flags are checked first (:func:`check_tune_flags`); the hand schedule's config is measured first unless
+    ``--no-hand-start``; after the run the default schedule, the hand schedule, the best record and numpy are
+    timed side by side unless ``--no-baselines`` or the run was interrupted. With ``--json`` the progress goes to
+    stderr and the text summary is left out (the caller prints the returned JSON). Returns :func:`summary_json`.
+
+    Example::
+
+        tensorlang tune conv2d --preset resnet18_3x3 --trials 200 --plot conv2d.png
+    """
     check_tune_flags(args)
     task = Task.create(workload.name, sizes=sizes, threads=args.threads)
     db = _open_db(args.db)
+    try:
+        return _tune(args, workload, task, db)
+    finally:
+        db.close()
+
+
+def _tune(args, workload, task, db) -> dict:
+    from tuner.measure import MeasureOptions
+    from tuner.tuning import ProgressBar, Tuner, hand_start_configs, measure_baselines
     say = (lambda *a: print(*a, file=sys.stderr)) if args.json else print
     say(f"tuning {task.describe()}: {args.trials} trials, strategy {args.strategy}, cost model {args.cost_model}, "
         f"seed {args.seed}")
@@ -118,17 +169,46 @@ def cmd_tune(args, workload, sizes) -> dict:
     report = summary_json(summary, db)
     if not args.json:
         print(format_summary(summary, report, args))
-    db.close()
     return report
 
 
 def resume_command(args) -> str:
-    """The command line that continues this tuning run (the same flags: earlier records count)."""
-    return "tensorlang " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else "tensorlang tune ..."
+    """The command line that continues this tuning run, quoted for the shell: the arguments
+    :func:`tensorlang.cli.main` was given (``args.argv``; this process's ``sys.argv`` when there is none). The
+    same flags resume, since earlier records count.
+
+    Example::
+
+        >>> from tensorlang.cli import make_parser
+        >>> argv = ["tune", "matmul", "--trials", "500", "--db", "my tuning.db"]
+        >>> args = make_parser().parse_args(argv)
+        >>> args.argv = argv
+        >>> resume_command(args)
+        "tensorlang tune matmul --trials 500 --db 'my tuning.db'"
+    """
+    argv = getattr(args, "argv", None)
+    argv = sys.argv[1:] if argv is None else argv
+    return "tensorlang " + " ".join(shlex.quote(a) for a in argv) if argv else "tensorlang tune ..."
 
 
 def summary_json(summary, db) -> dict:
-    """The JSON object ``tune --json`` prints."""
+    """The JSON object ``tune --json`` prints: the task, the trial counts (all runs, and this run's valid and
+    invalid ones by error kind), timings, the best record, the re-timed medians by config key (this run's, else
+    those ``db`` holds for the task), the baselines' GFLOPS and, where the best was timed with them, its speedup
+    over each.
+
+    Example::
+
+        >>> from tuner.database import Database, Record
+        >>> from tuner.tuning import TuneSummary
+        >>> t = Task.create("matmul", preset="small", threads=1)
+        >>> best = Record(t.key, "matmul", t.sizes, t.target, t.space.config_at(0), None, times=(1e-4,),
+        ...               flops=t.flops, strategy="random", trial=3)
+        >>> s = TuneSummary(t, best, trials_before=10, trials_done=6, valid=6, baselines={"tuned": 2.0, "numpy": 4.0})
+        >>> report = summary_json(s, Database(":memory:"))
+        >>> report["trials"], report["best"]["gflops"], report["speedup"]
+        (16, 1.96608, {'numpy': 0.5})
+    """
     best = summary.best
     retimed = summary.retimed or db.retimed(summary.task.key)  # this run's re-timing, else the one in force
     out = {
@@ -156,7 +236,27 @@ def _duration(s: float) -> str:
 
 
 def format_summary(summary, report: dict, args) -> str:
-    """The text summary ``tune`` prints at the end."""
+    """The text summary ``tune`` prints at the end, from the ``summary``, its ``report`` (:func:`summary_json`)
+    and the command line ``args`` (whose ``--preset``, ``--size`` and ``--db`` go into the suggested next
+    command).
+
+    Example::
+
+        >>> import argparse
+        >>> from collections import Counter
+        >>> from tuner.database import Database, Record
+        >>> from tuner.tuning import TuneSummary
+        >>> t = Task.create("matmul", preset="small", threads=1)
+        >>> best = Record(t.key, "matmul", t.sizes, t.target, t.space.config_at(0), None, times=(1e-4,),
+        ...               flops=t.flops, strategy="random", trial=3)
+        >>> s = TuneSummary(t, best, trials_before=10, trials_done=6, valid=5, errors=Counter(wrong=1), wall_s=3.0)
+        >>> print(format_summary(s, summary_json(s, Database(":memory:")),
+        ...                      argparse.Namespace(preset="small", size=None, db=None, plot=None)))
+        tuned matmul: 16 trials (6 in this run), 2.00 measured per second
+          best: 0.100 ms, 2.0 GFLOPS (trial 3, random)
+          this run: 5 valid, 1 invalid (1 wrong)
+        next: tensorlang best matmul --preset small   (or: tensorlang bench matmul --preset small)
+    """
     lines = []
     t = summary.task
     total = report["trials"]
@@ -201,7 +301,15 @@ def format_summary(summary, report: dict, args) -> str:
 
 
 def plot_curve(summary, path: str) -> None:
-    """Write a PNG of the best GFLOPS so far against the trial number."""
+    """Write a PNG of the best GFLOPS so far against the trial number (``summary.curve``) to ``path``, with a
+    dashed line for each baseline that was timed (the best record's re-timing dotted).
+
+    Example::
+
+        from tuner.tuning import Tuner
+        summary = Tuner(task, 200).run()
+        plot_curve(summary, "matmul-tuning.png")
+    """
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -225,7 +333,15 @@ def plot_curve(summary, path: str) -> None:
 
 def best_record(workload, sizes, threads, db_path):
     """(task, its best valid record or None, the database path) for the workload at sizes, this CPU, threads.
-    A database file that does not exist yet is not created."""
+    A database file that does not exist yet is not created. ``db_path`` None: :func:`tuner.database.default_db_path`.
+
+    Example::
+
+        >>> import schedules
+        >>> task, rec, path = best_record(schedules.get("matmul"), {"M": 64, "N": 48, "K": 32}, 1, "/no/such.db")
+        >>> task.describe().split(" on ")[0], rec, path
+        ('matmul(M=64, N=48, K=32)', None, '/no/such.db')
+    """
     from tuner.database import default_db_path
     task = Task.create(workload.name, sizes=sizes, threads=threads)
     path = db_path or default_db_path()
@@ -239,7 +355,15 @@ def best_record(workload, sizes, threads, db_path):
 
 
 def cmd_best(args, workload, sizes) -> dict:
-    """``tensorlang best``: the best record of a task and its schedule as Python."""
+    """``tensorlang best``: the best record of a task and its schedule as Python.
+
+    Prints the record's time, GFLOPS, knob values and schedule (nothing with ``--json``) and returns them as a
+    JSON object; TuneFlagError, with the ``tune`` command to run, when the task has no valid record.
+
+    Example::
+
+        tensorlang best matmul --preset 512 --threads 8 --db runs.db
+    """
     import tensorlang as tl
     if args.threads is not None and args.threads < 1:
         raise TuneFlagError(f"--threads: must be at least 1, got {args.threads}")

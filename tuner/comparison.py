@@ -208,7 +208,16 @@ def _uses_features(strategy: str) -> bool:
 
 def live_run(task, strategy: str, seed: int, trials: int, cost_model: str = "xgb", jobs: int | None = None,
              options=None, batch: int = 16, strategy_options: dict | None = None) -> Run:
-    """Tune ``task`` on this machine from scratch (a database in memory, so no earlier records count)."""
+    """Tune ``task`` on this machine from scratch (a database in memory, so no earlier records count) with
+    ``strategy`` and ``seed`` for ``trials`` trials, without the final re-timing; return the run. A Ctrl-C
+    that stopped the tuner is raised again as KeyboardInterrupt (no partial run is returned).
+
+    Example::
+
+        from tuner.task import Task
+        run = live_run(Task.create("matmul", preset="512"), "xgb-genetic", seed=0, trials=100)
+        print(run.curve[-1], run.wall_s)
+    """
     from tuner.database import Database
     from tuner.tuning import Tuner
     t0 = time.perf_counter()
@@ -230,6 +239,19 @@ def compare(strategies, trials: int, seeds: int = 5, replay: Dataset | str | Non
     On replay (``replay`` a :class:`Dataset` or its path) nothing is compiled and ``jobs`` processes share the
     runs; otherwise ``task`` (a :class:`tuner.task.Task`) is tuned live, one run after another. ``on_run(run)``
     is called as each run ends. Strategies are names, entry points or ``package.module:Class`` specs.
+
+    Example::
+
+        >>> ds = Dataset({"workload": "matmul", "sizes": {"M": 64, "N": 48, "K": 32}, "threads": 1,
+        ...               "flops": 196608.0, "knobs": {"nr": [16, 32, 48, 64]}},
+        ...              [({"nr": v}, float(v), None) for v in (16, 32, 48, 64)])
+        >>> cmp = compare(["grid", "random"], trials=3, seeds=2, replay=ds)
+        >>> cmp.best_known, [r.curve for r in cmp.runs["grid"]]
+        (64.0, [[16.0, 32.0, 48.0], [16.0, 32.0, 48.0]])
+        >>> compare(["grid"], trials=3)
+        Traceback (most recent call last):
+        ...
+        ValueError: compare: give a task to tune live, or a dataset to replay
     """
     strategies = list(strategies)
     if not strategies:

@@ -357,7 +357,21 @@ def default_name(task) -> str:
 
 
 def check_output_path(path: str) -> None:
-    """DatasetError when ``path`` cannot be written (its folder is missing, or it names a folder)."""
+    """DatasetError when ``path`` cannot be written (its folder is missing, or it names a folder).
+
+    Example::
+
+        >>> import os, tempfile
+        >>> check_output_path(os.path.join(tempfile.gettempdir(), "matmul.csv"))
+        >>> check_output_path("/no/such/dir/m.csv")
+        Traceback (most recent call last):
+        ...
+        tuner.dataset.DatasetError: cannot write dataset /no/such/dir/m.csv: folder /no/such/dir does not exist
+        >>> check_output_path(tempfile.gettempdir())
+        Traceback (most recent call last):
+        ...
+        tuner.dataset.DatasetError: cannot write dataset ...: it is a folder
+    """
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
         raise DatasetError(f"cannot write dataset {path}: folder {folder} does not exist")

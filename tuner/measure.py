@@ -127,7 +127,21 @@ class Result:
 def build_handler(init: dict):
     """Worker factory: compiles ``{"schedule": json, "key": config_key}`` to ``{"object": bytes}`` or an error;
     with the task in ``init``, also answers ``{"features": [config, ...]}`` with each config's loop-IR features
-    (a list of floats, or None where the config cannot be scheduled)."""
+    (a list of floats, or None where the config cannot be scheduled).
+
+    ``init`` holds the DSL ``source`` and, optionally, the ``task`` (the fields of :class:`tuner.task.Task`). A
+    build answers the object code with the kernel's ``name`` and ``build_s`` (its seconds), or ``error_kind``
+    "schedule" or "build" and the ``error``.
+
+    Example::
+
+        >>> import tensorlang as tl
+        >>> src = "def f(A: f32[N]) -> B:\\n    B[i] = A[i] * 2.0"
+        >>> handle = build_handler({"source": src})
+        >>> answer = handle({"schedule": tl.schedule(tl.op(src), N=64).to_json(), "key": "k"})
+        >>> answer["name"], type(answer["object"]).__name__, answer["build_s"] > 0
+        ('f', 'bytes', True)
+    """
     from tensorlang.codegen_llvm import emit_module
     from tensorlang.target import compile_object, host_target
     op = tl.op(init["source"])
@@ -212,7 +226,25 @@ def compare(out: np.ndarray, expected: np.ndarray) -> str | None:
 
 
 def run_handler(init: dict):
-    """Worker factory: loads each object, runs it on the task's inputs, checks it and times it."""
+    """Worker factory: loads each object, runs it on the task's inputs, checks it and times it.
+
+    ``init`` holds the ``.npy`` paths of the ``inputs`` and of the ``expected`` outputs, the output names
+    (``outputs``) and the kernel ``threads`` (set as ``$TENSORLANG_NUM_THREADS`` of this process). A request
+    holds the ``object`` and ``name`` a build answered, the config ``key``, the best median so far ``best_s``
+    (or None) and the :class:`MeasureOptions` as a dict. The outputs are filled with NaN (integers: -12345)
+    before the checked run; a wrong output answers ``error_kind`` "wrong", a non-zero status "runtime".
+    Otherwise the answer is ``{"times": [seconds, ...]}``: the checked run's time alone when it took more than
+    ``slow_factor`` times ``best_s``, else timed runs until there are ``min_runs`` and ``min_time`` has passed
+    (at most ``max_runs``), cut short, from ``min_runs`` runs on, while their median is above ``coarse_factor``
+    times ``best_s``.
+
+    Example::
+
+        runner = Worker("tuner.measure:run_handler", {"inputs": ["A.npy", "B.npy"], "expected": ["C.npy"],
+                                                      "outputs": ["C"], "threads": 4})
+        runner.call({"object": build["object"], "name": build["name"], "key": key, "best_s": None,
+                     "options": MeasureOptions().__dict__}, timeout=10)   # {"times": [...]}
+    """
     import ctypes
 
     os.environ["TENSORLANG_NUM_THREADS"] = str(init["threads"])

@@ -34,7 +34,20 @@ def _load_dataset(path: str, flag: str):
 
 
 def cmd_compare(args, workload, sizes) -> dict:
-    """``tensorlang compare``: every strategy with every seed; a table, optionally a plot and JSON."""
+    """``tensorlang compare``: every strategy with every seed; a table, optionally a plot and JSON.
+
+    ``args`` is the parsed command line, ``workload`` the :class:`schedules.Workload` and ``sizes`` its sizes.
+    With ``--replay`` the runs answer from the dataset (which must be of this workload, and of these sizes when
+    ``--preset`` or ``--size`` is given) and share ``--jobs`` processes (default: the CPU count); otherwise the
+    task is tuned live, one run after another, and no record is kept. Prints progress and the table of
+    :meth:`tuner.comparison.Comparison.table` (with ``--json``, progress only, on stderr); returns
+    :meth:`tuner.comparison.Comparison.to_json`, with the plot's path when ``--plot`` is given.
+
+    Example::
+
+        tensorlang compare matmul --strategies random,genetic,xgb-genetic --trials 200 --seeds 10 \\
+            --replay matmul_1024.csv --plot compare.png
+    """
     from tuner.comparison import compare
     from tuner.measure import MeasureOptions
     from tuner.task import Task
@@ -82,7 +95,16 @@ def cmd_compare(args, workload, sizes) -> dict:
 
 
 def cmd_dataset(args) -> dict:
-    """``tensorlang dataset export|info``."""
+    """``tensorlang dataset export|info``: ``export`` writes one task's records of the tuning database as a
+    dataset file (``-o``; TuneFlagError when the database or the task's records are missing, or the file
+    cannot be written), ``info`` describes a dataset file. Each prints a summary (nothing with ``--json``) and
+    returns it as a JSON object.
+
+    Example::
+
+        tensorlang dataset export matmul --preset 1024 --threads 1 --db runs.db -o matmul_1024.csv
+        tensorlang dataset info matmul_1024.csv
+    """
     if args.dataset_command == "info":
         return _dataset_info(args)
     from tensorlang.cli import workload_and_sizes
@@ -150,7 +172,16 @@ def _dataset_info(args) -> dict:
 
 
 def cmd_costmodel(args) -> dict:
-    """``tensorlang costmodel eval``: rank held-out configs of a dataset with each cost model."""
+    """``tensorlang costmodel eval``: rank held-out configs of a dataset with each cost model.
+
+    Runs :func:`tuner.evaluate.evaluate_dataset` with ``--models`` (default: every registered one),
+    ``--train-fraction``, ``--splits`` and ``--seed``; prints :func:`tuner.evaluate.format_report` (nothing with
+    ``--json``) and returns ``{"dataset", "workload", "models": the report}``.
+
+    Example::
+
+        tensorlang costmodel eval --dataset matmul_1024.csv --models xgb,forest --splits 10
+    """
     from tuner.evaluate import evaluate_dataset, format_report
     ds = _load_dataset(args.dataset, "--dataset")
     models = None

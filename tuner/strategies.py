@@ -308,6 +308,9 @@ class BayesianSearch(Strategy):
         self.random_fills = 0
 
     def observe(self, observations: Sequence[Observation]) -> None:
+        """Record the observations and tell optuna each one's GFLOPS (0 for an invalid config): as the result of
+        the trial that asked for it, or, for a config optuna did not ask for (an earlier record, a random fill, a
+        replay substitute), as a finished trial of its own."""
         super().observe(observations)
         for o in observations:
             k = config_key(o.config)
@@ -393,6 +396,8 @@ class ModelGuidedGenetic(GeneticSearch):
                 self._features[k] = f
 
     def observe(self, observations: Sequence[Observation]) -> None:
+        """Record the observations; the cost model is retrained on the whole history at the next proposal (once
+        ``min_train`` valid configs have been measured)."""
         super().observe(observations)
         self._dirty = True
 

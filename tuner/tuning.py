@@ -91,7 +91,15 @@ def hand_start_configs(task: Task) -> list[dict]:
 
 
 def observation_of(rec: Record) -> Observation:
-    """A database record as a strategy observation."""
+    """A database record as a strategy observation: its config and GFLOPS, or None and its error kind.
+
+    Example::
+
+        >>> observation_of(Record("t", "matmul", {}, {}, {"tile": 8}, None, times=(0.002,), flops=4e6))
+        Observation(config={'tile': 8}, gflops=2.0, error_kind=None)
+        >>> observation_of(Record("t", "matmul", {}, {}, {"tile": 8}, None, (), "crash", "SIGSEGV")).gflops is None
+        True
+    """
     return Observation(dict(rec.config), rec.gflops if rec.ok else None, rec.error_kind)
 
 
@@ -264,7 +272,18 @@ def measure_baselines(task: Task, best: Record | None, jobs: int | None = 1, num
                       errors: dict | None = None) -> dict:
     """GFLOPS of the default schedule, the hand schedule (if any), numpy as installed, and the best record,
     all timed in this one call (the schedules in the isolated runner, numpy in a subprocess). A schedule that
-    fails (the default matmul 1024 runs past the time limit, say) gets None, and ``errors[name]`` says why."""
+    fails (the default matmul 1024 runs past the time limit, say) gets None, and ``errors[name]`` says why.
+
+    Returns ``{"default": ..., "hand": ..., "tuned": ..., "numpy": ...}`` (``hand`` only when the workload has a
+    hand schedule, ``tuned`` only when ``best`` has a schedule, ``numpy`` only when ``numpy`` is true).
+
+    Example::
+
+        task = Task.create("matmul", preset="512")
+        errors = {}
+        gflops = measure_baselines(task, Database().best(task.key), errors=errors)
+        print(gflops["tuned"] / gflops["numpy"], errors)
+    """
     from tensorlang.bench import numpy_baseline
     w = task.workload_def
     out = {}
@@ -298,6 +317,11 @@ def tune(workload: str, trials: int, preset: str | None = None, sizes: dict | No
     progress bar on stderr. ``hand_start`` measures the hand schedule's config first (:func:`hand_start_configs`), so
     that search starts from it. Other keyword arguments go to :class:`Tuner` (``batch``, ``options``,
     ``strategy_options``).
+
+    Example::
+
+        best = tune("conv2d", trials=200, preset="resnet18_3x3", strategy="xgb-genetic", db="runs.db")
+        print(best.gflops, best.config)
     """
     task = Task.create(workload, preset=preset, sizes=sizes, threads=threads)
     opts = options.pop("options", None) or MeasureOptions(run_timeout=timeout)

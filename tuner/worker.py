@@ -32,7 +32,14 @@ class WorkerTimeout(Exception):
 
 
 def echo_handler(init: dict):
-    """A handler factory for tests: returns a handler that answers each request with itself."""
+    """A handler factory for tests: returns a handler that answers each request with itself (``init`` is
+    ignored).
+
+    Example::
+
+        >>> echo_handler({})({"x": 1})
+        {'x': 1}
+    """
     return lambda request: request
 
 
