@@ -450,7 +450,8 @@ COMMANDS["export"] = cmd_export
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `tensorlang` console script: parse `argv` (default: sys.argv[1:]), run the command and,
     with --json, print its result as one JSON object. Returns the exit status: 0, 2 when the command fails (the
-    error printed on stderr without a traceback) or 130 when interrupted; a flag argparse rejects exits with
+    error printed on stderr without a traceback) or 130 when interrupted (a tune that Ctrl-C stopped prints its
+    summary, and its JSON with "interrupted": true, first); a flag argparse rejects exits with
     status 2 (SystemExit) after printing the usage.
 
     Example::
@@ -469,7 +470,7 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     if args.json:
         print(json.dumps(result))
-    return 0
+    return 130 if isinstance(result, dict) and result.get("interrupted") else 0  # a tune stopped by Ctrl-C
 
 
 if __name__ == "__main__":

@@ -284,7 +284,7 @@ def test_cli_tune_interrupted_keeps_the_records_and_says_how_to_resume(tmp_path,
     closed = _record_closes(monkeypatch)
     db = tmp_path / "my tuning.db"
     argv = ["tune", "maxpool2d", "--preset", "small", "--trials", "5", "--db", str(db), "--jobs", "1"]
-    assert main(argv) == 0
+    assert main(argv) == 130  # the exit status of a command stopped by Ctrl-C
     out = capsys.readouterr().out
     assert f"resume with: tensorlang tune maxpool2d --preset small --trials 5 --db '{db}'" in out  # not pytest's argv
     assert "timing the default schedule" not in out  # no baselines after an interrupt
