@@ -31,6 +31,26 @@ class CLIError(Exception):
 DB_DEFAULT = "(default: TENSORLANG_DB or the user cache folder)"
 
 
+def seed_value(text: str) -> int:
+    """The value of a --seed flag: an integer >= 0 (what numpy's and optuna's generators take); argparse turns a
+    ValueError into "argument --seed: invalid seed_value value".
+
+    >>> seed_value("42")
+    42
+    >>> seed_value("-1")
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: must be an integer >= 0, got '-1'
+    """
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text!r}")
+    return value
+
+
 def parse_sizes(text: str) -> dict[str, int]:
     """Parse `--size M=1024,N=1024` into a dict.
 
@@ -270,7 +290,7 @@ def make_parser() -> argparse.ArgumentParser:
     common(r)
     r.add_argument("--repeat", type=int, default=10, help="at least this many timed runs (default 10)")
     r.add_argument("--min-time", type=float, default=0.2, help="and at least this many seconds (default 0.2)")
-    r.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    r.add_argument("--seed", type=seed_value, default=0, help="seed of the random inputs")
     b = sub.add_parser("bench", help="time the default schedule, the hand schedule and numpy in one table")
     common(b)
     b.add_argument("--threads", type=int, help="threads for tensorlang and OpenBLAS (default: all CPUs)")
@@ -294,7 +314,7 @@ def make_parser() -> argparse.ArgumentParser:
     t.add_argument("--cost-model", default="xgb",
                    help="xgb (default), forest or none; or a plug-in (entry point name or package.module:Class)")
     t.add_argument("--sampler", help="with --strategy bayesian: an optuna sampler class (default TPESampler)")
-    t.add_argument("--seed", type=int, default=0, help="seed of the search (same seed, same proposals)")
+    t.add_argument("--seed", type=seed_value, default=0, help="seed of the search (same seed, same proposals)")
     t.add_argument("--db", help=f"tuning database file {DB_DEFAULT}")
     t.add_argument("--jobs", type=int, help="build processes (default: the CPU count)")
     t.add_argument("--timeout", type=float, default=10.0, help="seconds one candidate may run (default 10)")
@@ -346,7 +366,7 @@ def make_parser() -> argparse.ArgumentParser:
     ce.add_argument("--models", help="cost models separated by commas (default: every registered one)")
     ce.add_argument("--train-fraction", type=float, default=0.5, help="share of configs to train on (default 0.5)")
     ce.add_argument("--splits", type=int, default=5, help="random train/test splits to average (default 5)")
-    ce.add_argument("--seed", type=int, default=0, help="seed of the splits and the models")
+    ce.add_argument("--seed", type=seed_value, default=0, help="seed of the splits and the models")
     ex = sub.add_parser("export", help="write a kernel ahead of time: library, object, C, LLVM IR or assembly, "
                                        "with a header and an example C program",
                         description="Schedule: the workload's hand schedule if it has one, else the default "

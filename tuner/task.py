@@ -17,6 +17,8 @@ from dataclasses import dataclass
 
 import schedules
 import tensorlang as tl
+from tensorlang.bind import check_sizes
+from tensorlang.errors import BuildError
 from tensorlang.target import host_target
 from tensorlang.threadpool import num_threads
 
@@ -63,6 +65,10 @@ class Task:
             if unknown:
                 raise ValueError(f"workload {workload!r} has no size {unknown[0]!r}; sizes: {', '.join(bound)}")
             bound.update(sizes)
+        try:
+            check_sizes(tl.op(w.source), bound)
+        except BuildError as e:
+            raise ValueError(str(e)) from None
         if w.space is None:
             raise ValueError(f"workload {workload!r} has no search space")
         t = host_target()

@@ -124,6 +124,8 @@ class Tuner:
             raise ValueError(f"trials must be at least 1, got {trials}")
         if batch < 1:
             raise ValueError(f"batch must be at least 1, got {batch}")
+        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+            raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
         self.task = task
         self.trials = trials
         self.strategy_name = strategy
