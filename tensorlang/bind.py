@@ -7,6 +7,7 @@ it, and is an error otherwise.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from .errors import BuildError, DSLError
@@ -44,6 +45,11 @@ class BoundOp:
         return self.stages[name]
 
 
+MAX_INDEX = 2 ** 48
+"""Sizes and input element counts stay below this, so that the generated code's 64-bit index arithmetic (a
+product of an index and a stride, plus offsets) cannot overflow; no machine addresses more bytes anyway."""
+
+
 def check_sizes(op: Op, sizes: dict) -> dict[str, int]:
     """Check that `sizes` binds exactly the op's sizes to fitting integers; return them as plain ints.
 
@@ -77,12 +83,18 @@ def check_sizes(op: Op, sizes: dict) -> dict[str, int]:
         shape_size = n not in op.int_params
         if v < (1 if shape_size else 0):
             raise BuildError(f"{op.name}: size {n}={v} must be {'>= 1' if shape_size else '>= 0'}")
+        if v >= MAX_INDEX:
+            raise BuildError(f"{op.name}: size {n}={v} is too large: indices are 64-bit, sizes below 2**48")
         out[n] = v
     for p in op.params:
         dims = tuple(d.evaluate(out) for d in p.shape)
         for d, (poly, val) in enumerate(zip(p.shape, dims)):
             if val < 1:
                 raise BuildError(f"{op.name}: input {p.name} dimension {d} is {poly} = {val}; it must be >= 1")
+        elements = math.prod(dims)
+        if elements >= MAX_INDEX:
+            raise BuildError(f"{op.name}: input {p.name} would have {elements:.3g} elements "
+                             f"({' x '.join(map(str, dims))}); at most 2**48 fit a 64-bit index")
     return out
 
 

@@ -485,6 +485,9 @@ def main(argv: list[str] | None = None) -> int:
     except (CLIError, TensorlangError, ValueError) as e:
         print(f"tensorlang {args.command}: error: {e}", file=sys.stderr)
         return 2
+    except MemoryError as e:  # sizes too big for this machine: the arrays, or the kernel's temporary buffers
+        print(f"tensorlang {args.command}: error: out of memory: {e}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print(f"tensorlang {args.command}: interrupted", file=sys.stderr)
         return 130

@@ -97,10 +97,19 @@ class Kernel:
             raise MemoryError(f"{self.op.name}: the kernel could not allocate its temporary buffers")
         return outs[0] if len(outs) == 1 else tuple(outs)
 
+    def _new_output(self, name: str) -> np.ndarray:
+        shape, dtype = self.output_shapes[name], np.dtype(self.output_dtypes[name])
+        try:
+            return np.empty(shape, dtype)
+        except MemoryError:
+            size = float(np.prod(shape, dtype=np.float64)) * dtype.itemsize
+            raise MemoryError(f"{self.op.name}: cannot allocate the output {name}: {dtype.name}"
+                              f"[{', '.join(map(str, shape))}], {size / 2**30:.3g} GiB") from None
+
     def _outputs(self, out, inputs) -> list[np.ndarray]:
         names = list(self.op.outputs)
         if out is None:
-            return [np.empty(self.output_shapes[n], self.output_dtypes[n]) for n in names]
+            return [self._new_output(n) for n in names]
         if len(names) == 1:
             outs = [out]  # one output: out= is that array
         elif isinstance(out, (tuple, list)) and len(out) == len(names):

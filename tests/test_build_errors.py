@@ -81,6 +81,21 @@ def test_non_positive_size_in_shape(matmul, bad):
     assert f"size M={bad} must be >= 1" in msg
 
 
+def test_size_too_large_for_64_bit_indices(matmul):
+    assert "size M=281474976710656 is too large: indices are 64-bit" in build_error(matmul, M=2**48, K=3, N=4)
+    msg = build_error(matmul, M=2**24, K=2**24, N=4)
+    assert "input A would have 2.81e+14 elements (16777216 x 16777216); at most 2**48" in msg
+
+
+def test_output_too_large_for_memory_is_a_clear_memory_error():
+    outer = tl.op("def outer(X: f32[N], Y: f32[M]) -> Z:\n    Z[i, j] = X[i] * Y[j]")
+    k = tl.build(outer, N=2**23, M=2**23)  # 2**46 floats: 256 TiB
+    x = np.zeros(2**23, np.float32)
+    with pytest.raises(MemoryError, match=r"outer: cannot allocate the output Z: float32\[8388608, 8388608\], "
+                                          r"2.62e\+05 GiB"):
+        k(x, x)
+
+
 def test_negative_int_parameter():
     op = tl.op("def f(A: f32[N], pad: int) -> C:\n    C[i] = A[i - pad] where i in 0:N + 2*pad")
     msg = build_error(op, N=3, pad=-1)
