@@ -55,6 +55,24 @@ def space(sizes: dict) -> Space:
     return Space("avgpool2d", pool_knobs(sizes), apply_config)
 
 
+def torch_fast(torch, I, *, KH, KW, stride, **sizes):
+    """``torch.nn.functional.avg_pool2d`` with a ``(KH, KW)`` window, the same stride, no padding and
+    ``ceil_mode=False``, in float32: every window lies inside the image, so each output is the sum of its
+    ``KH*KW`` inputs divided by ``KH*KW`` (``count_include_pad`` has nothing to count and is left at its default).
+
+    ``torch`` is the PyTorch module; takes the other arguments of :func:`reference` as a CPU tensor and gives the
+    same ``O[N, C, OH, OW]``.
+
+    Example::
+
+        import numpy as np
+        import torch
+        I = np.random.default_rng(0).standard_normal((1, 2, 7, 9), dtype=np.float32)
+        O = torch_fast(torch, torch.from_numpy(I), KH=3, KW=3, stride=2)   # (1, 2, 3, 4)
+    """
+    return torch.nn.functional.avg_pool2d(I, (KH, KW), stride=stride, padding=0, ceil_mode=False)
+
+
 WORKLOAD = Workload(
     name="avgpool2d",
     source=SOURCE,
@@ -70,5 +88,6 @@ WORKLOAD = Workload(
     make_inputs=make_inputs,
     flops=flops,
     description="2-D f32 average pooling O[N, C, OH, OW] over KHxKW windows of I[N, C, H, W] with a stride.",
+    torch_fast=torch_fast,
     space=space,
 )

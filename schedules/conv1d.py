@@ -146,6 +146,24 @@ def apply_config(s, cfg: dict) -> None:
         s["P"].parallel("c")
 
 
+def torch_fast(torch, I, Wt, *, stride, pad, dil, **sizes):
+    """``torch.nn.functional.conv1d`` with the same stride, symmetric zero padding and dilation, in float32
+    (PyTorch's conv1d is cross-correlation, as the DSL program and :func:`reference` are).
+
+    ``torch`` is the PyTorch module; takes the other arguments of :func:`reference` as CPU tensors and gives the
+    same ``O[N, F, OW]``.
+
+    Example::
+
+        import numpy as np
+        import torch
+        sz = {"N": 1, "C": 2, "W": 9, "F": 3, "S": 3, "stride": 2, "pad": 1, "dil": 2}
+        I, Wt = make_inputs(sz, np.random.default_rng(0))
+        O = torch_fast(torch, torch.from_numpy(I), torch.from_numpy(Wt), **sz)   # (1, 3, 4)
+    """
+    return torch.nn.functional.conv1d(I, Wt, stride=stride, padding=pad, dilation=dil)
+
+
 WORKLOAD = Workload(
     name="conv1d",
     source=SOURCE,
@@ -162,5 +180,6 @@ WORKLOAD = Workload(
     flops=flops,
     description="1-D f32 convolution O[N, F, OW] of I[N, C, W] with Wt[F, C, S]; "
     "stride, zero padding, dilation.",
+    torch_fast=torch_fast,
     space=space,
 )

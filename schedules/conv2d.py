@@ -235,6 +235,24 @@ def numpy_fast(I, Wt, *, stride, pad, dil, **sizes):
     return (Wt.reshape(F, C * R * S) @ cols).reshape(N, F, OH, OW)
 
 
+def torch_fast(torch, I, Wt, *, stride, pad, dil, **sizes):
+    """``torch.nn.functional.conv2d`` with the same stride, zero padding and dilation on both spatial axes, in
+    float32 (PyTorch's conv2d is cross-correlation in NCHW / FCRS, as the DSL program and :func:`reference` are).
+
+    ``torch`` is the PyTorch module; takes the other arguments of :func:`reference` as CPU tensors and gives the
+    same ``O[N, F, OH, OW]``.
+
+    Example::
+
+        import numpy as np
+        import torch
+        sizes = WORKLOAD.sizes("small")
+        I, Wt = make_inputs(sizes, np.random.default_rng(0))
+        O = torch_fast(torch, torch.from_numpy(I), torch.from_numpy(Wt), **sizes)   # (2, 8, 10, 10)
+    """
+    return torch.nn.functional.conv2d(I, Wt, stride=stride, padding=pad, dilation=dil)
+
+
 WORKLOAD = Workload(
     name="conv2d",
     source=SOURCE,
@@ -258,5 +276,6 @@ WORKLOAD = Workload(
     hand_schedule=hand_schedule,
     hand_config=fixed_config(space, HAND_CONFIG),
     numpy_fast=numpy_fast,
+    torch_fast=torch_fast,
     space=space,
 )

@@ -195,6 +195,25 @@ def numpy_fast(I, Wt, *, stride, pad, **sizes):
     return out
 
 
+def torch_fast(torch, I, Wt, *, stride, pad, **sizes):
+    """``torch.nn.functional.conv2d`` with ``groups=C`` (one input channel per group) and the filters viewed as
+    ``Wt[C, 1, R, S]``, the same stride and zero padding, no dilation, in float32.
+
+    ``torch`` is the PyTorch module; takes the other arguments of :func:`reference` as CPU tensors and gives the
+    same ``O[N, C, OH, OW]``.
+
+    Example::
+
+        import numpy as np
+        import torch
+        sz = {"N": 1, "C": 3, "H": 7, "W": 7, "R": 3, "S": 3, "stride": 2, "pad": 1}
+        I, Wt = make_inputs(sz, np.random.default_rng(0))
+        O = torch_fast(torch, torch.from_numpy(I), torch.from_numpy(Wt), **sz)   # (1, 3, 4, 4)
+    """
+    C = I.shape[1]
+    return torch.nn.functional.conv2d(I, Wt.unsqueeze(1), stride=stride, padding=pad, groups=C)
+
+
 WORKLOAD = Workload(
     name="depthwise_conv2d",
     source=SOURCE,
@@ -216,5 +235,6 @@ WORKLOAD = Workload(
     hand_schedule=hand_schedule,
     hand_config=fixed_config(space, HAND_CONFIG),
     numpy_fast=numpy_fast,
+    torch_fast=torch_fast,
     space=space,
 )

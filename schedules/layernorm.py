@@ -122,6 +122,24 @@ def apply_config(s, cfg: dict) -> None:
     apply_rowwise(s, "Y", _PLACEMENTS[cfg["placement"]], widths, cfg["rows"])
 
 
+def torch_fast(torch, X, gamma, beta, **sizes):
+    """``torch.nn.functional.layer_norm`` over the last axis (``normalized_shape=(D,)``) with ``gamma`` as the
+    weight, ``beta`` as the bias and ``eps=1e-5``, in float32; PyTorch uses the biased variance (divided by
+    ``D``), as the DSL program and :func:`reference` do.
+
+    ``torch`` is the PyTorch module; takes the other arguments of :func:`reference` as CPU tensors and gives the
+    same ``Y[N, D]``.
+
+    Example::
+
+        import numpy as np
+        import torch
+        X, gamma, beta = make_inputs({"N": 3, "D": 5}, np.random.default_rng(0))
+        Y = torch_fast(torch, *(torch.from_numpy(a) for a in (X, gamma, beta)))   # (3, 5)
+    """
+    return torch.nn.functional.layer_norm(X, (X.shape[-1],), gamma, beta, eps=EPS)
+
+
 WORKLOAD = Workload(
     name="layernorm",
     source=SOURCE,
@@ -137,5 +155,6 @@ WORKLOAD = Workload(
     flops=flops,
     description="Layer normalization Y[N, D] of the rows of X[N, D] with gamma[D], beta[D], eps 1e-5 "
     "(two-pass mean and variance).",
+    torch_fast=torch_fast,
     space=space,
 )

@@ -212,6 +212,22 @@ def numpy_fast(A, B, **sizes):
     return A @ B
 
 
+def torch_fast(torch, A, B, **sizes):
+    """``torch.mm(A, B)`` in float32 (PyTorch's CPU BLAS sgemm: MKL or oneDNN).
+
+    ``torch`` is the PyTorch module; takes the other arguments of :func:`reference` as CPU tensors and gives the
+    same ``C[M, N]``, in the inputs' dtype.
+
+    Example::
+
+        import numpy as np
+        import torch
+        A, B = make_inputs({"M": 5, "N": 3, "K": 4}, np.random.default_rng(0))
+        C = torch_fast(torch, torch.from_numpy(A), torch.from_numpy(B))   # torch.float32, (5, 3)
+    """
+    return torch.mm(A, B)
+
+
 WORKLOAD = Workload(
     name="matmul",
     source=SOURCE,
@@ -230,5 +246,6 @@ WORKLOAD = Workload(
     hand_schedule=hand_schedule,
     hand_config=hand_config,
     numpy_fast=numpy_fast,
+    torch_fast=torch_fast,
     space=space,
 )

@@ -181,6 +181,24 @@ def numpy_fast(I, *, KH, KW, stride, **sizes):
     return out
 
 
+def torch_fast(torch, I, *, KH, KW, stride, **sizes):
+    """``torch.nn.functional.max_pool2d`` with a ``(KH, KW)`` window, the same stride, no padding and
+    ``ceil_mode=False`` (windows that do not fit are dropped, as in the DSL program); bit-equal to
+    :func:`reference`.
+
+    ``torch`` is the PyTorch module; takes the other arguments of :func:`reference` as a CPU tensor and gives the
+    same ``O[N, C, OH, OW]``, in the input's dtype.
+
+    Example::
+
+        import numpy as np
+        import torch
+        I = np.random.default_rng(0).standard_normal((1, 2, 7, 9), dtype=np.float32)
+        O = torch_fast(torch, torch.from_numpy(I), KH=3, KW=3, stride=2)   # (1, 2, 3, 4)
+    """
+    return torch.nn.functional.max_pool2d(I, (KH, KW), stride=stride, padding=0, ceil_mode=False)
+
+
 WORKLOAD = Workload(
     name="maxpool2d",
     source=SOURCE,
@@ -198,5 +216,6 @@ WORKLOAD = Workload(
     hand_schedule=hand_schedule,
     hand_config=fixed_config(space, HAND_CONFIG),
     numpy_fast=numpy_fast,
+    torch_fast=torch_fast,
     space=space,
 )

@@ -87,6 +87,22 @@ def apply_config(s, cfg: dict) -> None:
         y.parallel(io)
 
 
+def torch_fast(torch, X, **sizes):
+    """``torch.sum(X, dim=1)`` in float32 (PyTorch's vectorized cascade sum).
+
+    ``torch`` is the PyTorch module; takes the other arguments of :func:`reference` as a CPU tensor and gives the
+    same ``Y[M]``.
+
+    Example::
+
+        import numpy as np
+        import torch
+        (X,) = make_inputs({"M": 2, "N": 3}, np.random.default_rng(0))
+        Y = torch_fast(torch, torch.from_numpy(X))   # (2,)
+    """
+    return torch.sum(X, dim=1)
+
+
 WORKLOAD = Workload(
     name="reduce_sum",
     source=SOURCE,
@@ -101,5 +117,6 @@ WORKLOAD = Workload(
     make_inputs=make_inputs,
     flops=flops,
     description="Row sums Y[M] of X[M, N] in f32 (a reduction over the inner axis).",
+    torch_fast=torch_fast,
     space=space,
 )

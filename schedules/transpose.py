@@ -109,6 +109,23 @@ def apply_config(s, cfg: dict) -> None:
     y.parallel(top if cfg["parallel"] == "fused" else jo)
 
 
+def torch_fast(torch, X, **sizes):
+    """``X.t()`` copied into a fresh contiguous ``Y[N, M]`` (``clone(memory_format=torch.contiguous_format)``:
+    the same blocked transpose copy as ``.contiguous()``, but a copy even where ``M`` or ``N`` is 1 and the
+    transposed view is already contiguous); bit-equal to :func:`reference`.
+
+    ``torch`` is the PyTorch module; takes the other arguments of :func:`reference` as a CPU tensor.
+
+    Example::
+
+        import numpy as np
+        import torch
+        (X,) = make_inputs({"M": 2, "N": 3}, np.random.default_rng(0))
+        Y = torch_fast(torch, torch.from_numpy(X))   # (3, 2), Y[j, i] == X[i, j]
+    """
+    return X.t().clone(memory_format=torch.contiguous_format)
+
+
 WORKLOAD = Workload(
     name="transpose",
     source=SOURCE,
@@ -123,5 +140,6 @@ WORKLOAD = Workload(
     make_inputs=make_inputs,
     flops=flops,
     description="Matrix transpose Y[N, M] = X[M, N]^T in f32; memory bound, flops() counts elements.",
+    torch_fast=torch_fast,
     space=space,
 )

@@ -46,6 +46,9 @@ class Workload:
             with public primitives only (None: the workload has none).
         numpy_fast: ``numpy_fast(*inputs, **sizes)`` the fastest reasonable numpy formulation, in the inputs'
             dtype, used as the speed baseline by ``tensorlang bench`` (None: use ``reference``).
+        torch_fast: ``torch_fast(torch, *inputs, **sizes)`` the fastest reasonable PyTorch formulation (``torch``
+            is the module, the inputs are CPU tensors that share the numpy inputs' memory), used as a speed
+            baseline by ``tensorlang bench`` where PyTorch is installed (None: no PyTorch row).
         space: ``space(sizes) -> tuner.space.Space`` the tuner's search space at these sizes: knobs and a
             config -> schedule function using public primitives only.
         hand_config: ``hand_config(sizes) -> dict | None`` the config of ``space(sizes)`` whose schedule is the
@@ -78,6 +81,7 @@ class Workload:
     description: str
     hand_schedule: Callable | None = None
     numpy_fast: Callable | None = None
+    torch_fast: Callable | None = None
     space: Callable | None = None
     hand_config: Callable | None = None
 

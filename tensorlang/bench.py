@@ -1,11 +1,14 @@
-"""`tensorlang bench`: one table of the default schedule, the hand schedule and numpy, timed in one run.
+"""`tensorlang bench`: one table of the default schedule, the hand schedule, numpy and (where installed)
+PyTorch, timed in one run.
 
-numpy runs in subprocesses, because OpenBLAS reads its thread count and its kernel choice when it loads:
-once as installed, and once with `OPENBLAS_CORETYPE=SkylakeX` (its AVX-512 kernel; this machine's
-environment pins the AVX2 `Haswell` kernel, which is half as fast).
+The baselines run in subprocesses, because OpenBLAS reads its thread count and its kernel choice when it loads:
+numpy once as installed and once with `OPENBLAS_CORETYPE=SkylakeX` (its AVX-512 kernel; this machine's
+environment pins the AVX2 `Haswell` kernel, which is half as fast), and PyTorch with `torch.set_num_threads`.
+Every row's result is compared with the workload's numpy reference.
 """
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -14,25 +17,72 @@ import tempfile
 
 import numpy as np
 
-_NUMPY_WORKER = r"""
+_BASELINE_WORKER = r"""
 import json, sys
 import numpy as np
 import schedules
 from tensorlang.timing import measure, median
-name, sizes, files, min_runs, min_time = json.loads(sys.argv[1])
+kind, name, sizes, files, folder, threads, min_runs, min_time = json.loads(sys.argv[1])
 w = schedules.get(name)
 inputs = [np.load(f) for f in files]
-fn = w.numpy_fast or w.reference
-times = measure(lambda: fn(*inputs, **sizes), min_runs=min_runs, min_time=min_time)
-print(json.dumps({"median_s": median(times), "runs": len(times)}))
+if kind == "torch":
+    import torch
+    torch.set_num_threads(threads)
+    tensors = [torch.from_numpy(a) for a in inputs]
+    def run():
+        with torch.inference_mode():
+            return w.torch_fast(torch, *tensors, **sizes)
+    version = torch.__version__
+else:
+    fn = w.numpy_fast or w.reference
+    run = lambda: fn(*inputs, **sizes)
+    version = np.__version__
+out = run()
+for i, o in enumerate(out if isinstance(out, tuple) else (out,)):
+    np.save(f"{folder}/out{i}.npy", o.numpy() if kind == "torch" else np.asarray(o))
+times = measure(run, min_runs=min_runs, min_time=min_time)
+print(json.dumps({"median_s": median(times), "runs": len(times), "version": version}))
 """
 
 
-def numpy_baseline(w, sizes: dict, inputs: list, threads: int, coretype: str | None, min_runs: int,
-                   min_time: float) -> dict:
-    """Time the workload's fastest numpy formulation (`numpy_fast`, else `reference`) on `inputs` in a fresh
-    process whose OpenBLAS uses `threads` threads and, with `coretype`, that kernel family. Returns the worker's
-    {"median_s", "runs"}; a RuntimeError carries the worker's last line of stderr when it fails.
+def torch_available() -> bool:
+    """Whether PyTorch can be imported here (without importing it).
+
+    >>> torch_available() in (True, False)
+    True
+    """
+    return importlib.util.find_spec("torch") is not None
+
+
+def max_rel_error(out, expected) -> float:
+    """The largest absolute difference between `out` and `expected` (arrays, or tuples of arrays for several
+    outputs) relative to the largest magnitude of `expected` (at least 1).
+
+    >>> max_rel_error(np.array([1.0, 2.5]), np.array([1.0, 2.0]))
+    0.25
+    >>> max_rel_error((np.ones(2), np.zeros(3)), (np.ones(2), np.full(3, 10.0)))
+    1.0
+    """
+    outs = out if isinstance(out, (tuple, list)) else (out,)
+    exps = expected if isinstance(expected, tuple) else (expected,)
+    if len(outs) != len(exps):
+        return float("inf")
+    worst = 0.0
+    for o, e in zip(outs, exps):
+        o, e = np.asarray(o, np.float64), np.asarray(e, np.float64)
+        if o.shape != e.shape:
+            return float("inf")
+        if e.size:
+            worst = max(worst, float(np.max(np.abs(o - e))) / max(1.0, float(np.max(np.abs(e)))))
+    return worst
+
+
+def baseline(w, sizes: dict, inputs: list, threads: int, min_runs: int, min_time: float, *, kind: str = "numpy",
+             coretype: str | None = None) -> dict:
+    """Time a library's formulation of the workload on `inputs` in a fresh process with `threads` threads:
+    `kind` "numpy" (`numpy_fast`, else `reference`; with `coretype`, OpenBLAS's kernel family) or "torch"
+    (`torch_fast`). Returns {"median_s", "runs", "version", "outputs"} (the outputs of the first call, as numpy
+    arrays); a RuntimeError carries the worker's last line of stderr when it fails.
 
     Example::
 
@@ -40,9 +90,11 @@ def numpy_baseline(w, sizes: dict, inputs: list, threads: int, coretype: str | N
         w = schedules.get("matmul")
         sizes = w.sizes("small")
         inputs = w.make_inputs(sizes, np.random.default_rng(0))
-        numpy_baseline(w, sizes, inputs, threads=2, coretype="SkylakeX", min_runs=10, min_time=0.3)
-        # e.g. {'median_s': 2.1e-05, 'runs': 14285}
+        baseline(w, sizes, inputs, threads=2, min_runs=10, min_time=0.3, coretype="SkylakeX")["median_s"]
+        # e.g. 2.1e-05
     """
+    if kind not in ("numpy", "torch"):
+        raise ValueError(f"baseline: kind is 'numpy' or 'torch', not {kind!r}")
     env = dict(os.environ)
     for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         env[var] = str(threads)
@@ -53,20 +105,26 @@ def numpy_baseline(w, sizes: dict, inputs: list, threads: int, coretype: str | N
         for i, a in enumerate(inputs):
             files.append(os.path.join(tmp, f"in{i}.npy"))
             np.save(files[-1], a)
-        arg = json.dumps([w.name, sizes, files, min_runs, min_time])
-        r = subprocess.run([sys.executable, "-c", _NUMPY_WORKER, arg], capture_output=True, text=True, env=env,
+        arg = json.dumps([kind, w.name, sizes, files, tmp, threads, min_runs, min_time])
+        r = subprocess.run([sys.executable, "-c", _BASELINE_WORKER, arg], capture_output=True, text=True, env=env,
                            timeout=600)
-    if r.returncode != 0:
-        raise RuntimeError(f"numpy baseline failed: {r.stderr.strip().splitlines()[-1] if r.stderr else r.returncode}")
-    return json.loads(r.stdout)
+        if r.returncode != 0:
+            last = r.stderr.strip().splitlines()[-1] if r.stderr.strip() else f"exit status {r.returncode}"
+            raise RuntimeError(f"{kind} baseline failed: {last}")
+        result = json.loads(r.stdout)
+        n = len([f for f in os.listdir(tmp) if f.startswith("out")])
+        result["outputs"] = [np.load(os.path.join(tmp, f"out{i}.npy")) for i in range(n)]
+    return result
 
 
 def run_bench(w, sizes: dict, threads: int, min_runs: int = 10, min_time: float = 0.3, extra: list | None = None,
               log=print) -> dict:
     """Build and time the default schedule, the hand schedule (if the workload has one) and the `extra`
-    (name, Schedule) pairs on `threads` threads, then numpy as installed and with its AVX-512 kernel. Each kernel's
-    result is compared with the workload's reference (`max_rel_error`); `log` gets one line per timing. Returns
-    {"workload", "sizes", "threads", "results"}, each result with "name", "median_s", "runs" and "gflops".
+    (name, Schedule) pairs on `threads` threads, then numpy as installed and with its AVX-512 kernel, and PyTorch
+    where it is installed and the workload has a `torch_fast`. Each row's result is compared with the workload's
+    reference (`max_rel_error`); `log` gets one line per timing. Returns {"workload", "sizes", "threads",
+    "results"}, each result with "name", "median_s", "runs", "gflops" and "max_rel_error" (and the library's
+    "version" for numpy and torch).
 
     Example::
 
@@ -102,14 +160,17 @@ def _run_bench(w, sizes, threads, min_runs, min_time, extra, log) -> dict:
     candidates += list(extra or [])
     for name, sched in candidates:
         kernel = tl.build(sched)
-        out = kernel(*inputs)
-        err = float(np.max(np.abs(np.asarray(out, np.float64) - expected)) / max(1.0, float(np.max(np.abs(expected)))))
+        err = max_rel_error(kernel(*inputs), expected)
         times = measure(lambda k=kernel: k(*inputs), min_runs=min_runs, min_time=min_time)
         results.append({"name": name, "median_s": median(times), "runs": len(times), "max_rel_error": err})
         log(f"  {name}: {results[-1]['median_s'] * 1e3:.3f} ms")
-    for name, coretype in (("numpy", None), ("numpy-avx512", "SkylakeX")):
-        r = numpy_baseline(w, sizes, inputs, threads, coretype, min_runs, min_time)
-        results.append({"name": name, **r})
+    libraries = [("numpy", "numpy", None), ("numpy-avx512", "numpy", "SkylakeX")]
+    if w.torch_fast is not None and torch_available():
+        libraries.append(("torch", "torch", None))
+    for name, kind, coretype in libraries:
+        r = baseline(w, sizes, inputs, threads, min_runs, min_time, kind=kind, coretype=coretype)
+        results.append({"name": name, "median_s": r["median_s"], "runs": r["runs"], "version": r["version"],
+                        "max_rel_error": max_rel_error(r["outputs"], expected)})
         log(f"  {name}: {r['median_s'] * 1e3:.3f} ms")
     for r in results:
         r["gflops"] = flops / r["median_s"] / 1e9
@@ -117,8 +178,8 @@ def _run_bench(w, sizes, threads, min_runs, min_time, extra, log) -> dict:
 
 
 def format_table(report: dict) -> str:
-    """The report of :func:`run_bench` as a text table: median time, GFLOPS and speed ratios against numpy and
-    numpy-avx512 (above 1x: faster than numpy).
+    """The report of :func:`run_bench` as a text table: median time, GFLOPS and speed ratios against numpy,
+    numpy-avx512 and, when the report has a torch row, PyTorch (above 1x: faster than that baseline).
 
     >>> rows = [{"name": "default", "median_s": 2.5e-4, "gflops": 2.1},
     ...         {"name": "numpy", "median_s": 5e-5, "gflops": 10.5},
@@ -130,13 +191,20 @@ def format_table(report: dict) -> str:
     default             0.250       2.1     0.20x      0.16x
     numpy               0.050      10.5     1.00x      0.80x
     numpy-avx512        0.040      13.1     1.25x      1.00x
+    >>> rows.append({"name": "torch", "median_s": 2.5e-5, "gflops": 21.0})
+    >>> print(format_table({"workload": "matmul", "sizes": {"M": 64, "N": 64, "K": 64}, "threads": 1,
+    ...                     "results": rows}).splitlines()[-1])
+    torch               0.025      21.0     2.00x      1.60x     1.00x
     """
     rows = report["results"]
     base = {r["name"]: r["median_s"] for r in rows}
+    against = [("numpy", "vs numpy", 9), ("numpy-avx512", "vs avx512", 10)]
+    if "torch" in base:
+        against.append(("torch", "vs torch", 9))
     lines = [f"{report['workload']} ({', '.join(f'{k}={v}' for k, v in report['sizes'].items())}), "
              f"{report['threads']} thread{'s' if report['threads'] > 1 else ''}",
-             f"{'':14} {'median ms':>10} {'GFLOPS':>9} {'vs numpy':>9} {'vs avx512':>10}"]
+             f"{'':14} {'median ms':>10} {'GFLOPS':>9}" + "".join(f" {title:>{width}}" for _, title, width in against)]
     for r in rows:
-        lines.append(f"{r['name']:14} {r['median_s'] * 1e3:10.3f} {r['gflops']:9.1f} "
-                     f"{base['numpy'] / r['median_s']:8.2f}x {base['numpy-avx512'] / r['median_s']:9.2f}x")
+        lines.append(f"{r['name']:14} {r['median_s'] * 1e3:10.3f} {r['gflops']:9.1f}"
+                     + "".join(f" {base[name] / r['median_s']:{width - 1}.2f}x" for name, _, width in against))
     return "\n".join(lines)

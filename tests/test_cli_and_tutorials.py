@@ -81,10 +81,36 @@ def test_bench_reports_every_row_in_json():
     data = json.loads(r.stdout)
     assert data["workload"] == "softmax" and data["threads"] == 1 and data["sizes"] == {"N": 8, "D": 40}
     names = [row["name"] for row in data["results"]]
-    assert names == ["default", "hand", "numpy", "numpy-avx512"]
+    from tensorlang.bench import torch_available
+    assert names == ["default", "hand", "numpy", "numpy-avx512"] + (["torch"] if torch_available() else [])
     for row in data["results"]:
-        assert row["median_s"] > 0 and row["gflops"] > 0
-        assert row.get("max_rel_error", 0) < 1e-5
+        assert row["median_s"] > 0 and row["gflops"] > 0 and row["runs"] >= 2
+        assert row["max_rel_error"] < 1e-5
+    assert {row["name"] for row in data["results"] if "version" in row} == {"numpy", "numpy-avx512", "torch"} & \
+        set(names)
+
+
+def test_bench_times_pytorch_where_installed():
+    pytest.importorskip("torch")
+    r = tensorlang("bench", "conv2d", "--preset", "small", "--threads", "1", "--repeat", "2", "--min-time", "0")
+    assert r.returncode == 0, r.stderr
+    header, torch_row = r.stdout.splitlines()[1], r.stdout.splitlines()[-1]
+    assert header.split()[-2:] == ["vs", "torch"] and torch_row.split()[0] == "torch"
+    assert torch_row.split()[-1] == "1.00x"
+
+
+def test_bench_fails_a_baseline_that_computes_something_else(monkeypatch, capsys):
+    from tensorlang import bench
+    from tensorlang.cli import main
+    real = bench.baseline
+
+    def half_of_numpy(w, sizes, inputs, threads, min_runs, min_time, *, kind="numpy", coretype=None):
+        r = real(w, sizes, inputs, threads, min_runs, min_time, kind=kind, coretype=coretype)
+        return dict(r, outputs=[o * 0.5 for o in r["outputs"]]) if coretype else r
+    monkeypatch.setattr(bench, "baseline", half_of_numpy)
+    argv = ["bench", "softmax", "--size", "N=8,D=40", "--threads", "1", "--repeat", "1", "--min-time", "0"]
+    assert main(argv) == 2
+    assert "softmax: numpy-avx512 differ from the numpy reference" in capsys.readouterr().err
 
 
 def test_bench_rejects_bad_thread_count():

@@ -286,7 +286,7 @@ def measure_baselines(task: Task, best: Record | None, jobs: int | None = 1, num
         gflops = measure_baselines(task, Database().best(task.key), errors=errors)
         print(gflops["tuned"] / gflops["numpy"], errors)
     """
-    from tensorlang.bench import numpy_baseline
+    from tensorlang.bench import baseline
     w = task.workload_def
     out = {}
     with LocalRunner(task, jobs=jobs, options=MeasureOptions(min_runs=5, min_time=0.2, coarse_factor=math.inf)) \
@@ -304,7 +304,7 @@ def measure_baselines(task: Task, best: Record | None, jobs: int | None = 1, num
             if not r.ok and errors is not None:
                 errors[name] = f"{r.error_kind}: {r.error}"
         if numpy:
-            res = numpy_baseline(w, task.sizes, runner.inputs, task.threads, None, 5, 0.2)
+            res = baseline(w, task.sizes, runner.inputs, task.threads, 5, 0.2)
             out["numpy"] = task.flops / res["median_s"] / 1e9
     return out
 
