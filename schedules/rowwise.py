@@ -47,7 +47,7 @@ def apply_rowwise(s, output: str, placement: tuple, widths: dict, rows: int) -> 
         >>> s = tl.schedule(tl.op(SOURCE), N=4, D=40)
         >>> apply_rowwise(s, "Y", PLACEMENTS["inline_e"], {"Y": 8, "e": 8, "sm": 4, "mx": 4}, rows=1)
         >>> low = s.lower()
-        >>> low.count("# parallel"), "allocate e" in low, "Y[n, d] = exp(X[n, d] - mx[n])/sm[n]" in low
+        >>> low.count("# parallel"), "allocate e" in low, "Y[n, d] = exp(X[n, d] - mx[n])*(1f/sm[n])" in low
         (3, False, True)
     """
     y = s[output]

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from schedules.rowwise import apply_rowwise, rowwise_knobs
-from schedules.workload import Workload, fixed_config
+from schedules.workload import Workload
 from tuner.space import Space
 
 SOURCE = """\
@@ -23,7 +23,7 @@ def softmax(X: f32[N, D]) -> Y:
     mx[n] max= X[n, d]
     e[n, d] = exp(X[n, d] - mx[n])
     sm[n] += e[n, d]
-    Y[n, d] = e[n, d] / sm[n]
+    Y[n, d] = e[n, d] * (1.0 / sm[n])
 """
 
 
@@ -54,7 +54,7 @@ def make_inputs(sizes: dict, rng: np.random.Generator) -> list[np.ndarray]:
 
 
 def flops(sizes: dict) -> float:
-    """``5*N*D``: max, subtract, exp, add, divide per element.
+    """``5*N*D``: max, subtract, exp, add, scale per element (the reciprocal of each row's sum is taken once).
 
     Example::
 
@@ -64,25 +64,52 @@ def flops(sizes: dict) -> float:
     return 5.0 * sizes["N"] * sizes["D"]
 
 
+def hand_width(D: int) -> int:
+    """The hand schedule's vector width over ``d``: 64 lanes (four AVX-512 registers, so that the exponentials of
+    four vectors overlap and the max and the sum keep four partial vectors), or the largest power of two in a
+    shorter row.
+
+    Example::
+
+        >>> hand_width(1024), hand_width(33)
+        (64, 32)
+    """
+    return min(64, 1 << (D.bit_length() - 1))
+
+
 def hand_schedule(s) -> None:
     """Each row's max, exponentials and sum computed inside the row loop (in cache), every loop over d
-    vectorized 16 wide (the max and sum combine their lanes), rows split between threads.
+    vectorized :func:`hand_width` wide (the max and the sum accumulate in vectors and combine their lanes once a
+    row), rows split between threads.
 
     Example::
 
         >>> import tensorlang as tl
         >>> s = tl.schedule(tl.op(SOURCE), N=4, D=40)
         >>> hand_schedule(s)
-        >>> "# parallel" in s.lower()
-        True
+        >>> "# parallel" in s.lower(), "allocate sm_acc: f32[32]" in s.lower()
+        (True, True)
     """
     y = s["Y"]
+    width = hand_width(s.sizes["D"])
     for name in ("sm", "e", "mx"):
         s[name].compute_at(y, "n")
     for name in ("Y", "e", "sm", "mx"):
-        _, di = s[name].split("d", 16)
+        _, di = s[name].split("d", width)
         s[name].vectorize(di)
     y.parallel("n")
+
+
+def hand_config(sizes: dict) -> dict:
+    """The hand schedule as a config of :func:`space` (the same loop IR: tests/test_spaces.py).
+
+    Example::
+
+        >>> hand_config({"N": 1024, "D": 1024})
+        {'placement': 'row', 'vec': 64, 'vec_reduce': 64, 'rows': 1}
+    """
+    width = hand_width(sizes["D"])
+    return {"placement": "row", "vec": width, "vec_reduce": width, "rows": 1}
 
 
 PLACEMENTS = {
@@ -94,9 +121,6 @@ PLACEMENTS = {
 }
 
 
-# the hand schedule as a config of space() (the same loop IR: tests/test_spaces.py)
-HAND_CONFIG = {"placement": "row", "vec": 16, "vec_reduce": 16, "rows": 1}
-
 
 def space(sizes: dict) -> Space:
     """The tuner's space: where the row statistics and the exponentials are computed (inside the row loop, as in
@@ -104,7 +128,8 @@ def space(sizes: dict) -> Space:
     with the max and the sum at the root), the vector widths of the elementwise loops and of the reductions over
     ``d``, and the rows each parallel iteration handles.
 
-    The hand schedule is ``{"placement": "row", "vec": 16, "vec_reduce": 16, "rows": 1}``.
+    The hand schedule is :func:`hand_config`: ``{"placement": "row", "vec": 64, "vec_reduce": 64, "rows": 1}``
+    for rows of 64 or more.
 
     Example::
 
@@ -187,7 +212,7 @@ WORKLOAD = Workload(
     flops=flops,
     description="Numerically stable softmax Y[N, D] over the rows of X[N, D] (max, exp, sum, divide).",
     hand_schedule=hand_schedule,
-    hand_config=fixed_config(space, HAND_CONFIG),
+    hand_config=hand_config,
     numpy_fast=numpy_fast,
     torch_fast=torch_fast,
     space=space,

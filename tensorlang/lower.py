@@ -21,6 +21,7 @@ import math
 from dataclasses import dataclass
 
 from . import ir
+from .accumulate import vector_accumulators
 from .bind import BoundOp, BoundStage
 from .bounds import interval
 from .dtypes import DTYPES
@@ -140,7 +141,8 @@ class Lowerer:
     def function(self) -> ir.Func:
         """The whole function: the stages computed at the root in the order of `op.stages` (the others come inside
         their consumers), every temporary stage's buffer allocated around the whole body, the inputs then the outputs
-        as parameters, and no Let whose variable nothing reads."""
+        as parameters, vectorized reductions into one element accumulated in a vector (`accumulate.py`), and no
+        Let whose variable nothing reads."""
         roots = [s.name for s in self.op.stages if self.state.stages[s.name].attach[0] == "root"]
         body = ir.seq(*(self.stage(name, None) for name in roots))
         for s in reversed(self.op.stages):
@@ -149,6 +151,7 @@ class Lowerer:
                 body = ir.Allocate(buf, body)
         params = tuple(self.buffers[p.name] for p in self.op.params) + \
             tuple(self.buffers[o] for o in self.op.outputs)
+        body = vector_accumulators(body, {b.name for b in self.buffers.values()})
         return ir.Func(self.op.name, params, ir.drop_unused_lets(body)[0])
 
     # ---- one stage ----
@@ -412,12 +415,11 @@ class Lowerer:
         free = {prefix + lp.name for lp in nest.loops[i + 1:]}
         regions: dict[str, Region] = {}
         for p in reversed(attached):  # readers come after what they read: their regions are known first
-            parts = []
-            if p in cons.reads():
-                parts.append(self.region_of(cons, p, exprs, free, ranges))
+            parts = self.regions_read(cons, lambda t: self.region_of(cons, t, exprs, free, ranges), p)
             for r in attached:
-                if r != p and p in self.bound.stages[r].stage.reads():
-                    parts.append(self.region_via(r, regions[r], p))
+                if r != p:
+                    parts += self.regions_read(self.bound.stages[r].stage,
+                                               lambda t, r=r: self.region_via(r, regions[r], t), p)
             region = parts[0]
             for other in parts[1:]:
                 region = _union(region, other, self.bound.shapes[p])
@@ -429,6 +431,19 @@ class Lowerer:
                                         f"threads would write the same elements); compute {p} at {lp.name} or "
                                         "outside it, or parallelise another loop")
         return [self.stage(p, regions[p]) for p in attached]
+
+    def regions_read(self, reader, region_read, tensor: str) -> list[Region]:
+        """The parts of `tensor` that stage `reader` reads, directly or through the stages inlined into it;
+        `region_read(name)` is the part of `name` that `reader` reads directly."""
+        out = []
+        for t in reader.reads():
+            if t == tensor:
+                out.append(region_read(t))
+            elif t in self.state.stages and self.state.stages[t].attach[0] == "inline":
+                inlined = region_read(t)
+                out += self.regions_read(self.bound.stages[t].stage,
+                                         lambda u, t=t, inlined=inlined: self.region_via(t, inlined, u), tensor)
+        return out
 
     def region_via(self, reader: str, reader_region: Region, tensor: str) -> Region:
         """The part of `tensor` that stage `reader` reads while it computes `reader_region`."""

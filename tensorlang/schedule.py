@@ -64,8 +64,13 @@ class ScheduleState:
             self.stages[s.name] = StageState(LoopNest(s.name, axes))
 
     def readers(self, name: str) -> list[str]:
-        """Stages that read `name`."""
-        return [s.name for s in self.bound.op.stages if name in s.reads()]
+        """Stages that read `name`; an inlined reader stands for its own readers, where its expression goes."""
+        out: list[str] = []
+        for s in self.bound.op.stages:
+            if name in s.reads():
+                inlined = self.stages[s.name].attach[0] == "inline"
+                out += [r for r in (self.readers(s.name) if inlined else [s.name]) if r not in out]
+        return out
 
     def stage(self, prim: str, name: str) -> StageState:
         """The state of stage `name`; when there is none, a ScheduleError that starts `prim(name)` and lists the

@@ -1518,6 +1518,35 @@ def test_error_compute_at_stage_that_does_not_read_it():
     refuse(s, lambda: s["mx"].compute_at(s["Y"], "n"), "compute_at(mx, Y, n)", "reads mx", "its readers: e")
 
 
+@case("softmax_e_inlined_stats_at_row")
+def _softmax_e_inlined_stats_at_row():
+    s = new("softmax", N=7, D=13)
+    s["e"].compute_inline()
+    s["sm"].compute_at(s["Y"], "n")  # sm and Y read mx through the inlined e
+    s["mx"].compute_at(s["Y"], "n")
+    s["sm"].split("d", 4)
+    s["sm"].vectorize("d_i")
+    return s
+
+
+def test_compute_at_a_producer_read_through_an_inlined_stage():
+    text, _ = run(CASES["softmax_e_inlined_stats_at_row"]())
+    assert "allocate e" not in text and text.count("exp(") == 2  # e's expression in sm and in Y
+    for loop in ("mx.d", "sm.d_o", "d"):
+        assert encloses(text, "n", loop)
+
+
+def test_error_compute_at_a_producer_read_through_an_inlined_stage_elsewhere():
+    s = new("softmax", N=3, D=5)
+    s["e"].compute_inline()
+    refuse(s, lambda: s["mx"].compute_at(s["Y"], "n"), "compute_at(mx, Y, n)", "also read by sm",
+           "compute sm there first")
+    s["sm"].compute_at(s["Y"], "n")
+    s["mx"].compute_at(s["Y"], "n")
+    refuse(s, lambda: s["e"].compute_root(), "compute_at(mx, Y, n)", "also read by e",
+           "no longer computed at Y.n")
+
+
 def test_error_compute_at_producer_also_read_elsewhere():
     s = new("softmax", N=3, D=5)
     refuse(s, lambda: s["e"].compute_at(s["Y"], "n"), "compute_at(e, Y, n)", "also read by sm",
