@@ -94,10 +94,12 @@ def _in_domain(indices, shape) -> ir.Expr:
 
 @dataclass
 class Region:
-    """Per dimension: the smallest index (an expression of outer loops), and a constant extent that bounds it."""
+    """Per dimension: the smallest index (an expression of outer loops), and a constant extent that bounds it;
+    `inside[d]` when that smallest index is provably >= 0 (no clamping at the start of the dimension)."""
 
     mins: list
     extents: list
+    inside: tuple = ()
 
 
 @dataclass
@@ -131,6 +133,7 @@ class Lowerer:
         self.inlined = {n for n, st in state.stages.items() if st.attach[0] == "inline"}
         self.buffers = buffers_of(bound, self.inlined)
         state.check_attachments()
+        self.local_stages: set[str] = set()  # computed at a loop and stored there (see stored_here)
         self.attached: dict[tuple[str, str], list[str]] = {}
         for s in self.op.stages:
             st = state.stages[s.name]
@@ -147,7 +150,7 @@ class Lowerer:
         body = ir.seq(*(self.stage(name, None) for name in roots))
         for s in reversed(self.op.stages):
             buf = self.buffers.get(s.name)
-            if buf is not None and buf.role == "temp":
+            if buf is not None and buf.role == "temp" and s.name not in self.local_stages:
                 body = ir.Allocate(buf, body)
         params = tuple(self.buffers[p.name] for p in self.op.params) + \
             tuple(self.buffers[o] for o in self.op.outputs)
@@ -170,7 +173,8 @@ class Lowerer:
         domains = {}
         for d, v in enumerate(s.lhs_vars):
             axes.append((v, 0, region.extents[d], False))
-            lo = simplify(ir.BinOp("max", region.mins[d], ir.const(0)))
+            lo = region.mins[d] if d < len(region.inside) and region.inside[d] else \
+                simplify(ir.BinOp("max", region.mins[d], ir.const(0)))
             hi = simplify(ir.BinOp("min", ir.BinOp("+", region.mins[d], ir.const(region.extents[d] - 1)),
                                    ir.const(bs.shape[d] - 1)))
             domains[v] = (lo, hi)
@@ -326,7 +330,17 @@ class Lowerer:
             for lc, copy in self.copies_at(copies, lp.name):
                 body = ir.Allocate(lc.buffer, ir.seq(copy, body))
             # producers computed here come first: a cache_read at this loop may copy what they compute
-            body = ir.seq(*self.producers_at(name, lp.name, exprs, ranges, prefix, loops[:depth + 1]), body)
+            producers = self.producers_at(name, lp.name, exprs, ranges, prefix, loops[:depth + 1])
+            body = ir.seq(*(stmt for _, _, stmt in producers), body)
+            for p, region, _ in producers:
+                if self.stored_here(p, region):  # the producer's buffer holds just its region, in this loop
+                    stored = _local_buffer(p, self.buffers[p].dtype, tuple(region.extents))
+                    outer = {orig[v].name: exprs[v] for v in s.all_vars
+                             if depth_of[v] <= depth and exprs[v] != orig[v]}  # bound by Lets around `body`
+                    moved = _relocate(body, p, stored, region.mins, outer)
+                    if _indices_inside(moved, stored, ranges):  # else a tail loop overshoots the region
+                        body = ir.Allocate(stored, moved)
+                        self.local_stages.add(p)
             body = lets(depth, body, False, False)
             loop = ir.For(var[lp.name], ir.const(lp.lo), ir.const(lp.extent), body, lp.kind)
             if fused_init and depth == first_red:  # initialise just before the reduction loops
@@ -404,8 +418,8 @@ class Lowerer:
     def producers_at(self, consumer: str, axis: str, exprs: dict, ranges: dict, prefix: str,
                      outer_loops: list) -> list[ir.Stmt]:
         """Producers computed at loop `axis` of `consumer`, each over the region that the consumer's inner loops
-        and the other stages computed there read. Inside a parallel loop, the regions of different iterations
-        must not overlap (else two threads would write the same elements)."""
+        and the other stages computed there read: (name, region, statements) each. Inside a parallel loop, the
+        regions of different iterations must not overlap (else two threads would write the same elements)."""
         attached = self.attached.get((consumer, axis), [])
         if not attached:
             return []
@@ -423,6 +437,8 @@ class Lowerer:
             region = parts[0]
             for other in parts[1:]:
                 region = _union(region, other, self.bound.shapes[p])
+            starts = [interval(m, ranges) for m in region.mins]
+            region = Region(region.mins, region.extents, tuple(r is not None and r[0] >= 0 for r in starts))
             regions[p] = region
             for lp in outer_loops:
                 if lp.kind == "parallel" and not _disjoint(region, prefix + lp.name):
@@ -430,7 +446,31 @@ class Lowerer:
                                         f"parallel, and the parts of {p} that its iterations need overlap (two "
                                         f"threads would write the same elements); compute {p} at {lp.name} or "
                                         "outside it, or parallelise another loop")
-        return [self.stage(p, regions[p]) for p in attached]
+        return [(p, regions[p], self.stage(p, regions[p])) for p in attached]
+
+    def stored_here(self, name: str, region: Region) -> bool:
+        """Whether stage `name`, computed at a loop over `region`, can keep just that region in a buffer allocated
+        inside the loop (as Halide's compute_at stores at the same level), rather than its whole shape at the
+        root: every start of the region provably >= 0, smaller than the whole, and no read of the stage that
+        may fall outside its domain (padding reads 0 where the whole buffer ends, not where the region does)
+        or that copies it (cache_read)."""
+        if not region.inside or not all(region.inside):
+            return False
+        if math.prod(region.extents) >= math.prod(self.bound.shapes[name]):
+            return False
+        if any(t == name for st in self.state.stages.values() for t, _, _ in st.cache_reads):
+            return False
+        return not self.read_padded(name)
+
+    def read_padded(self, name: str) -> bool:
+        """Whether some read of stage `name` (directly, or through stages inlined into their readers) may fall
+        outside its domain."""
+        for s in self.op.stages:
+            bs = self.bound.stages[s.name]
+            for access, pad in zip(s.accesses(), bs.padded):
+                if access.tensor == name and (pad or (s.name in self.inlined and self.read_padded(s.name))):
+                    return True
+        return False
 
     def regions_read(self, reader, region_read, tensor: str) -> list[Region]:
         """The parts of `tensor` that stage `reader` reads, directly or through the stages inlined into it;
@@ -501,6 +541,101 @@ class Lowerer:
                 body = ir.For(pv, ir.const(0), ir.const(ext), body)
             out.append((lc, body))
         return out
+
+
+def _relocate(s: ir.Stmt, name: str, local: ir.Buffer, mins: list, defs: dict) -> ir.Stmt:
+    """`s` with every access to buffer `name` made an access to `local`, which holds the region starting at `mins`
+    (index minus start, with the Let-bound index variables expanded so that the difference simplifies)."""
+    def e(x):
+        return _relocate_expr(x, name, local, mins, defs)
+    if isinstance(s, ir.Store):
+        if s.buffer.name == name:
+            return ir.Store(local, _local_index(s.indices, mins, defs), e(s.value))
+        return ir.Store(s.buffer, tuple(e(i) for i in s.indices), e(s.value))
+    if isinstance(s, ir.Seq):
+        return ir.Seq(tuple(_relocate(x, name, local, mins, defs) for x in s.stmts))
+    if isinstance(s, ir.For):
+        return ir.For(s.var, e(s.lo), e(s.extent), _relocate(s.body, name, local, mins, defs), s.kind)
+    if isinstance(s, ir.If):
+        return ir.If(e(s.cond), _relocate(s.then, name, local, mins, defs),
+                     None if s.orelse is None else _relocate(s.orelse, name, local, mins, defs))
+    if isinstance(s, ir.Let):
+        inner = {**defs, s.var.name: ir.substitute(s.value, defs)}
+        return ir.Let(s.var, e(s.value), _relocate(s.body, name, local, mins, inner))
+    if isinstance(s, ir.Allocate):
+        return ir.Allocate(s.buffer, _relocate(s.body, name, local, mins, defs))
+    return s
+
+
+def _indices_inside(s: ir.Stmt, buf: ir.Buffer, ranges: dict) -> bool:
+    """Whether every access to `buf` in `s` is provably inside it from the loop ranges alone (`ranges`: those of
+    the loops around `s`), so that the bounds check needs no guard for it."""
+    def inside(indices, env) -> bool:
+        for i, n in zip(indices, buf.shape):
+            r = interval(i, env)
+            if r is None or r[0] < 0 or r[1] > n - 1:
+                return False
+        return True
+
+    def walk(x, env) -> bool:
+        if isinstance(x, ir.Seq):
+            return all(walk(y, env) for y in x.stmts)
+        if isinstance(x, ir.Store):
+            exprs = [x.value, *x.indices]
+            if x.buffer.name == buf.name and not inside(x.indices, env):
+                return False
+        elif isinstance(x, ir.For):
+            lo, ext = interval(x.lo, env), interval(x.extent, env)
+            inner = dict(env)
+            if lo is not None and ext is not None:
+                inner[x.var.name] = (lo[0], lo[1] + ext[1] - 1)
+            else:
+                inner.pop(x.var.name, None)
+            return walk(x.body, inner)
+        elif isinstance(x, ir.If):
+            exprs = [x.cond]
+            if not (walk(x.then, env) and (x.orelse is None or walk(x.orelse, env))):
+                return False
+        elif isinstance(x, ir.Let):
+            r = interval(x.value, env)
+            inner = {k: v for k, v in env.items() if k != x.var.name}
+            if r is not None:
+                inner[x.var.name] = r
+            return inside_loads([x.value], env) and walk(x.body, inner)
+        elif isinstance(x, ir.Allocate):
+            return walk(x.body, env)
+        else:
+            return True
+        return inside_loads(exprs, env)
+
+    def inside_loads(exprs, env) -> bool:
+        return all(inside(ld.indices, env) for e in exprs for ld in ir.loads(e) if ld.buffer.name == buf.name)
+
+    return walk(s, dict(ranges))
+
+
+def _local_index(indices: tuple, mins: list, defs: dict) -> tuple:
+    return tuple(simplify(ir.BinOp("-", ir.substitute(i, defs), m)) for i, m in zip(indices, mins))
+
+
+def _relocate_expr(x: ir.Expr, name: str, local: ir.Buffer, mins: list, defs: dict) -> ir.Expr:
+    def e(y):
+        return _relocate_expr(y, name, local, mins, defs)
+    if isinstance(x, ir.Load):
+        if x.buffer.name == name:
+            return ir.Load(local, _local_index(tuple(e(i) for i in x.indices), mins, defs), x.pad, x.guard)
+        return ir.Load(x.buffer, tuple(e(i) for i in x.indices), x.pad, x.guard)
+    if isinstance(x, (ir.BinOp, ir.Cmp, ir.Logic)):
+        return type(x)(x.op, e(x.a), e(x.b))
+    if isinstance(x, (ir.Neg, ir.Not)):
+        return type(x)(e(x.a))
+    if isinstance(x, ir.Select):
+        return ir.Select(e(x.cond), e(x.t), e(x.f))
+    if isinstance(x, ir.Cast):
+        return ir.Cast(x.dtype, e(x.a))
+    if isinstance(x, ir.Call):
+        return ir.Call(x.fn, tuple(e(a) for a in x.args), x.dtype)
+    return x
 
 
 def _disjoint(region: Region, loop: str) -> bool:

@@ -436,15 +436,20 @@ class StageHandle:
 
         Before and after ``s["P"].compute_at(s["O"], "h")`` (P's rows h..h+2, clipped to P)::
 
-            for y in 0:H+2:            for h in 0:H:
+            allocate P: f32[H+2]       for h in 0:H:
+            for y in 0:H+2:              allocate P: f32[3]
               P[y] = I[y-1]              for P_y in 0:3:
-            for h in 0:H:                  P.y = P_y + max(h, 0)
+            for h in 0:H:                  P.y = P_y + h
               O[h] = P[h]+P[h+2]           if P.y <= min(h + 2, H + 1):
-                                             P[P.y] = I[P.y - 1]
-                                         O[h] = P[h] + P[h+2]
+                                             P[P_y] = I[P.y - 1]
+                                         O[h] = P[0] + P[2]
 
-        Every reader of this stage must be `consumer` or a stage computed at the same loop. When the loop is
-        inside a parallel loop, the regions of different iterations must not overlap (checked when lowering).
+        The stage's buffer then holds just that part, inside the loop (as Halide stores a stage where it is
+        computed), where every start of the part is provably >= 0, no read of the stage may fall outside its
+        domain (padding) or copies it (cache_read), and no tail of a split overshoots the part; else the whole
+        buffer stays at the root. Every reader of this stage must be `consumer` or a stage computed at the same
+        loop (a stage inlined into them reads through). When the loop is inside a parallel loop, the regions of
+        different iterations must not overlap (checked when lowering).
         """
         cname = consumer.name if isinstance(consumer, StageHandle) else consumer
         self._s.apply(ComputeAt(self.name, cname, axis))

@@ -952,6 +952,24 @@ def test_compute_at_chain_with_producer_schedules():
     assert "# unrolled" in loop_header(text, "B.i_o")
 
 
+def test_compute_at_stores_the_region_in_the_loop_where_it_can():
+    # softmax's row: e, mx and sm each hold one row, allocated in the parallel row loop (one per thread)
+    text, _ = run(CASES["softmax_at_row"]())
+    assert text.index("for n in 0:") < text.index("allocate e: f32[1, ") and "allocate e: f32[4, " not in text
+    # a split tail of B's loop overshoots its 11-element part: B stays whole at the root, C (no tail) moves in
+    text, _ = run(CASES["stencil3_producers_scheduled"]())
+    assert text.index("allocate B: f32[22]") < text.index("for i_o in 0:3:") < text.index("allocate C: f32[9]")
+    # T is read outside its domain (padding reads 0 there, not where a part ends): whole, at the root
+    s = tl.schedule(tl.op("def pd(X: f32[N]) -> B:\n    T[i] = X[i] * 2.0\n"
+                          "    B[i] = T[i - 1] + T[i] where i in 0:N+1"), N=9)
+    s["T"].compute_at(s["B"], "i")
+    text = s.lower()
+    assert text.index("allocate T: f32[9]") < text.index("for i in 0:10:")
+    X = np.random.default_rng(0).standard_normal(9).astype(np.float32)
+    T, zero = 2 * X, np.zeros(1, np.float32)
+    np.testing.assert_array_equal(tl.build(s)(X), np.concatenate([zero, T]) + np.concatenate([T, zero]))
+
+
 @case("stencil_red_at")
 def _stencil_red_at():
     s = new("stencil_red", N=11, K=5)
@@ -961,7 +979,8 @@ def _stencil_red_at():
 
 def test_compute_at_reduction_producer_with_overlapping_regions():
     text, _ = run(CASES["stencil_red_at"]())
-    assert encloses(text, "j", "T.k") and "T[T:i] = 0f" in text
+    assert encloses(text, "j", "T.k") and "T[T.i] = 0f" in text
+    assert "allocate T: f32[2]" in text and "O[j] = T[0] + T[1]" in text  # T's two rows, stored in the loop
 
 
 @case("blur_i32_at")
@@ -1862,7 +1881,8 @@ def test_doc_compute_at():
     s["P"].compute_at(s["B"], "i")
     text = s.lower()
     assert encloses(text, "i", "P.i") and loop_header(text, "P.i") == "for P.i in 0:3:"
-    assert "P:i = P.i + max(i, 0)" in text and "min(i + 2, 7)" in text   # max(h, 0) .. min(h+2, H+1)
+    assert "P:i = P.i + i" in text and "min(i + 2, 7)" in text   # h .. min(h+2, H+1)
+    assert "allocate P: i32[3]" in text and "B[i] = P[0] + 2*P[1] + P[2]" in text  # stored in the loop
 
 
 def test_doc_compute_inline():

@@ -140,6 +140,7 @@ def test_fuzzer_reports_wrong_results():
     src = progen.Src.from_random(random.Random(5))
     case = schedfuzz.workload_case("matmul", src)
     case.baseline["C"] = case.baseline["C"] + np.float32(1)  # as if the schedule had changed the result
+    case.oracle["C"] = case.baseline["C"]  # (which then differs from numpy's too)
     fz = schedfuzz.Fuzzer(case, src)
     fz.s["C"].split("i", 2)
     with pytest.raises(schedfuzz.FuzzFailure) as info:
@@ -175,6 +176,29 @@ def test_fuzzer_accepts_rounding_in_a_sum_that_cancelled():
     fz.s["T"].split("k", 2)
     with pytest.raises(schedfuzz.FuzzFailure, match="WRONG RESULT"):
         schedfuzz.check_schedule(fz)
+
+
+def test_fuzzer_accepts_a_result_that_agrees_with_numpy_where_the_sum_always_cancels():
+    """A long random run (2026-11-22) crashed in the judging of `T0[i, j, k] += tanh(f32(r)) * X` over r in -1:2
+    with a 0-d X: the terms cancel whatever X is, the unscheduled kernel gave 1.49e-8 (scalar tanh) and the
+    vectorized one the exact 0 (vector tanh), so the output's typical size is rounding noise too, and the input
+    perturbation turned the 0-d X into a scalar. The kernel's result is now also accepted where it agrees with
+    numpy's own within the budget the unscheduled kernel met; a wrong value still fails."""
+    op = tl.op("def prog(X: f32[()]) -> T1:\n    T0[i, j, k] += tanh(f32(r)) * X where i in 0:4, j in 0:2, "
+               "k in 0:4, r in -1:2\n    T1 = T0[3, 0, 0]\n")
+    X = np.array(-1.625, np.float32)
+    oracle = np.float64(sum(np.tanh(r) for r in (-1.0, 0.0, 1.0)) * -1.625)
+    for baseline, ok in ((np.float32(1.4901161e-08), True), (np.float32(0.5), False)):
+        case = schedfuzz.Case("cancels always", op.source, {}, op, [X], {"T1": np.array(baseline)}, {"T1": 4},
+                              {"T1": False}, oracle={"T1": np.array(oracle)})
+        fz = schedfuzz.Fuzzer(case, progen.Src.from_random(random.Random(5)))
+        fz.s["T0"].vectorize("j")
+        if ok:
+            assert schedfuzz.check_schedule(fz) == "checked"
+        else:  # the baseline is numpy's result then, and the kernel's 0 is not
+            case.oracle["T1"] = np.array(np.float64(0.5))
+            with pytest.raises(schedfuzz.FuzzFailure, match="WRONG RESULT"):
+                schedfuzz.check_schedule(fz)
 
 
 def test_fuzzer_judges_an_ill_conditioned_reference_by_its_sensitivity():
