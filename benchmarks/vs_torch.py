@@ -1,0 +1,118 @@
+"""Hand schedules against PyTorch on one thread, interleaved in one process: each round times every workload's
+hand kernel and its `torch_fast` back to back, so that this VM's slow spells hit both alike; the medians over
+rounds and their ratio (above 1x: tensorlang faster). Both results are checked against the workload's numpy
+reference first.
+
+    python benchmarks/vs_torch.py [--workloads matmul,conv2d,...] [--rounds 30] [--json]
+
+One thread only: in one process, each side's idle threads spin for a while after a call (PyTorch's OpenMP
+pool, libgomp; tensorlang's for 500 µs) and take the other core from the other side (measured: neither gained
+from a second thread). For two threads use
+`tensorlang bench WORKLOAD --threads 2`, which times PyTorch in a process of its own. Needs PyTorch
+(`pip install torch --index-url https://download.pytorch.org/whl/cpu`); run it on a quiet machine.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+import numpy as np
+
+DEFAULT = ("matmul", "conv2d", "depthwise_conv2d", "softmax", "maxpool2d")
+
+
+def timed_pair(ours, theirs, rounds: int, calls: int) -> tuple[float, float]:
+    """Median seconds of one call of `ours` and of `theirs`, `calls` calls per round, the two alternating.
+
+    Example::
+
+        timed_pair(lambda: None, lambda: None, rounds=3, calls=2)   # (2e-07, 2e-07), say
+    """
+    times: tuple[list, list] = ([], [])
+    for _ in range(rounds):
+        for fn, out in zip((ours, theirs), times):
+            fn()
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            out.append((time.perf_counter() - t0) / calls)
+    return statistics.median(times[0]), statistics.median(times[1])
+
+
+def compare(name: str, rounds: int) -> dict:
+    """Build `name`'s hand schedule at its default preset, check it and `torch_fast` against numpy, and time
+    them interleaved on one thread; returns {"workload", "tensorlang_s", "torch_s", "ratio", "torch"}.
+
+    Example::
+
+        compare("softmax", rounds=20)["ratio"]   # e.g. 0.83
+    """
+    import torch
+
+    import schedules
+    import tensorlang as tl
+    from tensorlang.bench import max_rel_error
+    w = schedules.get(name)
+    sizes = w.sizes()
+    s = tl.schedule(tl.op(w.source), **sizes)
+    w.hand_schedule(s)
+    kernel = tl.build(s)
+    inputs = w.make_inputs(sizes, np.random.default_rng(0))
+    expected = w.reference(*inputs, **sizes)
+    tensors = [torch.from_numpy(a) for a in inputs]
+
+    def run_torch():
+        with torch.inference_mode():
+            return w.torch_fast(torch, *tensors, **sizes)
+    outs = [np.empty(kernel.output_shapes[o], kernel.output_dtypes[o]) for o in kernel.op.outputs]
+    out = outs[0] if len(outs) == 1 else tuple(outs)
+    for who, got in (("tensorlang", kernel(*inputs)), ("torch", np.asarray(run_torch()))):
+        err = max_rel_error(got, expected)
+        if not err < 1e-3:
+            raise SystemExit(f"{name}: {who} differs from the numpy reference (max relative error {err:.2e})")
+    first = time.perf_counter()
+    kernel(*inputs, out=out)
+    calls = max(1, min(20, int(0.02 / max(time.perf_counter() - first, 1e-6))))
+    ours, theirs = timed_pair(lambda: kernel(*inputs, out=out), run_torch, rounds, calls)
+    return {"workload": name, "tensorlang_s": ours, "torch_s": theirs, "ratio": theirs / ours,
+            "torch": torch.__version__}
+
+
+def main(argv=None) -> int:
+    """Parse the flags, compare each workload, print a table (or JSON).
+
+    Example::
+
+        main(["--workloads", "softmax,conv2d", "--rounds", "20"])
+    """
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--workloads", default=",".join(DEFAULT))
+    p.add_argument("--rounds", type=int, default=30)
+    p.add_argument("--json", action="store_true")
+    args = p.parse_args(argv)
+    try:
+        import torch
+    except ImportError:
+        print("vs_torch: PyTorch is not installed (pip install torch --index-url "
+              "https://download.pytorch.org/whl/cpu)", file=sys.stderr)
+        return 2
+    os.environ["TENSORLANG_NUM_THREADS"] = "1"
+    torch.set_num_threads(1)
+    rows = [compare(name, args.rounds) for name in args.workloads.split(",")]
+    if args.json:
+        print(json.dumps(rows))
+    else:
+        print(f"hand schedules against PyTorch {torch.__version__}, 1 thread, median of {args.rounds} "
+              "interleaved rounds")
+        for r in rows:
+            print(f"  {r['workload']:18} tensorlang {r['tensorlang_s'] * 1e3:8.3f} ms   torch "
+                  f"{r['torch_s'] * 1e3:8.3f} ms   {r['ratio']:.2f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
