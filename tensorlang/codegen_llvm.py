@@ -696,8 +696,11 @@ class _Emitter:
 
     def exp_f32(self, x: ll.Value) -> ll.Value:
         """exp for f32 (scalars and vectors) without a libm call: x = n*ln2 + r, exp(r) by a degree-6
-        polynomial (Cephes' coefficients, about 1 ulp), times 2**n built in the exponent bits."""
+        polynomial (Cephes' coefficients, about 1 ulp), times 2**n. With AVX-512, 2**n is `llvm.ldexp`
+        (one vscalefps, which also gives inf above the range and subnormals and 0 below it); elsewhere, where
+        ldexp would be a libm call a lane, it is built in the exponent bits and the ends are selected."""
         b = self.b
+        scalef = self.vector_bits >= 512
 
         def c(v):
             return self.const("f32", v, x)
@@ -705,8 +708,9 @@ class _Emitter:
         def fma(p, q, r):
             return b.fadd(b.fmul(p, q, flags=FAST), r, flags=FAST)
 
-        xc = b.select(b.fcmp_ordered("<", x, c(-87.33654)), c(-87.33654), x)
-        xc = b.select(b.fcmp_ordered(">", xc, c(88.72283)), c(88.72283), xc)
+        lo, hi = (-104.0, 89.0) if scalef else (-87.33654, 88.72283)  # scalef: past them 0 and inf all the same
+        xc = b.select(b.fcmp_ordered("<", x, c(lo)), c(lo), x)
+        xc = b.select(b.fcmp_ordered(">", xc, c(hi)), c(hi), xc)
         t = xc.type
         n = self.b.call(self.intrinsic("llvm.roundeven", t, [t], [t]), [b.fmul(xc, c(1.44269504088896341))])
         r = fma(n, c(-0.693359375), xc)
@@ -717,14 +721,16 @@ class _Emitter:
         p = fma(p, b.fmul(r, r, flags=FAST), b.fadd(r, c(1.0), flags=FAST))
         it = ll.VectorType(I32, x.type.count) if _is_vec(x) else I32
         ni = b.fptosi(n, it)
-        n1 = b.ashr(ni, self.const("i32", 1, ni))   # 2**n as 2**n1 * 2**n2: each factor stays a normal float
-        n2 = b.sub(ni, n1)
-        for part in (n1, n2):
-            bits = b.shl(b.add(part, self.const("i32", 127, ni)), self.const("i32", 23, ni))
-            p = b.fmul(p, b.bitcast(bits, t), flags=FAST)
-        y = p
-        y = b.select(b.fcmp_ordered(">", x, c(88.72283)), c(float("inf")), y)
-        y = b.select(b.fcmp_ordered("<", x, c(-87.33654)), c(0.0), y)
+        if scalef:
+            y = b.call(self.intrinsic("llvm.ldexp", t, [t, it], [t, it]), [p, ni])
+        else:
+            n1 = b.ashr(ni, self.const("i32", 1, ni))  # 2**n as 2**n1 * 2**n2: each factor stays a normal float
+            n2 = b.sub(ni, n1)
+            for part in (n1, n2):
+                bits = b.shl(b.add(part, self.const("i32", 127, ni)), self.const("i32", 23, ni))
+                p = b.fmul(p, b.bitcast(bits, t), flags=FAST)
+            y = b.select(b.fcmp_ordered(">", x, c(hi)), c(float("inf")), p)
+            y = b.select(b.fcmp_ordered("<", x, c(lo)), c(0.0), y)
         return b.select(b.fcmp_unordered("uno", x, x), x, y)
 
     def cast(self, v: ll.Value, src: str, dst: str) -> ll.Value:

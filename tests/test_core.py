@@ -259,3 +259,25 @@ def test_build_cache_keeps_recent_and_referenced_kernels_only(monkeypatch):
     assert recent() is None
     assert tl.build(op, N=101) is held
     assert held(np.arange(101, dtype=np.float32)).tolist() == list(np.arange(1, 102, dtype=np.float32))
+
+
+@pytest.mark.parametrize("vectorize", [False, True])
+def test_exp_is_within_an_ulp_of_numpy_over_the_whole_float_range(vectorize):
+    # exp is emitted inline (no libm call); its ends: overflow to inf above ln(FLT_MAX) = 88.7228, subnormal
+    # results below -87.34, 0 below -103.97, and inf, -inf, NaN themselves
+    xs = np.concatenate([np.linspace(-110, 95, 40_001), [np.inf, -np.inf, np.nan, 0.0, -0.0, 88.7228, 88.72283,
+                                                          88.7229, -87.3, -87.34, -103.5, -103.9, -87.5]])
+    xs = xs.astype(np.float32)
+    s = tl.schedule(tl.op("def e(X: f32[N]) -> Y:\n    Y[i] = exp(X[i])"), N=xs.size)
+    if vectorize:
+        s["Y"].split("i", 16)
+        s["Y"].vectorize("i_i")
+    got = tl.build(s)(xs).astype(np.float64)
+    with np.errstate(over="ignore"):
+        ref = np.exp(xs.astype(np.float64)).astype(np.float32)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
+    np.testing.assert_array_equal(np.isinf(got), np.isinf(ref))
+    np.testing.assert_array_equal(got == 0, ref == 0)
+    fin = np.isfinite(ref) & (ref > 0)
+    ulps = np.abs(got[fin] - ref[fin]) / np.spacing(ref[fin]).astype(np.float64)
+    assert ulps.max() <= 1.0, xs[fin][np.argmax(ulps)]
