@@ -569,47 +569,34 @@ def _relocate(s: ir.Stmt, name: str, local: ir.Buffer, mins: list, defs: dict) -
 
 def _indices_inside(s: ir.Stmt, buf: ir.Buffer, ranges: dict) -> bool:
     """Whether every access to `buf` in `s` is provably inside it from the loop ranges alone (`ranges`: those of
-    the loops around `s`), so that the bounds check needs no guard for it."""
+    the loops around `s`; the conditions of Ifs are not used), so that the bounds check needs no guard for it."""
     def inside(indices, env) -> bool:
-        for i, n in zip(indices, buf.shape):
-            r = interval(i, env)
-            if r is None or r[0] < 0 or r[1] > n - 1:
-                return False
-        return True
+        bounds = [interval(i, env) for i in indices]
+        return all(r is not None and 0 <= r[0] and r[1] < n for r, n in zip(bounds, buf.shape))
+
+    def reads_inside(exprs, env) -> bool:
+        return all(inside(ld.indices, env) for e in exprs for ld in ir.loads(e) if ld.buffer.name == buf.name)
 
     def walk(x, env) -> bool:
         if isinstance(x, ir.Seq):
             return all(walk(y, env) for y in x.stmts)
         if isinstance(x, ir.Store):
-            exprs = [x.value, *x.indices]
-            if x.buffer.name == buf.name and not inside(x.indices, env):
-                return False
-        elif isinstance(x, ir.For):
-            lo, ext = interval(x.lo, env), interval(x.extent, env)
-            inner = dict(env)
-            if lo is not None and ext is not None:
-                inner[x.var.name] = (lo[0], lo[1] + ext[1] - 1)
-            else:
-                inner.pop(x.var.name, None)
-            return walk(x.body, inner)
-        elif isinstance(x, ir.If):
-            exprs = [x.cond]
-            if not (walk(x.then, env) and (x.orelse is None or walk(x.orelse, env))):
-                return False
-        elif isinstance(x, ir.Let):
-            r = interval(x.value, env)
+            return (x.buffer.name != buf.name or inside(x.indices, env)) and reads_inside([x.value, *x.indices], env)
+        if isinstance(x, ir.If):
+            return reads_inside([x.cond], env) and walk(x.then, env) and (x.orelse is None or walk(x.orelse, env))
+        if isinstance(x, ir.Allocate):
+            return walk(x.body, env)
+        if isinstance(x, (ir.For, ir.Let)):
             inner = {k: v for k, v in env.items() if k != x.var.name}
+            if isinstance(x, ir.For):
+                lo, ext = interval(x.lo, env), interval(x.extent, env)
+                r = None if lo is None or ext is None else (lo[0], lo[1] + ext[1] - 1)
+            else:
+                r = interval(x.value, env)
             if r is not None:
                 inner[x.var.name] = r
-            return inside_loads([x.value], env) and walk(x.body, inner)
-        elif isinstance(x, ir.Allocate):
-            return walk(x.body, env)
-        else:
-            return True
-        return inside_loads(exprs, env)
-
-    def inside_loads(exprs, env) -> bool:
-        return all(inside(ld.indices, env) for e in exprs for ld in ir.loads(e) if ld.buffer.name == buf.name)
+            return (isinstance(x, ir.For) or reads_inside([x.value], env)) and walk(x.body, inner)
+        return True
 
     return walk(s, dict(ranges))
 
