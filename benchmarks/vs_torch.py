@@ -94,6 +94,16 @@ def main(argv=None) -> int:
     p.add_argument("--rounds", type=int, default=30)
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
+    import schedules
+    names = args.workloads.split(",")
+    for name in names:
+        w = schedules.WORKLOADS.get(name)
+        if w is None or w.hand_schedule is None or w.torch_fast is None:
+            legal = [n for n, x in schedules.WORKLOADS.items() if x.hand_schedule and x.torch_fast]
+            p.error(f"--workloads: {name!r} is not a workload with a hand schedule and a torch_fast; "
+                    f"those are {', '.join(legal)}")
+    if args.rounds < 1:
+        p.error(f"--rounds: must be at least 1, got {args.rounds}")
     try:
         import torch
     except ImportError:
@@ -102,7 +112,7 @@ def main(argv=None) -> int:
         return 2
     os.environ["TENSORLANG_NUM_THREADS"] = "1"
     torch.set_num_threads(1)
-    rows = [compare(name, args.rounds) for name in args.workloads.split(",")]
+    rows = [compare(name, args.rounds) for name in names]
     if args.json:
         print(json.dumps(rows))
     else:

@@ -128,3 +128,14 @@ def test_bench_gives_the_process_its_thread_count_back(monkeypatch):
     monkeypatch.delenv("TENSORLANG_NUM_THREADS")
     run_bench(w, {"N": 8, "D": 40}, threads=2, min_runs=1, min_time=0.0, log=lambda *a: None)
     assert "TENSORLANG_NUM_THREADS" not in os.environ
+
+
+@pytest.mark.parametrize("args,message", [
+    (("--workloads", "nosuch"), "--workloads: 'nosuch' is not a workload with a hand schedule and a torch_fast"),
+    (("--workloads", "layernorm"), "--workloads: 'layernorm' is not a workload with a hand schedule"),
+    (("--rounds", "0"), "--rounds: must be at least 1, got 0"),
+])
+def test_vs_torch_benchmark_refuses_bad_flags(args, message):
+    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "vs_torch.py"), *args], capture_output=True,
+                       text=True, cwd=ROOT, timeout=120)
+    assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr
