@@ -161,6 +161,8 @@ def cmd_run(args) -> dict:
     import numpy as np
 
     import tensorlang as tl
+
+    from .bench import max_rel_error
     check_timing_flags(args)
     w, sizes = workload_and_sizes(args)
     op = tl.op(w.source)
@@ -176,11 +178,7 @@ def cmd_run(args) -> dict:
         kernel(*inputs)
         times.append(time.perf_counter() - t)
     median = float(np.median(times))
-    expected = w.reference(*inputs, **sizes)
-    outs = out if isinstance(out, tuple) else (out,)
-    exps = expected if isinstance(expected, tuple) else (expected,)
-    err = max(float(np.max(np.abs(o.astype(np.float64) - e))) / max(1.0, float(np.max(np.abs(e))))
-              for o, e in zip(outs, exps))
+    err = max_rel_error(out, w.reference(*inputs, **sizes))
     ok = err < 1e-3
     gflops = w.flops(sizes) / median / 1e9
     result = {"workload": w.name, "sizes": sizes, "compile_s": compile_s, "median_s": median,

@@ -465,6 +465,30 @@ def stmt_buffers(s: Stmt) -> dict[str, Buffer]:
     return out
 
 
+def map_expr(e: Expr, fn) -> Expr:
+    """`e` rebuilt bottom-up with `fn` applied to every node, its children first (loads' indices and calls'
+    arguments included).
+
+    >>> X = Buffer("X", "f32", (4,))
+    >>> e = BinOp("+", Load(X, (Var("i"),)), FloatImm(1.0))
+    >>> expr_str(map_expr(e, lambda n: Var("j") if n == Var("i") else n))
+    'X[j] + 1f'
+    """
+    if isinstance(e, (BinOp, Cmp, Logic)):
+        e = type(e)(e.op, map_expr(e.a, fn), map_expr(e.b, fn))
+    elif isinstance(e, (Neg, Not)):
+        e = type(e)(map_expr(e.a, fn))
+    elif isinstance(e, Select):
+        e = Select(map_expr(e.cond, fn), map_expr(e.t, fn), map_expr(e.f, fn))
+    elif isinstance(e, Cast):
+        e = Cast(e.dtype, map_expr(e.a, fn))
+    elif isinstance(e, Call):
+        e = Call(e.fn, tuple(map_expr(a, fn) for a in e.args), e.dtype)
+    elif isinstance(e, Load):
+        e = Load(e.buffer, tuple(map_expr(i, fn) for i in e.indices), e.pad, e.guard)
+    return fn(e)
+
+
 def substitute(e: Expr, mapping: dict[str, Expr]) -> Expr:
     """`e` with variables replaced by expressions (integer index expressions and conditions).
 

@@ -550,7 +550,7 @@ def _relocate(s: ir.Stmt, name: str, local: ir.Buffer, mins: list, defs: dict) -
         return _relocate_expr(x, name, local, mins, defs)
     if isinstance(s, ir.Store):
         if s.buffer.name == name:
-            return ir.Store(local, _local_index(s.indices, mins, defs), e(s.value))
+            return ir.Store(local, _local_index(tuple(e(i) for i in s.indices), mins, defs), e(s.value))
         return ir.Store(s.buffer, tuple(e(i) for i in s.indices), e(s.value))
     if isinstance(s, ir.Seq):
         return ir.Seq(tuple(_relocate(x, name, local, mins, defs) for x in s.stmts))
@@ -606,23 +606,11 @@ def _local_index(indices: tuple, mins: list, defs: dict) -> tuple:
 
 
 def _relocate_expr(x: ir.Expr, name: str, local: ir.Buffer, mins: list, defs: dict) -> ir.Expr:
-    def e(y):
-        return _relocate_expr(y, name, local, mins, defs)
-    if isinstance(x, ir.Load):
-        if x.buffer.name == name:
-            return ir.Load(local, _local_index(tuple(e(i) for i in x.indices), mins, defs), x.pad, x.guard)
-        return ir.Load(x.buffer, tuple(e(i) for i in x.indices), x.pad, x.guard)
-    if isinstance(x, (ir.BinOp, ir.Cmp, ir.Logic)):
-        return type(x)(x.op, e(x.a), e(x.b))
-    if isinstance(x, (ir.Neg, ir.Not)):
-        return type(x)(e(x.a))
-    if isinstance(x, ir.Select):
-        return ir.Select(e(x.cond), e(x.t), e(x.f))
-    if isinstance(x, ir.Cast):
-        return ir.Cast(x.dtype, e(x.a))
-    if isinstance(x, ir.Call):
-        return ir.Call(x.fn, tuple(e(a) for a in x.args), x.dtype)
-    return x
+    def move(n):
+        if isinstance(n, ir.Load) and n.buffer.name == name:
+            return ir.Load(local, _local_index(n.indices, mins, defs), n.pad, n.guard)
+        return n
+    return ir.map_expr(x, move)
 
 
 def _disjoint(region: Region, loop: str) -> bool:
