@@ -53,25 +53,47 @@ def vector_accumulators(body: ir.Stmt, taken: set[str] | None = None) -> ir.Stmt
           for d_i in 0:16:  # vectorized
             S[n] = S[n] + S_acc[d_i]
     """
-    taken = set(taken or ()) | set(ir.stmt_buffers(body))
-    return _rewrite(body, taken)
+    names = _Names(body, taken)
+    return _rewrite(body, names)
 
 
-def _rewrite(s: ir.Stmt, taken: set[str]) -> ir.Stmt:
+class _Names:
+    """Buffer names in use, collected from the body only when a first accumulator needs a new one."""
+
+    def __init__(self, body: ir.Stmt, taken):
+        self.body, self.given, self.taken = body, set(taken or ()), None
+
+    def new(self, base: str) -> str:
+        """`base`, or `base1`, `base2`, ...: the first name not in use; it is in use from then on."""
+        if self.taken is None:
+            self.taken = self.given | set(ir.stmt_buffers(self.body))
+        name = next(n for n in itertools.chain([base], (f"{base}{i}" for i in itertools.count(1)))
+                    if n not in self.taken)
+        self.taken.add(name)
+        return name
+
+
+def _rewrite(s: ir.Stmt, names: _Names) -> ir.Stmt:
+    """`s` with its reductions rewritten; `s` itself (no copy) where there is none inside."""
     if isinstance(s, ir.For):
         if s.kind in ("serial", "unrolled"):
             found = _reduction_in(s)
             if found is not None:
-                return _accumulate(s, *found, taken)
-        return ir.For(s.var, s.lo, s.extent, _rewrite(s.body, taken), s.kind)
+                return _accumulate(s, *found, names)
+        body = _rewrite(s.body, names)
+        return s if body is s.body else ir.For(s.var, s.lo, s.extent, body, s.kind)
     if isinstance(s, ir.Seq):
-        return ir.Seq(tuple(_rewrite(x, taken) for x in s.stmts))
+        stmts = tuple(_rewrite(x, names) for x in s.stmts)
+        return s if all(a is b for a, b in zip(stmts, s.stmts)) else ir.Seq(stmts)
     if isinstance(s, ir.If):
-        return ir.If(s.cond, _rewrite(s.then, taken), None if s.orelse is None else _rewrite(s.orelse, taken))
-    if isinstance(s, ir.Let):
-        return ir.Let(s.var, s.value, _rewrite(s.body, taken))
-    if isinstance(s, ir.Allocate):
-        return ir.Allocate(s.buffer, _rewrite(s.body, taken))
+        then = _rewrite(s.then, names)
+        orelse = None if s.orelse is None else _rewrite(s.orelse, names)
+        return s if then is s.then and orelse is s.orelse else ir.If(s.cond, then, orelse)
+    if isinstance(s, (ir.Let, ir.Allocate)):
+        body = _rewrite(s.body, names)
+        if body is s.body:
+            return s
+        return ir.Let(s.var, s.value, body) if isinstance(s, ir.Let) else ir.Allocate(s.buffer, body)
     return s
 
 
@@ -142,13 +164,10 @@ def _let_values(s: ir.Stmt):
         yield from _let_values(s.body)
 
 
-def _accumulate(loop: ir.For, inner: ir.For, store: ir.Store, fixed: list, taken: set[str]) -> ir.Stmt:
+def _accumulate(loop: ir.For, inner: ir.For, store: ir.Store, fixed: list, names: _Names) -> ir.Stmt:
     target, op, dtype = store.buffer, store.value.op, store.buffer.dtype
     width = inner.extent.value
-    name = next(n for n in itertools.chain([f"{target.name}_acc"], (f"{target.name}_acc{i}" for i in
-                                                                    itertools.count(1))) if n not in taken)
-    taken.add(name)
-    acc = ir.Buffer(name, dtype, (width,), "stack")
+    acc = ir.Buffer(names.new(f"{target.name}_acc"), dtype, (width,), "stack")
     lane = ir.Var(inner.var.name)
     slot = (ir.BinOp("-", lane, inner.lo) if not (isinstance(inner.lo, ir.IntImm) and inner.lo.value == 0)
             else lane,)
