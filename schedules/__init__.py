@@ -33,6 +33,7 @@ from schedules import (
     transpose,
 )
 from schedules.workload import Workload, conv_output_size
+from tensorlang.errors import UsageError
 
 WORKLOADS: dict[str, Workload] = {
     w.name: w
@@ -55,7 +56,7 @@ WORKLOADS: dict[str, Workload] = {
 
 
 def get(name: str) -> Workload:
-    """Return the workload called ``name``; raises ValueError listing the legal names when there is none.
+    """Return the workload called ``name``; raises UsageError listing the legal names when there is none.
 
     Example::
 
@@ -65,7 +66,7 @@ def get(name: str) -> Workload:
     try:
         return WORKLOADS[name]
     except (KeyError, TypeError):
-        raise ValueError(f"unknown workload {name!r}; legal names: {', '.join(WORKLOADS)}") from None
+        raise UsageError(f"unknown workload {name!r}; legal names: {', '.join(WORKLOADS)}") from None
 
 
 __all__ = ["WORKLOADS", "Workload", "conv_output_size", "get"]

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tensorlang.errors import UsageError
 from tuner.space import Knob, factors
 
 __all__ = ["Workload", "conv_output_size", "register_tile_knobs"]
@@ -87,23 +88,23 @@ class Workload:
 
     def __post_init__(self) -> None:
         if not self.presets:
-            raise ValueError(f"workload {self.name!r} has no presets")
+            raise UsageError(f"workload {self.name!r} has no presets")
         if self.default_preset not in self.presets:
-            raise ValueError(
+            raise UsageError(
                 f"workload {self.name!r}: default preset {self.default_preset!r} is not one of "
                 f"{sorted(self.presets)}"
             )
         keys = set(self.presets[self.default_preset])
         for preset, sizes in self.presets.items():
             if set(sizes) != keys:
-                raise ValueError(
+                raise UsageError(
                     f"workload {self.name!r}: preset {preset!r} binds {sorted(sizes)}, "
                     f"but preset {self.default_preset!r} binds {sorted(keys)}"
                 )
             for size, value in sizes.items():
                 # 0 is a legal `int` parameter (pad=0); shape sizes below 1 are refused by tl.build
                 if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                    raise ValueError(
+                    raise UsageError(
                         f"workload {self.name!r}: preset {preset!r} size {size}={value!r} "
                         "is not a non-negative int"
                     )
@@ -111,7 +112,7 @@ class Workload:
     def sizes(self, preset: str | None = None) -> dict[str, int]:
         """Return a fresh copy of the sizes of ``preset`` (the default preset when ``None``).
 
-        Raises ValueError naming the legal presets when ``preset`` is unknown.
+        Raises UsageError naming the legal presets when ``preset`` is unknown.
 
         Example::
 
@@ -125,7 +126,7 @@ class Workload:
             return dict(self.presets[preset])
         except (KeyError, TypeError):
             legal = ", ".join(repr(p) for p in self.presets)
-            raise ValueError(
+            raise UsageError(
                 f"workload {self.name!r} has no preset {preset!r}; legal presets: {legal}"
             ) from None
 

@@ -10,7 +10,7 @@
 >>> k(A, B).tolist()
 [[4.0, 4.0, 4.0], [4.0, 4.0, 4.0]]
 """
-from .errors import BuildError, DSLError, ScheduleError, TensorlangError
+from .errors import BuildError, DSLError, ScheduleError, TensorlangError, UsageError
 from .program import Op
 from .parse import parse as _parse
 from .schedule import Schedule, schedule
@@ -36,4 +36,4 @@ def __getattr__(name):
 
 
 __all__ = ["op", "build", "clear_cache", "load", "schedule", "Schedule", "Kernel", "Op", "DSLError", "ScheduleError",
-           "BuildError", "TensorlangError"]
+           "BuildError", "TensorlangError", "UsageError"]

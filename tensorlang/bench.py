@@ -17,6 +17,8 @@ import tempfile
 
 import numpy as np
 
+from .errors import UsageError
+
 _BASELINE_WORKER = r"""
 import json, sys
 import numpy as np
@@ -94,7 +96,7 @@ def baseline(w, sizes: dict, inputs: list, threads: int, min_runs: int, min_time
         # e.g. 2.1e-05
     """
     if kind not in ("numpy", "torch"):
-        raise ValueError(f"baseline: kind is 'numpy' or 'torch', not {kind!r}")
+        raise UsageError(f"baseline: kind is 'numpy' or 'torch', not {kind!r}")
     env = dict(os.environ)
     for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         env[var] = str(threads)
@@ -146,6 +148,7 @@ def run_bench(w, sizes: dict, threads: int, min_runs: int = 10, min_time: float 
 
 def _run_bench(w, sizes, threads, min_runs, min_time, extra, log) -> dict:
     import tensorlang as tl
+
     from .timing import measure, median
     op = tl.op(w.source)
     inputs = w.make_inputs(sizes, np.random.default_rng(0))

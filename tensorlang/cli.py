@@ -21,10 +21,10 @@ import json
 import sys
 import time
 
-from .errors import TensorlangError
+from .errors import TensorlangError, UsageError
 
 
-class CLIError(Exception):
+class CLIError(UsageError):
     """A bad command line: the message names the flag and what is legal."""
 
 
@@ -480,7 +480,7 @@ def main(argv: list[str] | None = None) -> int:
     args.argv = list(sys.argv[1:] if argv is None else argv)  # what a "resume with:" line repeats
     try:
         result = COMMANDS[args.command](args)
-    except (CLIError, TensorlangError, ValueError) as e:
+    except TensorlangError as e:  # CLIError, UsageError, DSLError, ...: bad input, one line; a bug keeps its traceback
         print(f"tensorlang {args.command}: error: {e}", file=sys.stderr)
         return 2
     except MemoryError as e:  # sizes too big for this machine: the arrays, or the kernel's temporary buffers

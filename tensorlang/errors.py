@@ -69,6 +69,21 @@ class ScheduleError(TensorlangError):
     """
 
 
+class UsageError(TensorlangError, ValueError):
+    """A value that a function, flag, option or environment variable does not take: an unknown workload, strategy
+    or knob value, a malformed record, TENSORLANG_NUM_THREADS=0. The message names the argument and says what is
+    legal. It is a ValueError too, so code that catches ValueError still catches it; the CLI prints any
+    TensorlangError as one line and lets an error of any other kind (a bug) end in its traceback.
+
+    >>> import schedules
+    >>> try:
+    ...     schedules.get("matmull")
+    ... except UsageError as e:
+    ...     str(e).split(";")[0]
+    "unknown workload 'matmull'"
+    """
+
+
 class BuildError(TensorlangError):
     """Sizes, arguments or a target that a kernel cannot be built or called with."""
 

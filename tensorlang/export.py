@@ -40,7 +40,7 @@ import numpy as np
 
 from .codegen_c import find_c_compiler
 from .dtypes import DTYPES
-from .errors import BuildError
+from .errors import BuildError, UsageError
 
 FORMATS = {"so": "shared library", "o": "object file", "c": "C source", "ll": "LLVM IR", "asm": "assembly"}
 META_SUFFIX = "__tensorlang_meta"   # `const char *NAME__tensorlang_meta(void)` returns the metadata JSON
@@ -565,9 +565,9 @@ def read_library(path, name: str | None = None):
     try:
         meta = json.loads(getter().decode())
         if meta.get("tensorlang_export") != META_FORMAT:
-            raise ValueError(f"metadata format {meta.get('tensorlang_export')!r}, expected {META_FORMAT}")
+            raise UsageError(f"metadata format {meta.get('tensorlang_export')!r}, expected {META_FORMAT}")
         if not hasattr(lib, meta["name"]):
-            raise ValueError(f"no function {meta['name']}")
+            raise UsageError(f"no function {meta['name']}")
     except (ValueError, KeyError, AttributeError, UnicodeDecodeError) as e:
         raise BuildError(f"load: {path} has unreadable tensorlang metadata ({e}); export it again with this "
                          "tensorlang version") from None

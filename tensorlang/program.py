@@ -255,7 +255,7 @@ class Op:
     ...     C[m, n] += A[m, k] * B[k, n]
     ... ''')
     >>> op.inputs, op.outputs, op.size_names
-    (['A', 'B'], ('C',), ('M', 'K', 'N'))
+    (('A', 'B'), ('C',), ('M', 'K', 'N'))
     """
 
     name: str
@@ -267,9 +267,9 @@ class Op:
     size_names: tuple[str, ...]
 
     @property
-    def inputs(self) -> list[str]:
-        """Input tensor names, in parameter order."""
-        return [p.name for p in self.params]
+    def inputs(self) -> tuple[str, ...]:
+        """Input tensor names, in parameter order (a tuple, as `outputs` is)."""
+        return tuple(p.name for p in self.params)
 
     def param(self, name: str) -> Param | None:
         """The input called `name`, or None."""

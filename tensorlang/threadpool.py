@@ -33,6 +33,8 @@ import time
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 
+from .errors import UsageError
+
 _CHUNK_FN = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p)
 _PARALLEL_FOR = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
 
@@ -43,7 +45,7 @@ _lock = threading.Lock()
 
 def num_threads() -> int:
     """Threads parallel loops use: TENSORLANG_NUM_THREADS, else the CPUs available to this process. A value that
-    is not an integer >= 1 is a ValueError.
+    is not an integer >= 1 is a UsageError.
 
     >>> from unittest import mock
     >>> with mock.patch.dict(os.environ, {"TENSORLANG_NUM_THREADS": "3"}):
@@ -55,9 +57,9 @@ def num_threads() -> int:
         try:
             n = int(text)
         except ValueError:
-            raise ValueError(f"TENSORLANG_NUM_THREADS={text!r} is not an integer") from None
+            raise UsageError(f"TENSORLANG_NUM_THREADS={text!r} is not an integer") from None
         if n < 1:
-            raise ValueError(f"TENSORLANG_NUM_THREADS={n} must be >= 1")
+            raise UsageError(f"TENSORLANG_NUM_THREADS={n} must be >= 1")
         return n
     try:
         return max(1, len(os.sched_getaffinity(0)))

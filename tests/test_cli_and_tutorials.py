@@ -67,6 +67,25 @@ def test_bad_flags_name_the_flag_without_traceback(args, message):
     assert "Traceback" not in r.stderr
 
 
+def test_bad_input_is_one_line_but_a_bug_keeps_its_traceback(monkeypatch, capsys):
+    import tensorlang as tl
+    from tensorlang import cli
+
+    def bad_input(args):
+        raise tl.UsageError("--thing: 3 is not one of [1, 2]")
+
+    def bug(args):
+        raise ValueError("an index went wrong inside")  # not a TensorlangError: a bug, not the user's input
+
+    monkeypatch.setitem(cli.COMMANDS, "run", bad_input)
+    assert cli.main(["run", "matmul"]) == 2
+    assert capsys.readouterr().err == "tensorlang run: error: --thing: 3 is not one of [1, 2]\n"
+    monkeypatch.setitem(cli.COMMANDS, "run", bug)
+    with pytest.raises(ValueError, match="an index went wrong inside"):
+        cli.main(["run", "matmul"])
+    assert issubclass(tl.UsageError, ValueError) and issubclass(tl.UsageError, tl.TensorlangError)
+
+
 @pytest.mark.parametrize("path", sorted((ROOT / "tutorials").glob("*.py")), ids=lambda p: p.name)
 def test_tutorial_runs(path):
     env = dict(os.environ, TENSORLANG_TUTORIAL_TRIALS="12")  # tutorial 3 tunes: a short run in the tests

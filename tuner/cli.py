@@ -11,10 +11,11 @@ import os
 import shlex
 import sys
 
+from tensorlang.errors import UsageError
 from tuner.task import Task
 
 
-class TuneFlagError(ValueError):
+class TuneFlagError(UsageError):
     """A bad flag of ``tune`` or ``best``: the message names the flag and the legal values."""
 
 

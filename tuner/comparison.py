@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from tensorlang.errors import UsageError
 from tuner.dataset import Dataset
 
 __all__ = ["Run", "Comparison", "compare", "replay_run", "live_run"]
@@ -251,15 +252,15 @@ def compare(strategies, trials: int, seeds: int = 5, replay: Dataset | str | Non
         >>> compare(["grid"], trials=3)
         Traceback (most recent call last):
         ...
-        ValueError: compare: give a task to tune live, or a dataset to replay
+        tensorlang.errors.UsageError: compare: give a task to tune live, or a dataset to replay
     """
     strategies = list(strategies)
     if not strategies:
-        raise ValueError("compare: name at least one strategy")
+        raise UsageError("compare: name at least one strategy")
     if len(set(strategies)) != len(strategies):
-        raise ValueError(f"compare: a strategy is named twice in {strategies}")
+        raise UsageError(f"compare: a strategy is named twice in {strategies}")
     if trials < 1 or seeds < 1:
-        raise ValueError(f"compare: trials and seeds must be at least 1, got {trials} and {seeds}")
+        raise UsageError(f"compare: trials and seeds must be at least 1, got {trials} and {seeds}")
     from tuner.plugins import resolve_strategy
     classes = {name: resolve_strategy(name) for name in strategies}
     if isinstance(replay, str):
@@ -272,7 +273,7 @@ def compare(strategies, trials: int, seeds: int = 5, replay: Dataset | str | Non
         runs = _replay_all(replay, classes, jobs_list, trials, cost_model, batch, jobs, on_run)
     else:
         if task is None:
-            raise ValueError("compare: give a task to tune live, or a dataset to replay")
+            raise UsageError("compare: give a task to tune live, or a dataset to replay")
         result = Comparison(task, trials=trials)
         runs = []
         for name, seed in jobs_list:
@@ -297,13 +298,14 @@ def _replay_all(dataset, classes, jobs_list, trials, cost_model, batch, jobs, on
     import multiprocessing
     import pickle
     from concurrent.futures import ProcessPoolExecutor
+
     from tuner.replay import table_features
     features = table_features(dataset) if any(_uses_features(n) for n in classes) else {}
     for name, cls in classes.items():
         try:
             pickle.dumps(cls)
         except Exception:
-            raise ValueError(f"compare: strategy {name!r} ({cls!r}) cannot be sent to worker processes; define "
+            raise UsageError(f"compare: strategy {name!r} ({cls!r}) cannot be sent to worker processes; define "
                              "it at the top level of an importable module, or use jobs=1") from None
     ctx = multiprocessing.get_context("spawn")  # never fork a process that may hold OpenMP threads
     done: dict[tuple, Run] = {}

@@ -35,6 +35,8 @@ import re
 
 import numpy as np
 
+from tensorlang.errors import UsageError
+
 __all__ = ["COST_MODELS", "CostModel", "ForestCostModel", "NoCostModel", "XGBCostModel", "make_cost_model",
            "normalise_per_task", "ranking_quality", "register_cost_model"]
 
@@ -84,11 +86,11 @@ class CostModel:
         """
         X, y = _check_rows(X), np.asarray(y, dtype=np.float64)
         if y.shape != (X.shape[0],):
-            raise ValueError(f"{self.name}: y must have one value per row of X ({X.shape[0]}), got shape {y.shape}")
+            raise UsageError(f"{self.name}: y must have one value per row of X ({X.shape[0]}), got shape {y.shape}")
         if not np.all(np.isfinite(y)):
-            raise ValueError(f"{self.name}: y has non-finite values; mark invalid configs with 0")
+            raise UsageError(f"{self.name}: y has non-finite values; mark invalid configs with 0")
         if groups is not None and np.shape(groups) != (X.shape[0],):
-            raise ValueError(f"{self.name}: groups must have one task id per row of X ({X.shape[0]}), "
+            raise UsageError(f"{self.name}: groups must have one task id per row of X ({X.shape[0]}), "
                              f"got shape {np.shape(groups)}")
         self._trained = False
         self._n_features = X.shape[1]
@@ -103,7 +105,7 @@ class CostModel:
         if not self._trained:
             return np.zeros(X.shape[0], dtype=np.float64)
         if X.shape[1] != self._n_features:
-            raise ValueError(f"{self.name}: the model was trained on {self._n_features} features, X has "
+            raise UsageError(f"{self.name}: the model was trained on {self._n_features} features, X has "
                              f"{X.shape[1]}")
         if X.shape[0] == 0:
             return np.zeros(0, dtype=np.float64)
@@ -122,9 +124,9 @@ class CostModel:
 def _check_rows(X) -> np.ndarray:
     X = np.asarray(X, dtype=np.float64)
     if X.ndim != 2:
-        raise ValueError(f"X must be a 2-D array of feature rows, got shape {X.shape}")
+        raise UsageError(f"X must be a 2-D array of feature rows, got shape {X.shape}")
     if not np.all(np.isfinite(X)):
-        raise ValueError("X has non-finite values")
+        raise UsageError("X has non-finite values")
     return X
 
 
@@ -221,7 +223,7 @@ COST_MODELS: dict[str, type] = {"xgb": XGBCostModel, "none": NoCostModel, "fores
 def register_cost_model(name: str, cls: type) -> None:
     """Add a cost model class under ``name`` (lower-case letters, digits, ``_`` and ``-``, starting with a
     letter). ``cls`` must be a class with ``fit`` and ``predict`` methods taking ``seed`` in its constructor.
-    ValueError on a bad name, a name taken, or a class that is not a cost model.
+    UsageError on a bad name, a name taken, or a class that is not a cost model.
 
     Example::
 
@@ -233,22 +235,22 @@ def register_cost_model(name: str, cls: type) -> None:
         >>> register_cost_model("zero", Zero)
         Traceback (most recent call last):
         ...
-        ValueError: a cost model called 'zero' is registered already
+        tensorlang.errors.UsageError: a cost model called 'zero' is registered already
         >>> del COST_MODELS["zero"]
     """
     if not isinstance(name, str) or not (re.fullmatch(r"[a-z][a-z0-9_\-]*", name)
                                          or re.fullmatch(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*", name)):
-        raise ValueError(f"a cost model name is lower-case letters, digits, '_' and '-', starting with a letter "
+        raise UsageError(f"a cost model name is lower-case letters, digits, '_' and '-', starting with a letter "
                          f"(or a plug-in spec package.module:Class); got {name!r}")
     if name in COST_MODELS:
-        raise ValueError(f"a cost model called {name!r} is registered already")
+        raise UsageError(f"a cost model called {name!r} is registered already")
     if not isinstance(cls, type) or not all(callable(getattr(cls, m, None)) for m in ("fit", "predict")):
-        raise ValueError(f"cost model {name!r}: {cls!r} is not a class with fit and predict methods")
+        raise UsageError(f"cost model {name!r}: {cls!r} is not a class with fit and predict methods")
     COST_MODELS[name] = cls
 
 
 def make_cost_model(name: str, seed: int = 0) -> CostModel:
-    """A new, untrained cost model of the kind called ``name``; ValueError naming the legal names.
+    """A new, untrained cost model of the kind called ``name``; UsageError naming the legal names.
 
     Example::
 
@@ -257,7 +259,7 @@ def make_cost_model(name: str, seed: int = 0) -> CostModel:
         >>> make_cost_model("gbm")
         Traceback (most recent call last):
         ...
-        ValueError: unknown cost model 'gbm'; cost models: xgb, none, forest (or a plug-in as package.module:Class)
+        tensorlang.errors.UsageError: unknown cost model 'gbm'; cost models: xgb, none, forest...
     """
     cls = COST_MODELS.get(name) if isinstance(name, str) else None
     if cls is None:
@@ -277,7 +279,7 @@ def ranking_quality(y_true, y_pred) -> dict[str, float]:
       same way (a tied prediction counts one half; 0.5 when there is no such pair).
 
     For top1 and top5 a tie in the prediction counts against the model: a row's place is 1 + the number of
-    other rows predicted at least as high. Raises ValueError for fewer than 2 rows or unequal lengths.
+    other rows predicted at least as high. Raises UsageError for fewer than 2 rows or unequal lengths.
 
     Example::
 
@@ -292,11 +294,11 @@ def ranking_quality(y_true, y_pred) -> dict[str, float]:
 
     t, p = np.asarray(y_true, dtype=np.float64), np.asarray(y_pred, dtype=np.float64)
     if t.ndim != 1 or t.shape != p.shape:
-        raise ValueError(f"y_true and y_pred must be 1-D of equal length, got shapes {t.shape} and {p.shape}")
+        raise UsageError(f"y_true and y_pred must be 1-D of equal length, got shapes {t.shape} and {p.shape}")
     if len(t) < 2:
-        raise ValueError(f"ranking quality needs at least 2 rows, got {len(t)}")
+        raise UsageError(f"ranking quality needs at least 2 rows, got {len(t)}")
     if not (np.all(np.isfinite(t)) and np.all(np.isfinite(p))):
-        raise ValueError("ranking quality of non-finite values")
+        raise UsageError("ranking quality of non-finite values")
     rho = float(spearmanr(t, p).statistic) if np.ptp(t) > 0 and np.ptp(p) > 0 else 0.0
     return {"spearman": rho, "ndcg@10": float(ndcg_score(t[None, :], p[None, :], k=10)),
             "top1": _best_within(t, p, 1), "top5": _best_within(t, p, 5), "pairwise": _pairwise(t, p)}
@@ -331,13 +333,13 @@ def normalise_per_task(gflops, groups=None) -> np.ndarray:
     """
     g = np.asarray(gflops, dtype=np.float64)
     if g.ndim != 1:
-        raise ValueError(f"gflops must be 1-D, got shape {g.shape}")
+        raise UsageError(f"gflops must be 1-D, got shape {g.shape}")
     g = np.where(np.isfinite(g) & (g > 0), g, 0.0)
     if groups is None:
         groups = np.zeros(len(g), dtype=np.int64)
     groups = np.asarray(groups)
     if groups.shape != g.shape:
-        raise ValueError(f"groups must have one task id per throughput ({len(g)}), got shape {groups.shape}")
+        raise UsageError(f"groups must have one task id per throughput ({len(g)}), got shape {groups.shape}")
     out = np.zeros_like(g)
     for task in np.unique(groups):
         rows = groups == task

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tensorlang import __version__ as _TENSORLANG_VERSION
-from tensorlang.errors import TensorlangError
+from tensorlang.errors import TensorlangError, UsageError
 from tuner.space import config_key as _config_key
 
 __all__ = ["SCHEMA_VERSION", "ERROR_KINDS", "Database", "DatabaseError", "Record", "default_db_path"]
@@ -236,28 +236,28 @@ def _json(value: Any, what: str) -> str:
     try:
         return json.dumps(value, sort_keys=True, separators=(",", ":"), allow_nan=False)
     except (TypeError, ValueError) as e:
-        raise ValueError(f"record field {what} is not JSON-able: {e}") from None
+        raise UsageError(f"record field {what} is not JSON-able: {e}") from None
 
 
 def _validate(record: Record) -> None:
     if not isinstance(record.task_key, str) or not record.task_key:
-        raise ValueError(f"record task_key must be a non-empty string, got {record.task_key!r}")
+        raise UsageError(f"record task_key must be a non-empty string, got {record.task_key!r}")
     for name in ("sizes", "target", "config"):
         if not isinstance(getattr(record, name), dict):
-            raise ValueError(f"record field {name} must be a dict, got {type(getattr(record, name)).__name__}")
+            raise UsageError(f"record field {name} must be a dict, got {type(getattr(record, name)).__name__}")
     if record.error_kind is not None and record.error_kind not in ERROR_KINDS:
-        raise ValueError(f"unknown error_kind {record.error_kind!r}; expected None (valid) or one of "
+        raise UsageError(f"unknown error_kind {record.error_kind!r}; expected None (valid) or one of "
                          f"{', '.join(ERROR_KINDS)}")
     bad = [t for t in record.times if not (math.isfinite(t) and t >= 0)]
     if bad:
-        raise ValueError(f"record times must be finite and non-negative seconds, got {bad[0]!r}")
+        raise UsageError(f"record times must be finite and non-negative seconds, got {bad[0]!r}")
     if record.seed is not None and not -2**63 <= int(record.seed) < 2**63:
-        raise ValueError(f"record seed {record.seed} does not fit in a signed 64-bit integer")
+        raise UsageError(f"record seed {record.seed} does not fit in a signed 64-bit integer")
     if record.error_kind is None:
         if not record.times:
-            raise ValueError(f"valid record for task {record.task_key!r} has no times (name its error_kind)")
+            raise UsageError(f"valid record for task {record.task_key!r} has no times (name its error_kind)")
         if record.error:
-            raise ValueError(f"valid record (error_kind None) has an error message {record.error!r}; "
+            raise UsageError(f"valid record (error_kind None) has an error message {record.error!r}; "
                              f"name its error_kind")
 
 
@@ -367,7 +367,7 @@ class Database:
     def add(self, record: Record) -> int:
         """Insert one record and commit it (its own transaction); returns its id.
 
-        ``created`` is set to now when 0 and ``version`` to the running tensorlang's when "". Raises ValueError for
+        ``created`` is set to now when 0 and ``version`` to the running tensorlang's when "". Raises UsageError for
         an ``error_kind`` not in :data:`ERROR_KINDS`, a valid record without times, or fields that are not JSON-able.
 
         Example::
@@ -380,7 +380,7 @@ class Database:
             >>> db.add(Record("t", "w", {}, {}, {"vec": 8}, None, ()))
             Traceback (most recent call last):
             ...
-            ValueError: valid record for task 't' has no times (name its error_kind)
+            tensorlang.errors.UsageError: valid record for task 't' has no times (name its error_kind)
         """
         _validate(record)
         row = {
@@ -458,7 +458,7 @@ class Database:
             ({'vec': 8}, 2.45)
         """
         if not timings or any(not times or min(times) <= 0 for _, times in timings):
-            raise ValueError("a re-timing needs at least one config, each with positive times")
+            raise UsageError("a re-timing needs at least one config, each with positive times")
         conn = self._db()
         try:
             conn.execute("BEGIN IMMEDIATE")

@@ -33,6 +33,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from tensorlang.errors import UsageError
 from tuner.space import Knob, Space, config_key
 
 __all__ = ["FORMAT_VERSION", "MAGIC", "Dataset", "DatasetError", "from_records"]
@@ -42,7 +43,7 @@ MAGIC = "# tensorlang-dataset "
 _STATS = ("gflops", "median_s", "error_kind", "measurements")
 
 
-class DatasetError(ValueError):
+class DatasetError(UsageError):
     """A dataset file cannot be read or written: the message names the file, the line and what is wrong."""
 
 
@@ -248,7 +249,7 @@ class Dataset:
 
 def _apply_nothing(schedule, config) -> None:
     """The apply function of a space known only from a dataset's header: configs cannot be scheduled."""
-    raise ValueError("this space comes from a dataset header alone; pass the workload's space to schedule it")
+    raise UsageError("this space comes from a dataset header alone; pass the workload's space to schedule it")
 
 
 class TableSpace(Space):

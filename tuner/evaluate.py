@@ -20,6 +20,7 @@ import time
 
 import numpy as np
 
+from tensorlang.errors import UsageError
 from tuner.costmodel import make_cost_model, ranking_quality
 
 __all__ = ["evaluate_models", "evaluate_dataset", "format_report"]
@@ -32,7 +33,7 @@ def evaluate_models(X: np.ndarray, y: np.ndarray, models, train_fraction: float 
     """``{model: {metric: mean over splits, "fit_s": mean training seconds}}`` for rows ``X`` with targets ``y``.
 
     Each of ``splits`` seeded random splits trains a fresh model (seed ``seed + split``) on ``train_fraction`` of
-    the rows and scores the ranking of the rest. ValueError when the fraction is not in (0, 1), ``splits`` is
+    the rows and scores the ranking of the rest. UsageError when the fraction is not in (0, 1), ``splits`` is
     below 1, either side of the split would have fewer than 2 rows, or a model name is unknown.
 
     Example::
@@ -44,19 +45,19 @@ def evaluate_models(X: np.ndarray, y: np.ndarray, models, train_fraction: float 
         >>> evaluate_models(X[:3], X[:3, 0], ["none"])
         Traceback (most recent call last):
         ...
-        ValueError: 3 rows are too few to split 50% / 50%
+        tensorlang.errors.UsageError: 3 rows are too few to split 50% / 50%
     """
     if not 0.0 < train_fraction < 1.0:
-        raise ValueError(f"train fraction must be between 0 and 1, got {train_fraction}")
+        raise UsageError(f"train fraction must be between 0 and 1, got {train_fraction}")
     if splits < 1:
-        raise ValueError(f"splits must be at least 1, got {splits}")
+        raise UsageError(f"splits must be at least 1, got {splits}")
     X, y = np.asarray(X, dtype=np.float64), np.asarray(y, dtype=np.float64)
     n_train = int(round(len(X) * train_fraction))
     if n_train < 2 or len(X) - n_train < 2:
-        raise ValueError(f"{len(X)} rows are too few to split {train_fraction:.0%} / {1 - train_fraction:.0%}")
+        raise UsageError(f"{len(X)} rows are too few to split {train_fraction:.0%} / {1 - train_fraction:.0%}")
     models = list(models)
     for m in models:
-        make_cost_model(m)  # unknown name -> ValueError before any work
+        make_cost_model(m)  # unknown name -> UsageError before any work
     out = {m: {k: [] for k in (*METRICS, "fit_s")} for m in models}
     for split in range(splits):
         order = np.random.default_rng(seed + split).permutation(len(X))

@@ -97,6 +97,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from tensorlang.errors import UsageError
 from tensorlang.ir import (Allocate, BinOp, Buffer, Call, Cast, Cmp, Expr, For, Func, If, IntImm, Let, Load,
                            Logic, Neg, Not, Select, Seq, Store, Var)
 
@@ -647,7 +648,7 @@ def as_dict(vector: np.ndarray, linear: bool = False) -> dict[str, float]:
         15.0
     """
     if len(vector) != len(FEATURE_NAMES):
-        raise ValueError(f"a feature vector has {len(FEATURE_NAMES)} entries, got {len(vector)}")
+        raise UsageError(f"a feature vector has {len(FEATURE_NAMES)} entries, got {len(vector)}")
     out = {name: float(x) for name, x in zip(FEATURE_NAMES, vector)}
     if linear:
         out = {name: x if _base(name) in _RAW else round(2.0 ** x - 1.0, 6) for name, x in out.items()}

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 import tensorlang as tl
+from tensorlang.errors import UsageError
 from tuner.space import config_key
 from tuner.task import Task
 from tuner.worker import Worker, WorkerCrash, WorkerTimeout
@@ -62,7 +63,7 @@ class MeasureOptions:
         >>> MeasureOptions(coarse_factor=0.5)
         Traceback (most recent call last):
         ...
-        ValueError: MeasureOptions: coarse_factor must be a number >= 1 (math.inf: never), got 0.5
+        tensorlang.errors.UsageError: MeasureOptions: coarse_factor must be a number >= 1 (math.inf: never), got 0.5
     """
 
     min_runs: int = 3
@@ -76,16 +77,16 @@ class MeasureOptions:
     def __post_init__(self):
         if not (isinstance(self.min_runs, int) and isinstance(self.max_runs, int)
                 and 1 <= self.min_runs <= self.max_runs):
-            raise ValueError(f"MeasureOptions: min_runs and max_runs must be integers with 1 <= min_runs <= "
+            raise UsageError(f"MeasureOptions: min_runs and max_runs must be integers with 1 <= min_runs <= "
                              f"max_runs, got {self.min_runs!r} and {self.max_runs!r}")
         for name in ("min_time", "build_timeout", "run_timeout"):
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and value >= 0 and (value > 0 or name == "min_time")):
-                raise ValueError(f"MeasureOptions: {name} must be a positive number of seconds, got {value!r}")
+                raise UsageError(f"MeasureOptions: {name} must be a positive number of seconds, got {value!r}")
         for name in ("slow_factor", "coarse_factor"):
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and value >= 1):
-                raise ValueError(f"MeasureOptions: {name} must be a number >= 1 (math.inf: never), got {value!r}")
+                raise UsageError(f"MeasureOptions: {name} must be a number >= 1 (math.inf: never), got {value!r}")
 
 
 RETIME_OPTIONS = MeasureOptions(min_runs=5, min_time=0.1, slow_factor=math.inf, coarse_factor=math.inf)
@@ -174,7 +175,7 @@ def build_handler(init: dict):
 def _features(task: Task | None, config: dict, faults: dict) -> list[float] | None:
     from tuner import features
     if task is None:
-        raise ValueError("this builder was started without a task: it cannot compute features")
+        raise UsageError("this builder was started without a task: it cannot compute features")
     if faults.get(config_key(config)) == "features_crash":
         os.abort()
     f = features.of_config(task.space, task.op, task.sizes, config)

@@ -19,13 +19,15 @@ Example::
     >>> resolve_strategy("no.such.module:Thing")
     Traceback (most recent call last):
     ...
-    ValueError: strategy 'no.such.module:Thing': cannot import module 'no.such.module' (No module named 'no')
+    tensorlang.errors.UsageError: strategy 'no.such.module:Thing': cannot import module 'no.such.module' (...)
 """
 from __future__ import annotations
 
 import importlib
 import importlib.metadata
 import re
+
+from tensorlang.errors import UsageError
 
 __all__ = ["STRATEGY_GROUP", "COST_MODEL_GROUP", "resolve_strategy", "resolve_cost_model", "load_class",
            "load_entry_points"]
@@ -39,7 +41,7 @@ _SPEC = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
 def load_class(spec: str, kind: str) -> type:
     """The class named by ``package.module:Class`` (``Class`` may be dotted: ``mod:Outer.Inner``).
 
-    ValueError naming the ``kind`` ("strategy", "cost model"), the spec and what is wrong with it.
+    UsageError naming the ``kind`` ("strategy", "cost model"), the spec and what is wrong with it.
 
     Example::
 
@@ -47,18 +49,18 @@ def load_class(spec: str, kind: str) -> type:
         'xgb'
     """
     if not isinstance(spec, str) or not _SPEC.fullmatch(spec):
-        raise ValueError(f"{kind} {spec!r}: a plug-in is named as package.module:Class")
+        raise UsageError(f"{kind} {spec!r}: a plug-in is named as package.module:Class")
     module_name, _, attr = spec.partition(":")
     try:
         obj = importlib.import_module(module_name)
     except Exception as e:  # the plug-in's own import error, reported as the user's input
-        raise ValueError(f"{kind} {spec!r}: cannot import module {module_name!r} ({e})") from None
+        raise UsageError(f"{kind} {spec!r}: cannot import module {module_name!r} ({e})") from None
     for part in attr.split("."):
         if not hasattr(obj, part):
-            raise ValueError(f"{kind} {spec!r}: module {module_name!r} has no attribute {attr!r}")
+            raise UsageError(f"{kind} {spec!r}: module {module_name!r} has no attribute {attr!r}")
         obj = getattr(obj, part)
     if not isinstance(obj, type):
-        raise ValueError(f"{kind} {spec!r}: {attr!r} is a {type(obj).__name__}, not a class")
+        raise UsageError(f"{kind} {spec!r}: {attr!r} is a {type(obj).__name__}, not a class")
     return obj
 
 
@@ -94,13 +96,13 @@ def _kind(kind: str):
     if kind == "cost model":
         from tuner.costmodel import COST_MODELS, register_cost_model
         return COST_MODEL_GROUP, COST_MODELS, register_cost_model
-    raise ValueError(f"plug-in kind is 'strategy' or 'cost model', not {kind!r}")
+    raise UsageError(f"plug-in kind is 'strategy' or 'cost model', not {kind!r}")
 
 
 def _resolve(name: str, kind: str) -> type:
     group, registry, register = _kind(kind)
     if not isinstance(name, str) or not name:
-        raise ValueError(f"a {kind} name is a non-empty string, got {name!r}")
+        raise UsageError(f"a {kind} name is a non-empty string, got {name!r}")
     if name in registry:
         return registry[name]
     if ":" in name:
@@ -112,19 +114,19 @@ def _resolve(name: str, kind: str) -> type:
         try:
             cls = ep.load()
         except Exception as e:
-            raise ValueError(f"{kind} {name!r}: entry point {ep.value!r} in group {group} fails to load ({e})") \
+            raise UsageError(f"{kind} {name!r}: entry point {ep.value!r} in group {group} fails to load ({e})") \
                 from None
         register(name, cls)
         return cls
     load_entry_points(kind)
     plural = {"strategy": "strategies", "cost model": "cost models"}[kind]
-    raise ValueError(f"unknown {kind} {name!r}; {plural}: {', '.join(registry)} "
+    raise UsageError(f"unknown {kind} {name!r}; {plural}: {', '.join(registry)} "
                      "(or a plug-in as package.module:Class)")
 
 
 def resolve_strategy(name: str) -> type:
     """The strategy class called ``name``: registered, ``package.module:Class``, or an entry point of the group
-    ``tensorlang.strategies``. ValueError naming the strategy and the known names.
+    ``tensorlang.strategies``. UsageError naming the strategy and the known names.
 
     Example::
 
@@ -136,7 +138,7 @@ def resolve_strategy(name: str) -> type:
 
 def resolve_cost_model(name: str) -> type:
     """The cost model class called ``name``: registered, ``package.module:Class``, or an entry point of the
-    group ``tensorlang.cost_models``. ValueError naming the cost model and the known names.
+    group ``tensorlang.cost_models``. UsageError naming the cost model and the known names.
 
     Example::
 

@@ -26,6 +26,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tensorlang.errors import UsageError
+
 __all__ = ["Knob", "Space", "config_key", "factors", "vector_registers"]
 
 
@@ -59,19 +61,19 @@ class Knob:
 
     def __post_init__(self) -> None:
         if not self.values:
-            raise ValueError(f"knob {self.name!r} has no values")
+            raise UsageError(f"knob {self.name!r} has no values")
         if len(set(map(_scalar_key, self.values))) != len(self.values):
-            raise ValueError(f"knob {self.name!r} lists a value twice: {self.values}")
+            raise UsageError(f"knob {self.name!r} lists a value twice: {self.values}")
         for v in self.values:
             if not isinstance(v, (int, str, bool, float)) and v is not None:
-                raise ValueError(f"knob {self.name!r}: value {v!r} is not a JSON scalar")
+                raise UsageError(f"knob {self.name!r}: value {v!r} is not a JSON scalar")
 
     def index(self, value) -> int:
-        """The position of ``value`` in this knob's values; ValueError naming the knob and the legal values."""
+        """The position of ``value`` in this knob's values; UsageError naming the knob and the legal values."""
         for i, v in enumerate(self.values):
             if _scalar_key(v) == _scalar_key(value):
                 return i
-        raise ValueError(f"knob {self.name!r}: {value!r} is not one of {list(self.values)}")
+        raise UsageError(f"knob {self.name!r}: {value!r} is not one of {list(self.values)}")
 
 
 def _code(f):
@@ -131,7 +133,7 @@ class Space:
                  constraint: Callable[[dict], bool] | None = None, constraint_doc: str = ""):
         names = [k.name for k in knobs]
         if len(set(names)) != len(names):
-            raise ValueError(f"space {name!r} names a knob twice: {names}")
+            raise UsageError(f"space {name!r} names a knob twice: {names}")
         self.name = name
         self.knobs: tuple[Knob, ...] = tuple(knobs)
         self._apply = apply
@@ -185,11 +187,11 @@ class Space:
         return n
 
     def knob(self, name: str) -> Knob:
-        """The knob called ``name``; ValueError listing the knobs when there is none."""
+        """The knob called ``name``; UsageError listing the knobs when there is none."""
         for k in self.knobs:
             if k.name == name:
                 return k
-        raise ValueError(f"space {self.name!r} has no knob {name!r}; knobs: {', '.join(k.name for k in self.knobs)}")
+        raise UsageError(f"space {self.name!r} has no knob {name!r}; knobs: {', '.join(k.name for k in self.knobs)}")
 
     def validate(self, config: dict) -> dict:
         """Check that ``config`` sets every knob to one of its values and nothing else; return it.
@@ -199,24 +201,24 @@ class Space:
             >>> Space("toy", [Knob("a", (1, 2))], lambda s, c: None).validate({"a": 3})
             Traceback (most recent call last):
             ...
-            ValueError: knob 'a': 3 is not one of [1, 2]
+            tensorlang.errors.UsageError: knob 'a': 3 is not one of [1, 2]
         """
         if not isinstance(config, dict):
-            raise ValueError(f"space {self.name!r}: a config is a dict of knob values, got {type(config).__name__}")
+            raise UsageError(f"space {self.name!r}: a config is a dict of knob values, got {type(config).__name__}")
         unknown = set(config) - {k.name for k in self.knobs}
         if unknown:
-            raise ValueError(f"space {self.name!r} has no knob {sorted(unknown)[0]!r}; "
+            raise UsageError(f"space {self.name!r} has no knob {sorted(unknown)[0]!r}; "
                              f"knobs: {', '.join(k.name for k in self.knobs)}")
         for k in self.knobs:
             if k.name not in config:
-                raise ValueError(f"space {self.name!r}: the config does not set knob {k.name!r}")
+                raise UsageError(f"space {self.name!r}: the config does not set knob {k.name!r}")
             k.index(config[k.name])
         return config
 
     def config_at(self, index: int) -> dict:
         """The config at position ``index`` of the space (mixed radix; the last knob varies fastest)."""
         if not 0 <= index < self.size:
-            raise ValueError(f"space {self.name!r}: index {index} is outside 0..{self.size - 1}")
+            raise UsageError(f"space {self.name!r}: index {index} is outside 0..{self.size - 1}")
         out = {}
         for k in reversed(self.knobs):
             index, i = divmod(index, len(k.values))

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tensorlang.errors import UsageError
 from tuner.costmodel import CostModel, make_cost_model
 from tuner.space import Space, config_key
 
@@ -64,7 +65,7 @@ class Strategy:
     def __init__(self, space: Space, seed: int = 0, cost_model: CostModel | None = None,
                  featurize: Callable[[dict], np.ndarray | None] | None = None, **options):
         if options:
-            raise ValueError(f"strategy {self.name!r} has no option {sorted(options)[0]!r}")
+            raise UsageError(f"strategy {self.name!r} has no option {sorted(options)[0]!r}")
         self.space = space
         self.seed = seed
         self.rng = np.random.default_rng(seed)
@@ -296,7 +297,7 @@ class BayesianSearch(Strategy):
         cls = getattr(optuna.samplers, sampler, None)
         if cls is None or not isinstance(cls, type):
             legal = [n for n in dir(optuna.samplers) if n.endswith("Sampler") and not n.startswith("Base")]
-            raise ValueError(f"bayesian: optuna has no sampler {sampler!r}; samplers: {', '.join(legal)}")
+            raise UsageError(f"bayesian: optuna has no sampler {sampler!r}; samplers: {', '.join(legal)}")
         args = {"seed": seed}
         if sampler == "TPESampler":
             args.update(constant_liar=True, multivariate=True, n_startup_trials=10)
@@ -372,7 +373,7 @@ class ModelGuidedGenetic(GeneticSearch):
                  featurize: Callable[[dict], np.ndarray | None] | None = None, exploration: float = 0.125,
                  population: int = 64, generations: int = 3, min_train: int = 8, **kw):
         if featurize is None:
-            raise ValueError("xgb-genetic needs featurize(config) -> features")
+            raise UsageError("xgb-genetic needs featurize(config) -> features")
         super().__init__(space, seed, population=population, cost_model=cost_model or make_cost_model("xgb", seed),
                          featurize=featurize, **kw)
         self.exploration = exploration
@@ -471,17 +472,17 @@ def register_strategy(name: str, cls: type) -> None:
         >>> del STRATEGIES["mine"]
     """
     if not isinstance(name, str) or not name or any(ch.isspace() for ch in name):
-        raise ValueError(f"a strategy name is a non-empty word, got {name!r}")
+        raise UsageError(f"a strategy name is a non-empty word, got {name!r}")
     if not (isinstance(cls, type) and issubclass(cls, Strategy)):
-        raise ValueError(f"strategy {name!r}: {cls!r} is not a subclass of tuner.strategies.Strategy")
+        raise UsageError(f"strategy {name!r}: {cls!r} is not a subclass of tuner.strategies.Strategy")
     if name in STRATEGIES and STRATEGIES[name] is not cls:
-        raise ValueError(f"a strategy called {name!r} is already registered ({STRATEGIES[name].__name__})")
+        raise UsageError(f"a strategy called {name!r} is already registered ({STRATEGIES[name].__name__})")
     STRATEGIES[name] = cls
 
 
 def make_strategy(name: str, space: Space, seed: int = 0, **kw) -> Strategy:
     """A new strategy ``name`` for ``space``: a registered name, a ``package.module:Class`` spec or an entry point
-    of the group ``tensorlang.strategies`` (see :mod:`tuner.plugins`); ValueError listing the registered names
+    of the group ``tensorlang.strategies`` (see :mod:`tuner.plugins`); UsageError listing the registered names
     when there is none.
 
     Example::
@@ -490,7 +491,7 @@ def make_strategy(name: str, space: Space, seed: int = 0, **kw) -> Strategy:
         >>> make_strategy("annealing", Space("t", [Knob("a", (1,))], lambda s, c: None))
         Traceback (most recent call last):
         ...
-        ValueError: unknown strategy 'annealing'; strategies: random, grid, genetic, bayesian, xgb-genetic...
+        tensorlang.errors.UsageError: unknown strategy 'annealing'; strategies: random, grid, ...
     """
     cls = STRATEGIES.get(name) if isinstance(name, str) else None
     if cls is None:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import schedules
 import tensorlang as tl
 from tensorlang.bind import check_sizes
-from tensorlang.errors import BuildError
+from tensorlang.errors import BuildError, UsageError
 from tensorlang.target import host_target
 from tensorlang.threadpool import num_threads
 
@@ -53,24 +53,24 @@ class Task:
                threads: int | None = None) -> "Task":
         """The task for ``workload`` at ``preset`` (default preset) or explicit ``sizes`` on this machine.
 
-        ``sizes`` may set a subset; the rest come from the default preset. Raises ValueError naming the
+        ``sizes`` may set a subset; the rest come from the default preset. Raises UsageError naming the
         workload, preset or size that is wrong.
         """
         w = schedules.get(workload)
         if preset is not None and sizes:
-            raise ValueError("give a preset or sizes, not both")
+            raise UsageError("give a preset or sizes, not both")
         bound = w.sizes(preset)
         if sizes:
             unknown = sorted(set(sizes) - set(bound))
             if unknown:
-                raise ValueError(f"workload {workload!r} has no size {unknown[0]!r}; sizes: {', '.join(bound)}")
+                raise UsageError(f"workload {workload!r} has no size {unknown[0]!r}; sizes: {', '.join(bound)}")
             bound.update(sizes)
         try:
             check_sizes(tl.op(w.source), bound)
         except BuildError as e:
-            raise ValueError(str(e)) from None
+            raise UsageError(str(e)) from None
         if w.space is None:
-            raise ValueError(f"workload {workload!r} has no search space")
+            raise UsageError(f"workload {workload!r} has no search space")
         t = host_target()
         target = {"triple": t.triple, "cpu": t.cpu, "features": t.features}
         return Task(workload, bound, target, threads or num_threads())

@@ -23,12 +23,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 import tensorlang as tl
+from tensorlang.errors import UsageError
 from tuner import features as feature_extraction
 from tuner.costmodel import make_cost_model
 from tuner.database import Database, Record
 from tuner.measure import LocalRunner, MeasureOptions, Result
-from tuner.strategies import Observation, Strategy, make_strategy
 from tuner.space import config_key
+from tuner.strategies import Observation, Strategy, make_strategy
 from tuner.task import Task
 
 
@@ -121,11 +122,11 @@ class Tuner:
                  strategy_options: dict | None = None, runner=None, space=None, featurize=None,
                  retime_top: int = 5, retime_rounds: int = 3, on_retime=None, start=(), start_name: str = "hand"):
         if trials < 1:
-            raise ValueError(f"trials must be at least 1, got {trials}")
+            raise UsageError(f"trials must be at least 1, got {trials}")
         if batch < 1:
-            raise ValueError(f"batch must be at least 1, got {batch}")
+            raise UsageError(f"batch must be at least 1, got {batch}")
         if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-            raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
+            raise UsageError(f"seed must be an integer >= 0, got {seed!r}")
         self.task = task
         self.trials = trials
         self.strategy_name = strategy
@@ -135,12 +136,12 @@ class Tuner:
         self.options = options or MeasureOptions()
         self.batch = batch
         if retime_top < 0 or retime_rounds < 1:
-            raise ValueError(f"retime_top must be >= 0 and retime_rounds >= 1, got {retime_top}, {retime_rounds}")
+            raise UsageError(f"retime_top must be >= 0 and retime_rounds >= 1, got {retime_top}, {retime_rounds}")
         self.on_trial = on_trial
         try:
             self.start = [dict((space or task.space).validate(c)) for c in start]
         except ValueError as e:
-            raise ValueError(f"start: {e}") from None
+            raise UsageError(f"start: {e}") from None
         self.start_name = start_name
         self._runner = runner
         self.retime_top, self.retime_rounds, self.on_retime = retime_top, retime_rounds, on_retime
