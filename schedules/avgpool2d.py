@@ -55,6 +55,31 @@ def space(sizes: dict) -> Space:
     return Space("avgpool2d", pool_knobs(sizes), apply_config)
 
 
+def numpy_fast(I, *, KH, KW, stride, **sizes):
+    """The sum of the KH*KW strided views of the input, scaled by ``1/(KH*KW)``, in float32 (the input's dtype).
+
+    Takes the arguments of :func:`reference` and gives the same ``O[N, C, OH, OW]``.
+
+    Example::
+
+        >>> import numpy as np
+        >>> I = np.random.default_rng(0).standard_normal((1, 2, 7, 9), dtype=np.float32)
+        >>> O = numpy_fast(I, KH=3, KW=3, stride=2)
+        >>> O.shape, O.dtype, bool(np.allclose(O, reference(I, KH=3, KW=3, stride=2), atol=1e-6))
+        ((1, 2, 3, 4), dtype('float32'), True)
+    """
+    N, C, H, W = I.shape
+    OH = (H - KH) // stride + 1
+    OW = (W - KW) // stride + 1
+    out = None
+    for r in range(KH):
+        for t in range(KW):
+            v = I[:, :, r:r + stride * (OH - 1) + 1:stride, t:t + stride * (OW - 1) + 1:stride]
+            out = v.copy() if out is None else np.add(out, v, out=out)
+    out *= np.float32(1.0 / (KH * KW))
+    return out
+
+
 def torch_fast(torch, I, *, KH, KW, stride, **sizes):
     """``torch.nn.functional.avg_pool2d`` with a ``(KH, KW)`` window, the same stride, no padding and
     ``ceil_mode=False``, in float32: every window lies inside the image, so each output is the sum of its
@@ -88,6 +113,7 @@ WORKLOAD = Workload(
     make_inputs=make_inputs,
     flops=flops,
     description="2-D f32 average pooling O[N, C, OH, OW] over KHxKW windows of I[N, C, H, W] with a stride.",
+    numpy_fast=numpy_fast,
     torch_fast=torch_fast,
     space=space,
 )

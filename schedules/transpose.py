@@ -109,6 +109,18 @@ def apply_config(s, cfg: dict) -> None:
     y.parallel(top if cfg["parallel"] == "fused" else jo)
 
 
+def numpy_fast(X, **sizes):
+    """``X.T`` copied into a new C-contiguous array (numpy's strided copy).
+
+    Example::
+
+        >>> import numpy as np
+        >>> numpy_fast(np.arange(6, dtype=np.float32).reshape(2, 3)).tolist()
+        [[0.0, 3.0], [1.0, 4.0], [2.0, 5.0]]
+    """
+    return np.ascontiguousarray(X.T)
+
+
 def torch_fast(torch, X, **sizes):
     """``X.t()`` copied into a fresh contiguous ``Y[N, M]`` (``clone(memory_format=torch.contiguous_format)``:
     the same blocked transpose copy as ``.contiguous()``, but a copy even where ``M`` or ``N`` is 1 and the
@@ -140,6 +152,7 @@ WORKLOAD = Workload(
     make_inputs=make_inputs,
     flops=flops,
     description="Matrix transpose Y[N, M] = X[M, N]^T in f32; memory bound, flops() counts elements.",
+    numpy_fast=numpy_fast,
     torch_fast=torch_fast,
     space=space,
 )
