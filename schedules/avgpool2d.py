@@ -116,4 +116,5 @@ WORKLOAD = Workload(
     numpy_fast=numpy_fast,
     torch_fast=torch_fast,
     space=space,
+    size_min={"KH": 1, "KW": 1, "stride": 1},
 )

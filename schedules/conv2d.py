@@ -278,4 +278,5 @@ WORKLOAD = Workload(
     numpy_fast=numpy_fast,
     torch_fast=torch_fast,
     space=space,
+    size_min={"stride": 1, "dil": 1},
 )

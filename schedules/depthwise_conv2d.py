@@ -237,4 +237,5 @@ WORKLOAD = Workload(
     numpy_fast=numpy_fast,
     torch_fast=torch_fast,
     space=space,
+    size_min={"stride": 1},
 )

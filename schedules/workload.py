@@ -17,7 +17,7 @@ Example::
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -54,6 +54,8 @@ class Workload:
             config -> schedule function using public primitives only.
         hand_config: ``hand_config(sizes) -> dict | None`` the config of ``space(sizes)`` whose schedule is the
             hand schedule (None where the space cannot express it); ``tensorlang tune`` measures it first.
+        size_min: the least value of each ``int`` parameter that makes sense for the workload, beyond the DSL's
+            own ``>= 0`` (a stride or a window of 0): ``{"stride": 1}``; :meth:`check_sizes` enforces it.
 
     Example::
 
@@ -85,6 +87,7 @@ class Workload:
     torch_fast: Callable | None = None
     space: Callable | None = None
     hand_config: Callable | None = None
+    size_min: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.presets:
@@ -108,6 +111,29 @@ class Workload:
                         f"workload {self.name!r}: preset {preset!r} size {size}={value!r} "
                         "is not a non-negative int"
                     )
+            try:
+                self.check_sizes(sizes)
+            except UsageError as e:
+                raise UsageError(f"workload {self.name!r}: preset {preset!r}: {e}") from None
+
+    def check_sizes(self, sizes: dict) -> None:
+        """UsageError naming the size when one of ``sizes`` is below its :attr:`size_min` (the DSL program
+        itself takes any ``int`` parameter >= 0, and a stride of 0 would only fail later, as a loop range the
+        compiler cannot infer).
+
+        Example::
+
+            >>> from schedules import get
+            >>> get("maxpool2d").check_sizes({"stride": 2, "KH": 2})
+            >>> get("maxpool2d").check_sizes({"stride": 0})
+            Traceback (most recent call last):
+            ...
+            tensorlang.errors.UsageError: maxpool2d: size stride=0 must be >= 1
+        """
+        for name, least in self.size_min.items():
+            value = sizes.get(name)
+            if isinstance(value, int) and value < least:
+                raise UsageError(f"{self.name}: size {name}={value} must be >= {least}")
 
     def sizes(self, preset: str | None = None) -> dict[str, int]:
         """Return a fresh copy of the sizes of ``preset`` (the default preset when ``None``).

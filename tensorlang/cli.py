@@ -31,9 +31,13 @@ class CLIError(UsageError):
 DB_DEFAULT = "(default: TENSORLANG_DB or the user cache folder)"
 
 
+MAX_SEED = 2**31 - 1
+
+
 def seed_value(text: str) -> int:
-    """The value of a --seed flag: an integer >= 0 (what numpy's and optuna's generators take); argparse turns a
-    ValueError into "argument --seed: invalid seed_value value".
+    """The value of a --seed flag: an integer from 0 to MAX_SEED (what numpy's, optuna's, scikit-learn's and
+    XGBoost's generators all take, with room for `costmodel eval` to add the split number); argparse prints an
+    ArgumentTypeError as "argument --seed: ...".
 
     >>> seed_value("42")
     42
@@ -41,6 +45,10 @@ def seed_value(text: str) -> int:
     Traceback (most recent call last):
     ...
     argparse.ArgumentTypeError: must be an integer >= 0, got '-1'
+    >>> seed_value("99999999999")
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: must be at most 2147483647 (2**31 - 1), got '99999999999'
     """
     try:
         value = int(text)
@@ -48,14 +56,20 @@ def seed_value(text: str) -> int:
         value = -1
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text!r}")
+    if value > MAX_SEED:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_SEED} (2**31 - 1), got {text!r}")
     return value
 
 
 def parse_sizes(text: str) -> dict[str, int]:
-    """Parse `--size M=1024,N=1024` into a dict.
+    """Parse `--size M=1024,N=1024` into a dict; a CLIError names a malformed pair or a size given twice.
 
     >>> parse_sizes("M=4, N=8")
     {'M': 4, 'N': 8}
+    >>> parse_sizes("M=4,M=8")
+    Traceback (most recent call last):
+    ...
+    tensorlang.cli.CLIError: --size: M is given twice ('M=4,M=8')
     """
     out: dict[str, int] = {}
     for part in text.split(","):
@@ -66,6 +80,8 @@ def parse_sizes(text: str) -> dict[str, int]:
         name, value = name.strip(), value.strip()
         if not eq or not name.isidentifier():
             raise CLIError(f"--size: expected NAME=INT pairs separated by commas (like M=1024,N=512), got {part!r}")
+        if name in out:
+            raise CLIError(f"--size: {name} is given twice ({text!r})")
         try:
             out[name] = int(value)
         except ValueError:
@@ -105,12 +121,13 @@ def workload_and_sizes(args) -> tuple:
     if args.preset is not None and args.preset not in w.presets:
         raise CLIError(f"--preset: {w.name} has no preset {args.preset!r}; presets: {', '.join(w.presets)}")
     sizes = w.sizes(args.preset)
-    if args.size:
+    if args.size is not None:
         extra = parse_sizes(args.size)
         unknown = [k for k in extra if k not in sizes]
         if unknown:
             raise CLIError(f"--size: {w.name} has no size {', '.join(unknown)}; sizes: {', '.join(sizes)}")
         sizes.update(extra)
+        w.check_sizes(sizes)
     return w, sizes
 
 
@@ -203,20 +220,20 @@ def cmd_bench(args) -> dict:
         tensorlang bench conv2d --threads 2
         cmd_bench(make_parser().parse_args(["bench", "conv2d", "--threads", "2", "--json"]))["results"]
     """
+    from tuner.cli import check_threads_flag
+
     from .bench import format_table, run_bench
     check_timing_flags(args)
     w, sizes = workload_and_sizes(args)
-    if args.threads is not None and args.threads < 1:
-        raise CLIError(f"--threads: must be >= 1, got {args.threads}")
+    check_threads_flag(args.threads)
     threads = args.threads or __import__("tensorlang.threadpool", fromlist=["x"]).num_threads()
     log = (lambda *a: print(*a, file=sys.stderr)) if args.json else (lambda *a: None)
     extra = []
     if w.space is not None:
-        import tensorlang as tl
-        from tuner.cli import best_record
-        task, rec, _ = best_record(w, sizes, threads, args.db)
+        from tuner.cli import best_record, record_schedule
+        task, rec, path = best_record(w, sizes, threads, args.db)
         if rec is not None:
-            extra.append(("tuned", tl.Schedule.from_json(rec.schedule, task.op)))
+            extra.append(("tuned", record_schedule(rec, task.op, path)))
     report = run_bench(w, sizes, threads, min_runs=args.repeat, min_time=args.min_time, extra=extra, log=log)
     if not args.json:
         print(format_table(report))
@@ -239,17 +256,20 @@ def cmd_show(args) -> dict:
             C[i, j] = C[i, j] + A[i, k]*B[k, j]
     """
     import tensorlang as tl
+    if args.db is not None and not args.best:
+        raise CLIError("--db: only with --best (the database whose best record is shown)")
     w, sizes = workload_and_sizes(args)
     op = tl.op(w.source)
     kind = "llvm" if args.llvm else "asm" if args.asm else "ir"
     s = tl.schedule(op, **sizes)
     if args.best:
-        from tuner.cli import best_record
+        from tuner.cli import best_record, record_schedule
         task, rec, path = best_record(w, sizes, None, args.db)
         if rec is None:
+            where = f" --preset {args.preset}" if args.preset else f" --size {args.size}" if args.size else ""
             raise CLIError(f"--best: no tuning record for {task.describe()} in {path}; "
-                           f"run: tensorlang tune {w.name} --trials 100")
-        s = tl.Schedule.from_json(rec.schedule, op)
+                           f"run: tensorlang tune {w.name}{where} --trials 100")
+        s = record_schedule(rec, op, path)
     text = s.lower() if kind == "ir" else tl.build(s).source(kind)
     if not args.json:
         print(text)

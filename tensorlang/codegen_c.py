@@ -122,9 +122,13 @@ def find_c_compiler(cc: str | None = None) -> list[str]:
     """
     text = (cc or os.environ.get("CC", "")).strip()
     if text:
-        cmd = shlex.split(text)
+        source = "" if cc else " ($CC)"
+        try:
+            cmd = shlex.split(text)
+        except ValueError as e:  # an unclosed quote
+            raise BuildError(f"C compiler {text!r}{source} is not a command a shell can split: {e}") from None
         if not cmd or shutil.which(cmd[0]) is None:
-            raise BuildError(f"C compiler {text!r} ({'cc=' if cc else '$CC'}) not found on PATH")
+            raise BuildError(f"C compiler {text!r}{source} not found on PATH")
         return cmd
     for cand in ("cc", "gcc", "clang"):
         path = shutil.which(cand)

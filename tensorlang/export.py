@@ -618,7 +618,16 @@ def cmd_export(args) -> dict:
             check_name(args.name)
         except BuildError as e:
             raise CLIError(f"--name: {e}") from None
+    for flag, value in (("--threads", args.threads), ("--db", args.db)):
+        if value is not None and not args.best:
+            raise CLIError(f"{flag}: only with --best (which tuning record to export)")
     w, sizes = workload_and_sizes(args)
+    if args.cc is not None and args.format == "so":
+        from .codegen_c import find_c_compiler
+        try:
+            find_c_compiler(args.cc)
+        except BuildError as e:
+            raise CLIError(f"--cc: {e}") from None
     try:
         output_directory(args.output, "-o")
     except BuildError as e:
@@ -629,14 +638,13 @@ def cmd_export(args) -> dict:
         s, note = _schedule_file(args.schedule, w, op, sizes, bool(args.preset or args.size))
         where = ""
     elif args.best:
-        from tuner.cli import best_record
-        if args.threads is not None and args.threads < 1:
-            raise CLIError(f"--threads: must be at least 1, got {args.threads}")
+        from tuner.cli import best_record, check_threads_flag, record_schedule
+        check_threads_flag(args.threads)
         task, rec, path = best_record(w, sizes, args.threads, args.db)
         if rec is None:
             raise CLIError(f"--best: no tuning record for {task.describe()} in {path}; "
                            f"run: tensorlang tune {w.name}{where} --trials 100")
-        s = tl.Schedule.from_json(rec.schedule, op)
+        s = record_schedule(rec, op, path)
         note = f"the best tuned record in {path} (trial {rec.trial}, {rec.gflops:.1f} GFLOPS when tuned)"
     else:
         s = tl.schedule(op, **sizes)
@@ -679,7 +687,7 @@ def _schedule_file(path: str, w, op, sizes: dict, sizes_given: bool):
         raise CLIError(f"--schedule: cannot read {path}: {getattr(e, 'strerror', None) or e}") from None
     try:
         data = json.loads(text)
-    except json.JSONDecodeError as e:
+    except (json.JSONDecodeError, RecursionError) as e:  # RecursionError: arrays nested thousands deep
         raise CLIError(f"--schedule: {path} is not JSON ({e}); write it with Schedule.to_json()") from None
     if not isinstance(data, dict) or not isinstance(data.get("source"), str) or "sizes" not in data:
         raise CLIError(f"--schedule: {path} is not a tensorlang schedule (write one with Schedule.to_json())")

@@ -45,7 +45,11 @@ def parse(source: str) -> Op:
     """
     if not isinstance(source, str):
         raise DSLError(f"a program is DSL text (a str), not {type(source).__name__}")
-    return _Parser(source).parse()
+    try:
+        return _Parser(source).parse()
+    except RecursionError:  # an expression of about a thousand terms (or levels): Python's own parser gives up
+        raise DSLError("an expression is nested too deeply to parse (about 1000 terms or levels); compute it in "
+                       "several stages") from None
 
 
 class _Parser:

@@ -183,6 +183,10 @@ def from_json(d: dict) -> Primitive:
     Traceback (most recent call last):
     ...
     tensorlang.errors.ScheduleError: from_json: split lacks factor, outer, inner
+    >>> from_json({"prim": "reorder", "stage": "C", "axes": 5})
+    Traceback (most recent call last):
+    ...
+    tensorlang.errors.ScheduleError: from_json: reorder axes must be a list of loop names, got 5
     """
     if not isinstance(d, dict) or d.get("prim") not in PRIMITIVES:
         raise ScheduleError(f"from_json: not a primitive: {d!r} (known: {', '.join(PRIMITIVES)})")
@@ -196,9 +200,16 @@ def from_json(d: dict) -> Primitive:
         if n not in d:
             continue
         v = d[n]
-        if n == "layout":
+        if n == "layout":  # a list of [dimension, block] pairs (their values are checked when applied)
+            if not isinstance(v, list) or not all(isinstance(x, list) for x in v):
+                raise ScheduleError(f"from_json: {d['prim']} layout must be a list of [dimension, block] pairs, "
+                                    f"got {v!r}")
             v = tuple(tuple(x) for x in v)
-        elif isinstance(v, list):
+        elif n == "axes":
+            if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+                raise ScheduleError(f"from_json: {d['prim']} axes must be a list of loop names, got {v!r}")
             v = tuple(v)
+        elif n != "factor" and not isinstance(v, str):  # names of stages, loops, tensors, kinds
+            raise ScheduleError(f"from_json: {d['prim']} {n} must be a name (a string), got {v!r}")
         kw[n] = v
     return cls(**kw)

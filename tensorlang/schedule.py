@@ -593,7 +593,7 @@ class Schedule:
         from .parse import parse
         try:
             data = json.loads(text)
-        except (json.JSONDecodeError, TypeError) as e:
+        except (json.JSONDecodeError, TypeError, RecursionError) as e:  # RecursionError: nested thousands deep
             raise ScheduleError(f"from_json: not JSON: {e}") from None
         if not isinstance(data, dict) or data.get("format") != SCHEDULE_FORMAT:
             raise ScheduleError(f"from_json: not a tensorlang schedule (format {SCHEDULE_FORMAT} expected)")

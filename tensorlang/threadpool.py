@@ -43,9 +43,14 @@ _pool_size = 0
 _lock = threading.Lock()
 
 
+#: The most threads a parallel loop runs on (the C runtime's TL_MAX_THREADS): TENSORLANG_NUM_THREADS and the
+#: --threads flags take at most this.
+MAX_THREADS = 1024
+
+
 def num_threads() -> int:
     """Threads parallel loops use: TENSORLANG_NUM_THREADS, else the CPUs available to this process. A value that
-    is not an integer >= 1 is a UsageError.
+    is not an integer from 1 to MAX_THREADS is a UsageError.
 
     >>> from unittest import mock
     >>> with mock.patch.dict(os.environ, {"TENSORLANG_NUM_THREADS": "3"}):
@@ -60,6 +65,9 @@ def num_threads() -> int:
             raise UsageError(f"TENSORLANG_NUM_THREADS={text!r} is not an integer") from None
         if n < 1:
             raise UsageError(f"TENSORLANG_NUM_THREADS={n} must be >= 1")
+        if n > MAX_THREADS:
+            raise UsageError(f"TENSORLANG_NUM_THREADS={n} is more than {MAX_THREADS}, the most threads the thread "
+                             f"pool runs")
         return n
     try:
         return max(1, len(os.sched_getaffinity(0)))

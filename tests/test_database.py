@@ -284,6 +284,37 @@ def test_foreign_sqlite_database_is_refused(tmp_path):
     assert str(path) in str(e.value)
 
 
+def test_a_folder_or_an_unknown_home_is_refused_by_name(tmp_path, monkeypatch):
+    with pytest.raises(DatabaseError, match="it is a folder; name a file in it") as e:
+        Database(tmp_path)
+    assert str(tmp_path) in str(e.value)
+    with pytest.raises(DatabaseError, match="~no-such-user-tl/x.db"):
+        Database("~no-such-user-tl/x.db")
+    monkeypatch.setenv("TENSORLANG_DB", "~no-such-user-tl/x.db")
+    with pytest.raises(DatabaseError, match="cannot expand ~ in '~no-such-user-tl/x.db'"):
+        default_db_path()
+
+
+@pytest.mark.parametrize("column,value,message", [
+    ("config", "not json", "Expecting value"),
+    ("times", '["a"]', "could not convert string to float: 'a'"),
+    ("sizes", "[1]", "sizes is a list"),
+])
+def test_a_damaged_record_is_a_database_error_naming_the_file_and_record(tmp_path, column, value, message):
+    path = tmp_path / "damaged.db"
+    with Database(path) as d:
+        rid = d.add(rec())  # the best one too: the earliest of equal times
+        d.add(rec())
+    with sqlite3.connect(path) as conn:
+        conn.execute(f"UPDATE records SET {column} = ? WHERE id = ?", (value, rid))
+    with Database(path) as d:
+        for read in (lambda: d.records("t"), lambda: d.best("t", "w")):
+            with pytest.raises(DatabaseError) as e:
+                read()
+            assert str(e.value).startswith(f"tuning database {path}: record {rid} is damaged (")
+            assert message in str(e.value)
+
+
 def test_memory_database_and_closing():
     a, b = Database(":memory:"), Database(":memory:")
     a.add(rec())

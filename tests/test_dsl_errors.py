@@ -874,3 +874,8 @@ def test_unknown_bare_name_on_the_right_side():
     src = "def f(A: f32[N]) -> C:\n    C[i] = A[i] + Q"
     e = op_error(src)
     assert_at(e, src, 2, 19, 20, "Q", phrase="unknown name `Q`")
+
+
+def test_an_expression_too_deep_to_parse_is_a_dsl_error_not_a_recursion_error():
+    e = op_error("def f(A: f32[N]) -> B:\n    B[i] = A[i]" + " + A[i]" * 3000 + "\n")
+    assert "an expression is nested too deeply to parse" in str(e) and e.line is None

@@ -273,6 +273,9 @@ def test_cli_errors_name_the_flag(tmp_path, capsys):
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")
     assert f"--schedule: {bad} is not JSON" in export_error(capsys, "matmul", "--schedule", str(bad), "-o", d)
+    bad.write_text("[" * 100000 + "]" * 100000)
+    assert f"--schedule: {bad} is not JSON (maximum recursion depth" in export_error(capsys, "matmul", "--schedule",
+                                                                                    str(bad), "-o", d)
     bad.write_text('{"a": 1}')
     assert f"--schedule: {bad} is not a tensorlang schedule" in export_error(capsys, "matmul", "--schedule",
                                                                              str(bad), "-o", d)
@@ -293,7 +296,17 @@ def test_cli_errors_name_the_flag(tmp_path, capsys):
     assert f"-o: {afile} exists and is not a directory" in export_error(capsys, "matmul", "-o", str(afile))
     assert f"-o: cannot create the directory {afile}/sub" in export_error(capsys, "matmul", "-o", f"{afile}/sub")
     err = export_error(capsys, "matmul", "--preset", "small", "-o", d, "--cc", "no-such-cc")
-    assert "C compiler 'no-such-cc' (cc=) not found on PATH" in err
+    assert "--cc: C compiler 'no-such-cc' not found on PATH" in err
+    err = export_error(capsys, "matmul", "--preset", "small", "-o", d, "--cc", "gcc '")
+    assert "--cc: C compiler \"gcc '\" is not a command a shell can split: No closing quotation" in err
+    for prim, what in (({"prim": "reorder", "stage": "C", "axes": 5}, "reorder axes must be a list of loop names"),
+                       ({"prim": "cache_read", "stage": "C", "tensor": "B", "axis": "k", "layout": 5},
+                        "cache_read layout must be a list of [dimension, block] pairs"),
+                       ({"prim": "compute_at", "stage": "C", "consumer": ["x"], "axis": "i"},
+                        "compute_at consumer must be a name (a string)")):
+        bad.write_text(json.dumps(dict(json.loads(mine.read_text()), primitives=[prim])))
+        assert f"--schedule: {bad}: from_json: {what}, got " in export_error(capsys, "matmul", "--schedule",
+                                                                               str(bad), "-o", d)
     with pytest.raises(SystemExit) as e:
         main(["export", "matmul", "--best", "--schedule", str(mine), "-o", d])
     assert e.value.code == 2

@@ -111,11 +111,20 @@ def test_plugin_spec_resolves_and_registers(plugin_module, small_dataset):
     ("tl_plugin_mod:Missing", "module 'tl_plugin_mod' has no attribute 'Missing'"),
     ("tl_plugin_mod:NOT_A_CLASS", "'NOT_A_CLASS' is a int, not a class"),
     ("tl_plugin_mod:Unrelated", "is not a subclass of tuner.strategies.Strategy"),
+    ("tuner.strategies:Strategy", "Strategy does not implement _propose(n) (is it the abstract base class?)"),
 ])
 def test_plugin_spec_errors(plugin_module, spec, message):
     with pytest.raises(ValueError) as e:
         load_class(spec, "strategy") if ":" not in spec else resolve_strategy(spec)
     assert message in str(e.value)
+
+
+def test_the_abstract_cost_model_base_is_refused(plugin_module, small_dataset, capsys):
+    with pytest.raises(ValueError, match="CostModel does not implement _fit and _predict"):
+        resolve_cost_model("tuner.costmodel:CostModel")
+    assert main(["costmodel", "eval", "--dataset", small_dataset.path, "--models", "tuner.costmodel:CostModel"]) == 2
+    assert "--models: cost model 'tuner.costmodel:CostModel': CostModel does not implement" in capsys.readouterr().err
+    assert resolve_cost_model("tuner.costmodel:NoCostModel").__name__ == "NoCostModel"  # fit/predict of its own
 
 
 def test_unknown_strategy_lists_names_and_plugin_form():
@@ -192,6 +201,22 @@ GOOD = ('# tensorlang-dataset {"format_version": 1, "workload": "toy", "sizes": 
     (GOOD.replace("1,2.0,0.5,,1", "1,2.0,0.5,crash,1"), ":3: a row has either a positive gflops or an error_kind"),
     (GOOD.replace("1,2.0,0.5,,1", "1,2.0,0.5"), ":3: 3 cells, expected 5"),
     (GOOD.split("\n")[0] + "\n", ": the table has no column line"),
+    ("# tensorlang-dataset [1]\n", ":1: the JSON header is a list, not an object"),
+    ("# tensorlang-dataset " + "[" * 100000 + "]" * 100000 + "\n", ":1: the JSON header is nested too deeply"),
+    (GOOD.replace('{"a": [1, 2]}', "[1, 2]"), ":1: the header's 'knobs' must be an object of KNOB: [its values, ...]"),
+    (GOOD.replace('{"a": [1, 2]}', '{"a": 1}'), ":1: the header's 'knobs' must be an object of KNOB: [its values"),
+    (GOOD.replace('"sizes": {}', '"sizes": [8]'), ":1: the header's 'sizes' must be an object of NAME: integer"),
+    (GOOD.replace('"sizes": {}', '"sizes": {"N": "x"}'), ":1: the header's 'sizes' must be an object of NAME"),
+    (GOOD.replace('"threads": 1', '"threads": "x"'), ":1: the header's 'threads' must be an integer >= 1, got 'x'"),
+    (GOOD.replace('"threads": 1', '"threads": 0'), ":1: the header's 'threads' must be an integer >= 1, got 0"),
+    (GOOD.replace('"flops": 1.0', '"flops": "abc"'), ":1: the header's 'flops' must be a positive number"),
+    (GOOD.replace('"flops": 1.0', '"flops": NaN'), ":1: the header's 'flops' must be a positive number, got nan"),
+    (GOOD.replace('"workload": "toy"', '"workload": 5'), ":1: the header's 'workload' must be a workload name"),
+    (GOOD.replace('"flops": 1.0', '"flops": 1.0, "target": "cpu"'), ":1: the header's 'target' must be an object"),
+    (GOOD.replace("1,2.0,0.5,,1", "1,2.0,nan,,1"), ":3: median_s must be a positive number of seconds, got 'nan'"),
+    (GOOD.replace("1,2.0,0.5,,1", "1,2.0,-1,,1"), ":3: median_s must be a positive number of seconds, got '-1'"),
+    (GOOD.replace("1,2.0,0.5,,1", "1,2.0,0.5,,0"), ":3: measurements must be at least 1, got 0"),
+    (GOOD.replace("1,2.0,0.5,,1", "1,,,bogus,1"), ":3: unknown error_kind 'bogus'; error kinds: schedule, build"),
 ])
 def test_dataset_load_errors_name_file_and_line(tmp_path, text, message):
     path = tmp_path / "bad.csv"
@@ -199,6 +224,16 @@ def test_dataset_load_errors_name_file_and_line(tmp_path, text, message):
     with pytest.raises(DatasetError) as e:
         Dataset.load(str(path))
     assert str(e.value).startswith(str(path)) and message in str(e.value)
+
+
+def test_a_binary_file_is_not_a_dataset(tmp_path, capsys):
+    path = tmp_path / "tuning.db"
+    path.write_bytes(b"SQLite format 3\x00\xf8\x01")
+    with pytest.raises(DatasetError, match=r"tuning.db: not a tensorlang dataset \(not UTF-8 text: byte 0xf8 at "
+                                           r"offset 16\)"):
+        Dataset.load(str(path))
+    assert main(["dataset", "info", str(path)]) == 2
+    assert f"FILE: {path}: not a tensorlang dataset" in capsys.readouterr().err
 
 
 def test_from_records_refuses_a_config_of_another_space():
@@ -358,11 +393,31 @@ def test_compare_command_on_replay(small_dataset, tmp_path, capsys):
     (["--strategies", "random", "--plot", "x.jpg"], "--plot: the file must end in .png"),
     (["--strategies", "random", "--replay", "/no/such.csv"], "--replay: cannot read dataset /no/such.csv"),
     (["--strategies", "random", "--cost-model", "nope"], "--cost-model: unknown cost model 'nope'"),
+    (["--strategies", "random", "--jobs", "0"], "--jobs: must be at least 1, got 0"),
+    (["--strategies", "random", "--threads", "0"], "--threads: must be at least 1, got 0"),
+    (["--strategies", "random", "--threads", "5000"], "--threads: must be at most 1024"),
+    (["--strategies", "random", "--timeout", "0"], "--timeout: must be a positive number of seconds, got 0.0"),
+    (["--strategies", "tuner.strategies:Strategy"], "--strategies: strategy 'tuner.strategies:Strategy': Strategy "
+                                                    "does not implement _propose(n)"),
 ])
 def test_compare_flag_errors(args, message, capsys):
     argv = ["compare", "matmul", "--trials", "5", *args]
     assert main(argv) == 2
     assert message in capsys.readouterr().err
+
+
+def test_a_dataset_without_a_valid_config_is_refused_by_compare_and_costmodel_eval(small_dataset, tmp_path, capsys):
+    failed = Dataset(small_dataset.header, [(c, None, "wrong") for c in small_dataset.configs])
+    failed.save(str(tmp_path / "failed.csv"))
+    empty = Dataset(small_dataset.header, [])
+    empty.save(str(tmp_path / "empty.csv"))
+    for name, rows in (("failed.csv", 150), ("empty.csv", 0)):
+        path = str(tmp_path / name)
+        assert main(["compare", "matmul", "--replay", path, "--strategies", "random", "--trials", "5"]) == 2
+        assert f"--replay: {path} has no valid config to find (0 of its {rows} rows are valid)" in \
+            capsys.readouterr().err
+        assert main(["costmodel", "eval", "--dataset", path]) == 2
+        assert f"dataset {path} has no valid config to rank (0 of its {rows} rows are valid)" in capsys.readouterr().err
 
 
 def test_compare_replay_of_another_workload_is_refused(small_dataset, capsys):
@@ -443,6 +498,8 @@ def test_dataset_export_and_info_commands(tmp_path, capsys):
                                       "not exist"),
     (["--db", "/no/such.db"], "--db: no tuning database at /no/such.db"),
     (["--preset", "nope"], "--preset: matmul has no preset 'nope'"),
+    (["-o", ""], "-o: cannot write a dataset to an empty path"),
+    (["--threads", "2000"], "--threads: must be at most 1024"),
 ])
 def test_dataset_export_flag_errors(tmp_path, args, message, capsys):
     argv = ["dataset", "export", "matmul", "-o", str(tmp_path / "x.csv"), "--db", str(tmp_path / "none.db"), *args]
@@ -450,6 +507,15 @@ def test_dataset_export_flag_errors(tmp_path, args, message, capsys):
         Database(str(tmp_path / "none.db")).close()
     assert main(argv) == 2
     assert message in capsys.readouterr().err
+
+
+def test_dataset_export_names_tensorlang_db_when_the_database_came_from_it(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("TENSORLANG_DB", str(tmp_path / "none.db"))
+    assert main(["dataset", "export", "matmul", "-o", str(tmp_path / "x.csv")]) == 2
+    assert f"error: TENSORLANG_DB: no tuning database at {tmp_path / 'none.db'}" in capsys.readouterr().err
+    monkeypatch.setenv("TENSORLANG_DB", "~no-such-user-tl/x.db")
+    assert main(["dataset", "export", "matmul", "-o", str(tmp_path / "x.csv")]) == 2
+    assert "error: TENSORLANG_DB: cannot expand ~ in '~no-such-user-tl/x.db'" in capsys.readouterr().err
 
 
 def test_dataset_export_without_records_says_how_to_make_them(tmp_path, capsys):

@@ -147,7 +147,7 @@ def test_concurrent_callers_take_turns():
     assert not bad
 
 
-@pytest.mark.parametrize("value", ["abc", "0", "-2"])
+@pytest.mark.parametrize("value", ["abc", "0", "-2", "100000"])
 def test_bad_thread_count_is_an_error_naming_the_variable(tmp_path, value):
     """The C pool would ignore a bad TENSORLANG_NUM_THREADS; the JIT refuses it when it starts, in the API and
     in the CLI, with one line that names the variable and the value."""

@@ -761,6 +761,12 @@ def test_cli_ops_lists_every_search_space():
     (("--size", "Q=3"), "--size: matmul has no size Q; sizes: M, N, K"),
     (("--size", "M=0"), "matmul: size M=0 must be >= 1"),
     (("--seed", "-5"), "argument --seed: must be an integer >= 0, got '-5'"),
+    (("--seed", "4294967296"), "argument --seed: must be at most 2147483647 (2**31 - 1), got '4294967296'"),
+    (("--threads", "5000"), "--threads: must be at most 1024 (the most threads the thread pool runs), got 5000"),
+    (("--strategy", "bayesian", "--sampler", "GridSampler"), "--sampler: optuna's GridSampler needs more arguments "
+                                                             "than a seed; samplers: "),
+    (("--db", ""), "--db: the path is empty; name a tuning database file"),
+    (("--db", "/"), "--db: cannot open tuning database /: it is a folder"),
 ])
 def test_cli_tune_refuses_bad_flags(tmp_path, args, message):
     db = tmp_path / "flags.db"
@@ -783,7 +789,39 @@ def test_cli_best_without_records_says_to_tune(tmp_path):
     assert "no valid tuning record" in r.stderr and "run: tensorlang tune matmul --preset small" in r.stderr
     assert "Traceback" not in r.stderr
     r = tensorlang("show", "matmul", "--preset", "small", "--best", "--db", tmp_path / "empty.db")
-    assert r.returncode == 2 and "run: tensorlang tune matmul" in r.stderr and "Traceback" not in r.stderr
+    assert r.returncode == 2 and "run: tensorlang tune matmul --preset small" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_cli_plot_to_a_folder_is_refused_before_tuning(tmp_path):
+    (tmp_path / "curve.png").mkdir()
+    r = tensorlang("tune", "matmul", "--preset", "small", "--trials", "2", "--db", tmp_path / "p.db", "--plot",
+                   tmp_path / "curve.png")
+    assert r.returncode == 2 and f"--plot: '{tmp_path / 'curve.png'}' is a folder, not a file" in r.stderr
+    assert "Traceback" not in r.stderr and not (tmp_path / "p.db").exists()
+
+
+def test_cli_a_damaged_database_names_the_file_and_the_record(tmp_path, monkeypatch, capsys):
+    from tensorlang.cli import main
+    task = matmul_task()
+    path = tmp_path / "damaged.db"
+    with Database(path) as db:
+        db.add(Record(task.key, "matmul", task.sizes, task.target, task.space.config_at(0), "{}", (1e-3,),
+                      flops=task.flops, trial=4))
+    monkeypatch.setenv("TENSORLANG_NUM_THREADS", "1")
+    for argv in (["best", "matmul", "--preset", "small"], ["show", "matmul", "--preset", "small", "--best"],
+                 ["export", "matmul", "--preset", "small", "--best", "--format", "c", "-o", str(tmp_path / "out")]):
+        assert main([*argv, "--db", str(path)]) == 2
+        assert f"error: tuning database {path}: the schedule of record 1 (trial 4) cannot be rebuilt: from_json: " \
+            in capsys.readouterr().err
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE records SET config = 'not json'")
+    assert main(["best", "matmul", "--preset", "small", "--db", str(path)]) == 2
+    assert f"tensorlang best: error: tuning database {path}: record 1 is damaged (" in capsys.readouterr().err
+    monkeypatch.setenv("TENSORLANG_DB", str(tmp_path))
+    assert main(["best", "matmul", "--preset", "small"]) == 2
+    assert f"tensorlang best: error: TENSORLANG_DB: cannot open tuning database {tmp_path}: it is a folder" in \
+        capsys.readouterr().err
 
 
 def test_cli_bayesian_takes_any_optuna_sampler(tmp_path):
@@ -819,6 +857,17 @@ def test_tuning_ends_by_retiming_the_top_configs_and_they_choose_the_best(tmp_pa
     assert fastest[-1].config_key() in {config_key(c) for c in again.retime_candidates()}
     again.run()
     assert len(db.retimed(task.key)) == 4
+    db.close()
+
+
+def test_retiming_leaves_out_records_of_another_version_of_the_space(tmp_path):
+    task = matmul_task()
+    old = dict(task.space.config_at(0), nr=999)  # a knob value today's space does not have
+    db = Database(tmp_path / "old.db")
+    db.add(Record(task.key, "matmul", task.sizes, task.target, old, None, (1e-9,), flops=task.flops))
+    tuner = Tuner(task, 3, "random", db=db, jobs=1, retime_top=3, retime_rounds=1)
+    summary = tuner.run()
+    assert old not in tuner.retime_candidates() and len(summary.retimed) == 2
     db.close()
 
 

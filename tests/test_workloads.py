@@ -144,6 +144,18 @@ def test_workload_validates_presets():
     with pytest.raises(ValueError, match="non-negative"):
         Workload(presets={"a": {"N": 2.0}}, default_preset="a", **kwargs)
     assert Workload(presets={"a": {"pad": 0}}, default_preset="a", **kwargs).sizes() == {"pad": 0}
+    with pytest.raises(ValueError, match="preset 'a': x: size stride=0 must be >= 1"):
+        Workload(presets={"a": {"stride": 0}}, default_preset="a", size_min={"stride": 1}, **kwargs)
+
+
+def test_sizes_below_a_workloads_minimum_are_refused_by_name():
+    from tensorlang.errors import UsageError
+    from tuner.task import Task
+    for name, size in (("conv2d", "stride"), ("conv2d", "dil"), ("conv1d", "stride"), ("depthwise_conv2d", "stride"),
+                       ("maxpool2d", "KW"), ("avgpool2d", "KH")):
+        with pytest.raises(UsageError, match=f"{name}: size {size}=0 must be >= 1"):
+            Task.create(name, sizes={size: 0})
+    schedules.get("conv2d").check_sizes({"stride": 2, "pad": 0})  # pad 0 is fine
 
 
 def test_required_presets():

@@ -38,19 +38,17 @@ def check_tune_flags(args) -> None:
     if args.trials < 1:
         raise TuneFlagError(f"--trials: must be at least 1, got {args.trials}")
     check_plugin_flags([args.strategy], [args.cost_model])
-    if args.jobs is not None and args.jobs < 1:
-        raise TuneFlagError(f"--jobs: must be at least 1, got {args.jobs}")
-    if args.threads is not None and args.threads < 1:
-        raise TuneFlagError(f"--threads: must be at least 1, got {args.threads}")
+    check_jobs_flag(args.jobs)
+    check_threads_flag(args.threads)
     if not args.timeout > 0:
         raise TuneFlagError(f"--timeout: must be a positive number of seconds, got {args.timeout}")
     if args.sampler is not None:
-        import optuna
+        from tuner.strategies import sampler_problem, optuna_samplers
         if args.strategy != "bayesian":
             raise TuneFlagError(f"--sampler: only with --strategy bayesian, not {args.strategy!r}")
-        legal = [n for n in dir(optuna.samplers) if n.endswith("Sampler") and not n.startswith("Base")]
+        legal = optuna_samplers()
         if args.sampler not in legal:
-            raise TuneFlagError(f"--sampler: optuna has no sampler {args.sampler!r}; samplers: {', '.join(legal)}")
+            raise TuneFlagError(f"--sampler: {sampler_problem(args.sampler)}; samplers: {', '.join(legal)}")
     if args.batch < 1:
         raise TuneFlagError(f"--batch: must be at least 1, got {args.batch}")
     if args.retime_top < 0:
@@ -76,6 +74,52 @@ def check_plot_flag(path: str | None) -> None:
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
         raise TuneFlagError(f"--plot: folder {folder!r} does not exist")
+    if os.path.isdir(path):
+        raise TuneFlagError(f"--plot: {path!r} is a folder, not a file")
+
+
+#: The most build processes ``--jobs`` starts (each is a Python process of about 100 MB).
+MAX_JOBS = 256
+
+
+def check_threads_flag(threads: int | None, flag: str = "--threads") -> None:
+    """Refuse a thread count (None: not given) below 1 or above :data:`tensorlang.threadpool.MAX_THREADS`, the
+    most threads the thread pool runs, with a TuneFlagError naming ``flag``.
+
+    Example::
+
+        >>> check_threads_flag(None); check_threads_flag(8)
+        >>> check_threads_flag(100000)
+        Traceback (most recent call last):
+        ...
+        tuner.cli.TuneFlagError: --threads: must be at most 1024 (the most threads the thread pool runs), got 100000
+    """
+    from tensorlang.threadpool import MAX_THREADS
+    _check_count(threads, flag, MAX_THREADS, "the most threads the thread pool runs")
+
+
+def check_jobs_flag(jobs: int | None, flag: str = "--jobs") -> None:
+    """Refuse a number of build processes (None: not given, the CPU count) below 1 or above :data:`MAX_JOBS`
+    with a TuneFlagError naming ``flag``.
+
+    Example::
+
+        >>> check_jobs_flag(None); check_jobs_flag(4)
+        >>> check_jobs_flag(0)
+        Traceback (most recent call last):
+        ...
+        tuner.cli.TuneFlagError: --jobs: must be at least 1, got 0
+    """
+    _check_count(jobs, flag, MAX_JOBS, "each job is a Python process")
+
+
+def _check_count(value: int | None, flag: str, most: int, why: str) -> None:
+    if value is None:
+        return
+    if value < 1:
+        raise TuneFlagError(f"{flag}: must be at least 1, got {value}")
+    if value > most:
+        raise TuneFlagError(f"{flag}: must be at most {most} ({why}), got {value}")
 
 
 def check_plugin_flags(strategies, cost_models, strategy_flag: str = "--strategy",
@@ -102,12 +146,49 @@ def check_plugin_flags(strategies, cost_models, strategy_flag: str = "--strategy
                 raise TuneFlagError(f"{flag}: {e}") from None
 
 
+def _db_source(path) -> str:
+    """Where the tuning database path came from, for error messages: ``--db``, ``TENSORLANG_DB`` or the
+    default."""
+    if path is not None:
+        return "--db"
+    return "TENSORLANG_DB" if os.environ.get("TENSORLANG_DB") else "the default tuning database"
+
+
 def _open_db(path):
     from tuner.database import Database, DatabaseError
+    if path is not None and not str(path).strip():
+        raise TuneFlagError("--db: the path is empty; name a tuning database file")
     try:
         return Database(path)
     except DatabaseError as e:
-        raise TuneFlagError(f"--db: {e}") from None
+        raise TuneFlagError(f"{_db_source(path)}: {e}") from None
+
+
+def record_schedule(rec, op, path):
+    """The :class:`tensorlang.Schedule` of a tuning record ``rec`` of the program ``op``, read from the database
+    at ``path``; TuneFlagError naming the database and the record when its schedule cannot be rebuilt (a damaged
+    file, or one written for another version of the program).
+
+    Example::
+
+        >>> import tensorlang as tl
+        >>> from tuner.database import Record
+        >>> op = tl.op("def f(A: f32[N]) -> B:\\n    B[i] = A[i]")
+        >>> good = Record("t", "f", {}, {}, {}, tl.schedule(op, N=4).to_json(), (1.0,), id=3)
+        >>> record_schedule(good, op, "runs.db").sizes
+        {'N': 4}
+        >>> record_schedule(Record("t", "f", {}, {}, {}, "{}", (1.0,), id=3, trial=7), op, "runs.db")
+        Traceback (most recent call last):
+        ...
+        tuner.cli.TuneFlagError: tuning database runs.db: the schedule of record 3 (trial 7) cannot be rebuilt: ...
+    """
+    import tensorlang as tl
+    from tensorlang.errors import TensorlangError
+    try:
+        return tl.Schedule.from_json(rec.schedule, op)
+    except TensorlangError as e:
+        raise TuneFlagError(f"tuning database {path}: the schedule of record {rec.id} (trial {rec.trial}) cannot be "
+                            f"rebuilt: {e}") from None
 
 
 def cmd_tune(args, workload, sizes) -> dict:
@@ -343,10 +424,15 @@ def best_record(workload, sizes, threads, db_path):
         >>> task.describe().split(" on ")[0], rec, path
         ('matmul(M=64, N=48, K=32)', None, '/no/such.db')
     """
-    from tuner.database import default_db_path
+    from tuner.database import DatabaseError, default_db_path
     task = Task.create(workload.name, sizes=sizes, threads=threads)
-    path = db_path or default_db_path()
-    if path != ":memory:" and not os.path.exists(path):
+    if db_path is not None and not str(db_path).strip():
+        raise TuneFlagError("--db: the path is empty; name a tuning database file")
+    try:
+        path = db_path or default_db_path()
+    except DatabaseError as e:
+        raise TuneFlagError(f"{_db_source(db_path)}: {e}") from None
+    if path != ":memory:" and not os.path.exists(os.path.expanduser(path)):
         return task, None, path
     db = _open_db(db_path)
     try:
@@ -365,15 +451,13 @@ def cmd_best(args, workload, sizes) -> dict:
 
         tensorlang best matmul --preset 512 --threads 8 --db runs.db
     """
-    import tensorlang as tl
-    if args.threads is not None and args.threads < 1:
-        raise TuneFlagError(f"--threads: must be at least 1, got {args.threads}")
+    check_threads_flag(args.threads)
     task, rec, path = best_record(workload, sizes, args.threads, args.db)
     if rec is None:
         where = f" --preset {args.preset}" if args.preset else f" --size {args.size}" if args.size else ""
         raise TuneFlagError(f"no valid tuning record for {task.describe()} in {path}; "
                             f"run: tensorlang tune {workload.name}{where} --trials 100")
-    python = str(tl.Schedule.from_json(rec.schedule, task.op))
+    python = str(record_schedule(rec, task.op, path))
     out = {"workload": workload.name, "sizes": task.sizes, "threads": task.threads, "task_key": task.key,
            "median_s": rec.median_s, "gflops": rec.gflops, "trial": rec.trial, "strategy": rec.strategy,
            "seed": rec.seed, "config": rec.config, "schedule": rec.schedule, "python": python, "times": rec.times}

@@ -246,6 +246,12 @@ def register_cost_model(name: str, cls: type) -> None:
         raise UsageError(f"a cost model called {name!r} is registered already")
     if not isinstance(cls, type) or not all(callable(getattr(cls, m, None)) for m in ("fit", "predict")):
         raise UsageError(f"cost model {name!r}: {cls!r} is not a class with fit and predict methods")
+    if issubclass(cls, CostModel):
+        missing = [f"_{m}" for m in ("fit", "predict")  # the base's fit / predict call an unimplemented _fit / _predict
+                   if getattr(cls, m) is getattr(CostModel, m) and getattr(cls, f"_{m}") is getattr(CostModel, f"_{m}")]
+        if missing:
+            raise UsageError(f"cost model {name!r}: {cls.__name__} does not implement {' and '.join(missing)} (is "
+                             f"it the abstract base class?)")
     COST_MODELS[name] = cls
 
 

@@ -135,7 +135,10 @@ def default_db_path() -> pathlib.Path:
     """
     env = os.environ.get("TENSORLANG_DB")
     if env:
-        return pathlib.Path(env).expanduser()
+        try:
+            return pathlib.Path(env).expanduser()
+        except RuntimeError as e:  # ~user that does not exist
+            raise DatabaseError(f"cannot expand ~ in {env!r}: {e}") from None
     xdg = os.environ.get("XDG_CACHE_HOME")
     # the XDG spec says a relative path in $XDG_CACHE_HOME is invalid and must be ignored
     cache = pathlib.Path(xdg) if xdg and os.path.isabs(xdg) else pathlib.Path.home() / ".cache"
@@ -261,12 +264,16 @@ def _validate(record: Record) -> None:
                              f"name its error_kind")
 
 
-def _from_row(row: tuple) -> Record:
+def _from_row(row: tuple, path) -> Record:
     d = dict(zip(_COLUMNS, row))
-    for name in ("sizes", "target", "config"):
-        d[name] = json.loads(d[name])
-    d["times"] = tuple(json.loads(d["times"]))
-    return Record(**d)
+    try:
+        for name in ("sizes", "target", "config", "times"):
+            d[name] = json.loads(d[name])
+            if not isinstance(d[name], list if name == "times" else dict):
+                raise TypeError(f"{name} is a {type(d[name]).__name__}")
+        return Record(**d)
+    except (ValueError, TypeError, RecursionError) as e:  # a damaged file: bad JSON, times that are not numbers
+        raise DatabaseError(f"tuning database {path}: record {d['id']} is damaged ({e})") from None
 
 
 class Database:
@@ -289,9 +296,14 @@ class Database:
         if path is None:
             path = default_db_path()
         memory = os.fspath(path) == _MEMORY
-        self.path: pathlib.Path | str = _MEMORY if memory else pathlib.Path(path).expanduser()
+        try:
+            self.path: pathlib.Path | str = _MEMORY if memory else pathlib.Path(path).expanduser()
+        except RuntimeError as e:  # ~user that does not exist
+            raise DatabaseError(f"cannot open tuning database {os.fspath(path)}: {e}") from None
         self._conn: sqlite3.Connection | None = None
         if not memory:
+            if self.path.is_dir():
+                raise DatabaseError(f"cannot open tuning database {self.path}: it is a folder; name a file in it")
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
             except OSError as e:
@@ -410,7 +422,7 @@ class Database:
             rows = self._db().execute(sql + " " + tail, args).fetchall()
         except sqlite3.Error as e:
             raise DatabaseError(f"cannot read tuning database {self.path}: {e}") from None
-        return [_from_row(row) for row in rows]
+        return [_from_row(row, self.path) for row in rows]
 
     @staticmethod
     def _filters(task_key: str | None, workload: str | None) -> tuple[list[str], list]:

@@ -34,6 +34,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from tensorlang.errors import UsageError
+from tuner.database import ERROR_KINDS
 from tuner.space import Knob, Space, config_key
 
 __all__ = ["FORMAT_VERSION", "MAGIC", "Dataset", "DatasetError", "from_records"]
@@ -189,11 +190,16 @@ class Dataset:
             ...
             tuner.dataset.DatasetError: cannot read dataset /no/such/file.csv: No such file or directory
         """
+        if os.path.exists(path) and not os.path.isfile(path):  # a folder, /dev/zero, a pipe: never ends or fails
+            raise DatasetError(f"cannot read dataset {path}: not a regular file")
         try:
             with open(path, encoding="utf-8", newline="") as f:
                 text = f.read()
-        except (OSError, UnicodeDecodeError) as e:
-            raise DatasetError(f"cannot read dataset {path}: {getattr(e, 'strerror', None) or e}") from None
+        except OSError as e:
+            raise DatasetError(f"cannot read dataset {path}: {e.strerror or e}") from None
+        except UnicodeDecodeError as e:  # a binary file: a tuning database, a PNG, ...
+            raise DatasetError(f"{path}: not a tensorlang dataset (not UTF-8 text: byte {e.object[e.start]:#04x} at "
+                               f"offset {e.start})") from None
         lines = text.splitlines()
         if not lines or not lines[0].startswith(MAGIC):
             raise DatasetError(f"{path}:1: not a tensorlang dataset (the first line must start with {MAGIC.strip()!r})")
@@ -202,13 +208,15 @@ class Dataset:
         except json.JSONDecodeError as e:
             raise DatasetError(f"{path}:1: the JSON header is not valid JSON ({e.msg} at column "
                                f"{e.colno + len(MAGIC)})") from None
-        version = header.get("format_version") if isinstance(header, dict) else None
+        except RecursionError:
+            raise DatasetError(f"{path}:1: the JSON header is nested too deeply") from None
+        if not isinstance(header, dict):
+            raise DatasetError(f"{path}:1: the JSON header is a {type(header).__name__}, not an object")
+        version = header.get("format_version")
         if version != FORMAT_VERSION:
             raise DatasetError(f"{path}:1: dataset format version {version!r}; this tensorlang reads version "
                                f"{FORMAT_VERSION}")
-        for key in ("workload", "sizes", "threads", "flops", "knobs"):
-            if key not in header:
-                raise DatasetError(f"{path}:1: the header has no {key!r}")
+        check_header(header, f"{path}:1")
         knobs = header["knobs"]
         decode = {k: {_text(v): v for v in values} for k, values in knobs.items()}
         body = [(n, line) for n, line in enumerate(lines[1:], start=2) if line and not line.startswith("#")]
@@ -239,12 +247,55 @@ class Dataset:
                 raise DatasetError(f"{path}:{n}: gflops, median_s and measurements must be numbers") from None
             if (gflops is None) == (not kind) or (gflops is not None and not (math.isfinite(gflops) and gflops > 0)):
                 raise DatasetError(f"{path}:{n}: a row has either a positive gflops or an error_kind")
+            if median is not None and not (math.isfinite(median) and median > 0):
+                raise DatasetError(f"{path}:{n}: median_s must be a positive number of seconds, got {m!r}")
+            if count < 1:
+                raise DatasetError(f"{path}:{n}: measurements must be at least 1, got {count}")
+            if kind and kind not in ERROR_KINDS:
+                raise DatasetError(f"{path}:{n}: unknown error_kind {kind!r}; error kinds: {', '.join(ERROR_KINDS)}")
             rows.append((config, gflops, kind or None, {"median_s": median, "measurements": count}))
         if columns is None:
             raise DatasetError(f"{path}: the table has no column line")
         for key in ("format", "format_version", "rows", "valid"):
             header.pop(key, None)
         return Dataset(header, rows, path)
+
+
+def check_header(header: dict, where: str = "dataset") -> None:
+    """DatasetError, naming ``where`` (the file and line) and the field, unless the header's task fields have the
+    types a dataset needs: ``workload`` a name, ``sizes`` an object of integers, ``threads`` an integer >= 1,
+    ``flops`` a positive number, ``knobs`` an object of non-empty value lists, ``target`` an object if given.
+
+    Example::
+
+        >>> check_header({"workload": "matmul", "sizes": {"M": 8}, "threads": 1, "flops": 2.0, "knobs": {"a": [1]}})
+        >>> check_header({"workload": "matmul", "sizes": [8], "threads": 1, "flops": 2.0, "knobs": {}}, "m.csv:1")
+        Traceback (most recent call last):
+        ...
+        tuner.dataset.DatasetError: m.csv:1: the header's 'sizes' must be an object of NAME: integer, got [8]
+    """
+    for key in ("workload", "sizes", "threads", "flops", "knobs"):
+        if key not in header:
+            raise DatasetError(f"{where}: the header has no {key!r}")
+
+    def integer(v) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool)
+
+    problems = {
+        "workload": not isinstance(header["workload"], str) and "a workload name",
+        "sizes": not (isinstance(header["sizes"], dict) and all(integer(v) for v in header["sizes"].values()))
+        and "an object of NAME: integer",
+        "threads": not (integer(header["threads"]) and header["threads"] >= 1) and "an integer >= 1",
+        "flops": not ((integer(header["flops"]) or isinstance(header["flops"], float))
+                      and math.isfinite(header["flops"]) and header["flops"] > 0) and "a positive number",
+        "knobs": not (isinstance(header["knobs"], dict)
+                      and all(isinstance(v, list) and v for v in header["knobs"].values()))
+        and "an object of KNOB: [its values, ...]",
+        "target": header.get("target") is not None and not isinstance(header["target"], dict) and "an object",
+    }
+    for key, want in problems.items():
+        if want:
+            raise DatasetError(f"{where}: the header's {key!r} must be {want}, got {header[key]!r}")
 
 
 def _apply_nothing(schedule, config) -> None:
@@ -373,6 +424,8 @@ def check_output_path(path: str) -> None:
         ...
         tuner.dataset.DatasetError: cannot write dataset ...: it is a folder
     """
+    if not path.strip():
+        raise DatasetError("cannot write a dataset to an empty path; name a .csv file")
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
         raise DatasetError(f"cannot write dataset {path}: folder {folder} does not exist")

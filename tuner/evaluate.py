@@ -100,6 +100,10 @@ def evaluate_dataset(dataset, models=None, train_fraction: float = 0.5, splits: 
     if models is None:
         load_entry_points("cost model")
         models = list(COST_MODELS)
+    if not dataset.valid_count:
+        from tuner.dataset import DatasetError
+        where = f"dataset {dataset.path}" if dataset.path else "the dataset"
+        raise DatasetError(f"{where} has no valid config to rank (0 of its {len(dataset)} rows are valid)")
     task = replay_task(dataset)
     feats = table_features(dataset, task)
     best = dataset.best_gflops

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import sys
 
-from tuner.cli import TuneFlagError, check_plot_flag, check_plugin_flags
+from tuner.cli import TuneFlagError, check_jobs_flag, check_plot_flag, check_plugin_flags, check_threads_flag
 
 
 def _names(text: str, flag: str) -> list[str]:
@@ -53,9 +53,13 @@ def cmd_compare(args, workload, sizes) -> dict:
     from tuner.task import Task
     strategies = _names(args.strategies, "--strategies")
     check_plugin_flags(strategies, [args.cost_model], strategy_flag="--strategies")
-    for flag, v in (("--trials", args.trials), ("--seeds", args.seeds), ("--jobs", args.jobs or 1)):
+    for flag, v in (("--trials", args.trials), ("--seeds", args.seeds)):
         if v < 1:
             raise TuneFlagError(f"{flag}: must be at least 1, got {v}")
+    check_jobs_flag(args.jobs)
+    check_threads_flag(args.threads)
+    if not args.timeout > 0:
+        raise TuneFlagError(f"--timeout: must be a positive number of seconds, got {args.timeout}")
     check_plot_flag(args.plot)
     say = (lambda *a: print(*a, file=sys.stderr)) if args.json else print
     task = dataset = None
@@ -65,6 +69,9 @@ def cmd_compare(args, workload, sizes) -> dict:
             raise TuneFlagError(f"--replay: {args.replay} is a dataset of {dataset.workload!r}, not {workload.name!r}")
         if (args.preset or args.size) and dataset.sizes != sizes:
             raise TuneFlagError(f"--replay: {args.replay} was measured at sizes {dataset.sizes}, not {sizes}")
+        if not dataset.valid_count:
+            raise TuneFlagError(f"--replay: {args.replay} has no valid config to find (0 of its {len(dataset)} "
+                                f"rows are valid)")
         say(f"replaying {len(dataset)} configs of {args.replay} ({dataset.valid_count} valid, best "
             f"{dataset.best_gflops:.1f} GFLOPS): {len(strategies)} strategies x {args.seeds} seeds x "
             f"{min(args.trials, len(dataset))} trials")
@@ -112,20 +119,24 @@ def cmd_dataset(args) -> dict:
 
 
 def _dataset_export(args, workload, sizes) -> dict:
-    from tuner.cli import _open_db
+    from tuner.cli import _db_source, _open_db
+    from tuner.database import DatabaseError, default_db_path
     from tuner.dataset import DatasetError, check_output_path, from_records
-    from tuner.database import default_db_path
     from tuner.task import Task
-    if args.threads is not None and args.threads < 1:
-        raise TuneFlagError(f"--threads: must be at least 1, got {args.threads}")
+    check_threads_flag(args.threads)
     try:
         check_output_path(args.output)
     except DatasetError as e:
         raise TuneFlagError(f"-o: {e}") from None
     task = Task.create(workload.name, sizes=sizes, threads=args.threads)
-    path = args.db or default_db_path()
-    if path != ":memory:" and not os.path.exists(path):
-        raise TuneFlagError(f"--db: no tuning database at {path}")
+    if args.db is not None and not args.db.strip():
+        raise TuneFlagError("--db: the path is empty; name a tuning database file")
+    try:
+        path = args.db or default_db_path()
+    except DatabaseError as e:
+        raise TuneFlagError(f"{_db_source(args.db)}: {e}") from None
+    if path != ":memory:" and not os.path.exists(os.path.expanduser(path)):
+        raise TuneFlagError(f"{_db_source(args.db)}: no tuning database at {path}")
     db = _open_db(args.db)
     try:
         records = db.records(task.key)

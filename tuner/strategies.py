@@ -27,7 +27,8 @@ from tensorlang.errors import UsageError
 from tuner.costmodel import CostModel, make_cost_model
 from tuner.space import Space, config_key
 
-__all__ = ["Observation", "Strategy", "STRATEGIES", "featurize_all", "register_strategy", "make_strategy"]
+__all__ = ["Observation", "Strategy", "STRATEGIES", "featurize_all", "register_strategy", "make_strategy",
+           "optuna_samplers", "sampler_problem"]
 
 
 @dataclass(frozen=True)
@@ -279,6 +280,46 @@ class GeneticSearch(Strategy):
 _SUBSTITUTE = object()  # a pending config that replaced optuna's own proposal: added as a trial when observed
 
 
+def optuna_samplers() -> list[str]:
+    """The optuna sampler classes :class:`BayesianSearch` can make: those that take a ``seed`` and need no other
+    argument (``GridSampler`` needs its grid, ``PartialFixedSampler`` its fixed values: they are left out).
+
+    Example::
+
+        >>> names = optuna_samplers()
+        >>> "TPESampler" in names, "GridSampler" in names, "BaseSampler" in names
+        (True, False, False)
+    """
+    import inspect
+
+    import optuna
+    out = []
+    for name in dir(optuna.samplers):
+        cls = getattr(optuna.samplers, name)
+        if not (name.endswith("Sampler") and not name.startswith("Base") and isinstance(cls, type)):
+            continue
+        params = inspect.signature(cls).parameters
+        needs = [p for p in params.values() if p.default is p.empty and p.name != "seed"
+                 and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+        if "seed" in params and not needs:
+            out.append(name)
+    return out
+
+
+def sampler_problem(name: str) -> str:
+    """Why ``name`` is not one of :func:`optuna_samplers`, as a phrase for an error message.
+
+    Example::
+
+        >>> sampler_problem("GridSampler"), sampler_problem("NoSampler")
+        ("optuna's GridSampler needs more arguments than a seed", "optuna has no sampler 'NoSampler'")
+    """
+    import optuna
+    if isinstance(getattr(optuna.samplers, name, None), type) and not name.startswith("Base"):
+        return f"optuna's {name} needs more arguments than a seed"
+    return f"optuna has no sampler {name!r}"
+
+
 class BayesianSearch(Strategy):
     """optuna's ask/tell with one categorical parameter per knob, maximising GFLOPS (invalid configs count 0).
 
@@ -294,10 +335,10 @@ class BayesianSearch(Strategy):
         super().__init__(space, seed, **kw)
         import optuna
         optuna.logging.set_verbosity(optuna.logging.WARNING)
-        cls = getattr(optuna.samplers, sampler, None)
-        if cls is None or not isinstance(cls, type):
-            legal = [n for n in dir(optuna.samplers) if n.endswith("Sampler") and not n.startswith("Base")]
-            raise UsageError(f"bayesian: optuna has no sampler {sampler!r}; samplers: {', '.join(legal)}")
+        legal = optuna_samplers()
+        if sampler not in legal:
+            raise UsageError(f"bayesian: {sampler_problem(sampler)}; samplers: {', '.join(legal)}")
+        cls = getattr(optuna.samplers, sampler)
         args = {"seed": seed}
         if sampler == "TPESampler":
             args.update(constant_liar=True, multivariate=True, n_startup_trials=10)
@@ -475,6 +516,9 @@ def register_strategy(name: str, cls: type) -> None:
         raise UsageError(f"a strategy name is a non-empty word, got {name!r}")
     if not (isinstance(cls, type) and issubclass(cls, Strategy)):
         raise UsageError(f"strategy {name!r}: {cls!r} is not a subclass of tuner.strategies.Strategy")
+    if cls._propose is Strategy._propose and cls.propose is Strategy.propose:
+        raise UsageError(f"strategy {name!r}: {cls.__name__} does not implement _propose(n) (is it the abstract "
+                         f"base class?)")
     if name in STRATEGIES and STRATEGIES[name] is not cls:
         raise UsageError(f"a strategy called {name!r} is already registered ({STRATEGIES[name].__name__})")
     STRATEGIES[name] = cls

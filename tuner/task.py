@@ -65,6 +65,7 @@ class Task:
             if unknown:
                 raise UsageError(f"workload {workload!r} has no size {unknown[0]!r}; sizes: {', '.join(bound)}")
             bound.update(sizes)
+            w.check_sizes(bound)
         try:
             check_sizes(tl.op(w.source), bound)
         except BuildError as e:

@@ -220,9 +220,11 @@ class Tuner:
     def retime_candidates(self) -> list[dict]:
         """The ``retime_top`` fastest distinct configs of the task's records, plus the winner of its last
         re-timing and the ``start`` configs (either may have measured slower than these in its own short
-        trial: the hand config then still competes)."""
+        trial: the hand config then still competes). Records whose config today's space refuses (measured with
+        another version of the space) are left out: they cannot be built again."""
         out: dict[str, dict] = {}
-        valid = sorted(self.db.records(self.task.key, valid_only=True), key=lambda r: (r.median_s, r.id))
+        valid = sorted((r for r in self.db.records(self.task.key, valid_only=True) if self._fits(r.config)),
+                       key=lambda r: (r.median_s, r.id))
         for rec in valid:
             if len(out) >= self.retime_top:
                 break
@@ -234,9 +236,16 @@ class Tuner:
         last = self.db.retimed(self.task.key, current_only=False)
         if last and self.retime_top:
             winner = min(last, key=lambda k: (last[k], k))
-            if winner not in out:
+            if winner not in out and self._fits(json.loads(winner)):
                 out[winner] = json.loads(winner)
         return list(out.values())
+
+    def _fits(self, config: dict) -> bool:
+        try:
+            self.task.space.validate(dict(config))
+        except UsageError:
+            return False
+        return True
 
     def _retime(self, runner, summary: TuneSummary) -> None:
         """Time the top candidates again, longer and interleaved, and let that choose the best record."""
