@@ -329,6 +329,11 @@ class _Parser:
             lhs_vars.append(ix.id)
             var_locs[ix.id] = iloc
         rhs_tree = self.parse_piece(_Piece(rhs_p.text.rstrip(), rhs_p.line, rhs_p.col0), "eval", "the right side")
+        depth = _ast_depth(rhs_tree.body)
+        if depth > MAX_EXPR_DEPTH:
+            raise self.error(f"the right side is nested {depth} levels deep, more than {MAX_EXPR_DEPTH} (a chain "
+                             f"like `a + b + c` is a level a term): compute parts of it in stages of their own",
+                             self.loc_of(rhs_tree.body, rhs_p))
         self._var_locs = var_locs
         rhs = self.value(rhs_tree.body, rhs_p)
         if rhs.dtype == "bool":
@@ -577,6 +582,24 @@ class _Parser:
 
 
 # ---- text helpers ----
+
+#: The deepest right side a statement may have, in levels of the expression tree: the compiler's passes recurse
+#: on the tree, and a few hundred levels is far beyond any real kernel.
+MAX_EXPR_DEPTH = 256
+
+
+def _ast_depth(node: ast.AST) -> int:
+    """The number of levels of the expression tree under `node` (its value nodes: a subscript's index and an
+    operator node do not add a level), counted without recursion."""
+    deepest, stack = 0, [(node, 1)]
+    while stack:
+        n, d = stack.pop()
+        deepest = max(deepest, d)
+        for child in ast.iter_child_nodes(n):
+            if isinstance(child, ast.expr):
+                stack.append((child, d + 1))
+    return deepest
+
 
 def _strip_comment(text: str) -> str:
     return text.split("#", 1)[0].rstrip()

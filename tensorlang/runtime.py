@@ -200,8 +200,12 @@ def build(what: Op | Schedule, **sizes: int) -> Kernel:
     if hit is not None:
         return hit
     t0 = time.perf_counter()
-    func = sched.lowered()
-    llvm_ir = str(emit_module(func, vector_bits=target.vector_bits()))
+    try:
+        func = sched.lowered()
+        llvm_ir = str(emit_module(func, vector_bits=target.vector_bits()))
+    except RecursionError:  # the passes recurse on expressions: inlining hundreds of stages into one goes too deep
+        raise BuildError(f"{sched.op.name}: an expression of the scheduled program is nested too deeply to compile "
+                         f"(stages inlined into one another add up); compute_root some of them") from None
     engine, mod = compile_ir(llvm_ir, target)
     kernel = Kernel(sched, func, llvm_ir, engine, mod, target, time.perf_counter() - t0)
     with _cache_lock:
@@ -225,7 +229,7 @@ class LoadedKernel(Kernel):
         try:
             self.op = parse(meta["source"])
         except TensorlangError:  # a program this version no longer reads: the checks need only names
-            self.op = SimpleNamespace(name=meta["op"], inputs=[b["name"] for b in meta["inputs"]],
+            self.op = SimpleNamespace(name=meta["op"], inputs=tuple(b["name"] for b in meta["inputs"]),
                                       outputs=tuple(b["name"] for b in meta["outputs"]))
         self.func, self._llvm_ir, self._engine, self._module = None, None, None, None
         self.target = Target(**meta["target"])

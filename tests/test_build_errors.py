@@ -394,3 +394,22 @@ def test_out_list_for_one_output_is_not_an_array(scale_kernel):
 def test_out_wrong_dtype_suggests_an_array_of_that_dtype_not_astype(scale_kernel):
     msg = call_error(scale_kernel, np.zeros(4, np.float32), out=np.empty(4, np.float64))
     assert "expected float32" in msg and "np.empty((4,), np.float32)" in msg and "astype" not in msg
+
+
+def test_inlining_hundreds_of_stages_into_one_is_a_build_error_not_a_recursion_error():
+    n = 400
+    lines = [f"def f(A: f32[N]) -> T{n}:", "    T0[i] = A[i] + 1.0"]
+    lines += [f"    T{k}[i] = T{k - 1}[i] * 0.5 + 1.0" for k in range(1, n + 1)]
+    s = tl.schedule(tl.op("\n".join(lines)), N=8)
+    for k in range(n):
+        s[f"T{k}"].compute_inline()
+    with pytest.raises(tl.BuildError, match="nested too deeply to compile .*compute_root some of them"):
+        tl.build(s)
+    s = tl.schedule(tl.op("\n".join(lines)), N=8)
+    for k in range(0, n, 2):  # every other stage inlined: shallow enough
+        s[f"T{k}"].compute_inline()
+    got = tl.build(s)(np.zeros(8, np.float32))
+    want = np.float32(0)
+    for _ in range(n + 1):
+        want = np.float32(want * np.float32(0.5) + np.float32(1))
+    np.testing.assert_allclose(got, np.full(8, want), rtol=1e-6)

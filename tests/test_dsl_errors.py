@@ -13,6 +13,7 @@ Run: ``PYTHONPATH=/work/main .venv/bin/pytest tests/test_dsl_errors.py -q``
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 import tensorlang as tl
@@ -879,3 +880,15 @@ def test_unknown_bare_name_on_the_right_side():
 def test_an_expression_too_deep_to_parse_is_a_dsl_error_not_a_recursion_error():
     e = op_error("def f(A: f32[N]) -> B:\n    B[i] = A[i]" + " + A[i]" * 3000 + "\n")
     assert "an expression is nested too deeply to parse" in str(e) and e.line is None
+
+
+def test_a_right_side_deeper_than_the_compiler_takes_is_refused_where_it_starts():
+    from tensorlang.parse import MAX_EXPR_DEPTH
+    terms = MAX_EXPR_DEPTH - 1  # a chain of n reads is n + 1 levels deep: the reads' own tensor and index add one
+    ok = "def f(A: f32[N]) -> B:\n    B[i] = " + " + ".join(["A[i]"] * terms)
+    k = tl.build(tl.op(ok), N=3)  # the deepest right side allowed builds and computes
+    assert k(np.ones(3, np.float32)).tolist() == [terms] * 3
+    src = ok + " + A[i]"
+    e = op_error(src)
+    assert e.line == 2 and e.col == 12
+    assert f"nested {MAX_EXPR_DEPTH + 1} levels deep, more than {MAX_EXPR_DEPTH}" in e.message
