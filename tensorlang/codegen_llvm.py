@@ -683,6 +683,8 @@ class _Emitter:
         t = args[0].type
         if fn == "exp" and dtype == "f32":
             return self.exp_f32(args[0])
+        if fn == "tanh" and dtype == "f32":
+            return self.tanh_f32(args[0])
         if fn in ("max", "min") and DTYPES[dtype].is_float:
             return self.fminmax(fn, args[0], args[1])
         if fn == "abs" and not DTYPES[dtype].is_float:
@@ -732,6 +734,28 @@ class _Emitter:
             y = b.select(b.fcmp_ordered(">", x, c(hi)), c(float("inf")), p)
             y = b.select(b.fcmp_ordered("<", x, c(lo)), c(0.0), y)
         return b.select(b.fcmp_unordered("uno", x, x), x, y)
+
+    def tanh_f32(self, x: ll.Value) -> ll.Value:
+        """tanh for f32 (scalars and vectors) without a libm call, branch-free (Cephes' tanhf): for |x| < 0.625
+        an odd polynomial, x + x*z*P(z) with z = x*x; above, sign(x) * (1 - 2/(exp(2|x|) + 1)) with
+        :meth:`exp_f32` (exp overflows to inf past |x| = 44, giving exactly 1). NaN stays NaN. A vectorized
+        loop calls it a vector at a time; llvm.tanh was a libm call a lane."""
+        b = self.b
+
+        def c(v):
+            return self.const("f32", v, x)
+
+        t = x.type
+        ax = self.b.call(self.intrinsic("llvm.fabs", t, [t], [t]), [x])
+        z = b.fmul(x, x, flags=FAST)
+        p = c(-5.70498872745e-3)
+        for k in (2.06390887954e-2, -5.37397155531e-2, 1.33314422036e-1, -3.33332819422e-1):
+            p = b.fadd(b.fmul(p, z, flags=FAST), c(k), flags=FAST)
+        small = b.fadd(b.fmul(b.fmul(p, z, flags=FAST), x, flags=FAST), x, flags=FAST)
+        e = self.exp_f32(b.fadd(ax, ax))
+        big = b.fsub(c(1.0), b.fdiv(c(2.0), b.fadd(e, c(1.0))))
+        y = b.select(b.fcmp_ordered("<", ax, c(0.625)), small, b.select(b.fcmp_unordered("uno", x, x), x, big))
+        return self.b.call(self.intrinsic("llvm.copysign", t, [t, t], [t]), [y, x])  # odd: tanh(-0.0) is -0.0
 
     def cast(self, v: ll.Value, src: str, dst: str) -> ll.Value:
         b = self.b
