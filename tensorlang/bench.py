@@ -17,7 +17,16 @@ import tempfile
 
 import numpy as np
 
-from .errors import UsageError
+from .errors import TensorlangError, UsageError
+
+class BaselineError(TensorlangError, RuntimeError):
+    """A library baseline (numpy or PyTorch) failed in its subprocess: out of memory at the sizes asked for, a
+    crash of the library; the message ends with the worker's last line of stderr. The CLI prints it as one line.
+
+    >>> issubclass(BaselineError, TensorlangError)
+    True
+    """
+
 
 _BASELINE_WORKER = r"""
 import json, sys
@@ -84,7 +93,7 @@ def baseline(w, sizes: dict, inputs: list, threads: int, min_runs: int, min_time
     """Time a library's formulation of the workload on `inputs` in a fresh process with `threads` threads:
     `kind` "numpy" (`numpy_fast`, else `reference`; with `coretype`, OpenBLAS's kernel family) or "torch"
     (`torch_fast`). Returns {"median_s", "runs", "version", "outputs"} (the outputs of the first call, as numpy
-    arrays); a RuntimeError carries the worker's last line of stderr when it fails.
+    arrays); a BaselineError carries the worker's last line of stderr when it fails.
 
     Example::
 
@@ -112,7 +121,7 @@ def baseline(w, sizes: dict, inputs: list, threads: int, min_runs: int, min_time
                            timeout=600)
         if r.returncode != 0:
             last = r.stderr.strip().splitlines()[-1] if r.stderr.strip() else f"exit status {r.returncode}"
-            raise RuntimeError(f"{kind} baseline failed: {last}")
+            raise BaselineError(f"{kind} baseline failed: {last}")
         result = json.loads(r.stdout)
         n = len([f for f in os.listdir(tmp) if f.startswith("out")])
         result["outputs"] = [np.load(os.path.join(tmp, f"out{i}.npy")) for i in range(n)]

@@ -184,3 +184,15 @@ def test_vs_torch_benchmark_refuses_bad_flags(args, message):
     r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "vs_torch.py"), *args], capture_output=True,
                        text=True, cwd=ROOT, timeout=120)
     assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr
+
+
+def test_a_baseline_that_fails_in_its_worker_is_a_tensorlang_error_with_its_last_line():
+    import numpy as np
+
+    import schedules
+    import tensorlang as tl
+    from tensorlang.bench import BaselineError, baseline
+    A, B = np.ones((2, 3), np.float32), np.ones((4, 5), np.float32)  # shapes numpy's matmul refuses
+    with pytest.raises(BaselineError, match="numpy baseline failed: ValueError: matmul: .*mismatch") as e:
+        baseline(schedules.get("matmul"), {"M": 2, "N": 5, "K": 3}, [A, B], 1, 1, 0.0)
+    assert isinstance(e.value, tl.TensorlangError)
