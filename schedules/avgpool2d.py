@@ -14,7 +14,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from schedules.maxpool2d import apply_config, flops, make_inputs, pool_knobs  # the same loops as max pooling
+from schedules.maxpool2d import (  # the same loops and windows as max pooling
+    apply_config,
+    flops,
+    make_inputs,
+    pool_knobs,
+    window_views,
+)
 from schedules.workload import Workload
 from tuner.space import Space
 
@@ -68,14 +74,9 @@ def numpy_fast(I, *, KH, KW, stride, **sizes):
         >>> O.shape, O.dtype, bool(np.allclose(O, reference(I, KH=3, KW=3, stride=2), atol=1e-6))
         ((1, 2, 3, 4), dtype('float32'), True)
     """
-    N, C, H, W = I.shape
-    OH = (H - KH) // stride + 1
-    OW = (W - KW) // stride + 1
     out = None
-    for r in range(KH):
-        for t in range(KW):
-            v = I[:, :, r:r + stride * (OH - 1) + 1:stride, t:t + stride * (OW - 1) + 1:stride]
-            out = v.copy() if out is None else np.add(out, v, out=out)
+    for v in window_views(I, KH, KW, stride):
+        out = v.copy() if out is None else np.add(out, v, out=out)
     out *= np.float32(1.0 / (KH * KW))
     return out
 

@@ -170,15 +170,28 @@ def numpy_fast(I, *, KH, KW, stride, **sizes):
         >>> O.shape, bool(np.array_equal(O, reference(I, KH=3, KW=3, stride=2)))
         ((1, 2, 3, 4), True)
     """
-    N, C, H, W = I.shape
+    out = None
+    for v in window_views(I, KH, KW, stride):
+        out = v.copy() if out is None else np.maximum(out, v, out=out)
+    return out
+
+
+def window_views(I, KH: int, KW: int, stride: int):
+    """Yield the KH*KW strided views of ``I[N, C, H, W]``, one per window offset, each ``[N, C, OH, OW]``: the
+    view of offset (r, s) holds ``I[n, c, h*stride + r, w*stride + s]`` (windows that do not fit are dropped).
+
+    Example::
+
+        >>> import numpy as np
+        >>> [v.shape for v in window_views(np.zeros((1, 1, 5, 4)), 2, 2, 2)]
+        [(1, 1, 2, 2), (1, 1, 2, 2), (1, 1, 2, 2), (1, 1, 2, 2)]
+    """
+    H, W = I.shape[2], I.shape[3]
     OH = (H - KH) // stride + 1
     OW = (W - KW) // stride + 1
-    out = None
     for r in range(KH):
-        for t in range(KW):
-            v = I[:, :, r:r + stride * (OH - 1) + 1:stride, t:t + stride * (OW - 1) + 1:stride]
-            out = v.copy() if out is None else np.maximum(out, v, out=out)
-    return out
+        for s in range(KW):
+            yield I[:, :, r:r + stride * (OH - 1) + 1:stride, s:s + stride * (OW - 1) + 1:stride]
 
 
 def torch_fast(torch, I, *, KH, KW, stride, **sizes):
