@@ -156,12 +156,30 @@ def _db_source(path) -> str:
 
 def _open_db(path):
     from tuner.database import Database, DatabaseError
-    if path is not None and not str(path).strip():
-        raise TuneFlagError("--db: the path is empty; name a tuning database file")
+    _check_db_flag(path)
     try:
         return Database(path)
     except DatabaseError as e:
         raise TuneFlagError(f"{_db_source(path)}: {e}") from None
+
+
+def _check_db_flag(path) -> None:
+    if path is not None and not str(path).strip():
+        raise TuneFlagError("--db: the path is empty; name a tuning database file")
+
+
+def _existing_db(db_path):
+    """(the path ``db_path`` or the default resolves to, the opened Database or None when no file is there yet:
+    reading never creates one); TuneFlagError naming where the path came from."""
+    from tuner.database import DatabaseError, default_db_path
+    _check_db_flag(db_path)
+    try:
+        path = db_path or default_db_path()
+    except DatabaseError as e:
+        raise TuneFlagError(f"{_db_source(db_path)}: {e}") from None
+    if path != ":memory:" and not os.path.exists(os.path.expanduser(path)):
+        return path, None
+    return path, _open_db(db_path)
 
 
 def record_schedule(rec, op, path):
@@ -424,17 +442,10 @@ def best_record(workload, sizes, threads, db_path):
         >>> task.describe().split(" on ")[0], rec, path
         ('matmul(M=64, N=48, K=32)', None, '/no/such.db')
     """
-    from tuner.database import DatabaseError, default_db_path
     task = Task.create(workload.name, sizes=sizes, threads=threads)
-    if db_path is not None and not str(db_path).strip():
-        raise TuneFlagError("--db: the path is empty; name a tuning database file")
-    try:
-        path = db_path or default_db_path()
-    except DatabaseError as e:
-        raise TuneFlagError(f"{_db_source(db_path)}: {e}") from None
-    if path != ":memory:" and not os.path.exists(os.path.expanduser(path)):
+    path, db = _existing_db(db_path)
+    if db is None:
         return task, None, path
-    db = _open_db(db_path)
     try:
         return task, db.best(task.key), db.path
     finally:

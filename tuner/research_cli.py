@@ -119,8 +119,7 @@ def cmd_dataset(args) -> dict:
 
 
 def _dataset_export(args, workload, sizes) -> dict:
-    from tuner.cli import _db_source, _open_db
-    from tuner.database import DatabaseError, default_db_path
+    from tuner.cli import _db_source, _existing_db
     from tuner.dataset import DatasetError, check_output_path, from_records
     from tuner.task import Task
     check_threads_flag(args.threads)
@@ -129,15 +128,9 @@ def _dataset_export(args, workload, sizes) -> dict:
     except DatasetError as e:
         raise TuneFlagError(f"-o: {e}") from None
     task = Task.create(workload.name, sizes=sizes, threads=args.threads)
-    if args.db is not None and not args.db.strip():
-        raise TuneFlagError("--db: the path is empty; name a tuning database file")
-    try:
-        path = args.db or default_db_path()
-    except DatabaseError as e:
-        raise TuneFlagError(f"{_db_source(args.db)}: {e}") from None
-    if path != ":memory:" and not os.path.exists(os.path.expanduser(path)):
+    path, db = _existing_db(args.db)
+    if db is None:
         raise TuneFlagError(f"{_db_source(args.db)}: no tuning database at {path}")
-    db = _open_db(args.db)
     try:
         records = db.records(task.key)
     finally:
