@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from .errors import BuildError
-from .simplify import simplify
+from .simplify import _linear, simplify
 from .ir import (Allocate, BinOp, Call, Cast, Cmp, Expr, For, Func, If, IntImm, Let, Load, Logic, Neg, Not, Select,
                  Seq, Store, Var, all_of)
 
@@ -27,11 +27,40 @@ def interval(e: Expr, env: dict[str, tuple[int, int]]) -> Interval:
     """
     computed = _interval(e, env)
     fact = env.get(e) if env and not isinstance(e, (IntImm, Var)) else None
+    if fact is None and env and _FACTS in env and isinstance(e, BinOp) and e.op in ("+", "-"):
+        fact = _linear_fact(e, env)
     if fact is None:
         return computed
     if computed is None:
         return fact
     return (max(fact[0], computed[0]), min(fact[1], computed[1]))
+
+
+_FACTS = "#facts"  # env key: the expressions that `if` conditions bound (besides plain variables)
+
+
+def _linear_fact(e: Expr, env: dict) -> Interval:
+    """Bounds of the sum `e` from a fact about a part of it: `e = key + rest` where a condition bounds `key`
+    and the loop ranges bound `rest`, so that `if i_o*4 - 1 <= 7` proves `A[a + i_o*4 - 1]` for `a in 0:6`."""
+    terms, const = _linear(e)
+    out = None
+    for key in env[_FACTS]:
+        kterms, kconst = _linear(key)
+        if not kterms or any(terms.get(a) != c for a, c in kterms.items()):
+            continue
+        lo = hi = const - kconst
+        for atom, c in terms.items():
+            if atom in kterms:
+                continue
+            r = interval(atom, env)
+            if r is None:
+                break
+            lo, hi = lo + min(c * r[0], c * r[1]), hi + max(c * r[0], c * r[1])
+        else:
+            klo, khi = env[key]
+            cand = (klo + lo, khi + hi)
+            out = cand if out is None else (max(out[0], cand[0]), min(out[1], cand[1]))
+    return out
 
 
 def _interval(e: Expr, env) -> Interval:
@@ -99,6 +128,7 @@ def _refine(cond: Expr, env: dict) -> dict:
             out[key.name] = (lo, hi)
         else:
             out[key] = (lo, hi)
+            out[_FACTS] = out.get(_FACTS, frozenset()) | {key}
     return out
 
 

@@ -327,7 +327,7 @@ class Lowerer:
                     first = ir.all_of(ir.Cmp("==", var[r.name], ir.const(r.lo)) for r in outer_red)
                     write_back = ir.If(first, write(back), accumulate) if folded_init else accumulate
                 body = ir.Allocate(buf, ir.seq(*init, body, write_back))
-            for lc, copy in self.copies_at(copies, lp.name):
+            for lc, copy in self.copies_at(copies, lp.name, ranges):
                 body = ir.Allocate(lc.buffer, ir.seq(copy, body))
             # producers computed here come first: a cache_read at this loop may copy what they compute
             producers = self.producers_at(name, lp.name, exprs, ranges, prefix, loops[:depth + 1])
@@ -517,7 +517,7 @@ class Lowerer:
             out[tensor] = (axis, LocalCopy(buf, region, parts))
         return out
 
-    def copies_at(self, copies: dict, loop_name: str) -> list[tuple]:
+    def copies_at(self, copies: dict, loop_name: str, ranges: dict) -> list[tuple]:
         """(LocalCopy, copy loop nest) for each tensor cached at loop `loop_name`: the region, read with padding
         (0 outside the tensor), stored in the local layout. The loops run in the local buffer's order, so that
         the stores are contiguous and no index is divided; a panel's last block may hold a few extra elements."""
@@ -539,8 +539,32 @@ class Lowerer:
             body: ir.Stmt = ir.Store(lc.buffer, tuple(pvars), ir.Load(src, glob, pad=True))
             for pv, ext in reversed(list(zip(pvars, lc.buffer.shape))):
                 body = ir.For(pv, ir.const(0), ir.const(ext), body)
+            inside = _copy_inside(lc, src.shape, ranges)
+            if inside is not None:  # the same copy twice: where the test holds, no read needs its padding guard
+                body = ir.If(inside, body, body)
             out.append((lc, body))
         return out
+
+
+def _copy_inside(lc: LocalCopy, shape: tuple, ranges: dict) -> ir.Expr | None:
+    """The test, on the loops around a cache_read copy, that every element the copy reads (its whole local buffer,
+    the padding of a last block included) lies inside the tensor of `shape`; None where that is provable from
+    `ranges` alone, or where the buffer covers more than the tensor. Versioning the copy on it lets the interior
+    blocks copy without a guard per element (a guarded read is a gather in vector code)."""
+    covered = list(lc.region.extents)
+    for (d, kind, block), n in zip(lc.layout, lc.buffer.shape):
+        if kind == "outer":
+            covered[d] = n * block
+    conds = []
+    for m, ext, n in zip(lc.region.mins, covered, shape):
+        if ext > n:
+            return None
+        r = interval(m, ranges)
+        if r is None or r[0] < 0:
+            conds.append(ir.Cmp(">=", m, ir.const(0)))
+        if r is None or r[1] > n - ext:
+            conds.append(ir.Cmp("<=", m, ir.const(n - ext)))
+    return ir.all_of(conds) if conds else None
 
 
 def _relocate(s: ir.Stmt, name: str, local: ir.Buffer, mins: list, defs: dict) -> ir.Stmt:

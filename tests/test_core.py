@@ -108,6 +108,27 @@ def test_bounds_check_uses_if_conditions():
     assert check_bounds(ir.Func("f", (X,), body), strict=True).guards == 0
 
 
+def test_bounds_check_uses_a_condition_on_part_of_a_sum():
+    """`if o*4 - 1 >= 0 and o*4 - 1 <= 7` bounds the part `o*4 - 1` of the index `a + o*4 - 1`; the loop
+    bounds `a`: the read A[a + o*4 - 1] is proven inside A[13] without a guard, and one that the condition
+    does not cover (a + o*4 + 1) still gets its guard."""
+    A = ir.Buffer("A", "f32", (13,), "input")
+    X = ir.Buffer("X", "f32", (4, 6), "output")
+    o, a = ir.Var("o"), ir.Var("a")
+    start = ir.BinOp("-", ir.BinOp("*", o, ir.const(4)), ir.const(1))
+    cond = ir.Logic("and", ir.Cmp(">=", start, ir.const(0)), ir.Cmp("<=", start, ir.const(7)))
+
+    def nest(shift):
+        idx = simplify(ir.BinOp("+", ir.BinOp("+", a, start), ir.const(shift)))
+        copy = ir.For(a, ir.const(0), ir.const(6), ir.Store(X, (o, a), ir.Load(A, (idx,), pad=True)))
+        return ir.For(o, ir.const(0), ir.const(4), ir.If(cond, copy))
+
+    proven = check_bounds(ir.Func("f", (A, X), nest(0)))
+    assert [ld.guard for ld in ir.loads(proven.body.body.then.body.value)] == [()]
+    beyond = check_bounds(ir.Func("f", (A, X), nest(2)))
+    assert [ld.guard for ld in ir.loads(beyond.body.body.then.body.value)] == [(True,)]
+
+
 def test_schedule_json_round_trip():
     op = tl.op("def f(A: f32[N]) -> B:\n    B[i] = A[i] * 3.0")
     s = tl.schedule(op, N=5)

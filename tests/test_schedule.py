@@ -1300,6 +1300,23 @@ def test_cache_read_without_layout():
     assert "A_C_local[m_i, k]" in text
 
 
+def test_cache_read_copies_inner_blocks_without_guards():
+    """A copy that may read outside its tensor (the last block of 4 rows of 13) is versioned: the blocks wholly
+    inside copy without a guard per element (a guarded read is a gather in vector code), the last one with it."""
+    text, _ = run(CASES["cr_no_layout"]())
+    fast = "A_C_local[A_C_local_0, A_C_local_1] = A[A_C_local_0 + m_o*4, A_C_local_1]\n"
+    assert "    if m_o*4 <= 9:\n" in text and fast in text and text.index(fast) < text.index("(0 outside)")
+    # a start that may fall below 0 is tested too
+    padded, _ = run(CASES["cr_padded"]())
+    assert "if i_o*4 - 1 >= 0 and i_o*4 - 1 <= 7:\n" in padded
+    assert "A_B_local[A_B_local_0] = A[A_B_local_0 + i_o*4 - 1]\n" in padded
+    # not versioned: a copy provably inside, and one whose buffer is wider than the tensor (48 columns of 37)
+    inside, _ = run(CASES["cr_intermediate"]())
+    assert "e_Y_local_1] = e[e_Y_local_0 + n, e_Y_local_1]\n" in inside and "if " not in inside
+    wider, _ = run(CASES["cr_pack_B_panels"]())
+    assert wider.count("B_C_local_2] = B[") == 1 and "B_C_local_2] (0 outside)" in wider
+
+
 @case("cr_padded")
 def _cr_padded():
     s = new("pad1d", N=13)
