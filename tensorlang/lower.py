@@ -327,7 +327,9 @@ class Lowerer:
                     first = ir.all_of(ir.Cmp("==", var[r.name], ir.const(r.lo)) for r in outer_red)
                     write_back = ir.If(first, write(back), accumulate) if folded_init else accumulate
                 body = ir.Allocate(buf, ir.seq(*init, body, write_back))
-            for lc, copy in self.copies_at(copies, lp.name, ranges):
+            # a copy outside the stage's parallel loop is split across the threads too, rather than run by one
+            threads = not prefix and any(q.kind == "parallel" for q in loops[depth + 1:])
+            for lc, copy in self.copies_at(copies, lp.name, ranges, threads):
                 body = ir.Allocate(lc.buffer, ir.seq(copy, body))
             # producers computed here come first: a cache_read at this loop may copy what they compute
             producers = self.producers_at(name, lp.name, exprs, ranges, prefix, loops[:depth + 1])
@@ -517,10 +519,11 @@ class Lowerer:
             out[tensor] = (axis, LocalCopy(buf, region, parts))
         return out
 
-    def copies_at(self, copies: dict, loop_name: str, ranges: dict) -> list[tuple]:
+    def copies_at(self, copies: dict, loop_name: str, ranges: dict, threads: bool = False) -> list[tuple]:
         """(LocalCopy, copy loop nest) for each tensor cached at loop `loop_name`: the region, read with padding
         (0 outside the tensor), stored in the local layout. The loops run in the local buffer's order, so that
-        the stores are contiguous and no index is divided; a panel's last block may hold a few extra elements."""
+        the stores are contiguous and no index is divided; a panel's last block may hold a few extra elements.
+        With `threads`, the outermost copy loop (when it has more than one iteration) is parallel."""
         out = []
         for tensor, (axis, lc) in copies.items():
             if axis != loop_name:
@@ -537,8 +540,9 @@ class Lowerer:
                     logical[d] = pv
             glob = tuple(simplify(ir.BinOp("+", m, logical[d])) for d, m in enumerate(lc.region.mins))
             body: ir.Stmt = ir.Store(lc.buffer, tuple(pvars), ir.Load(src, glob, pad=True))
-            for pv, ext in reversed(list(zip(pvars, lc.buffer.shape))):
-                body = ir.For(pv, ir.const(0), ir.const(ext), body)
+            for i, (pv, ext) in reversed(list(enumerate(zip(pvars, lc.buffer.shape)))):
+                body = ir.For(pv, ir.const(0), ir.const(ext), body, "parallel" if threads and i == 0 and ext > 1
+                              else "serial")
             inside = _copy_inside(lc, src.shape, ranges)
             if inside is not None:  # the same copy twice: where the test holds, no read needs its padding guard
                 body = ir.If(inside, body, body)

@@ -1273,6 +1273,26 @@ def test_cache_read_both_operands_with_layouts():
     assert encloses(text, "k_o", "A_C_local_0") and encloses(text, "k_o", "B_C_local_0")
 
 
+@case("cr_copy_split_across_threads")
+def _cr_copy_split_across_threads():
+    s = new("mm", M=13, N=37, K=19)
+    s["C"].split("k", 8)
+    s["C"].split("m", 4)
+    s["C"].reorder("k_o", "m_o", "n", "k_i", "m_i")
+    s["C"].cache_read("B", "k_o", layout=((1, 16), (0, 0), (1, 0)))
+    s["C"].cache_read("A", "m_o")
+    s["C"].parallel("m_o")
+    return s
+
+
+def test_cache_read_copy_outside_the_parallel_loop_is_split_across_threads():
+    """B's copy at k_o runs before the parallel loop m_o: its outer loop (3 panels) is parallel too, rather than
+    one thread copying while the others wait; A's copy, inside the parallel loop, stays serial."""
+    text, _ = run(CASES["cr_copy_split_across_threads"]())
+    assert "for B_C_local_0 in 0:3:  # parallel" in text and "for m_o in 0:4:  # parallel" in text
+    assert "for A_C_local_0 in 0:4:\n" in text and "A_C_local_0 in 0:4:  # parallel" not in text
+
+
 @case("cr_pack_f64")
 def _cr_pack_f64():
     s = _gemm("mm64", M=7, N=19, K=11)
