@@ -64,9 +64,9 @@ def flops(sizes: dict) -> float:
 def hand_schedule(s) -> None:
     """BLIS-style schedule: packed panels of A (6 rows) and B (64 columns), a 6x64 register tile (24
     `<16 x float>` accumulators: 4 vector loads of B and 6 broadcasts of A per 24 FMAs), K unrolled by 4,
-    KC=K up to 1024, MC=6 (MC=12 where KC <= 512: the A panel is 24 KB either way), NC=N up to 1024 with the
-    threads splitting the row blocks (with fewer than 8 row blocks: NC=512 or half of N, the threads splitting
-    the column blocks).
+    KC=K up to 1024, MC=6 (MC=12 where KC <= 512: the A panel is 24 KB either way); from N = 1024, NC=1024
+    with the threads splitting the row blocks, below it NC=512 or half of N with the threads splitting the
+    column blocks.
     (Measured here, one process, interleaved: 6x64 ran 3 to 15% faster than a 12x32 tile on every preset, and
     twice as fast on tall_skinny; KC=512 with MC=24 ran 7 to 12% faster than KC=256 with MC=96: C is written
     back half as often and the A panel stays in L1; MC=12 ran 2% (1024) to 7% (512) faster again than MC=24,
@@ -74,7 +74,7 @@ def hand_schedule(s) -> None:
     with MC=6 ran 3 to 5% faster than KC=512 with MC=12 at 1024 and 2048, on 1 and 2 threads: C is written once,
     with no read-back; then NC=N with the threads on the row blocks 1.2 to 1.7% faster on one thread (A is
     packed once, not once per column block) and level on two, where the B panel's copy is split across the
-    threads.)
+    threads; at 256 and 512, two threads ran 4 to 6% faster on two column blocks.)
 
     Example::
 
@@ -125,8 +125,9 @@ def hand_config(sizes: dict) -> dict | None:
 def _hand_blocks(M: int, N: int, K: int) -> tuple[int, int, int, str]:
     """The hand schedule's blocks and parallel loop: (nc, kc, mc, "io" or "jo"). The k block is all of K up to
     1024 and an A panel holds 6 rows (12 where the k block is at most 512), so that it stays at most 24 KB, in
-    L1. With 8 row blocks or more, a column block is all of N up to 1024 and the threads split the row blocks
-    (A is packed once); with fewer, two column blocks of at most 512 (so that two threads share them).
+    L1. Where N >= 1024 and there are 8 row blocks or more, a column block is all of N up to 1024 and the
+    threads split the row blocks (A is packed once, not once per column block); else two column blocks of at
+    most 512, which two threads share (4 to 6% faster on two threads at 256 and 512, where repacking A is cheap).
 
     Example::
 
@@ -135,7 +136,7 @@ def _hand_blocks(M: int, N: int, K: int) -> tuple[int, int, int, str]:
     """
     kc = min(K, 1024)
     mc = 6 if kc > 512 else 12
-    if -(-M // mc) >= 8:
+    if N >= 1024 and -(-M // mc) >= 8:
         return min(N, 1024), kc, mc, "io"
     nc = min(512, _round_up(N, 128) // 2)
     return nc, kc, mc, "jo" if N > nc else "io"
