@@ -355,7 +355,12 @@ class _Emitter:
         return max(1, min(w, self.vector_bits // bits))
 
     def parallel(self, s: ir.For) -> None:
-        """Outline the loop body into `i32 f(i64 begin, i64 end, ptr closure)` and hand it to the thread pool."""
+        """Outline the loop body into `i32 f(i64 begin, i64 end, ptr closure)` and hand it to the thread pool.
+
+        `f` unpacks the closure and calls `f_body(begin, end, scalars..., ptr noalias buffers...)`, which runs the
+        chunk: the buffers' pointers arrive as `noalias` arguments, as in the kernel itself, so that LLVM knows
+        they do not overlap (loaded from the closure, they lost that, and a parallel loop's body vectorized worse:
+        maxpool2d on one thread 0.087 ms against 0.075 ms for the same loop not parallel)."""
         scalars = [(n, v) for n, v in self.vars.items() if not _is_vec(v)]
         ptrs = list(self.ptrs.items())
         slots = [v.type for _, v in scalars] + [PTR for _ in ptrs]   # every slot is 8 bytes (i64 or ptr)
@@ -374,14 +379,21 @@ class _Emitter:
         run = self.extern(PARALLEL_FOR, I32, [PTR, PTR, I64, I64])
         status = self.b.call(run, [fn, closure, lo, extent])
         self.fail_if(self.b.icmp_signed("!=", status, I32(0)))
-        # callee: unpack and run the chunk
-        sub = _Emitter(self.module, fn, {}, {}, name, self.vector_bits)
+        # callee: unpack the closure and call the chunk's function with the buffers as noalias arguments
+        body_fn = ll.Function(self.module, ll.FunctionType(I32, [I64, I64] + slots), name=f"{name}_body")
+        body_fn.linkage = "internal"
+        unpack = ll.IRBuilder(fn.append_basic_block("entry"))
         begin, end, cl = fn.args
-        for i, (n, v) in enumerate(scalars):
-            sub.vars[n] = sub.b.load(sub.b.gep(cl, [I64(i)], inbounds=True, source_etype=slots[i]), typ=v.type)
-        for j, (n, _) in enumerate(ptrs):
-            p = sub.b.gep(cl, [I64(len(scalars) + j)], inbounds=True, source_etype=PTR)
-            sub.ptrs[n] = sub.b.load(p, typ=PTR)
+        values = [unpack.load(unpack.gep(cl, [I64(i)], inbounds=True, source_etype=t), typ=t)
+                  for i, t in enumerate(slots)]
+        unpack.ret(unpack.call(body_fn, [begin, end, *values]))
+        sub = _Emitter(self.module, body_fn, {}, {}, name, self.vector_bits)
+        begin, end, *args = body_fn.args
+        for (n, _), arg in zip(scalars, args):
+            sub.vars[n] = arg
+        for (n, _), arg in zip(ptrs, args[len(scalars):]):
+            arg.add_attribute("noalias")
+            sub.ptrs[n] = arg
         sub.defs = dict(self.defs)
         sub.n_outlined = self.n_outlined * 100
         sub.loop(ir.For(s.var, s.lo, s.extent, s.body, "serial"), begin=begin, end=end)
