@@ -147,6 +147,51 @@ def test_concurrent_callers_take_turns():
     assert not bad
 
 
+# Put the pool's worker on the caller's CPU, free to leave it, and call a parallel kernel: the worker must move
+# itself off (else both run their chunks on one CPU, one after the other).
+COLOCATED = """
+import os
+import numpy as np
+import tensorlang as tl
+op = tl.op("def g(A: f32[N]) -> B:\\n    B[i] = A[i] * 3.0 + 1.0\\n")
+s = tl.schedule(op, N=256)
+io, _ = s["B"].split("i", 64)
+s["B"].parallel(io)
+k = tl.build(s)
+A = np.arange(256, dtype=np.float32)
+k(A)                                                              # starts the pool
+names = {t: open(f"/proc/self/task/{t}/comm").read().strip() for t in os.listdir("/proc/self/task")}
+workers = [int(t) for t, n in names.items() if n == "tensorlang-1"]
+assert len(workers) == 1, names
+worker, cpus = workers[0], sorted(os.sched_getaffinity(0))
+def cpu_of(tid):
+    return int(open(f"/proc/self/task/{tid}/stat").read().rsplit(")", 1)[1].split()[36])
+here = cpus[0]
+os.sched_setaffinity(0, {here})                                   # the caller stays on one CPU
+tries = moved = 0
+for _ in range(50):
+    os.sched_setaffinity(worker, {here})                          # the worker joins it there ...
+    os.sched_setaffinity(worker, set(cpus))                       # ... free to leave
+    if cpu_of(worker) != here:
+        continue
+    tries += 1
+    np.testing.assert_array_equal(k(A), A * 3 + 1)
+    moved += cpu_of(worker) != here
+    if tries == 10:
+        break
+print("tries", tries, "moved", moved)
+"""
+
+
+@pytest.mark.skipif(not HAVE_CC, reason="no C compiler: the native pool cannot be built")
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2
+                    or not os.path.isdir("/proc/self/task"), reason="needs Linux and two CPUs")
+def test_worker_on_the_callers_cpu_moves_to_another(tmp_path):
+    out = run_program(tmp_path, COLOCATED, TENSORLANG_NUM_THREADS="2", TENSORLANG_SPIN_US="100000").stdout
+    tries, moved = (int(w) for w in out.split()[1::2])
+    assert tries >= 5 and moved == tries, out
+
+
 @pytest.mark.parametrize("value", ["abc", "0", "-2", "100000"])
 def test_bad_thread_count_is_an_error_naming_the_variable(tmp_path, value):
     """The C pool would ignore a bad TENSORLANG_NUM_THREADS; the JIT refuses it when it starts, in the API and
