@@ -175,6 +175,26 @@ def test_bench_gives_the_process_its_thread_count_back(monkeypatch):
     assert "TENSORLANG_NUM_THREADS" not in os.environ
 
 
+def test_bench_computes_the_reference_after_every_timing(monkeypatch):
+    """The float64 reference runs on BLAS threads that spin after it returns: bench computes it last, and still
+    checks every row against it."""
+    import dataclasses
+
+    import schedules
+    from tensorlang import bench, timing
+    events = []
+    w = schedules.get("softmax")
+    reference = w.reference
+    w = dataclasses.replace(w, reference=lambda *a, **k: events.append("reference") or reference(*a, **k))
+    real_measure, real_baseline = timing.measure, bench.baseline
+    monkeypatch.setattr(timing, "measure", lambda fn, **k: events.append("time") or real_measure(fn, **k))
+    monkeypatch.setattr(bench, "baseline", lambda *a, **k: events.append("time") or real_baseline(*a, **k))
+    report = bench.run_bench(w, {"N": 8, "D": 40}, threads=1, min_runs=1, min_time=0.0, log=lambda *a: None)
+    assert events.count("time") == len(report["results"]) and events[-1] == "reference" and \
+        events.count("reference") == 1
+    assert all(r["max_rel_error"] < 1e-5 for r in report["results"]), report
+
+
 @pytest.mark.parametrize("args,message", [
     (("--workloads", "nosuch"), "--workloads: 'nosuch' is not a workload with a hand schedule and a torch_fast"),
     (("--workloads", "layernorm"), "--workloads: 'layernorm' is not a workload with a hand schedule"),
