@@ -225,23 +225,20 @@ static int tl_env_int(const char *name, long lo, long hi, int fallback) {
     return fallback;
 }
 
-/* The CPUs this process may use (at least 1). */
-static int tl_cpus_allowed(void) {
-#ifdef __linux__
-    cpu_set_t set;
-    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) >= 1)
-        return CPU_COUNT(&set);
-#endif
-    long online = sysconf(_SC_NPROCESSORS_ONLN);
-    return online < 1 ? 1 : online > TL_MAX_THREADS ? TL_MAX_THREADS : (int)online;
-}
-
 static int tl_num_threads(void) {
     int n = tl_env_int("TENSORLANG_NUM_THREADS", 1, TL_MAX_THREADS, 0);
     if (n >= 1)
         return n;
-    n = tl_cpus_allowed();
-    return n > TL_MAX_THREADS ? TL_MAX_THREADS : n;
+#ifdef __linux__
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) {
+        n = CPU_COUNT(&set);
+        if (n >= 1)
+            return n > TL_MAX_THREADS ? TL_MAX_THREADS : n;
+    }
+#endif
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    return online < 1 ? 1 : online > TL_MAX_THREADS ? TL_MAX_THREADS : (int)online;
 }
 
 /* Start workers until there are `want` (called with tl_lock held); returns how many there are. */
