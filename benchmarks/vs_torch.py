@@ -55,7 +55,7 @@ def compare(name: str, rounds: int) -> dict:
 
     import schedules
     import tensorlang as tl
-    from tensorlang.bench import max_rel_error
+    from tuner.bench import max_rel_error
     w = schedules.get(name)
     sizes = w.sizes()
     s = tl.schedule(tl.op(w.source), **sizes)

@@ -22,7 +22,7 @@ from schedules.maxpool2d import (  # the same loops and windows as max pooling
     window_views,
 )
 from schedules.workload import Workload
-from tuner.space import Space
+from tensorlang.space import Space
 
 SOURCE = """\
 def avgpool2d(I: f32[N, C, H, W], KH: int, KW: int, stride: int) -> O:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from schedules.workload import Workload, register_tile_knobs
-from tuner.space import Knob, Space
+from tensorlang.space import Knob, Space
 
 SOURCE = """\
 def batch_matmul(A: f32[BS, M, K], B: f32[BS, K, N]) -> C:

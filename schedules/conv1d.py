@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from schedules.workload import Workload, conv_output_size
-from tuner.space import Knob, Space, factors
+from tensorlang.space import Knob, Space, factors
 
 SOURCE = """\
 def conv1d(I: f32[N, C, W], Wt: f32[F, C, S], stride: int, pad: int, dil: int) -> O:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from schedules.workload import Workload, conv_output_size, fixed_config
-from tuner.space import Knob, Space, factors, vector_registers
+from tensorlang.space import Knob, Space, factors, vector_registers
 
 SOURCE = """\
 def conv2d(I: f32[N, C, H, W], Wt: f32[F, C, R, S], stride: int, pad: int, dil: int) -> O:

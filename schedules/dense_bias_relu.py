@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from schedules.workload import Workload, register_tile_knobs
-from tuner.space import Knob, Space
+from tensorlang.space import Knob, Space
 
 SOURCE = """\
 def dense_bias_relu(X: f32[M, K], Wt: f32[N, K], bias: f32[N]) -> Y:

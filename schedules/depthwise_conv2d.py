@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from schedules.workload import Workload, conv_output_size, fixed_config
-from tuner.space import Knob, Space, factors
+from tensorlang.space import Knob, Space, factors
 
 SOURCE = """\
 def depthwise_conv2d(I: f32[N, C, H, W], Wt: f32[C, R, S], stride: int, pad: int) -> O:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from schedules.workload import Workload
-from tuner.space import Knob, Space, factors
+from tensorlang.space import Knob, Space, factors
 
 # The select condition compares the inputs only, so it is decided exactly in f32 and f64 alike and the
 # reference cannot take the other branch on a rounding difference.

@@ -16,7 +16,7 @@ import numpy as np
 
 from schedules.rowwise import apply_rowwise, rowwise_knobs
 from schedules.workload import Workload
-from tuner.space import Space
+from tensorlang.space import Space
 
 EPS = 1e-5
 

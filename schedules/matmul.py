@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from schedules.workload import Workload
-from tuner.space import Knob, Space, vector_registers
+from tensorlang.space import Knob, Space, vector_registers
 
 SOURCE = """\
 def matmul(A: f32[M, K], B: f32[K, N]) -> C:

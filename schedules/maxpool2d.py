@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from schedules.workload import Workload, conv_output_size, fixed_config
-from tuner.space import Knob, Space, factors
+from tensorlang.space import Knob, Space, factors
 
 SOURCE = """\
 def maxpool2d(I: f32[N, C, H, W], KH: int, KW: int, stride: int) -> O:

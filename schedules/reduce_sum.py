@@ -16,7 +16,7 @@ import numpy as np
 
 from schedules.transpose import flops, make_inputs  # same input X[M, N]; M*N additions
 from schedules.workload import Workload
-from tuner.space import Knob, Space, factors
+from tensorlang.space import Knob, Space, factors
 
 SOURCE = """\
 def reduce_sum(X: f32[M, N]) -> Y:

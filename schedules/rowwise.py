@@ -12,7 +12,7 @@ Example::
 """
 from __future__ import annotations
 
-from tuner.space import Knob, factors
+from tensorlang.space import Knob, factors
 
 
 def rowwise_knobs(sizes: dict, placements, placement_doc: str, elementwise: str, reductions: str) -> list[Knob]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from schedules.workload import Workload
-from tuner.space import Knob, Space, factors
+from tensorlang.space import Knob, Space, factors
 
 SOURCE = """\
 def transpose(X: f32[M, N]) -> Y:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tensorlang.errors import UsageError
-from tuner.space import Knob, factors
+from tensorlang.space import Knob, factors
 
 __all__ = ["Workload", "conv_output_size", "register_tile_knobs"]
 
@@ -50,7 +50,7 @@ class Workload:
         torch_fast: ``torch_fast(torch, *inputs, **sizes)`` the fastest reasonable PyTorch formulation (``torch``
             is the module, the inputs are CPU tensors that share the numpy inputs' memory), used as a speed
             baseline by ``tensorlang bench`` where PyTorch is installed (None: no PyTorch row).
-        space: ``space(sizes) -> tuner.space.Space`` the tuner's search space at these sizes: knobs and a
+        space: ``space(sizes) -> tensorlang.space.Space`` the tuner's search space at these sizes: knobs and a
             config -> schedule function using public primitives only.
         hand_config: ``hand_config(sizes) -> dict | None`` the config of ``space(sizes)`` whose schedule is the
             hand schedule (None where the space cannot express it); ``tensorlang tune`` measures it first.
@@ -195,7 +195,7 @@ def fixed_config(space: Callable, config: dict) -> Callable[[dict], dict | None]
 
     Example::
 
-        >>> from tuner.space import Knob, Space
+        >>> from tensorlang.space import Knob, Space
         >>> toy = lambda values: (lambda sizes: Space("toy", [Knob("v", values)], lambda s, c: None))
         >>> fixed_config(toy((8, 16)), {"v": 16})({}), fixed_config(toy((8,)), {"v": 16})({})
         ({'v': 16}, None)

@@ -11,7 +11,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
 def tensorlang(*args):
-    return subprocess.run([sys.executable, "-m", "tensorlang.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "tuner.cli", *args], capture_output=True, text=True,
                           cwd=ROOT, timeout=300)
 
 
@@ -95,7 +95,7 @@ def test_bad_flags_name_the_flag_without_traceback(args, message):
 
 def test_bad_input_is_one_line_but_a_bug_keeps_its_traceback(monkeypatch, capsys):
     import tensorlang as tl
-    from tensorlang import cli
+    from tuner import cli
 
     def bad_input(args):
         raise tl.UsageError("--thing: 3 is not one of [1, 2]")
@@ -126,7 +126,7 @@ def test_bench_reports_every_row_in_json():
     data = json.loads(r.stdout)
     assert data["workload"] == "softmax" and data["threads"] == 1 and data["sizes"] == {"N": 8, "D": 40}
     names = [row["name"] for row in data["results"]]
-    from tensorlang.bench import torch_available
+    from tuner.bench import torch_available
     assert names == ["default", "hand", "numpy", "numpy-avx512"] + (["torch"] if torch_available() else [])
     for row in data["results"]:
         assert row["median_s"] > 0 and row["gflops"] > 0 and row["runs"] >= 2
@@ -145,8 +145,8 @@ def test_bench_times_pytorch_where_installed():
 
 
 def test_bench_fails_a_baseline_that_computes_something_else(monkeypatch, capsys):
-    from tensorlang import bench
-    from tensorlang.cli import main
+    from tuner import bench
+    from tuner.cli import main
     real = bench.baseline
 
     def half_of_numpy(w, sizes, inputs, threads, min_runs, min_time, *, kind="numpy", coretype=None):
@@ -165,7 +165,7 @@ def test_bench_rejects_bad_thread_count():
 
 def test_bench_gives_the_process_its_thread_count_back(monkeypatch):
     import schedules
-    from tensorlang.bench import run_bench
+    from tuner.bench import run_bench
     monkeypatch.setenv("TENSORLANG_NUM_THREADS", "1")
     w = schedules.get("softmax")
     report = run_bench(w, {"N": 8, "D": 40}, threads=2, min_runs=1, min_time=0.0, log=lambda *a: None)
@@ -181,7 +181,8 @@ def test_bench_computes_the_reference_after_every_timing(monkeypatch):
     import dataclasses
 
     import schedules
-    from tensorlang import bench, timing
+    from tensorlang import timing
+    from tuner import bench
     events = []
     w = schedules.get("softmax")
     reference = w.reference
@@ -211,7 +212,7 @@ def test_a_baseline_that_fails_in_its_worker_is_a_tensorlang_error_with_its_last
 
     import schedules
     import tensorlang as tl
-    from tensorlang.bench import BaselineError, baseline
+    from tuner.bench import BaselineError, baseline
     A, B = np.ones((2, 3), np.float32), np.ones((4, 5), np.float32)  # shapes numpy's matmul refuses
     with pytest.raises(BaselineError, match="numpy baseline failed: ValueError: matmul: .*mismatch") as e:
         baseline(schedules.get("matmul"), {"M": 2, "N": 5, "K": 3}, [A, B], 1, 1, 0.0)

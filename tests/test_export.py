@@ -16,7 +16,7 @@ import schedules
 import tensorlang as tl
 from oracle import assert_close
 from tensorlang import export as ex
-from tensorlang.cli import main
+from tuner.cli import main
 
 CC = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
 needs_cc = pytest.mark.skipif(CC is None, reason="no C compiler (cc, gcc or clang) on PATH")

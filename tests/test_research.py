@@ -15,7 +15,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from tensorlang.cli import main
+from tuner.cli import main
 from tuner.comparison import Comparison, Run, compare, replay_run
 from tuner.costmodel import COST_MODELS, make_cost_model
 from tuner.database import Database, Record
@@ -23,7 +23,7 @@ from tuner.dataset import Dataset, DatasetError, TableSpace, from_records
 from tuner.evaluate import evaluate_models
 from tuner.plugins import load_class, load_entry_points, resolve_cost_model, resolve_strategy
 from tuner.replay import ReplayRunner, replay_task, table_features
-from tuner.space import config_key
+from tensorlang.space import config_key
 from tuner.strategies import STRATEGIES, RandomSearch, make_strategy
 from tuner.task import Task
 

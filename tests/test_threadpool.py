@@ -202,7 +202,7 @@ def test_bad_thread_count_is_an_error_naming_the_variable(tmp_path, value):
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert r.returncode == 0 and r.stdout.startswith("ValueError TENSORLANG_NUM_THREADS=") and value in r.stdout, \
         r.stdout + r.stderr
-    r = subprocess.run([sys.executable, "-c", "import sys, tensorlang.cli; sys.exit(tensorlang.cli.main())", "run",
+    r = subprocess.run([sys.executable, "-c", "import sys, tuner.cli; sys.exit(tuner.cli.main())", "run",
                         "matmul", "--preset", "small"],
                        capture_output=True, text=True, env=env, timeout=300)
     assert r.returncode == 2 and "Traceback" not in r.stderr

@@ -27,7 +27,7 @@ import schedules
 import tensorlang as tl
 from tuner.database import ERROR_KINDS, Database, Record
 from tuner.measure import FAULTS_ENV, MeasureOptions, compare
-from tuner.space import Knob, Space, config_key
+from tensorlang.space import Knob, Space, config_key
 from tuner.strategies import STRATEGIES, Observation, make_strategy
 from tuner.task import Task
 from tuner.tuning import TuneSummary, Tuner, hand_start_configs
@@ -275,7 +275,7 @@ def _record_closes(monkeypatch) -> list:
 
 
 def test_cli_tune_interrupted_keeps_the_records_and_says_how_to_resume(tmp_path, monkeypatch, capsys):
-    from tensorlang.cli import main
+    from tuner.cli import main
     from tuner.tuning import ProgressBar
 
     def ctrl_c(self, summary):
@@ -294,7 +294,7 @@ def test_cli_tune_interrupted_keeps_the_records_and_says_how_to_resume(tmp_path,
 
 
 def test_cli_tune_closes_the_database_when_tuning_fails(tmp_path, monkeypatch):
-    from tensorlang.cli import main
+    from tuner.cli import main
 
     def broken(self):
         raise RuntimeError("broken tuner")
@@ -660,7 +660,7 @@ def test_compare():
 
 def tensorlang(*args, timeout=300):
     env = {k: v for k, v in os.environ.items() if k != FAULTS_ENV}
-    return subprocess.run([sys.executable, "-m", "tensorlang.cli", *map(str, args)], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "tuner.cli", *map(str, args)], capture_output=True, text=True,
                           cwd=ROOT, timeout=timeout, env=env)
 
 
@@ -673,7 +673,7 @@ def test_cli_tune_best_show_bench(tmp_path):
     assert r.returncode == 0, r.stderr
     assert len(r.stdout.strip().splitlines()) == 1  # one JSON object on stdout; progress goes to stderr
     report = json.loads(r.stdout)
-    from tuner.cli import summary_json
+    from tuner.tune_cli import summary_json
     task = Task.create("matmul", preset="small")  # the CLI's default thread count
     with Database(":memory:") as mem:
         keys = set(summary_json(TuneSummary(task, None, 0, 0), mem))
@@ -802,7 +802,7 @@ def test_cli_plot_to_a_folder_is_refused_before_tuning(tmp_path):
 
 
 def test_cli_a_damaged_database_names_the_file_and_the_record(tmp_path, monkeypatch, capsys):
-    from tensorlang.cli import main
+    from tuner.cli import main
     task = matmul_task()
     path = tmp_path / "damaged.db"
     with Database(path) as db:
@@ -903,7 +903,7 @@ def test_best_follows_a_retiming_only_while_it_covers_every_record():
 def test_a_baseline_that_fails_says_why(monkeypatch):
     """A baseline schedule that cannot be timed (the default matmul 1024 runs past the limit, say) gets None and
     its reason, and the summary prints it instead of leaving the speed-up out silently."""
-    from tuner.cli import format_summary
+    from tuner.tune_cli import format_summary
     from tuner.tuning import measure_baselines
     monkeypatch.setenv(FAULTS_ENV, json.dumps({config_key({}): "raise"}))  # the baselines' key: no knobs
     task = matmul_task()

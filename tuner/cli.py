@@ -1,480 +1,518 @@
-"""The tuner's commands of the ``tensorlang`` command line: ``tune`` and ``best`` (``tensorlang/cli.py`` parses
-the flags and reports errors; these functions do the work and return the JSON object of ``--json``).
+"""The `tensorlang` command line.
 
-    tensorlang tune WORKLOAD --trials N [--preset P | --size K=V,...] [--strategy S] [--cost-model M]
-                    [--seed N] [--db PATH] [--jobs N] [--timeout S] [--threads N] [--plot FILE] [--json]
-    tensorlang best WORKLOAD [--preset P | --size K=V,...] [--threads N] [--db PATH] [--json]
+    tensorlang ops [--json]                               workloads and their size presets
+    tensorlang run WORKLOAD [--preset P | --size K=V,...]  compile, run, check against numpy, time it
+    tensorlang bench WORKLOAD [--threads N]                default vs hand schedule vs numpy, one table
+    tensorlang show WORKLOAD [--ir | --llvm | --asm]       the loop IR or generated code
+    tensorlang tune WORKLOAD --trials N [...]              auto-tune a workload's schedule (see tuner/tune_cli.py)
+    tensorlang best WORKLOAD                               the best tuned record and its schedule as Python
+    tensorlang compare WORKLOAD --strategies A,B --trials N  search strategies side by side (tuner/research_cli.py)
+    tensorlang dataset export WORKLOAD -o FILE.csv         a task's records as a dataset for offline replay
+    tensorlang costmodel eval --dataset FILE.csv           rank held-out configs with each cost model
+    tensorlang export WORKLOAD --format so|o|c|ll|asm -o DIR  the kernel ahead of time, a header, an example program
+
+Every command takes `--json` and then prints one JSON object on stdout. Bad flags name the flag and the
+legal values; errors never end in a traceback.
 """
 from __future__ import annotations
 
-import os
-import shlex
+import argparse
+import json
 import sys
+import time
 
-from tensorlang.errors import UsageError
-from tuner.task import Task
-
-
-class TuneFlagError(UsageError):
-    """A bad flag of ``tune`` or ``best``: the message names the flag and the legal values."""
+from tensorlang.errors import TensorlangError, UsageError
 
 
-def check_tune_flags(args) -> None:
-    """Refuse bad values of ``tune``'s flags before anything starts, naming the flag and what is legal.
+class CLIError(UsageError):
+    """A bad command line: the message names the flag and what is legal."""
 
-    ``args`` is the parsed ``tensorlang tune`` command line; each bad value is a TuneFlagError. The strategy and
-    cost model must resolve (:func:`check_plugin_flags`), ``--sampler`` must name an optuna sampler and goes with
-    ``--strategy bayesian`` only, and the ``--plot`` file must be one that can be written (:func:`check_plot_flag`).
 
-    Example::
+DB_DEFAULT = "(default: TENSORLANG_DB or the user cache folder)"
 
-        >>> from tensorlang.cli import make_parser
-        >>> check_tune_flags(make_parser().parse_args(["tune", "matmul", "--trials", "64"]))
-        >>> check_tune_flags(make_parser().parse_args(["tune", "matmul", "--trials", "64", "--jobs", "0"]))
-        Traceback (most recent call last):
-        ...
-        tuner.cli.TuneFlagError: --jobs: must be at least 1, got 0
+
+MAX_SEED = 2**31 - 1
+
+
+def seed_value(text: str) -> int:
+    """The value of a --seed flag: an integer from 0 to MAX_SEED (what numpy's, optuna's, scikit-learn's and
+    XGBoost's generators all take, with room for `costmodel eval` to add the split number); argparse prints an
+    ArgumentTypeError as "argument --seed: ...".
+
+    >>> seed_value("42")
+    42
+    >>> seed_value("-1")
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: must be an integer >= 0, got '-1'
+    >>> seed_value("99999999999")
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: must be at most 2147483647 (2**31 - 1), got '99999999999'
     """
-    if args.trials < 1:
-        raise TuneFlagError(f"--trials: must be at least 1, got {args.trials}")
-    check_plugin_flags([args.strategy], [args.cost_model])
-    check_jobs_flag(args.jobs)
-    check_threads_flag(args.threads)
-    if not args.timeout > 0:
-        raise TuneFlagError(f"--timeout: must be a positive number of seconds, got {args.timeout}")
-    if args.sampler is not None:
-        from tuner.strategies import sampler_problem, optuna_samplers
-        if args.strategy != "bayesian":
-            raise TuneFlagError(f"--sampler: only with --strategy bayesian, not {args.strategy!r}")
-        legal = optuna_samplers()
-        if args.sampler not in legal:
-            raise TuneFlagError(f"--sampler: {sampler_problem(args.sampler)}; samplers: {', '.join(legal)}")
-    if args.batch < 1:
-        raise TuneFlagError(f"--batch: must be at least 1, got {args.batch}")
-    if args.retime_top < 0:
-        raise TuneFlagError(f"--retime-top: must be at least 0, got {args.retime_top}")
-    check_plot_flag(args.plot)
-
-
-def check_plot_flag(path: str | None) -> None:
-    """Refuse a ``--plot`` file that is not a .png or whose folder does not exist (None: no plot).
-
-    Example::
-
-        >>> check_plot_flag(None)
-        >>> check_plot_flag("/no/such/folder/curve.png")
-        Traceback (most recent call last):
-        ...
-        tuner.cli.TuneFlagError: --plot: folder '/no/such/folder' does not exist
-    """
-    if path is None:
-        return
-    if not path.lower().endswith(".png"):
-        raise TuneFlagError(f"--plot: the file must end in .png, got {path!r}")
-    folder = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(folder):
-        raise TuneFlagError(f"--plot: folder {folder!r} does not exist")
-    if os.path.isdir(path):
-        raise TuneFlagError(f"--plot: {path!r} is a folder, not a file")
-
-
-#: The most build processes ``--jobs`` starts (each is a Python process of about 100 MB).
-MAX_JOBS = 256
-
-
-def check_threads_flag(threads: int | None, flag: str = "--threads") -> None:
-    """Refuse a thread count (None: not given) below 1 or above :data:`tensorlang.threadpool.MAX_THREADS`, the
-    most threads the thread pool runs, with a TuneFlagError naming ``flag``.
-
-    Example::
-
-        >>> check_threads_flag(None); check_threads_flag(8)
-        >>> check_threads_flag(100000)
-        Traceback (most recent call last):
-        ...
-        tuner.cli.TuneFlagError: --threads: must be at most 1024 (the most threads the thread pool runs), got 100000
-    """
-    from tensorlang.threadpool import MAX_THREADS
-    _check_count(threads, flag, MAX_THREADS, "the most threads the thread pool runs")
-
-
-def check_jobs_flag(jobs: int | None, flag: str = "--jobs") -> None:
-    """Refuse a number of build processes (None: not given, the CPU count) below 1 or above :data:`MAX_JOBS`
-    with a TuneFlagError naming ``flag``.
-
-    Example::
-
-        >>> check_jobs_flag(None); check_jobs_flag(4)
-        >>> check_jobs_flag(0)
-        Traceback (most recent call last):
-        ...
-        tuner.cli.TuneFlagError: --jobs: must be at least 1, got 0
-    """
-    _check_count(jobs, flag, MAX_JOBS, "each job is a Python process")
-
-
-def _check_count(value: int | None, flag: str, most: int, why: str) -> None:
-    if value is None:
-        return
-    if value < 1:
-        raise TuneFlagError(f"{flag}: must be at least 1, got {value}")
-    if value > most:
-        raise TuneFlagError(f"{flag}: must be at most {most} ({why}), got {value}")
-
-
-def check_plugin_flags(strategies, cost_models, strategy_flag: str = "--strategy",
-                       cost_model_flag: str = "--cost-model") -> None:
-    """Resolve every strategy and cost model name (registered, entry point or ``package.module:Class``) before
-    anything starts; TuneFlagError naming the flag otherwise (``strategy_flag`` or ``cost_model_flag``: the
-    commands that take lists pass ``--strategies`` or ``--models``).
-
-    Example::
-
-        >>> check_plugin_flags(["random", "tuner.strategies:GridSearch"], ["xgb"])
-        >>> check_plugin_flags(["annealing"], [], strategy_flag="--strategies")
-        Traceback (most recent call last):
-        ...
-        tuner.cli.TuneFlagError: --strategies: unknown strategy 'annealing'; strategies: random, grid, ...
-    """
-    from tuner.plugins import resolve_cost_model, resolve_strategy
-    for flag, names, resolve in ((strategy_flag, strategies, resolve_strategy),
-                                 (cost_model_flag, cost_models, resolve_cost_model)):
-        for name in names:
-            try:
-                resolve(name)
-            except ValueError as e:
-                raise TuneFlagError(f"{flag}: {e}") from None
-
-
-def _db_source(path) -> str:
-    """Where the tuning database path came from, for error messages: ``--db``, ``TENSORLANG_DB`` or the
-    default."""
-    if path is not None:
-        return "--db"
-    return "TENSORLANG_DB" if os.environ.get("TENSORLANG_DB") else "the default tuning database"
-
-
-def _open_db(path):
-    from tuner.database import Database, DatabaseError
-    _check_db_flag(path)
     try:
-        return Database(path)
-    except DatabaseError as e:
-        raise TuneFlagError(f"{_db_source(path)}: {e}") from None
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text!r}")
+    if value > MAX_SEED:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_SEED} (2**31 - 1), got {text!r}")
+    return value
 
 
-def _check_db_flag(path) -> None:
-    if path is not None and not str(path).strip():
-        raise TuneFlagError("--db: the path is empty; name a tuning database file")
+def parse_sizes(text: str) -> dict[str, int]:
+    """Parse `--size M=1024,N=1024` into a dict; a CLIError names a malformed pair or a size given twice.
 
-
-def _existing_db(db_path):
-    """(the path ``db_path`` or the default resolves to, the opened Database or None when no file is there yet:
-    reading never creates one); TuneFlagError naming where the path came from."""
-    from tuner.database import DatabaseError, default_db_path
-    _check_db_flag(db_path)
-    try:
-        path = db_path or default_db_path()
-    except DatabaseError as e:
-        raise TuneFlagError(f"{_db_source(db_path)}: {e}") from None
-    if path != ":memory:" and not os.path.exists(os.path.expanduser(path)):
-        return path, None
-    return path, _open_db(db_path)
-
-
-def record_schedule(rec, op, path):
-    """The :class:`tensorlang.Schedule` of a tuning record ``rec`` of the program ``op``, read from the database
-    at ``path``; TuneFlagError naming the database and the record when its schedule cannot be rebuilt (a damaged
-    file, or one written for another version of the program).
-
-    Example::
-
-        >>> import tensorlang as tl
-        >>> from tuner.database import Record
-        >>> op = tl.op("def f(A: f32[N]) -> B:\\n    B[i] = A[i]")
-        >>> good = Record("t", "f", {}, {}, {}, tl.schedule(op, N=4).to_json(), (1.0,), id=3)
-        >>> record_schedule(good, op, "runs.db").sizes
-        {'N': 4}
-        >>> record_schedule(Record("t", "f", {}, {}, {}, "{}", (1.0,), id=3, trial=7), op, "runs.db")
-        Traceback (most recent call last):
-        ...
-        tuner.cli.TuneFlagError: tuning database runs.db: the schedule of record 3 (trial 7) cannot be rebuilt: ...
+    >>> parse_sizes("M=4, N=8")
+    {'M': 4, 'N': 8}
+    >>> parse_sizes("M=4,M=8")
+    Traceback (most recent call last):
+    ...
+    tuner.cli.CLIError: --size: M is given twice ('M=4,M=8')
     """
-    import tensorlang as tl
-    from tensorlang.errors import TensorlangError
-    try:
-        return tl.Schedule.from_json(rec.schedule, op)
-    except TensorlangError as e:
-        raise TuneFlagError(f"tuning database {path}: the schedule of record {rec.id} (trial {rec.trial}) cannot be "
-                            f"rebuilt: {e}") from None
+    out: dict[str, int] = {}
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        name, eq, value = part.partition("=")
+        name, value = name.strip(), value.strip()
+        if not eq or not name.isidentifier():
+            raise CLIError(f"--size: expected NAME=INT pairs separated by commas (like M=1024,N=512), got {part!r}")
+        if name in out:
+            raise CLIError(f"--size: {name} is given twice ({text!r})")
+        try:
+            out[name] = int(value)
+        except ValueError:
+            raise CLIError(f"--size: {name}={value!r} is not an integer") from None
+    if not out:
+        raise CLIError("--size: no sizes given; expected NAME=INT pairs like M=1024,N=512")
+    return out
 
 
-def cmd_tune(args, workload, sizes) -> dict:
-    """``tensorlang tune``: tune, show progress, then print a summary (and write a plot).
+def check_timing_flags(args) -> None:
+    """Refuse a --repeat below 1 or a --min-time below 0 (or not a number) with a CLIError naming the flag.
 
-    ``args`` is the parsed command line, ``workload`` the :class:`schedules.Workload` and ``sizes`` its sizes.
-    The flags are checked first (:func:`check_tune_flags`); the hand schedule's config is measured first unless
-    ``--no-hand-start``; after the run the default schedule, the hand schedule, the best record and numpy are
-    timed side by side unless ``--no-baselines`` or the run was interrupted. With ``--json`` the progress goes to
-    stderr and the text summary is left out (the caller prints the returned JSON). Returns :func:`summary_json`.
-
-    Example::
-
-        tensorlang tune conv2d --preset resnet18_3x3 --trials 200 --plot conv2d.png
+    >>> check_timing_flags(make_parser().parse_args(["run", "matmul", "--repeat", "0"]))
+    Traceback (most recent call last):
+    ...
+    tuner.cli.CLIError: --repeat: must be >= 1 timed run, got 0
     """
-    check_tune_flags(args)
-    task = Task.create(workload.name, sizes=sizes, threads=args.threads)
-    db = _open_db(args.db)
-    try:
-        return _tune(args, workload, task, db)
-    finally:
-        db.close()
+    if args.repeat < 1:
+        raise CLIError(f"--repeat: must be >= 1 timed run, got {args.repeat}")
+    if not args.min_time >= 0 or args.min_time == float("inf"):
+        raise CLIError(f"--min-time: must be a finite number of seconds >= 0, got {args.min_time}")
 
 
-def _tune(args, workload, task, db) -> dict:
-    from tuner.measure import MeasureOptions
-    from tuner.tuning import ProgressBar, Tuner, hand_start_configs, measure_baselines
-    say = (lambda *a: print(*a, file=sys.stderr)) if args.json else print
-    say(f"tuning {task.describe()}: {args.trials} trials, strategy {args.strategy}, cost model {args.cost_model}, "
-        f"seed {args.seed}")
-    say(f"  {task.space.describe().splitlines()[0]}; records in {db.path}")
-    start = [] if args.no_hand_start else hand_start_configs(task)
-    if start:
-        say("  the hand schedule's config is measured first (--no-hand-start: search from nothing)")
-    elif not args.no_hand_start and workload.hand_schedule is not None:
-        say("  the hand schedule is not a config of this space at these sizes: search starts from nothing")
-    bar = ProgressBar(args.trials, sys.stderr)
+def workload_and_sizes(args) -> tuple:
+    """The workload and its sizes from WORKLOAD, --preset and --size (which overrides preset values); a CLIError
+    names an unknown workload, preset or size.
 
-    def on_retime(n: int, rounds: int) -> None:
-        bar.close()
-        which = "the fastest and the hand config" if start else "the fastest"
-        say(f"re-timing {n} configs ({which}), {rounds} interleaved rounds ...")
+    >>> args = make_parser().parse_args(["run", "matmul", "--preset", "small", "--size", "K=16"])
+    >>> w, sizes = workload_and_sizes(args)
+    >>> w.name, sizes
+    ('matmul', {'M': 64, 'N': 48, 'K': 16})
+    """
+    import schedules
+    if args.workload not in schedules.WORKLOADS:
+        raise CLIError(f"unknown workload {args.workload!r}; workloads: {', '.join(schedules.WORKLOADS)}")
+    w = schedules.WORKLOADS[args.workload]
+    if args.preset is not None and args.preset not in w.presets:
+        raise CLIError(f"--preset: {w.name} has no preset {args.preset!r}; presets: {', '.join(w.presets)}")
+    sizes = w.sizes(args.preset)
+    if args.size is not None:
+        extra = parse_sizes(args.size)
+        unknown = [k for k in extra if k not in sizes]
+        if unknown:
+            raise CLIError(f"--size: {w.name} has no size {', '.join(unknown)}; sizes: {', '.join(sizes)}")
+        sizes.update(extra)
+        w.check_sizes(sizes)
+    return w, sizes
 
-    tuner = Tuner(task, args.trials, args.strategy, args.cost_model, args.seed, db, args.jobs,
-                  MeasureOptions(run_timeout=args.timeout), batch=args.batch, on_trial=bar.update,
-                  strategy_options={"sampler": args.sampler} if args.sampler else None, retime_top=args.retime_top,
-                  on_retime=on_retime, start=start)
-    try:
-        summary = tuner.run()
-    finally:
-        bar.close()
-    if summary.interrupted:
-        say(f"interrupted: {summary.trials_done} trials measured in this run, all of them kept in {db.path}")
-        say(f"resume with: {resume_command(args)}")
-    if summary.best is not None and not args.no_baselines and not summary.interrupted:
-        say("timing the default schedule, the hand schedule, the best schedule and numpy ...")
-        summary.baselines = measure_baselines(task, summary.best, jobs=1, errors=summary.baseline_errors)
-    if args.plot:
-        plot_curve(summary, args.plot)
-    report = summary_json(summary, db)
+
+def cmd_ops(args) -> dict:
+    """`tensorlang ops`: every workload with its description and size presets (with --spaces, also its search
+    space at the default preset); prints them unless --json. Returns {"workloads": [one dict per workload]}.
+
+    >>> workloads = cmd_ops(make_parser().parse_args(["ops", "--json"]))["workloads"]
+    >>> workloads[0]["workload"], workloads[0]["presets"]["small"]
+    ('matmul', {'M': 64, 'N': 48, 'K': 32})
+    """
+    import schedules
+    rows = []
+    for w in schedules.WORKLOADS.values():
+        row = {"workload": w.name, "description": w.description, "default_preset": w.default_preset,
+               "presets": w.presets}
+        if args.spaces and w.space is not None:
+            space = w.space(w.sizes())
+            row["space"] = {"knobs": {k.name: list(k.values) for k in space.knobs}, "size": space.size,
+                            "allowed": space.allowed_size}
+            row["space_text"] = space.describe()
+        rows.append(row)
     if not args.json:
-        print(format_summary(summary, report, args))
+        for r in rows:
+            print(f"{r['workload']:<18} {r['description']}")
+            for name, sizes in r["presets"].items():
+                mark = "*" if name == r["default_preset"] else " "
+                print(f"  {mark} {name:<16} {', '.join(f'{k}={v}' for k, v in sizes.items())}")
+            if "space_text" in r:
+                print("    " + r["space_text"].replace("\n", "\n    ") + "  (at the default preset)")
+        print("\n(* default preset)  run one: tensorlang run conv2d --preset resnet18_3x3"
+              + ("" if args.spaces else "; search spaces: tensorlang ops --spaces"))
+    for r in rows:
+        r.pop("space_text", None)
+    return {"workloads": rows}
+
+
+def cmd_run(args) -> dict:
+    """`tensorlang run`: build the workload with the default schedule, run it on random inputs (--seed), check the
+    result against the numpy reference and time at least --repeat runs and --min-time seconds. Returns the sizes,
+    compile time, median time, GFLOPS and error; a result that differs from numpy raises CLIError.
+
+    >>> args = make_parser().parse_args(["run", "matmul", "--size", "M=4,N=4,K=4", "--repeat", "1", "--min-time", "0",
+    ...                                  "--json"])
+    >>> cmd_run(args)["matches_numpy"]
+    True
+    """
+    import numpy as np
+
+    import tensorlang as tl
+
+    from .bench import max_rel_error
+    check_timing_flags(args)
+    w, sizes = workload_and_sizes(args)
+    op = tl.op(w.source)
+    t0 = time.perf_counter()
+    kernel = tl.build(op, **sizes)
+    compile_s = time.perf_counter() - t0
+    inputs = w.make_inputs(sizes, np.random.default_rng(args.seed))
+    out = kernel(*inputs)
+    times = []
+    deadline = time.perf_counter() + args.min_time
+    while len(times) < args.repeat or time.perf_counter() < deadline:
+        t = time.perf_counter()
+        kernel(*inputs)
+        times.append(time.perf_counter() - t)
+    median = float(np.median(times))
+    err = max_rel_error(out, w.reference(*inputs, **sizes))
+    ok = err < 1e-3
+    gflops = w.flops(sizes) / median / 1e9
+    result = {"workload": w.name, "sizes": sizes, "compile_s": compile_s, "median_s": median,
+              "gflops": gflops, "runs": len(times), "max_rel_error": err, "matches_numpy": ok}
+    if not args.json:
+        print(f"{w.name} ({', '.join(f'{k}={v}' for k, v in sizes.items())})")
+        print(f"  compiled in {compile_s * 1000:.0f} ms (default schedule, {kernel.target.cpu})")
+        print(f"  median of {len(times)} runs: {median * 1000:.3f} ms, {gflops:.2f} GFLOPS")
+        print(f"  matches numpy: {'yes' if ok else 'NO'} (max relative error {err:.2e})")
+    if not ok:
+        raise CLIError(f"{w.name}: result differs from numpy (max relative error {err:.2e})")
+    return result
+
+
+def cmd_bench(args) -> dict:
+    """`tensorlang bench`: time the default schedule, the hand schedule, the best tuned record of --db (if any) and
+    numpy on --threads threads (see :func:`tuner.bench.run_bench`) and print the table; a kernel whose result
+    differs from numpy raises CLIError. Returns the bench report.
+
+    Example::
+
+        tensorlang bench conv2d --threads 2
+        cmd_bench(make_parser().parse_args(["bench", "conv2d", "--threads", "2", "--json"]))["results"]
+    """
+    from tuner.tune_cli import check_threads_flag
+
+    from .bench import format_table, run_bench
+    check_timing_flags(args)
+    w, sizes = workload_and_sizes(args)
+    check_threads_flag(args.threads)
+    threads = args.threads or __import__("tensorlang.threadpool", fromlist=["x"]).num_threads()
+    log = (lambda *a: print(*a, file=sys.stderr)) if args.json else (lambda *a: None)
+    extra = []
+    if w.space is not None:
+        from tuner.tune_cli import best_record, record_schedule
+        task, rec, path = best_record(w, sizes, threads, args.db)
+        if rec is not None:
+            extra.append(("tuned", record_schedule(rec, task.op, path)))
+    report = run_bench(w, sizes, threads, min_runs=args.repeat, min_time=args.min_time, extra=extra, log=log)
+    if not args.json:
+        print(format_table(report))
+    bad = [r["name"] for r in report["results"] if r.get("max_rel_error", 0) > 1e-3]
+    if bad:
+        raise CLIError(f"{w.name}: {', '.join(bad)} differ from the numpy reference")
     return report
 
 
-def resume_command(args) -> str:
-    """The command line that continues this tuning run, quoted for the shell: the arguments
-    :func:`tensorlang.cli.main` was given (``args.argv``; this process's ``sys.argv`` when there is none). The
-    same flags resume, since earlier records count.
+def cmd_show(args) -> dict:
+    """`tensorlang show`: the workload's loop IR (default), optimised LLVM IR (--llvm) or assembly (--asm), for the
+    default schedule or, with --best, the best tuned one; printed unless --json, and returned under "text".
 
-    Example::
-
-        >>> from tensorlang.cli import make_parser
-        >>> argv = ["tune", "matmul", "--trials", "500", "--db", "my tuning.db"]
-        >>> args = make_parser().parse_args(argv)
-        >>> args.argv = argv
-        >>> resume_command(args)
-        "tensorlang tune matmul --trials 500 --db 'my tuning.db'"
+    >>> print(cmd_show(make_parser().parse_args(["show", "matmul", "--size", "M=2,N=3,K=4", "--json"]))["text"])
+    def matmul(A: f32[2, 4], B: f32[4, 3], C: f32[2, 3]):
+      for i in 0:2:
+        for j in 0:3:
+          C[i, j] = 0f
+          for k in 0:4:
+            C[i, j] = C[i, j] + A[i, k]*B[k, j]
     """
-    argv = getattr(args, "argv", None)
-    argv = sys.argv[1:] if argv is None else argv
-    return "tensorlang " + " ".join(shlex.quote(a) for a in argv) if argv else "tensorlang tune ..."
-
-
-def summary_json(summary, db) -> dict:
-    """The JSON object ``tune --json`` prints: the task, the trial counts (all runs, and this run's valid and
-    invalid ones by error kind), timings, the best record, the re-timed medians by config key (this run's, else
-    those ``db`` holds for the task), the baselines' GFLOPS and, where the best was timed with them, its speedup
-    over each.
-
-    Example::
-
-        >>> from tuner.database import Database, Record
-        >>> from tuner.tuning import TuneSummary
-        >>> t = Task.create("matmul", preset="small", threads=1)
-        >>> best = Record(t.key, "matmul", t.sizes, t.target, t.space.config_at(0), None, times=(1e-4,),
-        ...               flops=t.flops, strategy="random", trial=3)
-        >>> s = TuneSummary(t, best, trials_before=10, trials_done=6, valid=6, baselines={"tuned": 2.0, "numpy": 4.0})
-        >>> report = summary_json(s, Database(":memory:"))
-        >>> report["trials"], report["best"]["gflops"], report["speedup"]
-        (16, 1.96608, {'numpy': 0.5})
-    """
-    best = summary.best
-    retimed = summary.retimed or db.retimed(summary.task.key)  # this run's re-timing, else the one in force
-    out = {
-        "workload": summary.task.workload, "sizes": summary.task.sizes, "threads": summary.task.threads,
-        "task_key": summary.task.key, "db": str(db.path),
-        "trials": summary.trials_before + summary.trials_done, "trials_this_run": summary.trials_done,
-        "valid_this_run": summary.valid, "errors_this_run": dict(summary.errors),
-        "wall_s": summary.wall_s, "measured_per_s": summary.measured_per_s, "phase_s": summary.phase_s,
-        "interrupted": summary.interrupted, "exhausted": summary.exhausted,
-        "best": None if best is None else {"median_s": best.median_s, "gflops": best.gflops, "trial": best.trial,
-                                           "strategy": best.strategy, "config": best.config,
-                                           "retimed_median_s": retimed.get(best.config_key())},
-        "retimed": retimed,
-        "baselines_gflops": summary.baselines,
-        "baseline_errors": summary.baseline_errors,
-    }
-    tuned = summary.baselines.get("tuned")
-    if tuned:
-        out["speedup"] = {k: tuned / v for k, v in summary.baselines.items() if v and k != "tuned"}
-    return out
-
-
-def _duration(s: float) -> str:
-    return f"{int(s // 60)}m{s % 60:04.1f}s" if s >= 60 else f"{s:.1f}s"
-
-
-def format_summary(summary, report: dict, args) -> str:
-    """The text summary ``tune`` prints at the end, from the ``summary``, its ``report`` (:func:`summary_json`)
-    and the command line ``args`` (whose ``--preset``, ``--size`` and ``--db`` go into the suggested next
-    command).
-
-    Example::
-
-        >>> import argparse
-        >>> from collections import Counter
-        >>> from tuner.database import Database, Record
-        >>> from tuner.tuning import TuneSummary
-        >>> t = Task.create("matmul", preset="small", threads=1)
-        >>> best = Record(t.key, "matmul", t.sizes, t.target, t.space.config_at(0), None, times=(1e-4,),
-        ...               flops=t.flops, strategy="random", trial=3)
-        >>> s = TuneSummary(t, best, trials_before=10, trials_done=6, valid=5, errors=Counter(wrong=1), wall_s=3.0)
-        >>> print(format_summary(s, summary_json(s, Database(":memory:")),
-        ...                      argparse.Namespace(preset="small", size=None, db=None, plot=None)))
-        tuned matmul: 16 trials (6 in this run), 2.00 measured per second
-          best: 0.100 ms, 2.0 GFLOPS (trial 3, random)
-          this run: 5 valid, 1 invalid (1 wrong)
-        next: tensorlang best matmul --preset small   (or: tensorlang bench matmul --preset small)
-    """
-    lines = []
-    t = summary.task
-    total = report["trials"]
-    lines.append(f"tuned {t.workload}: {total} trials ({summary.trials_done} in this run), "
-                 f"{summary.measured_per_s:.2f} measured per second")
-    best = summary.best
-    if best is None:
-        lines.append("  no valid schedule yet")
-    else:
-        lines.append(f"  best: {best.median_s * 1e3:.3f} ms, {best.gflops:.1f} GFLOPS "
-                     f"(trial {best.trial}, {best.strategy})")
-    if report.get("speedup"):
-        b = summary.baselines
-        parts = [f"{report['speedup'][k]:.2f}x {name} ({b[k]:.1f} GFLOPS)"
-                 for k, name in (("default", "the default schedule"), ("hand", "the hand schedule"),
-                                 ("numpy", "numpy")) if k in report["speedup"]]
-        lines.append(f"  best re-timed at {b['tuned']:.1f} GFLOPS: " + ", ".join(parts))
-    names = {"default": "the default schedule", "hand": "the hand schedule", "tuned": "the best schedule"}
-    for name, why in summary.baseline_errors.items():
-        lines.append(f"  {names.get(name, name)} could not be timed next to it ({why})")
-    if summary.retimed and best is not None:
-        ranked = sorted(summary.retimed.values())
-        mine = summary.retimed.get(best.config_key())
-        lines.append(f"  chosen by re-timing {len(ranked)} configs: {t.flops / mine / 1e9:.1f} GFLOPS "
-                     f"re-timed (the others {', '.join(f'{t.flops / m / 1e9:.1f}' for m in ranked[1:])})"
-                     if mine else f"  re-timed {len(ranked)} configs")
-    errors = ", ".join(f"{n} {k}" for k, n in sorted(summary.errors.items())) or "none"
-    lines.append(f"  this run: {summary.valid} valid, {sum(summary.errors.values())} invalid ({errors})")
-    ph = summary.phase_s
-    if ph:
-        retime = f", re-time {_duration(ph['retime'])}" if "retime" in ph else ""
-        lines.append(f"  wall time {_duration(summary.wall_s)} (propose {_duration(ph['propose'])}, "
-                     f"build {_duration(ph['build'])}, run {_duration(ph['run'])}{retime})")
-    if summary.exhausted:
-        lines.append("  the search space is used up: every allowed config has been measured")
-    if args.plot:
-        lines.append(f"  plot: {args.plot}")
-    where = f" --preset {args.preset}" if args.preset else f" --size {args.size}" if args.size else ""
-    db = f" --db {shlex.quote(args.db)}" if args.db else ""
-    lines.append(f"next: tensorlang best {t.workload}{where}{db}   (or: tensorlang bench {t.workload}{where}{db})")
-    return "\n".join(lines)
-
-
-def plot_curve(summary, path: str) -> None:
-    """Write a PNG of the best GFLOPS so far against the trial number (``summary.curve``) to ``path``, with a
-    dashed line for each baseline that was timed (the best record's re-timing dotted).
-
-    Example::
-
-        from tuner.tuning import Tuner
-        summary = Tuner(task, 200).run()
-        plot_curve(summary, "matmul-tuning.png")
-    """
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(figsize=(7, 4), dpi=110)
-    ax.plot(range(1, len(summary.curve) + 1), summary.curve, color="tab:blue", label="best so far (while tuning)")
-    colors = {"default": "gray", "hand": "tab:orange", "numpy": "tab:green", "tuned": "tab:blue"}
-    for name, value in summary.baselines.items():
-        if value:
-            label = "best, re-timed" if name == "tuned" else name
-            ax.axhline(value, linestyle=":" if name == "tuned" else "--", linewidth=1,
-                       color=colors.get(name, "black"), label=f"{label} ({value:.1f})")
-    ax.set_xlabel("trial")
-    ax.set_ylabel("GFLOPS")
-    ax.set_title(f"{summary.task.workload} ({summary.task.threads} threads)")
-    ax.grid(alpha=0.3)
-    ax.legend(loc="lower right", fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-
-
-def best_record(workload, sizes, threads, db_path):
-    """(task, its best valid record or None, the database path) for the workload at sizes, this CPU, threads.
-    A database file that does not exist yet is not created. ``db_path`` None: :func:`tuner.database.default_db_path`.
-
-    Example::
-
-        >>> import schedules
-        >>> task, rec, path = best_record(schedules.get("matmul"), {"M": 64, "N": 48, "K": 32}, 1, "/no/such.db")
-        >>> task.describe().split(" on ")[0], rec, path
-        ('matmul(M=64, N=48, K=32)', None, '/no/such.db')
-    """
-    task = Task.create(workload.name, sizes=sizes, threads=threads)
-    path, db = _existing_db(db_path)
-    if db is None:
-        return task, None, path
-    try:
-        return task, db.best(task.key), db.path
-    finally:
-        db.close()
-
-
-def cmd_best(args, workload, sizes) -> dict:
-    """``tensorlang best``: the best record of a task and its schedule as Python.
-
-    Prints the record's time, GFLOPS, knob values and schedule (nothing with ``--json``) and returns them as a
-    JSON object; TuneFlagError, with the ``tune`` command to run, when the task has no valid record.
-
-    Example::
-
-        tensorlang best matmul --preset 512 --threads 8 --db runs.db
-    """
-    check_threads_flag(args.threads)
-    task, rec, path = best_record(workload, sizes, args.threads, args.db)
-    if rec is None:
-        where = f" --preset {args.preset}" if args.preset else f" --size {args.size}" if args.size else ""
-        raise TuneFlagError(f"no valid tuning record for {task.describe()} in {path}; "
-                            f"run: tensorlang tune {workload.name}{where} --trials 100")
-    python = str(record_schedule(rec, task.op, path))
-    out = {"workload": workload.name, "sizes": task.sizes, "threads": task.threads, "task_key": task.key,
-           "median_s": rec.median_s, "gflops": rec.gflops, "trial": rec.trial, "strategy": rec.strategy,
-           "seed": rec.seed, "config": rec.config, "schedule": rec.schedule, "python": python, "times": rec.times}
+    import tensorlang as tl
+    if args.db is not None and not args.best:
+        raise CLIError("--db: only with --best (the database whose best record is shown)")
+    w, sizes = workload_and_sizes(args)
+    op = tl.op(w.source)
+    kind = "llvm" if args.llvm else "asm" if args.asm else "ir"
+    s = tl.schedule(op, **sizes)
+    if args.best:
+        from tuner.tune_cli import best_record, record_schedule
+        task, rec, path = best_record(w, sizes, None, args.db)
+        if rec is None:
+            where = f" --preset {args.preset}" if args.preset else f" --size {args.size}" if args.size else ""
+            raise CLIError(f"--best: no tuning record for {task.describe()} in {path}; "
+                           f"run: tensorlang tune {w.name}{where} --trials 100")
+        s = record_schedule(rec, op, path)
+    text = s.lower() if kind == "ir" else tl.build(s).source(kind)
     if not args.json:
-        print(f"best of {task.describe()}: {rec.median_s * 1e3:.3f} ms, {rec.gflops:.1f} GFLOPS "
-              f"(trial {rec.trial}, {rec.strategy}, seed {rec.seed})")
-        print("knobs: " + ", ".join(f"{k}={v}" for k, v in rec.config.items()))
-        print(python)
-    return out
+        print(text)
+    return {"workload": w.name, "sizes": sizes, "kind": kind, "text": text}
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # argparse's own errors: usage line and the message, exit 2, no traceback
+        self.print_usage(sys.stderr)
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def make_parser() -> argparse.ArgumentParser:
+    """The argument parser of the `tensorlang` command: one subcommand per entry of COMMANDS, each with its flags
+    and their defaults.
+
+    >>> args = make_parser().parse_args(["run", "softmax", "--preset", "small"])
+    >>> args.command, args.workload, args.preset, args.repeat, args.min_time
+    ('run', 'softmax', 'small', 10, 0.2)
+    """
+    p = _Parser(prog="tensorlang", description="tensorlang: a tensor compiler with an auto-tuner")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+
+    def common(sp, sizes=True):
+        sp.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+        if sizes:
+            sp.add_argument("workload", metavar="WORKLOAD", help="a workload (see `tensorlang ops`)")
+            sp.add_argument("--preset", help="a size preset of the workload")
+            sp.add_argument("--size", help="sizes as NAME=INT,... (override the preset's)")
+
+    o = sub.add_parser("ops", help="list workloads and their size presets")
+    common(o, sizes=False)
+    o.add_argument("--spaces", action="store_true", help="also show each workload's search space and its size")
+    r = sub.add_parser("run", help="compile a workload, run it, check it against numpy and time it")
+    common(r)
+    r.add_argument("--repeat", type=int, default=10, help="at least this many timed runs (default 10)")
+    r.add_argument("--min-time", type=float, default=0.2, help="and at least this many seconds (default 0.2)")
+    r.add_argument("--seed", type=seed_value, default=0, help="seed of the random inputs")
+    b = sub.add_parser("bench", help="time the default schedule, the hand schedule and numpy in one table")
+    common(b)
+    b.add_argument("--threads", type=int, help="threads for tensorlang and OpenBLAS (default: all CPUs)")
+    b.add_argument("--repeat", type=int, default=10, help="at least this many timed runs each (default 10)")
+    b.add_argument("--min-time", type=float, default=0.3, help="and at least this many seconds each")
+    b.add_argument("--db", help=f"tuning database whose best record is timed too {DB_DEFAULT}")
+    s = sub.add_parser("show", help="print the loop IR (default), LLVM IR or assembly")
+    common(s)
+    g = s.add_mutually_exclusive_group()
+    g.add_argument("--ir", action="store_true", help="the loop IR (default)")
+    g.add_argument("--llvm", action="store_true", help="the optimised LLVM IR")
+    g.add_argument("--asm", action="store_true", help="the assembly")
+    s.add_argument("--best", action="store_true", help="the best tuned schedule instead of the default one")
+    s.add_argument("--db", help="tuning database for --best")
+    t = sub.add_parser("tune", help="auto-tune a workload: search schedules, measure them, keep every record")
+    common(t)
+    t.add_argument("--trials", type=int, required=True, help="tune until the task has this many records")
+    t.add_argument("--strategy", default="xgb-genetic",
+                   help="random, grid, genetic, bayesian or xgb-genetic (default); or a plug-in: an entry point "
+                        "name or package.module:Class")
+    t.add_argument("--cost-model", default="xgb",
+                   help="xgb (default), forest or none; or a plug-in (entry point name or package.module:Class)")
+    t.add_argument("--sampler", help="with --strategy bayesian: an optuna sampler class (default TPESampler)")
+    t.add_argument("--seed", type=seed_value, default=0, help="seed of the search (same seed, same proposals)")
+    t.add_argument("--db", help=f"tuning database file {DB_DEFAULT}")
+    t.add_argument("--jobs", type=int, help="build processes (default: the CPU count)")
+    t.add_argument("--timeout", type=float, default=10.0, help="seconds one candidate may run (default 10)")
+    t.add_argument("--threads", type=int, help="threads the kernels use (default: all CPUs)")
+    t.add_argument("--batch", type=int, default=16,
+                   help="candidates proposed and measured per round (at most 8 for the first 64 trials)")
+    t.add_argument("--retime-top", type=int, default=5,
+                   help="at the end, time the K fastest configs again (3 interleaved rounds) and let that choose "
+                        "the best (default 5; 0: no re-timing)")
+    t.add_argument("--no-hand-start", action="store_true",
+                   help="do not measure the hand schedule's config first (search starts from nothing)")
+    t.add_argument("--plot", help="write a PNG of the best GFLOPS so far against trials")
+    t.add_argument("--no-baselines", action="store_true",
+                   help="skip timing the default and hand schedules and numpy at the end")
+    bst = sub.add_parser("best", help="the best tuned record of a workload and its schedule as Python")
+    common(bst)
+    bst.add_argument("--threads", type=int, help="the thread count it was tuned for (default: all CPUs)")
+    bst.add_argument("--db", help=f"tuning database file {DB_DEFAULT}")
+    c = sub.add_parser("compare", help="compare search strategies over seeds, on replay of a dataset or live")
+    common(c)
+    c.add_argument("--strategies", required=True,
+                   help="strategies separated by commas: names, entry points or package.module:Class")
+    c.add_argument("--trials", type=int, required=True, help="trials per run")
+    c.add_argument("--seeds", type=int, default=5, help="runs per strategy, with seeds 0..K-1 (default 5)")
+    c.add_argument("--replay", metavar="DATASET", help="answer from this dataset (CSV) instead of measuring")
+    c.add_argument("--cost-model", default="xgb", help="cost model of model-guided strategies (default xgb)")
+    c.add_argument("--jobs", type=int, help="processes sharing the runs on replay (default: the CPU count)")
+    c.add_argument("--threads", type=int, help="threads the kernels use when live (default: all CPUs)")
+    c.add_argument("--timeout", type=float, default=10.0, help="seconds one candidate may run, live (default 10)")
+    c.add_argument("--plot", help="write a PNG of the best-so-far curves (median and 25-75%% over seeds)")
+    d = sub.add_parser("dataset", help="export tuning records as a dataset for offline replay, or describe one")
+    dsub = d.add_subparsers(dest="dataset_command", metavar="ACTION", parser_class=_Parser)
+    dsub.required = True
+    de = dsub.add_parser("export", help="write one task's records as a CSV table with a JSON header")
+    common(de)
+    de.add_argument("-o", "--output", required=True, help="the CSV file to write")
+    de.add_argument("--threads", type=int, help="the thread count it was tuned for (default: all CPUs)")
+    de.add_argument("--db", help=f"tuning database file {DB_DEFAULT}")
+    de.add_argument("--note", help="free text stored in the header (how the records were made)")
+    di = dsub.add_parser("info", help="describe a dataset file")
+    common(di, sizes=False)
+    di.add_argument("file", metavar="FILE", help="a dataset CSV")
+    cm = sub.add_parser("costmodel", help="evaluate cost models on a dataset")
+    csub = cm.add_subparsers(dest="costmodel_command", metavar="ACTION", parser_class=_Parser)
+    csub.required = True
+    ce = csub.add_parser("eval", help="train each cost model on part of a dataset, rank the rest")
+    common(ce, sizes=False)
+    ce.add_argument("--dataset", required=True, help="a dataset CSV (see `tensorlang dataset export`)")
+    ce.add_argument("--models", help="cost models separated by commas (default: every registered one)")
+    ce.add_argument("--train-fraction", type=float, default=0.5, help="share of configs to train on (default 0.5)")
+    ce.add_argument("--splits", type=int, default=5, help="random train/test splits to average (default 5)")
+    ce.add_argument("--seed", type=seed_value, default=0, help="seed of the splits and the models")
+    ex = sub.add_parser("export", help="write a kernel ahead of time: library, object, C, LLVM IR or assembly, "
+                                       "with a header and an example C program",
+                        description="Schedule: the workload's hand schedule if it has one, else the default "
+                                    "schedule; --best or --schedule FILE.json choose another.")
+    common(ex)
+    ex.add_argument("--format", default="so", help="so (shared library, default), o (object file + runtime "
+                                                   "source), c (C source), ll (LLVM IR) or asm (assembly)")
+    ex.add_argument("-o", "--output", required=True, metavar="DIR", help="directory to write the files in")
+    exs = ex.add_mutually_exclusive_group()
+    exs.add_argument("--best", action="store_true", help="the best tuned record of the tuning database")
+    exs.add_argument("--schedule", metavar="FILE.json", help="a schedule written by Schedule.to_json()")
+    ex.add_argument("--name", help="the C function's name (default: the workload's)")
+    ex.add_argument("--cc", help="C compiler that links format so (default: $CC, else cc)")
+    ex.add_argument("--threads", type=int, help="with --best: the thread count it was tuned for (default: all CPUs)")
+    ex.add_argument("--db", help=f"tuning database for --best {DB_DEFAULT}")
+    return p
+
+
+def cmd_tune(args) -> dict:
+    """`tensorlang tune`: auto-tune the workload at its sizes (see :func:`tuner.tune_cli.cmd_tune`) and return the
+    summary of the run.
+
+    Example::
+
+        tensorlang tune conv2d --trials 64
+        cmd_tune(make_parser().parse_args(["tune", "matmul", "--preset", "512", "--trials", "64", "--json"]))
+    """
+    from tuner.tune_cli import cmd_tune as tune
+    return tune(args, *workload_and_sizes(args))
+
+
+def cmd_best(args) -> dict:
+    """`tensorlang best`: the best tuned record of the workload at its sizes in the tuning database, and its
+    schedule as Python (see :func:`tuner.tune_cli.cmd_best`).
+
+    Example::
+
+        tensorlang best conv2d
+        cmd_best(make_parser().parse_args(["best", "matmul", "--preset", "512", "--json"]))
+    """
+    from tuner.tune_cli import cmd_best as best
+    return best(args, *workload_and_sizes(args))
+
+
+def cmd_export(args) -> dict:
+    """`tensorlang export`: write the workload's kernel ahead of time, with a header and an example program (see
+    :func:`tensorlang.export.cmd_export`); returns what it wrote.
+
+    Example::
+
+        tensorlang export matmul --preset 512 --format so -o out/
+        cmd_export(make_parser().parse_args(["export", "matmul", "--format", "c", "-o", "out", "--json"]))
+    """
+    from tuner.export_cli import cmd_export as export
+    return export(args)
+
+
+def cmd_compare(args) -> dict:
+    """`tensorlang compare`: run search strategies side by side over several seeds, live or on replay of a dataset
+    (see :func:`tuner.research_cli.cmd_compare`).
+
+    Example::
+
+        tensorlang compare matmul --preset 512 --strategies random,xgb-genetic --trials 64 \\
+            --replay datasets/matmul_512.csv
+    """
+    from tuner.research_cli import cmd_compare as compare
+    return compare(args, *workload_and_sizes(args))
+
+
+def cmd_dataset(args) -> dict:
+    """`tensorlang dataset export|info`: write a task's tuning records as a dataset CSV, or describe one (see
+    :func:`tuner.research_cli.cmd_dataset`).
+
+    Example::
+
+        tensorlang dataset export matmul --preset 512 -o matmul_512.csv
+        cmd_dataset(make_parser().parse_args(["dataset", "info", "datasets/matmul_512.csv", "--json"]))
+    """
+    from tuner.research_cli import cmd_dataset as dataset
+    return dataset(args)
+
+
+def cmd_costmodel(args) -> dict:
+    """`tensorlang costmodel eval`: train each cost model on part of a dataset and rank the held-out configs (see
+    :func:`tuner.research_cli.cmd_costmodel`).
+
+    Example::
+
+        tensorlang costmodel eval --dataset datasets/matmul_512.csv --models xgb,forest
+    """
+    from tuner.research_cli import cmd_costmodel as costmodel
+    return costmodel(args)
+
+
+COMMANDS = {"ops": cmd_ops, "run": cmd_run, "bench": cmd_bench, "show": cmd_show, "tune": cmd_tune,
+            "best": cmd_best, "compare": cmd_compare, "dataset": cmd_dataset, "costmodel": cmd_costmodel}
+COMMANDS["export"] = cmd_export
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the `tensorlang` console script: parse `argv` (default: sys.argv[1:]), run the command and,
+    with --json, print its result as one JSON object. Returns the exit status: 0, 2 when the command fails (the
+    error printed on stderr without a traceback) or 130 when interrupted (a tune that Ctrl-C stopped prints its
+    summary, and its JSON with "interrupted": true, first); a flag argparse rejects exits with
+    status 2 (SystemExit) after printing the usage.
+
+    Example::
+
+        main(["run", "matmul", "--preset", "small"])   # what `tensorlang run matmul --preset small` does; 0
+    """
+    args = make_parser().parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # what a "resume with:" line repeats
+    try:
+        result = COMMANDS[args.command](args)
+    except TensorlangError as e:  # CLIError, UsageError, DSLError, ...: bad input, one line; a bug keeps its traceback
+        print(f"tensorlang {args.command}: error: {e}", file=sys.stderr)
+        return 2
+    except MemoryError as e:  # sizes too big for this machine: the arrays, or the kernel's temporary buffers
+        print(f"tensorlang {args.command}: error: out of memory: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"tensorlang {args.command}: interrupted", file=sys.stderr)
+        return 130
+    if args.json:
+        print(json.dumps(result))
+    return 130 if isinstance(result, dict) and result.get("interrupted") else 0  # a tune stopped by Ctrl-C
+
+
+if __name__ == "__main__":
+    sys.exit(main())

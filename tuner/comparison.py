@@ -168,7 +168,7 @@ def replay_run(dataset: Dataset, strategy: str, seed: int, trials: int, cost_mod
     """
     from tuner.database import Database
     from tuner.replay import ReplayRunner, replay_task, table_features
-    from tuner.space import config_key
+    from tensorlang.space import config_key
     from tuner.tuning import Tuner
 
     task = replay_task(dataset)

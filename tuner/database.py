@@ -36,7 +36,7 @@ from typing import Any
 
 from tensorlang import __version__ as _TENSORLANG_VERSION
 from tensorlang.errors import TensorlangError, UsageError
-from tuner.space import config_key as _config_key
+from tensorlang.space import config_key as _config_key
 
 __all__ = ["SCHEMA_VERSION", "ERROR_KINDS", "Database", "DatabaseError", "Record", "default_db_path"]
 
@@ -225,7 +225,7 @@ class Record:
         return self.flops / median / 1e9
 
     def config_key(self) -> str:
-        """The canonical JSON text of the config (see :func:`tuner.space.config_key`): equal configs, equal keys.
+        """The canonical JSON text of the config (see :func:`tensorlang.space.config_key`): equal configs, equal keys.
 
         Example::
 

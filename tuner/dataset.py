@@ -11,7 +11,7 @@ with ``#`` are comments, so ``pandas.read_csv(path, comment="#")`` reads the tab
 Example::
 
     >>> import os, tempfile
-    >>> from tuner.space import Knob
+    >>> from tensorlang.space import Knob
     >>> ds = Dataset({"workload": "toy", "sizes": {"N": 8}, "threads": 1, "flops": 16.0,
     ...               "knobs": {"v": [1, 2]}}, [({"v": 1}, 0.5, None), ({"v": 2}, None, "wrong")])
     >>> path = os.path.join(tempfile.mkdtemp(), "toy.csv")
@@ -35,7 +35,7 @@ import numpy as np
 
 from tensorlang.errors import UsageError
 from tuner.database import ERROR_KINDS
-from tuner.space import Knob, Space, config_key
+from tensorlang.space import Knob, Space, config_key
 
 __all__ = ["FORMAT_VERSION", "MAGIC", "Dataset", "DatasetError", "from_records"]
 

@@ -96,7 +96,7 @@ def evaluate_dataset(dataset, models=None, train_fraction: float = 0.5, splits: 
     from tuner.costmodel import COST_MODELS
     from tuner.plugins import load_entry_points
     from tuner.replay import replay_task, table_features
-    from tuner.space import config_key
+    from tensorlang.space import config_key
     if models is None:
         load_entry_points("cost model")
         models = list(COST_MODELS)

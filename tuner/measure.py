@@ -33,7 +33,7 @@ import numpy as np
 
 import tensorlang as tl
 from tensorlang.errors import UsageError
-from tuner.space import config_key
+from tensorlang.space import config_key
 from tuner.task import Task
 from tuner.worker import Worker, WorkerCrash, WorkerTimeout
 

@@ -23,7 +23,7 @@ import numpy as np
 
 from tuner.dataset import Dataset, DatasetError
 from tuner.measure import Result
-from tuner.space import config_key
+from tensorlang.space import config_key
 from tuner.task import Task
 
 __all__ = ["ReplayRunner", "replay_task", "table_features"]

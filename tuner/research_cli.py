@@ -1,4 +1,4 @@
-"""The research commands of the ``tensorlang`` command line (``tensorlang/cli.py`` parses the flags):
+"""The research commands of the ``tensorlang`` command line (``tuner/cli.py`` parses the flags):
 
     tensorlang compare WORKLOAD --strategies random,genetic,... --trials N --seeds K [--replay DATASET]
                        [--preset P | --size K=V,...] [--cost-model M] [--jobs N] [--plot FILE] [--json]
@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import sys
 
-from tuner.cli import TuneFlagError, check_jobs_flag, check_plot_flag, check_plugin_flags, check_threads_flag
+from tuner.tune_cli import TuneFlagError, check_jobs_flag, check_plot_flag, check_plugin_flags, check_threads_flag
 
 
 def _names(text: str, flag: str) -> list[str]:
@@ -114,12 +114,12 @@ def cmd_dataset(args) -> dict:
     """
     if args.dataset_command == "info":
         return _dataset_info(args)
-    from tensorlang.cli import workload_and_sizes
+    from tuner.cli import workload_and_sizes
     return _dataset_export(args, *workload_and_sizes(args))
 
 
 def _dataset_export(args, workload, sizes) -> dict:
-    from tuner.cli import _db_source, _existing_db
+    from tuner.tune_cli import _db_source, _existing_db
     from tuner.dataset import DatasetError, check_output_path, from_records
     from tuner.task import Task
     check_threads_flag(args.threads)

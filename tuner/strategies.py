@@ -7,7 +7,7 @@ random exploration). The same seed and the same observations give the same propo
 
 Example::
 
-    >>> from tuner.space import Knob, Space
+    >>> from tensorlang.space import Knob, Space
     >>> sp = Space("toy", [Knob("a", (1, 2, 3)), Knob("b", (1, 2))], lambda s, c: None)
     >>> st = make_strategy("grid", sp, seed=0)
     >>> st.propose(2)
@@ -25,7 +25,7 @@ import numpy as np
 
 from tensorlang.errors import UsageError
 from tuner.costmodel import CostModel, make_cost_model
-from tuner.space import Space, config_key
+from tensorlang.space import Space, config_key
 
 __all__ = ["Observation", "Strategy", "STRATEGIES", "featurize_all", "register_strategy", "make_strategy",
            "optuna_samplers", "sampler_problem"]
@@ -54,7 +54,7 @@ class Observation:
 class Strategy:
     """The interface every strategy implements (subclass it and register it with :func:`register_strategy`).
 
-    Arguments: ``space`` (a :class:`tuner.space.Space`), ``seed``; model-guided strategies also get a
+    Arguments: ``space`` (a :class:`tensorlang.space.Space`), ``seed``; model-guided strategies also get a
     ``cost_model`` (a :class:`tuner.costmodel.CostModel`) and ``featurize(config) -> feature vector or None``
     (which may also offer ``featurize.many(configs)`` for a batch: see :func:`featurize_all`).
     Subclasses implement ``_propose(n)`` and may extend ``observe``. The base class keeps ``seen`` (every config
@@ -203,7 +203,7 @@ def mutate(genes: np.ndarray, space: Space, rng: np.random.Generator, rate: floa
 
     Example::
 
-        >>> from tuner.space import Knob
+        >>> from tensorlang.space import Knob
         >>> sp = Space("toy", [Knob("a", (1, 2, 3))], lambda s, c: None)
         >>> mutate(np.array([0]), sp, np.random.default_rng(0), rate=0.0).tolist() != [0]
         True
@@ -531,7 +531,7 @@ def make_strategy(name: str, space: Space, seed: int = 0, **kw) -> Strategy:
 
     Example::
 
-        >>> from tuner.space import Knob
+        >>> from tensorlang.space import Knob
         >>> make_strategy("annealing", Space("t", [Knob("a", (1,))], lambda s, c: None))
         Traceback (most recent call last):
         ...

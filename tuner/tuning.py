@@ -28,7 +28,7 @@ from tuner import features as feature_extraction
 from tuner.costmodel import make_cost_model
 from tuner.database import Database, Record
 from tuner.measure import LocalRunner, MeasureOptions, Result
-from tuner.space import config_key
+from tensorlang.space import config_key
 from tuner.strategies import Observation, Strategy, make_strategy
 from tuner.task import Task
 
@@ -296,7 +296,7 @@ def measure_baselines(task: Task, best: Record | None, jobs: int | None = 1, num
         gflops = measure_baselines(task, Database().best(task.key), errors=errors)
         print(gflops["tuned"] / gflops["numpy"], errors)
     """
-    from tensorlang.bench import baseline
+    from tuner.bench import baseline
     w = task.workload_def
     out = {}
     with LocalRunner(task, jobs=jobs, options=MeasureOptions(min_runs=5, min_time=0.2, coarse_factor=math.inf)) \

@@ -7,7 +7,7 @@ database as JSON and back unchanged. Every workload in ``schedules/`` declares i
 Example::
 
     >>> import tensorlang as tl
-    >>> from tuner.space import Knob, Space
+    >>> from tensorlang.space import Knob, Space
     >>> def apply(s, cfg):
     ...     _, vi = s["B"].split("i", cfg["vec"])
     ...     s["B"].vectorize(vi)

@@ -17,7 +17,7 @@ import tempfile
 
 import numpy as np
 
-from .errors import TensorlangError, UsageError
+from tensorlang.errors import TensorlangError, UsageError
 
 class BaselineError(TensorlangError, RuntimeError):
     """A library baseline (numpy or PyTorch) failed in its subprocess: out of memory at the sizes asked for, a
@@ -158,7 +158,7 @@ def run_bench(w, sizes: dict, threads: int, min_runs: int = 10, min_time: float 
 def _run_bench(w, sizes, threads, min_runs, min_time, extra, log) -> dict:
     import tensorlang as tl
 
-    from .timing import measure, median
+    from tensorlang.timing import measure, median
     op = tl.op(w.source)
     inputs = w.make_inputs(sizes, np.random.default_rng(0))
     flops = w.flops(sizes)

@@ -1,0 +1,131 @@
+"""The ``tensorlang export`` command: choose a workload's schedule (hand, ``--best`` or ``--schedule FILE.json``)
+and write its kernel ahead of time with :func:`tensorlang.export.export`.
+
+Example::
+
+    tensorlang export matmul --preset 512 --format so -o out/
+"""
+from __future__ import annotations
+
+import json
+import shlex
+
+from tensorlang.errors import BuildError
+from tensorlang.export import FORMATS, build_command, check_name, export, output_directory
+
+
+def cmd_export(args) -> dict:
+    """`tensorlang export`: choose the schedule (hand / --best / --schedule), export, and report the files.
+
+    Returns the workload, sizes, format, C name, where the schedule came from, the files written ({role: path})
+    and the command that builds the example program; bad flags raise CLIError.
+
+    Example::
+
+        tensorlang export matmul --preset 512 --format so -o out/
+        args = tuner.cli.make_parser().parse_args(["export", "matmul", "--best", "--format", "o", "-o", "out"])
+        cmd_export(args)["files"]   # {'object': 'out/matmul.o', 'runtime': 'out/tensorlang_runtime.c', ...}
+    """
+    import tensorlang as tl
+
+    from tuner.cli import CLIError, workload_and_sizes
+    if args.format not in FORMATS:
+        raise CLIError(f"--format: unknown format {args.format!r}; formats: "
+                       + ", ".join(f"{k} ({v})" for k, v in FORMATS.items()))
+    if args.name is not None:
+        try:
+            check_name(args.name)
+        except BuildError as e:
+            raise CLIError(f"--name: {e}") from None
+    for flag, value in (("--threads", args.threads), ("--db", args.db)):
+        if value is not None and not args.best:
+            raise CLIError(f"{flag}: only with --best (which tuning record to export)")
+    w, sizes = workload_and_sizes(args)
+    if args.cc is not None and args.format == "so":
+        from tensorlang.codegen_c import find_c_compiler
+        try:
+            find_c_compiler(args.cc)
+        except BuildError as e:
+            raise CLIError(f"--cc: {e}") from None
+    try:
+        output_directory(args.output, "-o")
+    except BuildError as e:
+        raise CLIError(str(e)) from None
+    op = tl.op(w.source)
+    where = f" --preset {args.preset}" if args.preset else f" --size {args.size}" if args.size else ""
+    if args.schedule:
+        s, note = _schedule_file(args.schedule, w, op, sizes, bool(args.preset or args.size))
+        where = ""
+    elif args.best:
+        from tuner.tune_cli import best_record, check_threads_flag, record_schedule
+        check_threads_flag(args.threads)
+        task, rec, path = best_record(w, sizes, args.threads, args.db)
+        if rec is None:
+            raise CLIError(f"--best: no tuning record for {task.describe()} in {path}; "
+                           f"run: tensorlang tune {w.name}{where} --trials 100")
+        s = record_schedule(rec, op, path)
+        note = f"the best tuned record in {path} (trial {rec.trial}, {rec.gflops:.1f} GFLOPS when tuned)"
+    else:
+        s = tl.schedule(op, **sizes)
+        if w.hand_schedule is not None:
+            w.hand_schedule(s)
+            note = f"the hand schedule of schedules/{w.name}.py"
+        else:
+            note = "the default schedule (this workload has no hand schedule)"
+    choice = " --best" if args.best else f" --schedule {shlex.quote(args.schedule)}" if args.schedule else ""
+    name = f" --name {args.name}" if args.name else ""
+    command = (f"tensorlang export {w.name}{where}{choice} --format {args.format}{name} "
+               f"-o {shlex.quote(args.output)}")
+    files = export(s, args.output, args.format, name=args.name, cc=args.cc, note=note, command=command)
+    meta = {"name": args.name or op.name, "parallel": args.format == "c" and "# parallel" in s.lower()}
+    shown = {k: s.sizes[k] for k in sorted(s.sizes, key=lambda k: list(sizes).index(k) if k in sizes else 99)}
+    result = {"workload": w.name, "sizes": shown, "format": args.format, "name": meta["name"], "schedule": note,
+              "files": files, "build_example": f"cd {shlex.quote(args.output)} && {build_command(meta, args.format)}"}
+    if not args.json:
+        print(f"exported {meta['name']} ({', '.join(f'{k}={v}' for k, v in shown.items())}; {note}) "
+              f"as {FORMATS[args.format]}:")
+        for role, path in files.items():
+            print(f"  {path:<40} {role}")
+        print(f"build and run the example:\n  {result['build_example']} && ./{meta['name']}_example")
+        if args.format == "so":
+            print(f"load it in Python:\n  tl.load({files['library']!r})")
+    return result
+
+
+def _schedule_file(path: str, w, op, sizes: dict, sizes_given: bool):
+    import tensorlang as tl
+
+    from tensorlang.errors import TensorlangError
+    from tuner.cli import CLIError
+    try:
+        with open(path) as f:
+            text = f.read()
+    except FileNotFoundError:
+        raise CLIError(f"--schedule: no such file {path}") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise CLIError(f"--schedule: cannot read {path}: {getattr(e, 'strerror', None) or e}") from None
+    try:
+        data = json.loads(text)
+    except (json.JSONDecodeError, RecursionError) as e:  # RecursionError: arrays nested thousands deep
+        raise CLIError(f"--schedule: {path} is not JSON ({e}); write it with Schedule.to_json()") from None
+    if not isinstance(data, dict) or not isinstance(data.get("source"), str) or "sizes" not in data:
+        raise CLIError(f"--schedule: {path} is not a tensorlang schedule (write one with Schedule.to_json())")
+    try:
+        other = tl.op(data["source"])
+    except TensorlangError as e:
+        raise CLIError(f"--schedule: the program in {path} does not parse: {e}") from None
+    if other.key != op.key:
+        raise CLIError(f"--schedule: {path} is a schedule of the program {other.name!r}, not of the workload "
+                       f"{w.name}; pass a schedule made for {w.name}")
+    if sizes_given and data["sizes"] != sizes:
+        given = ", ".join(f"{k}={v}" for k, v in sizes.items())
+        order = list(sizes)  # the workload's order (the file's is alphabetical)
+        theirs = ", ".join(f"{k}={data['sizes'][k]}" for k in sorted(
+            data["sizes"], key=lambda k: order.index(k) if k in order else len(order))) \
+            if isinstance(data["sizes"], dict) else repr(data["sizes"])
+        raise CLIError(f"--schedule: {path} is for the sizes {theirs}, not {given}; drop --preset/--size to "
+                       "export it at its own sizes")
+    try:
+        return tl.Schedule.from_json(text, op), f"from {path}"
+    except TensorlangError as e:
+        raise CLIError(f"--schedule: {path}: {e}") from None
