@@ -134,6 +134,8 @@ class Lowerer:
         self.buffers = buffers_of(bound, self.inlined)
         state.check_attachments()
         self.local_stages: set[str] = set()  # computed at a loop and stored there (see stored_here)
+        # producer -> the stage computed in its write-back (reverse_compute_inline)
+        self.epilogue = {st.attach[1]: n for n, st in state.stages.items() if st.attach[0] == "epilogue"}
         self.attached: dict[tuple[str, str], list[str]] = {}
         for s in self.op.stages:
             st = state.stages[s.name]
@@ -148,9 +150,11 @@ class Lowerer:
         Let whose variable nothing reads."""
         roots = [s.name for s in self.op.stages if self.state.stages[s.name].attach[0] == "root"]
         body = ir.seq(*(self.stage(name, None) for name in roots))
+        used = ir.stmt_buffers(body)
         for s in reversed(self.op.stages):
             buf = self.buffers.get(s.name)
-            if buf is not None and buf.role == "temp" and s.name not in self.local_stages:
+            # a reduction whose write-back computes its reader may never store: it then needs no buffer
+            if buf is not None and buf.role == "temp" and s.name not in self.local_stages and s.name in used:
                 body = ir.Allocate(buf, body)
         params = tuple(self.buffers[p.name] for p in self.op.params) + \
             tuple(self.buffers[o] for o in self.op.outputs)
@@ -246,6 +250,7 @@ class Lowerer:
 
         copies = self.cache_reads(name, nest, exprs, ranges, prefix)
         value = ValueLowering(self, bs, orig, exprs, copies, ranges)(s.rhs, s.dtype)
+        epilogue = self.epilogue_store(name, orig, ranges) if name in self.epilogue else None
         tbuf, tidx = local if local is not None else (out, out_idx)
         if s.reduce_op is None:
             core: ir.Stmt = ir.Store(tbuf, tidx, value)
@@ -320,12 +325,23 @@ class Lowerer:
 
                 def write(value):
                     return tile(inner, ir.Store(out, out_idx, value), True)
+
+                def final(value):  # the element is final: the epilogue's store, or the producer's own
+                    return tile(inner, epilogue(value), True) if epilogue else write(value)
                 if identity is None or all_red_cached:
-                    write_back = write(back)
+                    write_back = final(back)
                 else:
-                    accumulate = write(ir.BinOp(s.reduce_op, ir.Load(out, out_idx), back))
+                    summed = ir.BinOp(s.reduce_op, ir.Load(out, out_idx), back)
+                    accumulate = write(summed)
                     first = ir.all_of(ir.Cmp("==", var[r.name], ir.const(r.lo)) for r in outer_red)
-                    write_back = ir.If(first, write(back), accumulate) if folded_init else accumulate
+                    if epilogue:  # partial sums stay in the buffer until the last block of the reduction
+                        last = ir.all_of(ir.Cmp("==", var[r.name], ir.const(r.lo + r.extent - 1))
+                                         for r in outer_red)
+                        accumulate = ir.If(last, final(summed), accumulate)
+                        store_first = ir.If(last, final(back), write(back))
+                    else:
+                        store_first = write(back)
+                    write_back = ir.If(first, store_first, accumulate) if folded_init else accumulate
                 body = ir.Allocate(buf, ir.seq(*init, body, write_back))
             # a copy outside the stage's parallel loop is split across the threads too, rather than run by one
             threads = not prefix and any(q.kind == "parallel" for q in loops[depth + 1:])
@@ -346,13 +362,34 @@ class Lowerer:
             body = lets(depth, body, False, False)
             loop = ir.For(var[lp.name], ir.const(lp.lo), ir.const(lp.extent), body, lp.kind)
             if fused_init and depth == first_red:  # initialise just before the reduction loops
-                return ir.seq(ir.Store(out, out_idx, identity), loop)
+                after = [epilogue(ir.Load(out, out_idx))] if epilogue else []
+                return ir.seq(ir.Store(out, out_idx, identity), loop, *after)
             return loop
 
+        if epilogue is not None and cw_depth is None and not fused_init:
+            consumer = self.epilogue[name]
+            raise ScheduleError(f"reverse_compute_inline({consumer}): {name}'s elements are never final inside its "
+                                f"loops (a loop over its output runs inside a reduction loop); give {name} a "
+                                "cache_write, or put its reduction loops innermost")
         main = lets(-1, build(0), False, False)
         if separate_init:
             main = ir.seq(lets(-1, tile(loops, ir.Store(out, out_idx, identity), True), True, True), main)
         return main
+
+    def epilogue_store(self, producer: str, orig: dict, ranges: dict):
+        """For the stage computed in `producer`'s write-back: a function of the IR value of one final element of
+        the producer (at the producer's index variables `orig`) that stores the consumer's element there."""
+        consumer = self.epilogue[producer]
+        bs = self.bound.stages[consumer]
+        ps = self.bound.stages[producer].stage
+        env = {v: orig[pv] for v, pv in zip(bs.stage.lhs_vars, ps.lhs_vars)}
+        out = self.buffers[consumer]
+        idx = tuple(env[v] for v in bs.stage.lhs_vars)
+
+        def store(value: ir.Expr) -> ir.Stmt:
+            lowering = ValueLowering(self, bs, env, env, {}, ranges, replace={producer: value})
+            return ir.Store(out, idx, lowering(bs.stage.rhs, bs.stage.dtype))
+        return store
 
     @staticmethod
     def global_index_vars(value: ir.Expr, orig: dict) -> set[str]:
@@ -718,8 +755,10 @@ class ValueLowering:
     """Turns a stage's value expression into IR, given IR expressions for its index variables."""
 
     def __init__(self, lowerer: Lowerer, stage: BoundStage, env: dict[str, ir.Expr], leaf_env: dict[str, ir.Expr],
-                 copies: dict, ranges: dict, all_pad: bool = False):
+                 copies: dict, ranges: dict, all_pad: bool = False, replace: dict | None = None):
         self.lowerer, self.stage, self.env, self.copies, self.ranges = lowerer, stage, env, copies, ranges
+        # tensor -> the value every read of it gives (an epilogue's element of its producer)
+        self.replace = replace or {}
         # inside an inlined stage read outside its domain, every read may fall outside: its value is dropped
         self.all_pad = all_pad
         self.leaf_env = leaf_env  # index variables as expressions of the loops (for local copies)
@@ -730,6 +769,8 @@ class ValueLowering:
         """Lower `e` computed in dtype `want` (literals and index values adapt; tensors must match)."""
         dt = want if e.weak else e.dtype
         if isinstance(e, Access):
+            if e.tensor in self.replace:
+                return _convert(self.replace[e.tensor], dt)
             if e.tensor in self.copies:
                 _, lc = self.copies[e.tensor]
                 idx = [index_to_ir(ix, self.bound.sizes, self.leaf_env) for ix in e.indices]

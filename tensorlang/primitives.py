@@ -127,6 +127,18 @@ class ComputeInline(Primitive):
 
 
 @dataclass(frozen=True)
+class ReverseComputeInline(Primitive):
+    """Compute this (elementwise) stage inside the reduction it reads, where each of that stage's elements is
+    final: in its cache_write write-back, or right after its reduction loops (TVM's reverse_compute_inline)."""
+
+    NAME = "reverse_compute_inline"
+
+    def to_python(self):
+        """The Python call that redoes this primitive, e.g. ``s["Y"].reverse_compute_inline()``."""
+        return f"s[{_q(self.stage)}].reverse_compute_inline()"
+
+
+@dataclass(frozen=True)
 class ComputeRoot(Primitive):
     """Compute this stage on its own at the root (the default)."""
 
@@ -171,7 +183,7 @@ class CacheRead(Primitive):
 
 
 PRIMITIVES = {c.NAME: c for c in (Split, Reorder, Fuse, Annotate, ComputeAt, ComputeInline, ComputeRoot,
-                                  CacheWrite, CacheRead)}
+                                  CacheWrite, CacheRead, ReverseComputeInline)}
 
 
 def from_json(d: dict) -> Primitive:

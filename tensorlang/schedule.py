@@ -34,7 +34,7 @@ from .errors import ScheduleError
 from .ir import Func
 from .loopnest import LoopNest
 from .primitives import (Annotate, CacheRead, CacheWrite, ComputeAt, ComputeInline, ComputeRoot, Fuse, Primitive,
-                         Reorder, Split, from_json)
+                         Reorder, ReverseComputeInline, Split, from_json)
 from .program import Op
 
 SCHEDULE_FORMAT = 1
@@ -46,7 +46,7 @@ class StageState:
     """Everything the schedule says about one stage after replay."""
 
     nest: LoopNest
-    attach: tuple = ("root",)            # ("root",), ("inline",) or ("at", consumer, axis)
+    attach: tuple = ("root",)            # ("root",), ("inline",), ("at", consumer, axis) or ("epilogue", producer)
     cache_write: str | None = None       # loop at whose level the output tile is accumulated locally
     cache_reads: list = field(default_factory=list)   # [(tensor, axis, layout)]
 
@@ -84,6 +84,16 @@ class ScheduleState:
         """Apply one primitive, or raise ScheduleError saying why it is illegal."""
         name = verb(p)
         st = self.stage(name, p.stage)
+        if st.attach[0] == "epilogue" and isinstance(p, (Split, Fuse, Reorder, Annotate, CacheWrite, CacheRead)):
+            raise ScheduleError(f"{describe(p)}: {p.stage} is computed in {st.attach[1]}'s write-back "
+                                f"(reverse_compute_inline) and has no loops of its own; schedule {st.attach[1]}, or "
+                                f"s[{p.stage!r}].compute_root() first")
+        if isinstance(p, (ComputeAt, ComputeInline)):
+            for n, other in self.stages.items():
+                if other.attach == ("epilogue", p.stage):
+                    raise ScheduleError(f"{describe(p)}: {n} is computed in {p.stage}'s write-back "
+                                        f"(reverse_compute_inline), so {p.stage} stays at the root; "
+                                        f"s[{n!r}].compute_root() first")
         if isinstance(p, (Split, Fuse, Reorder, Annotate)):
             self.loop_prims[p.stage].append(p)
         if isinstance(p, (Split, Fuse)):
@@ -116,6 +126,8 @@ class ScheduleState:
             self._compute_inline(p, st)
         elif isinstance(p, ComputeRoot):
             st.attach = ("root",)
+        elif isinstance(p, ReverseComputeInline):
+            self._reverse_compute_inline(p, st)
         elif isinstance(p, CacheWrite):
             i = st.nest.index(name, p.axis)
             if st.attach[0] == "inline":
@@ -167,6 +179,9 @@ class ScheduleState:
                                     f"(s[{r!r}].compute_at(s[{p.consumer!r}], {p.axis!r}))")
         if cons.attach[0] == "inline":
             raise ScheduleError(f"{where}: {p.consumer} is inlined and has no loops")
+        if cons.attach[0] == "epilogue":
+            raise ScheduleError(f"{where}: {p.consumer} is computed in {cons.attach[1]}'s write-back and has no "
+                                "loops of its own")
         i = cons.nest.index("compute_at", p.axis)
         vec = [lp.name for lp in cons.nest.loops[:i + 1] if lp.kind == "vectorized"]
         if vec:
@@ -259,6 +274,70 @@ class ScheduleState:
                 raise ScheduleError(f"compute_inline({p.stage}): {n} is computed inside {p.stage}; compute it "
                                     "elsewhere first")
         st.attach = ("inline",)
+
+    def _reverse_compute_inline(self, p: ReverseComputeInline, st: StageState) -> None:
+        where = f"reverse_compute_inline({p.stage})"
+        op, bound = self.bound.op, self.bound
+        s = op.stage(p.stage)
+        if s.reduce_op is not None:
+            raise ScheduleError(f"{where}: {p.stage} is a reduction (`{s.reduce_op}=`); only a stage written with "
+                                "`=` can be computed in its producer's write-back")
+        if self.loop_prims[p.stage] or st.cache_write or st.cache_reads or self.levels_of(p.stage):
+            raise ScheduleError(f"{where}: {p.stage}'s own loops are scheduled already (or something is computed "
+                                f"at them); computed in its producer's write-back it has none: do this first")
+        stages = {x.name for x in op.stages}
+        producers = [t for t in s.reads() if t in stages and self.stages[t].attach[0] != "inline"]
+        if len(producers) != 1:
+            what = ", ".join(producers) if producers else "none"
+            raise ScheduleError(f"{where}: {p.stage} must read exactly one stage that is not inlined, the reduction "
+                                f"whose write-back computes it; it reads {what}")
+        d = producers[0]
+        ds = op.stage(d)
+        if ds.reduce_op is None:
+            raise ScheduleError(f"{where}: {d} is not a reduction; inline it into {p.stage} instead "
+                                f"(s[{d!r}].compute_inline())")
+        if d in op.outputs:
+            raise ScheduleError(f"{where}: {d} is an output of the program and must be stored; only an intermediate "
+                                "reduction can hand its elements straight to the stage that reads it")
+        if self.stages[d].attach[0] != "root":
+            raise ScheduleError(f"{where}: {d} is not computed at the root; s[{d!r}].compute_root() first")
+        others = [r for r in self.readers(d) if r != p.stage]
+        if others:
+            raise ScheduleError(f"{where}: {d} is also read by {', '.join(others)}; its elements must go to "
+                                f"{p.stage} alone")
+        bs = bound.stages[p.stage]
+        if bound.shapes[d] != bs.shape:
+            raise ScheduleError(f"{where}: {p.stage} has shape {list(bs.shape)} and {d} {list(bound.shapes[d])}; "
+                                "the write-back computes one element of each at a time, so they must agree")
+        for a, padded in zip(s.accesses(), bs.padded):
+            if a.tensor != d:
+                continue
+            plain = [ix.is_plain_var() for ix in a.indices]
+            if plain != list(s.lhs_vars) or padded:
+                at = f" (line {a.loc.line}, column {a.loc.col})" if a.loc is not None else ""
+                raise ScheduleError(f"{where}: {p.stage} reads {d}[{', '.join(str(ix) for ix in a.indices)}]{at}, "
+                                    f"not {d}[{', '.join(s.lhs_vars)}]; only an element-for-element read can be "
+                                    "computed in the write-back")
+        order = [x.name for x in op.stages]
+        self._check_epilogue_reads(where, s, d, order)
+        st.attach = ("epilogue", d)
+
+    def _check_epilogue_reads(self, where: str, s, d: str, order: list) -> None:
+        """The other tensors an epilogue reads (directly or through inlined stages) must be ready when the producer
+        `d` runs: inputs, or stages at the root that come before it."""
+        for t in s.reads():
+            if t == d or t not in self.stages:  # the producer itself, or an input
+                continue
+            other = self.stages[t]
+            if other.attach[0] == "inline":
+                inner = self.bound.op.stage(t)
+                if d in inner.reads():
+                    raise ScheduleError(f"{where}: the inlined stage {t} reads {d}; the write-back has one element "
+                                        f"of {d} at a time")
+                self._check_epilogue_reads(where, inner, d, order)
+            elif other.attach[0] != "root" or order.index(t) > order.index(d):
+                raise ScheduleError(f"{where}: it reads {t}, which is computed after {d} (or inside another "
+                                    f"stage); the write-back of {d} needs it ready")
 
     def _cache_read(self, p: CacheRead, st: StageState) -> None:
         where = f"cache_read({p.stage}, {p.tensor}, {p.axis})"
@@ -467,8 +546,31 @@ class StageHandle:
         self._s.apply(ComputeInline(self.name))
 
     def compute_root(self) -> None:
-        """Compute this stage on its own at the root (undoes compute_at and compute_inline)."""
+        """Compute this stage on its own at the root (undoes compute_at, compute_inline and
+        reverse_compute_inline)."""
         self._s.apply(ComputeRoot(self.name))
+
+    def reverse_compute_inline(self) -> None:
+        """Compute this elementwise stage inside the one reduction it reads, element by element where each
+        element of the reduction is final: in its cache_write write-back, or right after its reduction loops
+        when they are innermost (TVM's reverse_compute_inline). The reduction's result then never goes through
+        memory (unless blocks of the reduction outside the tile keep partial sums there). This is how a bias,
+        an activation or a residual add joins a matmul or a convolution.
+
+        Before and after ``s["Y"].reverse_compute_inline()`` with D tiled and cached at ``m_o``::
+
+            for m_o: ...                            for m_o: ...
+              D_local[...] = ...                      D_local[...] = ...
+              for m_i: for n_i:                       for m_i: for n_i:
+                D[m, n] = D_local[m_i, n_i]             Y[m, n] = max(D_local[m_i, n_i] + b[n], 0)
+            for m: for n:
+              Y[m, n] = max(D[m, n] + b[n], 0)
+
+        Refused unless this stage is written with `=`, reads that reduction (not an output, at the root, read by
+        nothing else) only as ``D[i, j, ...]`` with its own indices over the same shape, and everything else
+        it reads is ready before the reduction runs; it gets no loops of its own.
+        """
+        self._s.apply(ReverseComputeInline(self.name))
 
     def cache_write(self, axis: str) -> None:
         """Accumulate the tile of the output that loop `axis` covers in a local buffer (kept in registers
@@ -507,6 +609,9 @@ def _may_break_regions(state: ScheduleState, p: Primitive) -> bool:
     """Whether `p`, just applied to `state`, can make a computed-at stage illegal over its region: it attaches or
     detaches a stage, schedules a stage computed at another's loop or a consumer of one (its loops decide the
     region), or any loop is parallel (threads must not share a region) while some stage is computed at another."""
+    epilogues = [(n, st.attach[1]) for n, st in state.stages.items() if st.attach[0] == "epilogue"]
+    if isinstance(p, ReverseComputeInline) or any(p.stage in pair for pair in epilogues):
+        return True  # the producer's loops decide where its elements are final: lowering tells
     attached = [st for st in state.stages.values() if st.attach[0] == "at"]
     if not attached:
         return False

@@ -1,0 +1,249 @@
+"""The zero-trial pick: a config of a generated space chosen by rules, with no measurement.
+
+The rules are those an expert applies by hand (and BLIS by construction):
+
+- placements: cheap injective stages inlined; expensive ones (math calls, padded reads) and reductions computed
+  inside their reader's loops where a loop holds them without recomputing, else at the root; an injective
+  output that can be computed in its producer's write-back is;
+- the register tile: the vector width and the unrolled rows that give the most FMAs per load within the
+  vector registers (leaving four free), with the least waste in partial tiles;
+- blocks: the reduction blocked so that the register tile's panel of the vector side stays in half of L2;
+- packing: the reads that move with the vector variable, and those read along a reduction variable;
+- parallel: the fewest leading loops fused that give every thread the same number of iterations (or at
+  least eight each).
+
+A rule that leaves the config unschedulable (the space's ``problems``) is relaxed, in a fixed order, until it is
+not; the pick is deterministic.
+
+>>> import tensorlang as tl
+>>> from tensorlang.autosched.space import generated_space
+>>> op = tl.op("def mm(A: f32[M, K], B: f32[K, N]) -> C:\\n    C[i, j] += A[i, k] * B[k, j]")
+>>> cfg = rule_config(generated_space(op, {"M": 256, "N": 256, "K": 256}, threads=2))
+>>> cfg["C.vec"], cfg["C.pack.B"], cfg["C.parallel"]
+('j', True, 'inner1')
+"""
+from __future__ import annotations
+
+import itertools
+import math
+
+from .analysis import StageInfo
+from .space import vec_cost
+from .template import y_side
+
+
+def _round_up(x: int, m: int) -> int:
+    return -(-x // m) * m
+
+
+def register_tile(st: StageInfo, vec: str, lanes: int, registers: int, reg_values: dict, vws: tuple) -> tuple:
+    """(vw, {var: rows}) for the register tile of a reduction with reuse: the vector width and up to two unrolled
+    spatial variables that maximise FMAs per load (vectors x rows over vectors + rows) times the share of useful
+    lanes and rows, within `registers` - 4 accumulators.
+
+    >>> import tensorlang as tl
+    >>> from tensorlang.autosched.analysis import analyze
+    >>> st = analyze(tl.op("def mm(A: f32[M, K], B: f32[K, N]) -> C:\\n    C[i, j] += A[i, k] * B[k, j]"),
+    ...              {"M": 1024, "N": 1024, "K": 1024}).stage("C")
+    >>> register_tile(st, "j", 16, 32, {"i": (1, 2, 4, 6, 7, 8)}, (16, 32, 48, 64))
+    (64, {'i': 7})
+    """
+    budget = registers - 4
+    others = [v for v in st.spatial if v != vec and st.extents[v] > 1 and v in reg_values]
+    others.sort(key=lambda v: -st.extents[v])
+    others = others[:2]
+    E = st.extents[vec]
+    best, best_score = (vws[0], {}), -1.0
+    for vw in vws:
+        w = min(vw, E)
+        vecs = -(-w // lanes)
+        eff_v = E / (-(-E // w) * vecs * lanes)  # lanes that do work, over all lanes of every tile
+        for combo in itertools.product(*[reg_values[v] for v in others]):
+            rows = math.prod(combo) if combo else 1
+            if vecs * rows > budget:
+                continue
+            eff = eff_v
+            for v, r in zip(others, combo):
+                eff *= st.extents[v] / _round_up(st.extents[v], r)
+            score = eff * (vecs * rows) / (vecs + rows)
+            if score > best_score + 1e-9:
+                best_score, best = score, (vw, dict(zip(others, combo)))
+    return best
+
+
+def _tile_score(st: StageInfo, vec: str, vw: int, rows: dict, lanes: int) -> float:
+    w = min(vw, st.extents[vec])
+    vecs = -(-w // lanes)
+    n = math.prod(rows.values()) if rows else 1
+    eff = st.extents[vec] / (-(-st.extents[vec] // w) * vecs * lanes)
+    for v, r in rows.items():
+        eff *= st.extents[v] / _round_up(st.extents[v], r)
+    return eff * vecs * n / (vecs + n)
+
+
+def _stage_defaults(space, st: StageInfo, cfg: dict) -> None:
+    role = space.roles[st.name]
+    n, L = st.name, role.lanes
+    knob = {k.name: k for k in role.knobs}
+    vws = knob[f"{n}.vw"].values
+    vec = role.vecs[0]
+    if st.kind == "reuse":  # the candidate whose best register tile does the most FMAs per load, usefully
+        reg_values = {v: knob[f"{n}.{v}.reg"].values for v in st.spatial if f"{n}.{v}.reg" in knob}
+        scored = []
+        for v in role.vecs:
+            if v is None or v not in st.spatial:
+                continue
+            vw, rows = register_tile(st, v, L, space.registers, reg_values, vws)
+            scored.append((_tile_score(st, v, vw, rows, L) / vec_cost(st, v, L) ** 0.5, v))
+        if scored:
+            vec = max(scored)[1]
+    cfg[f"{n}.vec"] = vec
+    for v in st.spatial:
+        if f"{n}.{v}.reg" in knob:
+            cfg[f"{n}.{v}.reg"] = 1
+        if f"{n}.{v}.block" in knob:
+            cfg[f"{n}.{v}.block"] = st.extents[v]
+    for r in st.reduction:
+        if f"{n}.{r}.block" in knob:
+            cfg[f"{n}.{r}.block"] = st.extents[r]
+    if st.kind == "reuse" and vec in st.spatial:
+        reg_values = {v: knob[f"{n}.{v}.reg"].values for v in st.spatial if f"{n}.{v}.reg" in knob}
+        vw, rows = register_tile(st, vec, L, space.registers, reg_values, vws)
+        cfg[f"{n}.vw"] = vw
+        for v, r in rows.items():
+            cfg[f"{n}.{v}.reg"] = r
+        ys = set(y_side(st, vec))
+        for v in st.spatial:  # other Y-side variables (a batch): one at a time, so the threads can split them
+            if v in ys and v != vec and f"{n}.{v}.block" in knob:
+                cfg[f"{n}.{v}.block"] = 1
+        # the X side's rows in blocks of register tiles whose panel (rows x the reduction) fits in 60% of L1 (A's
+        # mr x kc panel in BLIS), so that the threads can split the blocks
+        row = max(rows, key=lambda v: st.extents[v]) if rows else None
+        if row is not None and row not in ys and f"{n}.{row}.block" in knob:
+            red = math.prod(st.extents[r] for r in st.reduction) or 1
+            per = max(1, int(0.6 * space.l1) // (rows[row] * min(red, 1024) * 4))
+            cfg[f"{n}.{row}.block"] = min((b for b in knob[f"{n}.{row}.block"].values if b >= rows[row] * per),
+                                          default=st.extents[row])
+        # the reduction blocked so that the vector side's panel of the register tile stays in half of L2
+        panel = min(vw, st.extents[vec]) * 4
+        for r in st.reduction:
+            panel *= st.extents[r]
+        outer = st.reduction[0] if st.reduction else None
+        if outer and f"{n}.{outer}.block" in knob and panel > space.l2 // 2:
+            fits = [b for b in knob[f"{n}.{outer}.block"].values
+                    if panel // st.extents[outer] * b <= space.l2 // 2]
+            cfg[f"{n}.{outer}.block"] = max(fits) if fits else knob[f"{n}.{outer}.block"].values[0]
+        for t in dict.fromkeys(r.tensor for r in st.reads):
+            if f"{n}.pack.{t}" in knob:
+                reads = st.reads_of(t)
+                moves = any(r.strides.get(vec, 0) for r in reads)
+                along_reduction = any(any(abs(r.strides.get(x, 0)) == 1 for x in st.reduction) for r in reads)
+                cfg[f"{n}.pack.{t}"] = bool(moves or along_reduction)
+        if f"{n}.ku" in knob:
+            inner = st.extents[st.reduction[-1]]
+            values = knob[f"{n}.ku"].values
+            cfg[f"{n}.ku"] = inner if inner in values and inner <= 4 else max(v for v in values if v <= 4)
+    elif vec in st.reduction:
+        cfg[f"{n}.vw"] = vws[-1]  # several vector accumulators hide the add's latency
+    else:
+        cfg[f"{n}.vw"] = vws[min(1, len(vws) - 1)]
+
+
+def _parallel_choices(space, st: StageInfo, cfg: dict) -> list:
+    role = space.roles[st.name]
+    values = next(k.values for k in role.knobs if k.name == f"{st.name}.parallel")
+    from .template import chunks, plan_loops
+    good, ok = [], []
+    for p in values:
+        if p == "none":
+            continue
+        plan = plan_loops(st, role.tile_config({**cfg, f"{st.name}.parallel": p}), role.lanes)
+        if plan.problems:
+            continue
+        c = chunks(plan)
+        if c < space.threads:
+            continue
+        (good if c % space.threads == 0 or c >= 8 * space.threads else ok).append(p)
+    return good + ok + ["none"]
+
+
+def rule_config(space) -> dict:
+    """The rules' config of a :class:`~tensorlang.autosched.space.GeneratedSpace` (see the module's docstring):
+    deterministic, allowed by the space's constraint where any config the rules try is."""
+    cfg = {k.name: k.values[0] for k in space.knobs}
+    info = space.info
+    for st in info.stages:
+        role = space.roles[st.name]
+        if f"{st.name}.place" in cfg:
+            if "epilogue" in role.placements:
+                cfg[f"{st.name}.place"] = "epilogue"
+            elif st.kind == "injective" and not st.expensive:
+                cfg[f"{st.name}.place"] = "inline"
+            else:
+                cfg[f"{st.name}.place"] = "at"
+        if f"{st.name}.vec" in cfg:
+            _stage_defaults(space, st, cfg)
+    for st in info.stages:
+        if f"{st.name}.parallel" in cfg:
+            cfg[f"{st.name}.parallel"] = _parallel_choices(space, st, cfg)[0]
+    if space.problems(cfg):
+        cfg = _repair(space, cfg)
+    return _until_it_schedules(space, cfg)
+
+
+def _to_root(space, cfg: dict, name: str) -> dict:
+    """`cfg` with stage `name` computed at the root (with the rules' template) instead of where it was."""
+    st = space.info.stage(name)
+    cfg = {**cfg, f"{name}.place": "root"}
+    if f"{name}.vec" in cfg:
+        _stage_defaults(space, st, cfg)
+        if f"{name}.parallel" in cfg:
+            cfg[f"{name}.parallel"] = _parallel_choices(space, st, cfg)[0]
+    return cfg
+
+
+def _until_it_schedules(space, cfg: dict) -> dict:
+    """Apply `cfg` to a schedule; where a primitive refuses it (regions that threads would share, say), move
+    the stages computed inside others back to the root, one at a time in program order, then run serially."""
+    from ..errors import ScheduleError
+    for _ in range(2 * len(space.info.stages) + 2):
+        try:
+            space.schedule(space.op, space.sizes, cfg)
+            return cfg
+        except ScheduleError:
+            pass
+        moved = False
+        for st in space.info.stages:
+            if cfg.get(f"{st.name}.place") in ("at", "epilogue"):
+                cfg = _to_root(space, cfg, st.name)
+                moved = True
+                break
+        if not moved:
+            cfg = {**cfg, **{k.name: "none" for k in space.knobs if k.name.endswith(".parallel")}}
+    return cfg
+
+
+def _repair(space, cfg: dict) -> dict:
+    """Relax the rules' choices in a fixed order until the space allows the config: placements back to the
+    root, then each stage's parallel loop, vector width and register tile, then packs off."""
+    for st in space.info.stages:
+        key = f"{st.name}.place"
+        if key in cfg and cfg[key] in ("at", "epilogue") and any(p.startswith(st.name) or f" {st.name}" in p
+                                                                  for p in space.problems(cfg)):
+            cfg = _to_root(space, cfg, st.name)
+    if not space.problems(cfg):
+        return cfg
+    for st in space.info.stages:  # packs that have nowhere to go, or copy what is not at the root: off
+        if any(st.name in p and "pack" in p for p in space.problems(cfg)):
+            cfg = {**cfg, **{k.name: False for k in space.roles[st.name].knobs if ".pack." in k.name}}
+    for st in space.info.stages:
+        for k in space.roles[st.name].knobs:
+            if not space.problems(cfg):
+                return cfg
+            if k.name.endswith((".parallel", ".vw", ".reg", ".block", ".ku")) or ".pack." in k.name:
+                current = len(space.problems(cfg))
+                for v in k.values:
+                    trial = {**cfg, k.name: v}
+                    if len(space.problems(trial)) < current:
+                        cfg, current = trial, len(space.problems(trial))
+    return cfg

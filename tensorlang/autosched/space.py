@@ -1,0 +1,534 @@
+"""Generated search spaces: a :class:`~tensorlang.space.Space` derived from any program by rules over its stages.
+
+The rules, in the spirit of Ansor's CPU sketch rules and MetaSchedule's default LLVM rules:
+
+- **placement** of every stage that is not an output: ``inline`` (an injective stage substituted into its
+  readers: elementwise chains, padding), ``root`` (computed on its own, with its own loop template), or ``at``
+  (computed inside its reader's loop nest, at the deepest loop that does not make it recompute what it already
+  computed: a padded image per block of output rows, softmax's max and sum per row). An injective output stage
+  whose only producer is a reduction it reads element for element can be ``epilogue``: computed in the
+  producer's write-back (bias, ReLU, GELU, a residual add after a matmul or convolution).
+- **multi-level tiling** of every stage at the root (see :mod:`tensorlang.autosched.template`): blocks,
+  register tiles accumulated with ``cache_write``, reductions blocked and the innermost unrolled, the vector
+  variable innermost at register width, the reads with reuse optionally packed (``cache_read`` with a blocked
+  layout), the leading loops fused and run in parallel.
+
+Knobs are named ``STAGE.knob``; the constraint rules out, before anything is built, templates that need more
+vector registers than the CPU has, register tiles whose working set does not fit L2, parallel loops with fewer
+iterations than threads, and placements the loop nests cannot hold.
+
+>>> import tensorlang as tl
+>>> op = tl.op("def mm(A: f32[M, K], B: f32[K, N]) -> C:\\n    C[i, j] += A[i, k] * B[k, j]")
+>>> sp = generated_space(op, {"M": 64, "N": 64, "K": 64}, threads=2)
+>>> [k.name for k in sp.knobs][:4]
+['C.vec', 'C.vw', 'C.i.reg', 'C.j.reg']
+>>> cfg = sp.default()
+>>> sp.allowed(cfg), "C_local" in sp.schedule(op, {"M": 64, "N": 64, "K": 64}, cfg).lower()
+(True, True)
+"""
+from __future__ import annotations
+
+from functools import cached_property
+
+import numpy as np
+
+from ..dtypes import DTYPES
+from ..errors import ScheduleError, UsageError
+from ..space import Knob, Space, factors
+from ..target import cache_sizes, host_target
+from .analysis import ProgramInfo, StageInfo, analyze
+from .template import LoopPlan, TileConfig, accumulators, apply_plan, chunks, plan_loops
+
+PLACEMENT_DOC = "inline into readers, own loops at the root, computed inside its reader's loops, or in the " \
+                "producer's write-back"
+
+
+def lanes_of(dtype: str) -> int:
+    """Elements of `dtype` in one vector register of this CPU.
+
+    >>> lanes_of("f32") * 2 == lanes_of("f32") * DTYPES["f64"].itemsize // DTYPES["f32"].itemsize
+    True
+    """
+    return max(1, host_target().vector_bits() // (8 * DTYPES[dtype].itemsize))
+
+
+def vector_register_count() -> int:
+    """Vector registers of this CPU: 32 with AVX-512, else 16.
+
+    >>> vector_register_count() in (16, 32)
+    True
+    """
+    return 32 if host_target().vector_bits() == 512 else 16
+
+
+def packable(st: StageInfo, tensor: str) -> bool:
+    """Whether the space offers to copy `tensor`'s blocks into a blocked layout in stage `st`: a read with reuse
+    in a reduction (some of the stage's variables do not move it), or a transposing read in an injective stage
+    (its contiguous variable is not the output's).
+
+    >>> import tensorlang as tl
+    >>> from tensorlang.autosched.analysis import analyze
+    >>> st = analyze(tl.op("def t(X: f32[M, N]) -> Y:\\n    Y[j, i] = X[i, j]"), {"M": 8, "N": 8}).stage("Y")
+    >>> packable(st, "X")
+    True
+    """
+    reads = st.reads_of(tensor)
+    if not reads:
+        return False
+    if st.kind == "reuse":
+        return any(set(st.spatial) - r.vars for r in reads)
+    if st.kind == "injective" and len(reads[0].shape) >= 2:
+        out_inner = next((v for v in st.spatial if st.out_strides[v] == 1), None)
+        return any(out_inner is not None and abs(r.strides.get(out_inner, 0)) != 1 and r.strides.get(out_inner, 0)
+                   for r in reads)
+    return False
+
+
+def vec_cost(st: StageInfo, v: str, lanes: int) -> float:
+    """The relative cost of vectorizing `v`: the share of lanes that do work in the last vector (1 when the
+    extent is a multiple of the lanes), over the cost of its accesses: 1 a contiguous read, a little more one
+    that a pack makes contiguous, lanes/2 a gather; a scattered output costs little when a register tile
+    accumulates it, lanes/2 when every element is stored on its own. Lower is better.
+
+    >>> import tensorlang as tl
+    >>> from tensorlang.autosched.analysis import analyze
+    >>> st = analyze(tl.op("def t(X: f32[M, N]) -> Y:\\n    Y[i, j] = X[i, j] + 1.0"), {"M": 8, "N": 64}).stage("Y")
+    >>> vec_cost(st, "j", 16) < vec_cost(st, "i", 16)
+    True
+    """
+    E = st.extents[v]
+    eff = E / (-(-E // lanes) * lanes) if E >= lanes else E / lanes
+    cost = 0.0
+    for r in st.reads:
+        stride = abs(r.strides.get(v, 0))
+        if stride == 0:
+            continue
+        cost += 1.0 if stride == 1 else 1.2 if packable(st, r.tensor) else lanes / 2
+    if v in st.spatial and st.out_strides[v] != 1:
+        cost += 0.2 if st.kind != "injective" else lanes / 2
+    return max(cost, 1.0) / eff
+
+
+def vec_candidates(st: StageInfo, lanes: int = 16) -> tuple:
+    """The variables worth vectorizing, best first, then None (leave vectorizing to LLVM): spatial ones that are
+    contiguous in the output or in some read, or that a pack makes contiguous; for a reduction without reuse
+    also its innermost contiguous reduction variable (vector accumulators, lanes combined at the end) when it
+    has at least a vector's worth of elements.
+
+    >>> import tensorlang as tl
+    >>> from tensorlang.autosched.analysis import analyze
+    >>> st = analyze(tl.op("def s(X: f32[N, D]) -> Y:\\n    Y[n] += X[n, d]"), {"N": 8, "D": 64}).stage("Y")
+    >>> vec_candidates(st)
+    ('d', 'n', None)
+    """
+    scored = []
+    for v in st.spatial:
+        if st.extents[v] < 2:
+            continue
+        moving = [r for r in st.reads if r.strides.get(v, 0)]
+        ok = st.out_strides[v] == 1 or any(abs(r.strides[v]) == 1 or packable(st, r.tensor) for r in moving)
+        if ok:
+            scored.append((vec_cost(st, v, lanes), v))
+    if st.kind == "reduce":
+        for v in reversed(st.reduction):
+            if st.extents[v] >= lanes and any(abs(r.strides.get(v, 0)) == 1 for r in st.reads):
+                scored.append((0.5 * vec_cost(st, v, lanes), v))  # contiguous loads, no scattered stores
+                break
+    scored.sort(key=lambda x: x[0])
+    return tuple(v for _, v in scored) + (None,)
+
+
+def _block_values(extent: int) -> tuple:
+    values = set(factors(extent)) | {v for v in (6, 12, 24, 48, 96, 192, 384, 768) if v < extent}
+    values = sorted(v for v in values if 1 <= v < extent)
+    if len(values) > 11:  # keep the small ones and about every other large one, in log scale
+        keep = set(values[:4])
+        logs = np.log2(values)
+        for target in np.linspace(logs[4], logs[-1], 7):
+            keep.add(values[int(np.argmin(np.abs(logs - target)))])
+        values = sorted(keep)
+    return tuple(values) + (extent,)
+
+
+def _reg_values(extent: int) -> tuple:
+    return tuple(v for v in sorted(set(range(1, 9)) | set(factors(extent, 16)) | {12, 14, 16}) if v <= extent)
+
+
+def _rblock_values(extent: int) -> tuple:
+    return tuple(v for v in (32, 64, 128, 256, 512, 1024) if v < extent) + (extent,)
+
+
+def _ku_values(extent: int) -> tuple:
+    return tuple(sorted({v for v in (1, 2, 4, 8) if v <= extent} | ({extent} if extent <= 16 else set())))
+
+
+def _rotations(names: tuple) -> tuple:
+    return tuple(",".join(names[i:] + names[:i]) for i in range(len(names))) or ("",)
+
+
+class StageRole:
+    """What the space offers one stage: its placements and, where it may be at the root, its template knobs."""
+
+    def __init__(self, st: StageInfo, placements: tuple, threads: int):
+        self.st = st
+        self.placements = placements
+        self.lanes = lanes_of(st.dtype)
+        self.knobs: list[Knob] = []
+        n = st.name
+        if len(placements) > 1:
+            self.knobs.append(Knob(f"{n}.place", placements, PLACEMENT_DOC))
+        if "root" not in placements and "epilogue" not in placements:
+            return
+        L = self.lanes
+        self.vecs = vec_candidates(st, L)
+        self.knobs.append(Knob(f"{n}.vec", self.vecs, "the variable vectorized innermost"))
+        widest = max((st.extents[v] for v in self.vecs if v is not None), default=1)
+        vws = tuple(k * L for k in (1, 2, 3, 4) if (k - 1) * L < widest) or (L,)
+        self.knobs.append(Knob(f"{n}.vw", vws, "elements of the vector variable in the register tile"))
+        for v in st.spatial:
+            if st.extents[v] > 1:
+                self.knobs.append(Knob(f"{n}.{v}.reg", _reg_values(st.extents[v]),
+                                       f"register tile along {v} (unrolled; not for the vector variable)"))
+        for v in st.spatial:
+            if st.extents[v] > 1:
+                self.knobs.append(Knob(f"{n}.{v}.block", _block_values(st.extents[v]),
+                                       f"block along {v}, in elements (rounded up to whole register tiles)"))
+        for r in st.reduction:
+            if st.extents[r] > 32:
+                self.knobs.append(Knob(f"{n}.{r}.block", _rblock_values(st.extents[r]),
+                                       f"block of the reduction along {r}"))
+        if st.reduction:
+            self.knobs.append(Knob(f"{n}.red_order", _rotations(st.reduction), "order of the reduction loops"))
+            inner = max(st.extents[r] for r in st.reduction)
+            self.knobs.append(Knob(f"{n}.ku", _ku_values(inner), "unrolling of the innermost reduction loop"))
+            if st.kind == "reuse" and len(st.spatial) > 1:
+                self.knobs.append(Knob(f"{n}.tile_order", ("y_first", "x_first"),
+                                       "which side's register-tile loops run outside"))
+        par = ["outer1", "outer2", "outer3"] if threads > 1 else []
+        if threads > 1 and st.kind == "reuse":
+            par += ["inner1", "inner2"]
+        self.knobs.append(Knob(f"{n}.parallel", tuple(par) + ("none",),
+                               "the loops the threads split: the first K leading ones fused, or the first K "
+                               "row blocks inside the reduction blocks"))
+        for tensor in dict.fromkeys(r.tensor for r in st.reads):
+            if packable(st, tensor):
+                self.knobs.append(Knob(f"{n}.pack.{tensor}", (True, False),
+                                       f"copy the blocks of {tensor} into a blocked layout (cache_read)"))
+
+    def tile_config(self, cfg: dict) -> TileConfig:
+        """The template's knob values in `cfg` as a TileConfig."""
+        st, n = self.st, self.st.name
+        get = cfg.get
+        red_order = tuple(x for x in get(f"{n}.red_order", "").split(",") if x) or st.reduction
+        return TileConfig(
+            vec=get(f"{n}.vec"), vw=get(f"{n}.vw", self.lanes),
+            reg={v: get(f"{n}.{v}.reg", 1) for v in st.spatial},
+            block={v: get(f"{n}.{v}.block", st.extents[v]) for v in st.spatial},
+            rblock={r: get(f"{n}.{r}.block", st.extents[r]) for r in st.reduction},
+            red_order=red_order, ku=get(f"{n}.ku", 1), tile_order=get(f"{n}.tile_order", "y_first"),
+            parallel=get(f"{n}.parallel", "none"),
+            pack=tuple(t for t in dict.fromkeys(r.tensor for r in st.reads) if get(f"{n}.pack.{t}", False)))
+
+
+def _placements(info: ProgramInfo) -> dict[str, tuple]:
+    out = {}
+    for st in info.stages:
+        if st.is_output:
+            out[st.name] = ("root", "epilogue") if epilogue_producer(info, st) else ("root",)
+        elif st.kind == "injective":
+            out[st.name] = ("inline", "root", "at") if st.readers else ("root",)
+        else:
+            out[st.name] = ("root", "at")
+    return out
+
+
+def epilogue_producer(info: ProgramInfo, st: StageInfo) -> str | None:
+    """The reduction whose write-back can compute the injective stage `st`: the one stage `st` reads, read
+    element for element (its indices are `st`'s own, in order, over the same extents) and by nothing else;
+    None when there is none.
+
+    >>> import tensorlang as tl
+    >>> src = "def f(X: f32[M, K], W: f32[K, N], b: f32[N]) -> Y:\\n    D[m, n] += X[m, k] * W[k, n]\\n" \\
+    ...       "    Y[m, n] = max(D[m, n] + b[n], 0.0)"
+    >>> info = analyze(tl.op(src), {"M": 4, "N": 8, "K": 3})
+    >>> epilogue_producer(info, info.stage("Y"))
+    'D'
+    """
+    if st.kind != "injective":
+        return None
+    stage_names = {s.name for s in info.stages}
+    producers = {r.tensor for r in st.reads if r.tensor in stage_names}
+    if len(producers) != 1:
+        return None
+    (d,) = producers
+    dst = info.stage(d)
+    if dst.kind == "injective" or dst.readers != (st.name,) or dst.is_output:
+        return None
+    for r in st.reads_of(d):
+        if r.padded or len(r.dims) != len(st.spatial):
+            return None
+        for (terms, const), v, dv in zip(r.dims, st.spatial, dst.spatial):
+            if terms != ((v, 1),) or const != 0 or st.extents[v] != dst.extents[dv]:
+                return None
+    return d
+
+
+class GeneratedSpace(Space):
+    """The space the rules derive from a program at fixed sizes (see the module's docstring).
+
+    ``default()`` is the rules' own pick (no measurement); ``plans(config)`` the loop plans of the stages at
+    the root; ``problems(config)`` why a config cannot be scheduled (empty: it can).
+    """
+
+    def __init__(self, op, sizes: dict, threads: int | None = None):
+        from ..threadpool import num_threads
+        self.op = op
+        self.info = analyze(op, sizes)
+        self.sizes = dict(self.info.bound.sizes)
+        self.threads = threads or num_threads()
+        self.registers = vector_register_count()
+        self.l1, self.l2 = cache_sizes()
+        placements = _placements(self.info)
+        self.roles = {st.name: StageRole(st, placements[st.name], self.threads) for st in self.info.stages}
+        knobs = [k for role in self.roles.values() for k in role.knobs]
+        super().__init__(f"auto:{op.name}", knobs, self._apply, constraint=self._allowed,
+                         constraint_doc=f"register tiles of at most {self.registers} vector registers, working "
+                                        f"sets within L2 ({self.l2 // 1024} KiB), parallel loops with at least "
+                                        f"{self.threads} iterations, placements the loop nests can hold")
+        self._problems_cache: dict[str, list] = {}
+
+    def same_as(self, other: Space) -> bool:
+        """Whether `other` is a generated space of the same program, sizes, threads and knobs.
+
+        >>> import tensorlang as tl
+        >>> op = tl.op("def f(A: f32[N]) -> B:\\n    B[i] = A[i] * 2.0")
+        >>> generated_space(op, {"N": 64}, 2).same_as(generated_space(op, {"N": 64}, 2))
+        True
+        """
+        return (isinstance(other, GeneratedSpace) and other.op.key == self.op.key and other.sizes == self.sizes
+                and other.threads == self.threads and other.knobs == self.knobs)
+
+    # ---- placements ----
+    def placement(self, cfg: dict, name: str) -> str:
+        """Where stage `name` is computed under `cfg`: "root", "inline", "at" or "epilogue"."""
+        role = self.roles[name]
+        return cfg.get(f"{name}.place", role.placements[0])
+
+    def anchors(self, cfg: dict) -> dict[str, str | None]:
+        """For each stage, the root stage whose loops compute it (itself at the root; None when its readers lead
+        to several or it is an output computed elsewhere)."""
+        out: dict[str, str | None] = {}
+        stages = self.info.stages
+        for st in reversed(stages):
+            place = self.placement(cfg, st.name)
+            if place == "root":
+                out[st.name] = st.name
+                continue
+            if place == "epilogue":
+                out[st.name] = epilogue_producer(self.info, st)
+                continue
+            found = set()
+            for r in st.readers:
+                found.add(out.get(r))
+            out[st.name] = found.pop() if len(found) == 1 else None
+        return out
+
+    def reader_vars(self, anchor: str, tensor: str, cfg: dict) -> set:
+        """The variables of `anchor` on which the part of `tensor` it needs depends (through the stages inlined
+        into it or computed inside it)."""
+        st = self.info.stage(anchor)
+        out: set = set()
+        for r in st.reads:
+            if r.tensor == tensor:
+                out |= set(r.vars) & set(st.spatial)
+            elif r.tensor in self.roles and self.placement(cfg, r.tensor) in ("inline", "at") \
+                    and self.anchors(cfg).get(r.tensor) == anchor:
+                mid = self.info.stage(r.tensor)
+                inner = self._through(mid, tensor, cfg, anchor)
+                for d, (terms, _) in enumerate(r.dims):
+                    if d < len(mid.spatial) and mid.spatial[d] in inner:
+                        out |= {v for v, _ in terms} & set(st.spatial)
+        return out
+
+    def _through(self, st: StageInfo, tensor: str, cfg: dict, anchor: str) -> set:
+        out: set = set()
+        for r in st.reads:
+            if r.tensor == tensor:
+                out |= set(r.vars)
+            elif r.tensor in self.roles and self.placement(cfg, r.tensor) in ("inline", "at") \
+                    and self.anchors(cfg).get(r.tensor) == anchor:
+                mid = self.info.stage(r.tensor)
+                inner = self._through(mid, tensor, cfg, anchor)
+                for d, (terms, _) in enumerate(r.dims):
+                    if d < len(mid.spatial) and mid.spatial[d] in inner:
+                        out |= {v for v, _ in terms}
+        return out
+
+    # ---- plans ----
+    def plans(self, cfg: dict) -> dict[str, LoopPlan]:
+        """The loop plan of every stage computed at the root under `cfg`."""
+        out = {}
+        for st in self.info.stages:
+            if self.placement(cfg, st.name) == "root":
+                role = self.roles[st.name]
+                out[st.name] = plan_loops(st, role.tile_config(cfg), role.lanes)
+        return out
+
+    def attach_loops(self, cfg: dict, plans: dict) -> tuple[dict[str, str], list[str]]:
+        """The loop of its anchor at which each "at" stage is computed (one loop for all the stages of an anchor:
+        the deepest whose enclosing loops all run over variables each of them depends on), and problems."""
+        anchors = self.anchors(cfg)
+        groups: dict[str, list[str]] = {}
+        problems = []
+        for st in self.info.stages:
+            if self.placement(cfg, st.name) == "at":
+                a = anchors[st.name]
+                if a is None or a not in plans:
+                    problems.append(f"{st.name} at: its readers are not computed in one root stage's loops")
+                    continue
+                groups.setdefault(a, []).append(st.name)
+        out = {}
+        for a, members in groups.items():
+            plan = plans[a]
+            deps = set.intersection(*(self.reader_vars(a, m, cfg) for m in members))
+            chosen = None
+            for lp in plan.final_order():
+                parts = plan.parallel_loops if lp == plan.fused_name() else [lp]
+                ok = all(plan.levels[q][1] in ("block", "tile") and plan.levels[q][0] in deps
+                         and q not in plan.unroll for q in parts)
+                if not ok:
+                    break
+                chosen = lp
+            if chosen is None:
+                problems.append(f"{', '.join(members)} at {a}: no loop of {a} runs over only what they depend on")
+                continue
+            for m in members:
+                out[m] = chosen
+        return out, problems
+
+    def problems(self, cfg: dict) -> list[str]:
+        """Why `cfg` cannot be scheduled well (empty: it can): loop plans that do not fit, too many vector
+        registers, a working set beyond L2, too few parallel iterations, placements the nests cannot hold."""
+        from ..space import config_key
+        key = config_key(cfg)
+        hit = self._problems_cache.get(key)
+        if hit is not None:
+            return hit
+        out = []
+        anchors = self.anchors(cfg)
+        for st in self.info.stages:
+            place = self.placement(cfg, st.name)
+            if place == "epilogue":
+                prod = anchors[st.name]
+                if prod is None or self.placement(cfg, prod) != "root":
+                    out.append(f"{st.name} epilogue: its producer is not at the root")
+        plans = self.plans(cfg)
+        for name, plan in plans.items():
+            role = self.roles[name]
+            out += [f"{name}: {p}" for p in plan.problems]
+            for tensor, _, _ in plan.packs:
+                if tensor in self.roles and self.placement(cfg, tensor) != "root":
+                    out.append(f"{name}: packs {tensor}, which is not computed at the root")
+            if accumulators(plan, role.lanes) > self.registers:
+                out.append(f"{name}: {accumulators(plan, role.lanes)} vector accumulators")
+            if plan.parallel_loops and chunks(plan) < self.threads:
+                out.append(f"{name}: {chunks(plan)} parallel iterations for {self.threads} threads")
+            if plan.cache_write and self.working_set(role.st, plan, plan.cache_write) > self.l2:
+                out.append(f"{name}: the register tile's working set exceeds L2")
+        _, more = self.attach_loops(cfg, plans)
+        out += more
+        if len(self._problems_cache) < 100_000:
+            self._problems_cache[key] = out
+        return out
+
+    def working_set(self, st: StageInfo, plan: LoopPlan, at: str) -> int:
+        """Bytes of the reads that the loops inside loop `at` of `st`'s plan touch."""
+        order = plan.final_order()
+        inside = order[order.index(at) + 1:]
+        cover: dict[str, int] = {}
+        for lp in inside:
+            var = plan.levels[lp][0]
+            cover[var] = cover.get(var, 1) * plan.extents[lp]
+        total = 0
+        for r in st.reads:
+            n = 1
+            for (terms, _), size in zip(r.dims, r.shape):
+                span = 1 + sum(abs(c) * (min(cover.get(v, 1), st.extents.get(v, 1)) - 1) for v, c in terms)
+                n *= min(span, size)
+            total += n * DTYPES[self.info.bound.dtypes[r.tensor]].itemsize
+        return total
+
+    def _allowed(self, cfg: dict) -> bool:
+        return not self.problems(cfg)
+
+    # ---- applying a config ----
+    def _apply(self, s, cfg: dict) -> None:
+        problems = self.problems(cfg)
+        if problems:
+            raise ScheduleError(f"{self.name}: config not schedulable: {problems[0]}")
+        plans = self.plans(cfg)
+        attach, _ = self.attach_loops(cfg, plans)
+        for st in self.info.stages:
+            if self.placement(cfg, st.name) == "inline":
+                s[st.name].compute_inline()
+        for plan in plans.values():
+            apply_plan(s, plan)
+        for st in self.info.stages:
+            if self.placement(cfg, st.name) == "at":
+                _schedule_inside(s, st, self.roles[st.name].lanes)
+        for st in reversed(self.info.stages):
+            if self.placement(cfg, st.name) == "at":
+                anchor = self.anchors(cfg)[st.name]
+                s[st.name].compute_at(s[anchor], attach[st.name])
+        for st in self.info.stages:
+            if self.placement(cfg, st.name) == "epilogue":
+                s[st.name].reverse_compute_inline()
+
+    # ---- the rules' own pick ----
+    def default(self) -> dict:
+        """The config the rules pick without measuring (see :mod:`tensorlang.autosched.pick`)."""
+        from .pick import rule_config
+        return rule_config(self)
+
+    def random(self, rng: np.random.Generator) -> dict:
+        """A random config: placements first, then every knob uniformly."""
+        return super().random(rng)
+
+    @cached_property
+    def stage_names(self) -> tuple:
+        """The stages of the program, in order."""
+        return tuple(st.name for st in self.info.stages)
+
+
+def _schedule_inside(s, st: StageInfo, lanes: int) -> None:
+    """The loops of a stage computed inside another's: its innermost contiguous variable vectorized (a
+    reduction's into vector accumulators)."""
+    h = s[st.name]
+    if st.kind == "reduce":
+        for v in reversed(st.reduction):
+            if any(abs(r.strides.get(v, 0)) == 1 for r in st.reads) and st.extents[v] >= lanes:
+                _, vi = h.split(v, lanes)
+                h.reorder(*[q for q in h.loops() if q != vi], vi)
+                h.vectorize(vi)
+                return
+    inner = [v for v in st.spatial if st.out_strides[v] == 1 and st.extents[v] >= 2]
+    if inner and not st.reduction:
+        _, vi = h.split(inner[0], lanes)
+        h.vectorize(vi)
+
+
+def generated_space(op, sizes: dict, threads: int | None = None) -> GeneratedSpace:
+    """The generated search space of `op` at `sizes` for `threads` threads (default: the thread pool's count).
+
+    >>> import tensorlang as tl
+    >>> op = tl.op("def f(A: f32[N, M]) -> B:\\n    B[i, j] = A[i, j] * 2.0")
+    >>> sp = generated_space(op, {"N": 64, "M": 64}, threads=1)
+    >>> sp.name, sp.default()["B.vec"]
+    ('auto:f', 'j')
+    """
+    if not isinstance(sizes, dict):
+        raise UsageError(f"generated_space: sizes must be a dict of name -> int, got {type(sizes).__name__}")
+    return GeneratedSpace(op, sizes, threads)
+
+
+__all__ = ["GeneratedSpace", "generated_space", "vec_candidates", "epilogue_producer", "lanes_of", "packable"]
