@@ -55,6 +55,11 @@ WORKLOADS: dict[str, Workload] = {
 }
 
 
+# Which search space `tensorlang tune` uses for each built-in workload ("generated" where not listed): the one
+# whose tuned best was faster at equal trials, measured side by side (README, "The auto-scheduler").
+SPACE_CHOICE: dict[str, str] = {}
+
+
 def get(name: str) -> Workload:
     """Return the workload called ``name``; raises UsageError listing the legal names when there is none.
 
@@ -69,4 +74,4 @@ def get(name: str) -> Workload:
         raise UsageError(f"unknown workload {name!r}; legal names: {', '.join(WORKLOADS)}") from None
 
 
-__all__ = ["WORKLOADS", "Workload", "conv_output_size", "get"]
+__all__ = ["WORKLOADS", "SPACE_CHOICE", "Workload", "conv_output_size", "get"]

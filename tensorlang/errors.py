@@ -37,9 +37,12 @@ class DSLError(TensorlangError):
     (2, 12)
     """
 
-    def __init__(self, message: str, loc: SourceLoc | None = None, source: str | None = None):
+    def __init__(self, message: str, loc: SourceLoc | None = None, source: str | None = None,
+                 file: str | None = None):
         self.message = message
         self.loc = loc
+        self.file = file  # the file the text came from (a DSL file on the command line), named in the message
+        self.source = source
         self.line = loc.line if loc else None
         self.col = loc.col if loc else None
         self.end_col = loc.end_col if loc else None
@@ -51,9 +54,10 @@ class DSLError(TensorlangError):
         super().__init__(self._render())
 
     def _render(self) -> str:
+        where = f"{self.file}, " if self.file else ""
         if self.loc is None:
-            return self.message
-        text = f"line {self.line}, column {self.col}: {self.message}"
+            return f"{self.file}: {self.message}" if self.file else self.message
+        text = f"{where}line {self.line}, column {self.col}: {self.message}"
         if self.source_line is not None:
             width = max(1, (self.end_col or self.col + 1) - self.col)
             # keep the line's tabs in the caret line so that the caret lines up however tabs are shown

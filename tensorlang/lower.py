@@ -262,11 +262,13 @@ class Lowerer:
         red_depths = [i for i, lp in enumerate(loops) if lp.reduction]
         first_red = red_depths[0] if red_depths else None
         pure_inside_red = first_red is not None and any(not lp.reduction for lp in loops[first_red:])
-        all_red_cached = cw_depth is not None and (first_red is None or first_red > cw_depth)
-        fused_init = identity is not None and cw_depth is None and not pure_inside_red
         # with cache_write and reduction loops outside the tile, the first of their iterations writes the tile
-        # back without reading the output: no separate pass initialises it
-        outer_red = [lp for lp in loops[:cw_depth + 1] if lp.reduction] if cw_depth is not None else []
+        # back without reading the output: no separate pass initialises it (a loop of one iteration is both the
+        # first and the last: the tile then holds the whole reduction)
+        outer_red = [lp for lp in loops[:cw_depth + 1] if lp.reduction and lp.extent > 1] \
+            if cw_depth is not None else []
+        all_red_cached = cw_depth is not None and not outer_red
+        fused_init = identity is not None and cw_depth is None and not pure_inside_red
         folded_init = identity is not None and bool(outer_red) and all(lp.kind in ("serial", "unrolled")
                                                                          for lp in outer_red)
         separate_init = identity is not None and not fused_init and not all_red_cached and not folded_init

@@ -61,8 +61,9 @@ class Kernel:
     """
 
     def __init__(self, schedule: Schedule, func: Func, llvm_ir: str, engine, module_ref, target: Target,
-                 compile_seconds: float):
+                 compile_seconds: float, schedule_source: str = "given"):
         self.schedule = schedule
+        self.schedule_source = schedule_source
         self.op = schedule.op
         self.func = func
         self.target = target
@@ -174,8 +175,16 @@ class Kernel:
         return export(self, path, format, name=name, cc=cc)
 
 
-def build(what: Op | Schedule, **sizes: int) -> Kernel:
-    """Compile a program (default schedule, with `sizes`) or a Schedule for this CPU.
+def build(what: Op | Schedule, **sizes) -> Kernel:
+    """Compile a program at `sizes`, or a Schedule, for this CPU.
+
+    A program gets, in order: the best tuned record of the tuning database (``db=PATH`` overrides
+    ``TENSORLANG_DB`` and the cache folder's; a missing or empty database is no error), the hand schedule of a
+    built-in workload with the same program, or the auto-scheduler's zero-trial pick; ``schedule="naive"`` asks
+    for the plain loop nest, ``"auto"`` for the pick without looking further, ``"tuned"`` / ``"hand"`` for that
+    source only (see :mod:`tensorlang.choice`). ``kernel.schedule_source`` says which ("tuned", "hand",
+    "auto", "naive", or "given" for a Schedule). A program whose sizes are called ``db`` or ``schedule`` takes
+    them as sizes.
 
     Cached: the same program, sizes, schedule and CPU give the same Kernel while it is alive, and the last
     `CACHE_SIZE` (64) kernels built stay alive (`tl.clear_cache()` lets them go).
@@ -184,17 +193,21 @@ def build(what: Op | Schedule, **sizes: int) -> Kernel:
     >>> op = tl.op("def f(A: f32[N]) -> B:\\n    B[i] = A[i]")
     >>> tl.build(op, N=4) is tl.build(op, N=4)
     True
+    >>> tl.build(op, N=4).schedule_source, tl.build(op, N=4, schedule="naive").schedule_source
+    ('auto', 'naive')
     """
     if isinstance(what, Schedule):
         if sizes:
             raise BuildError("build(schedule): the schedule already has its sizes; pass no sizes")
-        sched = what
+        sched, source = what, "given"
     elif isinstance(what, Op):
-        sched = Schedule(what, sizes)
+        from .choice import choose_schedule
+        options = {k: sizes.pop(k) for k in ("db", "schedule") if k in sizes and k not in what.size_names}
+        sched, source = choose_schedule(what, sizes, **options)
     else:
         raise BuildError(f"build() takes an Op (from tl.op) or a Schedule, not {type(what).__name__}")
     target = host_target()
-    key = (sched.op.key, tuple(sorted(sched.sizes.items())), sched.key(), target.key)
+    key = (sched.op.key, tuple(sorted(sched.sizes.items())), sched.key(), target.key, source)
     with _cache_lock:
         hit = _cached(key)
     if hit is not None:
@@ -207,7 +220,7 @@ def build(what: Op | Schedule, **sizes: int) -> Kernel:
         raise BuildError(f"{sched.op.name}: an expression of the scheduled program is nested too deeply to compile "
                          f"(stages inlined into one another add up); compute_root some of them") from None
     engine, mod = compile_ir(llvm_ir, target)
-    kernel = Kernel(sched, func, llvm_ir, engine, mod, target, time.perf_counter() - t0)
+    kernel = Kernel(sched, func, llvm_ir, engine, mod, target, time.perf_counter() - t0, source)
     with _cache_lock:
         _alive.setdefault(key, kernel)  # a thread that built the same kernel meanwhile wins
         return _cached(key)
@@ -226,6 +239,7 @@ class LoadedKernel(Kernel):
         from .errors import TensorlangError
         from .parse import parse
         self.path, self.metadata, self._lib = path, meta, lib
+        self.schedule_source = "given"
         try:
             self.op = parse(meta["source"])
         except TensorlangError:  # a program this version no longer reads: the checks need only names

@@ -186,7 +186,7 @@ def workload_case(name: str, src: progen.Src) -> Case:
     case = Case(f"workload {name}", w.source, sizes, op, inputs, {}, {o: rlen for o in op.outputs},
                 {o: exact for o in op.outputs})
     trace(f"{case.describe()}\n(unscheduled)")
-    kernel = tl.build(op, **sizes)
+    kernel = tl.build(op, schedule="naive", **sizes)
     got = _as_tuple(kernel(*inputs))
     want = _as_tuple(w.reference(*inputs, **sizes))
     for i, (o, g, e) in enumerate(zip(op.outputs, got, want)):
@@ -248,7 +248,7 @@ def progen_case(src: progen.Src) -> Case:
     nodes = sum(sum(1 for _ in stg.expr.walk()) for stg in prog.stages)
     case = Case("random program (tests/progen.py)", prog.text, sizes, op, inputs, {}, {}, {})
     trace(f"{case.describe()}\n(unscheduled)")
-    kernel = tl.build(op, **sizes)
+    kernel = tl.build(op, schedule="naive", **sizes)
     got = dict(zip(op.outputs, _as_tuple(kernel(*inputs))))
     for o in op.outputs:
         exp, out = expected[o], np.asarray(got[o])
@@ -711,7 +711,7 @@ def cancelled(case: Case, o: str, got, want, s) -> bool:
     fin = np.isfinite(w64)
     if not np.array_equal(g64[~fin], w64[~fin], equal_nan=True):
         return False
-    unscheduled = tl.build(case.op, **case.sizes)
+    unscheduled = tl.build(case.op, schedule="naive", **case.sizes)
     typical = []
     for seed in (1, 2):
         i = case.op.outputs.index(o)
@@ -728,7 +728,7 @@ def rounding_sensitive(case: Case, o: str, got, want) -> bool:
     float input moves by about one unit in the last place: an element that amplifies rounding (the square root of
     a sum that cancels to 0: 2**-28 against 2**-25 before the root, 6e-5 against 1.7e-4 after) is judged by that
     spread, four draws, times 4; a wrong value on a well-conditioned element still fails."""
-    unscheduled = tl.build(case.op, **case.sizes)
+    unscheduled = tl.build(case.op, schedule="naive", **case.sizes)
     i = case.op.outputs.index(o)
 
     def run(*arrays):
@@ -761,7 +761,7 @@ def failure_kind(op, sizes: dict, prims: list) -> str | None:
     except Exception as e:
         return f"build-error {type(e).__name__}"
     inputs = random_inputs(op, s)
-    want = _as_tuple(tl.build(op, **sizes)(*inputs))
+    want = _as_tuple(tl.build(op, schedule="naive", **sizes)(*inputs))
     outs = [np.full(w.shape, np.nan if np.issubdtype(w.dtype, np.floating) else 7, w.dtype) for w in want]
     got = _as_tuple(kernel(*inputs, out=outs[0] if len(outs) == 1 else tuple(outs)))
     for o, g, w in zip(op.outputs, got, want):

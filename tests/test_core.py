@@ -240,7 +240,7 @@ def test_stage_order_is_dependency_order():
 
 
 def test_kernel_source_kinds():
-    k = tl.build(tl.op("def f(A: f32[N]) -> B:\n    B[i] = A[i] + 1.0"), N=64)
+    k = tl.build(tl.op("def f(A: f32[N]) -> B:\n    B[i] = A[i] + 1.0"), N=64, schedule="naive")
     assert "for i in 0:64" in k.source("ir")
     assert "define" in k.source("llvm") and "define" in k.source("llvm-unoptimized")
     assert "ret" in k.source("asm")

@@ -38,7 +38,7 @@ def synthetic_gflops(c: dict) -> float:
 @pytest.fixture(scope="module")
 def small_dataset(tmp_path_factory) -> Dataset:
     """150 distinct allowed configs of matmul 'small' (one in ten invalid), saved and loaded back."""
-    task = Task.create("matmul", preset="small", threads=1)
+    task = Task.create("matmul", preset="small", threads=1, space="hand")
     rng = np.random.default_rng(7)
     configs: dict[str, dict] = {}
     while len(configs) < 150:
@@ -237,16 +237,20 @@ def test_a_binary_file_is_not_a_dataset(tmp_path, capsys):
 
 
 def test_from_records_refuses_a_config_of_another_space():
-    task = Task.create("matmul", preset="small", threads=1)
+    task = Task.create("matmul", preset="small", threads=1, space="hand")
     bad = dict(task.space.config_at(0), nr=7)
     rec = Record(task.key, "matmul", task.sizes, task.target, bad, None, times=(0.1,), flops=task.flops, trial=4)
-    with pytest.raises(DatasetError, match=r"record None \(trial 4\) of matmul does not fit today's search space "
-                                           r"\(knob 'nr': 7 is not one of"):
+    with pytest.raises(DatasetError, match=r"none of the 1 records of matmul fits the hand search space: record None "
+                                           r"\(trial 4\): knob 'nr': 7 is not one of"):
         from_records([rec], task)
+    good = Record(task.key, "matmul", task.sizes, task.target, task.space.config_at(0), None, times=(0.1,),
+                  flops=task.flops, trial=5)
+    ds = from_records([rec, good], task)  # records of another space are left out, and counted
+    assert len(ds) == 1 and ds.header["left_out"] == 1 and ds.header["space"] == "hand"
 
 
 def test_from_records_merges_repeats_with_median():
-    task = Task.create("matmul", preset="small", threads=1)
+    task = Task.create("matmul", preset="small", threads=1, space="hand")
     a, b = task.space.config_at(0), task.space.config_at(1)
     mk = lambda c, times, kind=None: Record(task.key, "matmul", task.sizes, task.target, c, None,  # noqa: E731
                                             times=times, error_kind=kind, error="x" if kind else None,
@@ -487,7 +491,9 @@ def test_dataset_export_and_info_commands(tmp_path, capsys):
     for r in records:
         g, kind = ds.lookup(r.config)
         assert (g == pytest.approx(r.gflops)) if r.ok else (kind == r.error_kind)
-    assert ds.header["note"] == "six random configs" and ds.header["strategies"] == ["random"]
+    # the generated space's first trial is the auto-scheduler's zero-trial pick
+    assert ds.header["note"] == "six random configs" and ds.header["strategies"] == ["auto", "random"]
+    assert ds.header["space"] == "generated"
     assert main(["dataset", "info", out]) == 0
     text = capsys.readouterr().out
     assert "6 configs" in text and "note: six random configs" in text

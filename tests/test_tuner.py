@@ -44,7 +44,7 @@ def no_faults(monkeypatch):
 
 
 def matmul_task() -> Task:
-    return Task.create("matmul", preset="small", threads=1)
+    return Task.create("matmul", preset="small", threads=1, space="hand")
 
 
 def check_records(records, task: Task) -> None:
@@ -223,7 +223,7 @@ def test_tuning_again_resumes_from_the_records(tmp_path):
 
 
 def test_tuning_starts_from_the_hand_config_once(tmp_path):
-    task = Task.create("maxpool2d", preset="small", threads=1)
+    task = Task.create("maxpool2d", preset="small", threads=1, space="hand")
     hand = schedules.get("maxpool2d").hand_config(task.sizes)
     assert hand_start_configs(task) == [hand]
     path = tmp_path / "hand.db"
@@ -252,20 +252,29 @@ def test_tuning_starts_from_the_hand_config_once(tmp_path):
     with pytest.raises(ValueError, match="start: .*a config is a dict of knob values, got int"):
         Tuner(task, 3, db=tmp_path / "x.db", start=[5])
     # no hand config for this space at these sizes (matmul small: 48 columns), or none at all (layernorm)
-    assert hand_start_configs(Task.create("matmul", preset="small", threads=1)) == []
-    assert hand_start_configs(Task.create("layernorm", preset="small", threads=1)) == []
+    assert hand_start_configs(Task.create("matmul", preset="small", threads=1, space="hand")) == []
+    assert hand_start_configs(Task.create("layernorm", preset="small", threads=1, space="hand")) == []
+    # in a generated space the start is the auto-scheduler's zero-trial pick
+    generated = Task.create("layernorm", preset="small", threads=1, space="generated")
+    assert hand_start_configs(generated) == [generated.space.default()]
 
 
 def test_cli_tune_measures_the_hand_config_first_unless_told_not_to(tmp_path):
     task = Task.create("maxpool2d", preset="small")  # the CLI's default thread count
-    for flag, first in (((), "hand"), (("--no-hand-start",), "xgb-genetic")):
+    for flag, first in ((("--space", "hand"), "hand"), (("--space", "hand", "--no-hand-start"), "xgb-genetic"),
+                        (("--space", "generated"), "auto")):
         db = tmp_path / f"{first}.db"
         r = tensorlang("tune", "maxpool2d", "--preset", "small", "--trials", 2, "--db", db, "--no-baselines",
                        "--jobs", 1, "--retime-top", 0, *flag)
         assert r.returncode == 0, r.stderr
         assert ("the hand schedule's config is measured first" in r.stdout) == (first == "hand")
+        assert ("the auto-scheduler's zero-trial pick is measured first" in r.stdout) == (first == "auto")
         with Database(db) as d:
             assert min(d.records(task.key), key=lambda rec: rec.trial).strategy == first
+        if first == "hand":  # resuming: the start config has its record and is not measured again
+            r = tensorlang("tune", "maxpool2d", "--preset", "small", "--trials", 3, "--db", db, "--no-baselines",
+                           "--jobs", 1, "--retime-top", 0, *flag)
+            assert "was measured in an earlier run" in r.stdout and "is measured first" not in r.stdout
 
 
 def _record_closes(monkeypatch) -> list:
@@ -501,7 +510,7 @@ def test_bad_measure_options_are_refused_by_name(bad, field):
 
 def test_builders_featurize_exactly_like_the_tuner_and_survive_a_crash(monkeypatch):
     from tuner.measure import LocalRunner
-    task = Task.create("conv2d", preset="small", threads=1)
+    task = Task.create("conv2d", preset="small", threads=1, space="hand")
     rng = np.random.default_rng(3)
     configs = [task.space.random(rng) for _ in range(9)]
     tuner = Tuner(task, 1, db=":memory:")
@@ -909,11 +918,13 @@ def test_a_baseline_that_fails_says_why(monkeypatch):
     task = matmul_task()
     errors: dict = {}
     got = measure_baselines(task, None, numpy=False, errors=errors)
-    assert got == {"default": None, "hand": None}
-    assert errors == {"default": "runtime: injected failure", "hand": "runtime: injected failure"}
+    assert got == {"default": None, "auto": None, "hand": None}
+    assert errors == {"default": "runtime: injected failure", "auto": "runtime: injected failure",
+                      "hand": "runtime: injected failure"}
     summary = TuneSummary(task, None, 0, 0, baselines=got, baseline_errors=errors)
 
     class Args:
         plot = preset = size = db = None
     text = format_summary(summary, {"trials": 0}, Args())
-    assert "the default schedule could not be timed next to it (runtime: injected failure)" in text
+    assert "the naive loop nest could not be timed next to it (runtime: injected failure)" in text
+    assert "the auto-scheduler's pick could not be timed next to it (runtime: injected failure)" in text

@@ -105,9 +105,81 @@ def check_timing_flags(args) -> None:
         raise CLIError(f"--min-time: must be a finite number of seconds >= 0, got {args.min_time}")
 
 
+def is_program_file(name: str) -> bool:
+    """Whether the WORKLOAD argument names a DSL file rather than a built-in workload: not a workload's name, and
+    it ends in ``.tl``, has a folder in it, or is an existing file.
+
+    >>> is_program_file("matmul"), is_program_file("my_op.tl")
+    (False, True)
+    """
+    import os
+
+    import schedules
+    if name in schedules.WORKLOADS:
+        return False
+    return name.endswith(".tl") or os.sep in name or os.path.isfile(name)
+
+
+def program_from_file(path: str, size_text: str | None, preset: str | None) -> tuple:
+    """The workload and sizes of a DSL file given as WORKLOAD: every size comes from --size (a file has no
+    presets); a program that is a built-in workload's (the same text up to comments and spacing) is that
+    workload, with its numpy baselines and hand schedule. A CLIError names a missing file, a missing size or
+    --preset; a DSLError points into the file.
+
+    Example::
+
+        tensorlang tune my_gelu_dense.tl --size M=512,N=512,K=512 --trials 200
+    """
+    import tensorlang as tl
+    from schedules.program import program_workload
+    try:
+        with open(path) as f:
+            text = f.read()
+    except FileNotFoundError:
+        raise CLIError(f"WORKLOAD: no workload and no file called {path!r} (workloads: tensorlang ops)") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise CLIError(f"WORKLOAD: cannot read {path}: {getattr(e, 'strerror', None) or e}") from None
+    if preset is not None:
+        raise CLIError(f"--preset: {path} is a DSL file, which has no presets; give every size with --size")
+    try:
+        op = tl.op(text)
+    except tl.DSLError as e:
+        raise tl.DSLError(e.message, e.loc, text, file=path) from None
+    sizes = parse_sizes(size_text) if size_text else {}
+    missing = [n for n in op.size_names if n not in sizes]
+    if missing:
+        example = ",".join(f"{n}=..." for n in op.size_names)
+        raise CLIError(f"--size: {path} needs every size of {op.name}: {', '.join(missing)} missing "
+                       f"(--size {example})")
+    unknown = [n for n in sizes if n not in op.size_names]
+    if unknown:
+        raise CLIError(f"--size: {op.name} has no size {', '.join(unknown)}; sizes: {', '.join(op.size_names)}")
+    import schedules
+    for w in schedules.WORKLOADS.values():
+        if tl.op(w.source).key == op.key:
+            w.check_sizes(sizes)
+            return w, dict(sizes)
+    try:
+        tl.schedule(op, **sizes)
+    except tl.TensorlangError as e:
+        raise CLIError(f"--size: {e}") from None
+    return program_workload(text, sizes), dict(sizes)
+
+
+def is_builtin(w) -> bool:
+    """Whether workload `w` is one of the library's (not a user's program from a file).
+
+    >>> import schedules
+    >>> is_builtin(schedules.get("matmul"))
+    True
+    """
+    import schedules
+    return schedules.WORKLOADS.get(w.name) is w
+
+
 def workload_and_sizes(args) -> tuple:
     """The workload and its sizes from WORKLOAD, --preset and --size (which overrides preset values); a CLIError
-    names an unknown workload, preset or size.
+    names an unknown workload, preset or size. WORKLOAD may be a DSL file (see :func:`program_from_file`).
 
     >>> args = make_parser().parse_args(["run", "matmul", "--preset", "small", "--size", "K=16"])
     >>> w, sizes = workload_and_sizes(args)
@@ -115,8 +187,11 @@ def workload_and_sizes(args) -> tuple:
     ('matmul', {'M': 64, 'N': 48, 'K': 16})
     """
     import schedules
+    if is_program_file(args.workload):
+        return program_from_file(args.workload, args.size, args.preset)
     if args.workload not in schedules.WORKLOADS:
-        raise CLIError(f"unknown workload {args.workload!r}; workloads: {', '.join(schedules.WORKLOADS)}")
+        raise CLIError(f"unknown workload {args.workload!r}; workloads: {', '.join(schedules.WORKLOADS)} "
+                       "(or a DSL file, NAME.tl)")
     w = schedules.WORKLOADS[args.workload]
     if args.preset is not None and args.preset not in w.presets:
         raise CLIError(f"--preset: {w.name} has no preset {args.preset!r}; presets: {', '.join(w.presets)}")
@@ -281,6 +356,55 @@ class _Parser(argparse.ArgumentParser):
         self.print_usage(sys.stderr)
         self.exit(2, f"{self.prog}: error: {message}\n")
 
+    def parse_args(self, args=None, namespace=None):
+        """argparse's, after :func:`unknown_flag` has looked for a flag the command does not have (argparse
+        would first complain of a required flag that a misspelt one was meant to give)."""
+        argv = list(sys.argv[1:] if args is None else args)
+        problem = unknown_flag(self, argv)
+        if problem is not None:
+            parser, message = problem
+            parser.print_usage(sys.stderr)
+            parser.exit(2, f"{parser.prog}: error: {message}\n")
+        return super().parse_args(argv, namespace)
+
+
+def _subparsers(parser) -> dict:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return action.choices
+    return {}
+
+
+def unknown_flag(parser, argv: list[str]):
+    """(the parser of the command, a message) for the first flag in `argv` that its command does not take, naming
+    the closest one it does; None when every flag is known.
+
+    >>> p = make_parser()
+    >>> unknown_flag(p, ["tune", "conv2d", "--trails", "10"])[1]
+    'unknown flag --trails for tensorlang tune; did you mean --trials? (tensorlang tune --help lists its flags)'
+    >>> unknown_flag(p, ["tune", "conv2d", "--trials", "10"]) is None
+    True
+    """
+    import difflib
+    current, i = parser, 0
+    while i < len(argv):
+        token = argv[i]
+        subs = _subparsers(current)
+        if token == "--":
+            return None
+        if not token.startswith("-") and token in subs:
+            current = subs[token]
+        elif token.startswith("--"):
+            name = token.split("=", 1)[0]
+            known = [o for a in current._actions for o in a.option_strings]
+            if name not in known and not any(k.startswith(name) for k in known if k.startswith("--")):
+                close = difflib.get_close_matches(name, [k for k in known if k.startswith("--")], n=1, cutoff=0.6)
+                hint = f"; did you mean {close[0]}?" if close else ""
+                return current, (f"unknown flag {name} for {current.prog}{hint} ({current.prog} --help lists its "
+                                 "flags)")
+        i += 1
+    return None
+
 
 def make_parser() -> argparse.ArgumentParser:
     """The argument parser of the `tensorlang` command: one subcommand per entry of COMMANDS, each with its flags
@@ -297,7 +421,8 @@ def make_parser() -> argparse.ArgumentParser:
     def common(sp, sizes=True):
         sp.add_argument("--json", action="store_true", help="print one JSON object on stdout")
         if sizes:
-            sp.add_argument("workload", metavar="WORKLOAD", help="a workload (see `tensorlang ops`)")
+            sp.add_argument("workload", metavar="WORKLOAD",
+                            help="a workload (see `tensorlang ops`) or a DSL file (NAME.tl, every size with --size)")
             sp.add_argument("--preset", help="a size preset of the workload")
             sp.add_argument("--size", help="sizes as NAME=INT,... (override the preset's)")
 
@@ -343,7 +468,12 @@ def make_parser() -> argparse.ArgumentParser:
                    help="at the end, time the K fastest configs again (3 interleaved rounds) and let that choose "
                         "the best (default 5; 0: no re-timing)")
     t.add_argument("--no-hand-start", action="store_true",
-                   help="do not measure the hand schedule's config first (search starts from nothing)")
+                   help="do not measure a starting config first (the hand schedule's, or in a generated space the "
+                        "auto-scheduler's zero-trial pick): search starts from nothing")
+    t.add_argument("--space", default="default", choices=("default", "generated", "hand"),
+                   help="the search space: generated from the program by the auto-scheduler's rules, the "
+                        "workload's hand-written one, or default (the generated one, or the space a built-in "
+                        "workload's measurements chose)")
     t.add_argument("--plot", help="write a PNG of the best GFLOPS so far against trials")
     t.add_argument("--no-baselines", action="store_true",
                    help="skip timing the default and hand schedules and numpy at the end")
@@ -363,6 +493,8 @@ def make_parser() -> argparse.ArgumentParser:
     c.add_argument("--threads", type=int, help="threads the kernels use when live (default: all CPUs)")
     c.add_argument("--timeout", type=float, default=10.0, help="seconds one candidate may run, live (default 10)")
     c.add_argument("--plot", help="write a PNG of the best-so-far curves (median and 25-75%% over seeds)")
+    c.add_argument("--space", default="default", choices=("default", "generated", "hand"),
+                   help="live: the search space (as for tune)")
     d = sub.add_parser("dataset", help="export tuning records as a dataset for offline replay, or describe one")
     dsub = d.add_subparsers(dest="dataset_command", metavar="ACTION", parser_class=_Parser)
     dsub.required = True
@@ -372,6 +504,8 @@ def make_parser() -> argparse.ArgumentParser:
     de.add_argument("--threads", type=int, help="the thread count it was tuned for (default: all CPUs)")
     de.add_argument("--db", help=f"tuning database file {DB_DEFAULT}")
     de.add_argument("--note", help="free text stored in the header (how the records were made)")
+    de.add_argument("--space", default="default", choices=("default", "generated", "hand"),
+                    help="export the records of this search space (as for tune)")
     di = dsub.add_parser("info", help="describe a dataset file")
     common(di, sizes=False)
     di.add_argument("file", metavar="FILE", help="a dataset CSV")

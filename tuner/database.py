@@ -118,6 +118,13 @@ class DatabaseError(TensorlangError):
     """
 
 
+def _writable(path) -> bool:
+    if not isinstance(path, pathlib.Path):
+        return True
+    target = path if path.exists() else path.parent
+    return os.access(target, os.W_OK)
+
+
 def default_db_path() -> pathlib.Path:
     """Where the tuning database lives when no path is given: ``$TENSORLANG_DB`` if set, else
     ``$XDG_CACHE_HOME/tensorlang/tuning.db`` (when that is an absolute path), else ``~/.cache/tensorlang/tuning.db``.
@@ -292,10 +299,14 @@ class Database:
         1
     """
 
-    def __init__(self, path: str | os.PathLike | None = None):
+    def __init__(self, path: str | os.PathLike | None = None, read_only: bool = False):
         if path is None:
             path = default_db_path()
         memory = os.fspath(path) == _MEMORY
+        self.read_only = read_only and not memory
+        if self.read_only:
+            self._open_read_only(path)
+            return
         try:
             self.path: pathlib.Path | str = _MEMORY if memory else pathlib.Path(path).expanduser()
         except RuntimeError as e:  # ~user that does not exist
@@ -320,6 +331,41 @@ class Database:
             conn.close()
             raise
         self._conn = conn
+
+    def _open_read_only(self, path) -> None:
+        """Open an existing file for reading only (``best``, ``bench --db``, ``tl.build``'s tuned schedules): no
+        folder, schema or journal is created, and a file on read-only media is read as it is."""
+        try:
+            self.path = pathlib.Path(path).expanduser()
+        except RuntimeError as e:
+            raise DatabaseError(f"cannot open tuning database {os.fspath(path)}: {e}") from None
+        self._conn = None
+        if self.path.is_dir():
+            raise DatabaseError(f"cannot open tuning database {self.path}: it is a folder; name a file in it")
+        if not self.path.is_file():
+            raise DatabaseError(f"tuning database {self.path} does not exist")
+        uri = self.path.resolve().as_uri()
+        last = None
+        for query in ("?mode=ro", "?immutable=1"):  # immutable: a WAL file on media where no -shm can be made
+            try:
+                conn = sqlite3.connect(uri + query, uri=True, timeout=_BUSY_TIMEOUT_S, isolation_level=None)
+                tables = self._tables(conn)
+                if "meta" not in tables:
+                    conn.close()
+                    raise DatabaseError(f"{self.path} is a SQLite database but not a tensorlang tuning database "
+                                        f"(it has no meta table)")
+                row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+                if row is None or not str(row[0]).isdigit() or int(row[0]) > SCHEMA_VERSION:
+                    conn.close()
+                    raise DatabaseError(f"tuning database {self.path} has schema version "
+                                        f"{row[0] if row else None!r}; tensorlang {_TENSORLANG_VERSION} reads "
+                                        f"version {SCHEMA_VERSION}")
+                self._conn = conn
+                return
+            except sqlite3.DatabaseError as e:
+                last = e
+        raise DatabaseError(f"cannot read tuning database {self.path}: {last} (is it a tensorlang tuning "
+                            "database?)")
 
     def _open(self, conn: sqlite3.Connection) -> None:
         try:
@@ -349,6 +395,10 @@ class Database:
                     raise
             row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
         except sqlite3.DatabaseError as e:
+            if "readonly" in str(e).lower() or "read-only" in str(e).lower() or not _writable(self.path):
+                raise DatabaseError(f"tuning database {self.path} is read-only ({e}); tuning needs to write to it: "
+                                    "copy it somewhere writable, or pass --db with another file (best, bench "
+                                    "--db, show --best and export --best read it as it is)") from None
             raise DatabaseError(f"cannot use tuning database {self.path}: {e} "
                                 f"(is it a tensorlang tuning database?)") from None
         try:
@@ -367,6 +417,10 @@ class Database:
     @staticmethod
     def _tables(conn: sqlite3.Connection) -> set[str]:
         return {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+
+    def _writing(self) -> None:
+        if self.read_only:
+            raise DatabaseError(f"tuning database {self.path} was opened read-only; nothing can be written to it")
 
     def _db(self) -> sqlite3.Connection:
         if self._conn is None:
@@ -394,6 +448,7 @@ class Database:
             ...
             tensorlang.errors.UsageError: valid record for task 't' has no times (name its error_kind)
         """
+        self._writing()
         _validate(record)
         row = {
             "task_key": record.task_key, "workload": record.workload,
@@ -469,6 +524,7 @@ class Database:
             >>> db.best("t").config, db.retimed("t")[_config_key({"vec": 8})]
             ({'vec': 8}, 2.45)
         """
+        self._writing()
         if not timings or any(not times or min(times) <= 0 for _, times in timings):
             raise UsageError("a re-timing needs at least one config, each with positive times")
         conn = self._db()

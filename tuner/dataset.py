@@ -371,13 +371,19 @@ def from_records(records, task, note: str = "") -> Dataset:
         (1, 0.0015)
     """
     merged: dict[str, list] = {}
+    misfits = []
     for rec in records:
         try:
             task.space.validate(dict(rec.config))
         except ValueError as e:
-            raise DatasetError(f"record {rec.id} (trial {rec.trial}) of {task.workload} does not fit today's search "
-                               f"space ({e}); it was measured with another version of the space") from None
+            misfits.append((rec, e))
+            continue
         merged.setdefault(config_key(rec.config), []).append(rec)
+    if misfits and not merged:
+        rec, e = misfits[0]
+        raise DatasetError(f"none of the {len(records)} records of {task.workload} fits the {task.space_used} search "
+                           f"space: record {rec.id} (trial {rec.trial}): {e}; they were measured in another space "
+                           f"(--space) or with another version of this one") from None
     rows = []
     for recs in merged.values():
         valid = [r.median_s for r in recs if r.ok]
@@ -392,7 +398,10 @@ def from_records(records, task, note: str = "") -> Dataset:
               "flops": task.flops, "target": dict(task.target),
               "knobs": {k.name: list(k.values) for k in task.space.knobs},
               "tensorlang_version": __version__, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-              "strategies": sorted({r.strategy for r in records}), "note": note}
+              "strategies": sorted({r.strategy for r in records}), "note": note, "space": task.space_used,
+              "left_out": len(misfits)}
+    if task.source:
+        header["source"] = task.source
     return Dataset(header, rows)
 
 

@@ -84,9 +84,9 @@ def evaluate_dataset(dataset, models=None, train_fraction: float = 0.5, splits: 
 
         >>> from tuner.dataset import Dataset
         >>> from tuner.task import Task
-        >>> t = Task.create("matmul", preset="small", threads=1)
+        >>> t = Task.create("matmul", preset="small", threads=1, space="hand")
         >>> configs = [t.space.config_at(i) for i in range(8)]
-        >>> ds = Dataset({"workload": "matmul", "sizes": t.sizes, "threads": 1, "flops": t.flops,
+        >>> ds = Dataset({"workload": "matmul", "sizes": t.sizes, "threads": 1, "flops": t.flops, "space": "hand",
         ...               "knobs": {k.name: list(k.values) for k in t.space.knobs}},
         ...              [(c, float(i + 1), None) for i, c in enumerate(configs)])
         >>> rep = evaluate_dataset(ds, ["none"], splits=2)

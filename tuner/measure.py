@@ -324,7 +324,7 @@ class LocalRunner:
         self._tmp = tempfile.TemporaryDirectory(prefix="tensorlang-tune-")
         inputs = w.make_inputs(task.sizes, np.random.default_rng(seed))
         if expected is None:
-            default = tl.build(task.op, **task.sizes)
+            default = tl.build(task.op, schedule="naive", **task.sizes)
             got = default(*inputs)
             expected = list(got) if isinstance(got, tuple) else [got]
         self.inputs, self.expected = inputs, expected
@@ -333,8 +333,7 @@ class LocalRunner:
             for i, a in enumerate(arrays):
                 paths[kind].append(os.path.join(self._tmp.name, f"{kind}{i}.npy"))
                 np.save(paths[kind][-1], a)
-        init = {"source": w.source, "task": {"workload": task.workload, "sizes": task.sizes, "target": task.target,
-                                             "threads": task.threads}}
+        init = {"source": w.source, "task": task.to_dict()}
         self._builders = [Worker("tuner.measure:build_handler", init) for _ in range(self.jobs)]
         self._runner = Worker("tuner.measure:run_handler", {**paths, "threads": task.threads,
                                                             "outputs": list(task.op.outputs)})

@@ -81,21 +81,34 @@ def replay_task(dataset: Dataset) -> Task:
         'matmul(M=64, N=48, K=32) on znver5, 2 threads'
     """
     import schedules
-    try:
-        w = schedules.get(dataset.workload)
-    except ValueError as e:
-        raise DatasetError(f"dataset {dataset.path}: {e}") from None
-    sizes = w.sizes(None)
-    unknown = sorted(set(dataset.sizes) - set(sizes))
-    if unknown:
-        raise DatasetError(f"dataset {dataset.path}: workload {w.name!r} has no size {unknown[0]!r}")
-    sizes.update(dataset.sizes)
+    from tensorlang.errors import TensorlangError
+    # datasets written before the generated spaces name none: they were measured in the hand-written ones
+    space = dataset.header.get("space", "hand")
+    source = dataset.header.get("source") or ""
+    target = dict(dataset.header.get("target") or {"triple": "", "cpu": "unknown", "features": ""})
+    if source:
+        try:
+            task = Task(dataset.workload, dict(dataset.sizes), target, int(dataset.header["threads"]), source=source,
+                        space_kind="generated")
+            w = task.workload_def
+        except (TensorlangError, ValueError) as e:
+            raise DatasetError(f"dataset {dataset.path}: its program does not compile here: {e}") from None
+        sizes = dict(dataset.sizes)
+    else:
+        try:
+            w = schedules.get(dataset.workload)
+        except ValueError as e:
+            raise DatasetError(f"dataset {dataset.path}: {e}") from None
+        sizes = w.sizes(None)
+        unknown = sorted(set(dataset.sizes) - set(sizes))
+        if unknown:
+            raise DatasetError(f"dataset {dataset.path}: workload {w.name!r} has no size {unknown[0]!r}")
+        sizes.update(dataset.sizes)
     flops = float(w.flops(sizes))
     if not math.isclose(flops, float(dataset.header["flops"]), rel_tol=1e-9):
         raise DatasetError(f"dataset {dataset.path}: {dataset.header['flops']:g} flops per run, but {w.name} at "
                            f"these sizes has {flops:g}; the workload changed since the dataset was measured")
-    target = dict(dataset.header.get("target") or {"triple": "", "cpu": "unknown", "features": ""})
-    return Task(w.name, sizes, target, int(dataset.header["threads"]))
+    return Task(w.name, sizes, target, int(dataset.header["threads"]), source=source, space_kind=space)
 
 
 def table_features(dataset: Dataset, task: Task | None = None) -> dict[str, np.ndarray | None]:

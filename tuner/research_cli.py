@@ -13,7 +13,8 @@ from __future__ import annotations
 import os
 import sys
 
-from tuner.tune_cli import TuneFlagError, check_jobs_flag, check_plot_flag, check_plugin_flags, check_threads_flag
+from tuner.tune_cli import (TuneFlagError, check_jobs_flag, check_plot_flag, check_plugin_flags, check_threads_flag,
+                            task_for)
 
 
 def _names(text: str, flag: str) -> list[str]:
@@ -50,7 +51,6 @@ def cmd_compare(args, workload, sizes) -> dict:
     """
     from tuner.comparison import compare
     from tuner.measure import MeasureOptions
-    from tuner.task import Task
     strategies = _names(args.strategies, "--strategies")
     check_plugin_flags(strategies, [args.cost_model], strategy_flag="--strategies")
     for flag, v in (("--trials", args.trials), ("--seeds", args.seeds)):
@@ -76,7 +76,7 @@ def cmd_compare(args, workload, sizes) -> dict:
             f"{dataset.best_gflops:.1f} GFLOPS): {len(strategies)} strategies x {args.seeds} seeds x "
             f"{min(args.trials, len(dataset))} trials")
     else:
-        task = Task.create(workload.name, sizes=sizes, threads=args.threads)
+        task = task_for(workload, sizes, args.threads, args.space)
         say(f"tuning {task.describe()} live: {len(strategies)} strategies x {args.seeds} seeds x {args.trials} "
             f"trials (records are not kept; use --replay DATASET to compare in seconds)")
     jobs = args.jobs or ((os.cpu_count() or 1) if dataset is not None else 1)
@@ -121,13 +121,12 @@ def cmd_dataset(args) -> dict:
 def _dataset_export(args, workload, sizes) -> dict:
     from tuner.tune_cli import _db_source, _existing_db
     from tuner.dataset import DatasetError, check_output_path, from_records
-    from tuner.task import Task
     check_threads_flag(args.threads)
     try:
         check_output_path(args.output)
     except DatasetError as e:
         raise TuneFlagError(f"-o: {e}") from None
-    task = Task.create(workload.name, sizes=sizes, threads=args.threads)
+    task = task_for(workload, sizes, args.threads, args.space)
     path, db = _existing_db(args.db)
     if db is None:
         raise TuneFlagError(f"{_db_source(args.db)}: no tuning database at {path}")

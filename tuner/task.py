@@ -5,8 +5,8 @@ Example::
     >>> t = Task.create("matmul", preset="small", threads=1)
     >>> t.sizes, len(t.key)
     ({'M': 64, 'N': 48, 'K': 32}, 16)
-    >>> t.space.name
-    'matmul'
+    >>> t.space.name, Task.create("matmul", preset="small", threads=1, space="hand").space.name
+    ('auto:matmul', 'matmul')
 """
 from __future__ import annotations
 
@@ -39,18 +39,47 @@ def normalized_source(source: str) -> str:
     return "\n".join(lines)
 
 
+def task_key(source: str, sizes: dict, target: dict, threads: int) -> str:
+    """16 hex digits of a hash of the normalized DSL, the sizes, the target and the thread count: the task's key
+    in the database (a built-in workload and a user's copy of its program share it).
+
+    Example::
+
+        >>> len(task_key("def f(A: f32[N]) -> B:\\n    B[i] = A[i]", {"N": 4}, {"cpu": "x"}, 1))
+        16
+    """
+    text = json.dumps([normalized_source(source), dict(sizes), target, threads], sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+SPACE_KINDS = ("default", "generated", "hand")
+
+
 @dataclass(frozen=True)
 class Task:
-    """Workload name, sizes, target description and thread count; ``key`` identifies it in the database."""
+    """Workload name, sizes, target description and thread count; ``key`` identifies it in the database.
+
+    ``source`` is the DSL text of a user's program (empty for a built-in workload, whose text the library holds);
+    ``space_kind`` which search space the tuner uses: "generated" (derived from the program by the
+    auto-scheduler's rules), "hand" (the workload's hand-written one) or "default" (the built-in workload's
+    choice in :data:`schedules.SPACE_CHOICE`, measured; the generated one for a user's program). The space is
+    not part of the key: records of both spaces describe the same task.
+    """
 
     workload: str
     sizes: dict
     target: dict
     threads: int
+    source: str = ""
+    space_kind: str = "default"
+
+    def __post_init__(self):
+        if self.space_kind not in SPACE_KINDS:
+            raise UsageError(f"space {self.space_kind!r}: choose one of {', '.join(SPACE_KINDS)}")
 
     @staticmethod
     def create(workload: str, preset: str | None = None, sizes: dict | None = None,
-               threads: int | None = None) -> "Task":
+               threads: int | None = None, space: str = "default") -> "Task":
         """The task for ``workload`` at ``preset`` (default preset) or explicit ``sizes`` on this machine.
 
         ``sizes`` may set a subset; the rest come from the default preset. Raises UsageError naming the
@@ -70,26 +99,72 @@ class Task:
             check_sizes(tl.op(w.source), bound)
         except BuildError as e:
             raise UsageError(str(e)) from None
-        if w.space is None:
-            raise UsageError(f"workload {workload!r} has no search space")
-        t = host_target()
-        target = {"triple": t.triple, "cpu": t.cpu, "features": t.features}
-        return Task(workload, bound, target, threads or num_threads())
+        if space == "hand" and w.space is None:
+            raise UsageError(f"workload {workload!r} has no hand-written search space; use the generated one")
+        return Task(workload, bound, _target(), threads or num_threads(), space_kind=space)
+
+    @staticmethod
+    def from_source(source, sizes: dict, threads: int | None = None, space: str = "default") -> "Task":
+        """The task of any program (DSL text or an ``Op``) at ``sizes`` (every size given). A program that is a
+        built-in workload's (the same text up to comments and spacing) is that workload's task.
+
+        Example::
+
+            >>> t = Task.from_source("def twice(X: f32[N]) -> Y:\\n    Y[i] = X[i] * 2.0", {"N": 64}, threads=1)
+            >>> t.workload, t.space.name
+            ('twice', 'auto:twice')
+        """
+        op = source if isinstance(source, tl.Op) else tl.op(source)
+        try:
+            bound = check_sizes(op, sizes)
+        except BuildError as e:
+            raise UsageError(str(e)) from None
+        for w in schedules.WORKLOADS.values():
+            if tl.op(w.source).key == op.key:
+                return Task.create(w.name, sizes=bound, threads=threads, space=space)
+        if space == "hand":
+            raise UsageError(f"{op.name} is not a built-in workload: it has no hand-written search space")
+        return Task(op.name, bound, _target(), threads or num_threads(), source=op.source, space_kind=space)
 
     @property
+    def builtin(self) -> bool:
+        """Whether the task is a built-in workload's."""
+        return not self.source
+
+    @property
+    def program_source(self) -> str:
+        """The DSL text of the task's program."""
+        return self.source or schedules.get(self.workload).source
+
+    @functools.cached_property
     def workload_def(self):
-        """The :class:`schedules.Workload`."""
+        """The :class:`schedules.Workload` (for a user's program, :func:`schedules.program.program_workload`)."""
+        if self.source:
+            from schedules.program import program_workload
+            return program_workload(self.source, self.sizes)
         return schedules.get(self.workload)
 
     @functools.cached_property
     def op(self):
         """The parsed program."""
-        return tl.op(self.workload_def.source)
+        return tl.op(self.program_source)
+
+    @property
+    def space_used(self) -> str:
+        """"generated" or "hand": the search space the tuner uses for this task."""
+        if self.space_kind != "default":
+            return self.space_kind
+        if self.source or self.workload_def.space is None:
+            return "generated"
+        return schedules.SPACE_CHOICE.get(self.workload, "generated")
 
     @functools.cached_property
     def space(self):
-        """The workload's search space at these sizes."""
-        return self.workload_def.space(self.sizes)
+        """The task's search space at these sizes (see ``space_kind``)."""
+        if self.space_used == "hand":
+            return self.workload_def.space(self.sizes)
+        from tensorlang.autosched.space import generated_space
+        return generated_space(self.op, self.sizes, self.threads)
 
     @property
     def flops(self) -> float:
@@ -99,14 +174,29 @@ class Task:
     @functools.cached_property
     def key(self) -> str:
         """16 hex digits of a hash of the normalized DSL, the sizes, the target and the thread count."""
-        text = json.dumps([normalized_source(self.workload_def.source), self.sizes, self.target, self.threads],
-                          sort_keys=True)
-        return hashlib.sha256(text.encode()).hexdigest()[:16]
+        return task_key(self.program_source, self.sizes, self.target, self.threads)
 
     def describe(self) -> str:
         """``workload(K=V, ...) on CPU, N threads``."""
         sizes = ", ".join(f"{k}={v}" for k, v in self.sizes.items())
         return f"{self.workload}({sizes}) on {self.target['cpu']}, {self.threads} thread{'s' * (self.threads != 1)}"
 
+    def to_dict(self) -> dict:
+        """The task's fields as JSON-able data (``Task(**d)`` rebuilds it).
+
+        Example::
+
+            >>> t = Task.create("matmul", preset="small", threads=1)
+            >>> Task(**t.to_dict()).key == t.key
+            True
+        """
+        return {"workload": self.workload, "sizes": dict(self.sizes), "target": dict(self.target),
+                "threads": self.threads, "source": self.source, "space_kind": self.space_kind}
+
     def __hash__(self) -> int:
         return hash(self.key)
+
+
+def _target() -> dict:
+    t = host_target()
+    return {"triple": t.triple, "cpu": t.cpu, "features": t.features}

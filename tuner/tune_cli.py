@@ -154,13 +154,30 @@ def _db_source(path) -> str:
     return "TENSORLANG_DB" if os.environ.get("TENSORLANG_DB") else "the default tuning database"
 
 
-def _open_db(path):
+def _open_db(path, read_only: bool = False):
     from tuner.database import Database, DatabaseError
     _check_db_flag(path)
     try:
-        return Database(path)
+        return Database(path, read_only=read_only)
     except DatabaseError as e:
         raise TuneFlagError(f"{_db_source(path)}: {e}") from None
+
+
+def task_for(workload, sizes: dict, threads: int | None, space: str = "default") -> Task:
+    """The tuning task of a workload from the command line: a built-in one by name, a user's program (from a
+    DSL file) by its text.
+
+    Example::
+
+        >>> import schedules
+        >>> task_for(schedules.get("matmul"), {"M": 64, "N": 48, "K": 32}, 1).key == \\
+        ...     Task.create("matmul", preset="small", threads=1).key
+        True
+    """
+    import schedules
+    if schedules.WORKLOADS.get(workload.name) is workload:
+        return Task.create(workload.name, sizes=sizes, threads=threads, space=space)
+    return Task.from_source(workload.source, sizes, threads=threads, space=space)
 
 
 def _check_db_flag(path) -> None:
@@ -179,7 +196,7 @@ def _existing_db(db_path):
         raise TuneFlagError(f"{_db_source(db_path)}: {e}") from None
     if path != ":memory:" and not os.path.exists(os.path.expanduser(path)):
         return path, None
-    return path, _open_db(db_path)
+    return path, _open_db(db_path, read_only=path != ":memory:")
 
 
 def record_schedule(rec, op, path):
@@ -223,7 +240,7 @@ def cmd_tune(args, workload, sizes) -> dict:
         tensorlang tune conv2d --preset resnet18_3x3 --trials 200 --plot conv2d.png
     """
     check_tune_flags(args)
-    task = Task.create(workload.name, sizes=sizes, threads=args.threads)
+    task = task_for(workload, sizes, args.threads, getattr(args, "space", "default"))
     db = _open_db(args.db)
     try:
         return _tune(args, workload, task, db)
@@ -233,27 +250,33 @@ def cmd_tune(args, workload, sizes) -> dict:
 
 def _tune(args, workload, task, db) -> dict:
     from tuner.measure import MeasureOptions
-    from tuner.tuning import ProgressBar, Tuner, hand_start_configs, measure_baselines
+    from tensorlang.space import config_key
+    from tuner.tuning import ProgressBar, Tuner, hand_start_configs, measure_baselines, start_name
     say = (lambda *a: print(*a, file=sys.stderr)) if args.json else print
     say(f"tuning {task.describe()}: {args.trials} trials, strategy {args.strategy}, cost model {args.cost_model}, "
         f"seed {args.seed}")
     say(f"  {task.space.describe().splitlines()[0]}; records in {db.path}")
     start = [] if args.no_hand_start else hand_start_configs(task)
-    if start:
-        say("  the hand schedule's config is measured first (--no-hand-start: search from nothing)")
-    elif not args.no_hand_start and workload.hand_schedule is not None:
+    name = start_name(task)
+    what = "the hand schedule's config" if name == "hand" else "the auto-scheduler's zero-trial pick"
+    measured = {r.config_key() for r in db.records(task.key)}
+    if start and all(config_key(c) in measured for c in start):
+        say(f"  {what} was measured in an earlier run; it competes again in the final re-timing")
+    elif start:
+        say(f"  {what} is measured first (--no-hand-start: search from nothing)")
+    elif not args.no_hand_start and workload.hand_schedule is not None and task.space_used == "hand":
         say("  the hand schedule is not a config of this space at these sizes: search starts from nothing")
     bar = ProgressBar(args.trials, sys.stderr)
 
     def on_retime(n: int, rounds: int) -> None:
         bar.close()
-        which = "the fastest and the hand config" if start else "the fastest"
+        which = f"the fastest and the {name} config" if start else "the fastest"
         say(f"re-timing {n} configs ({which}), {rounds} interleaved rounds ...")
 
     tuner = Tuner(task, args.trials, args.strategy, args.cost_model, args.seed, db, args.jobs,
                   MeasureOptions(run_timeout=args.timeout), batch=args.batch, on_trial=bar.update,
                   strategy_options={"sampler": args.sampler} if args.sampler else None, retime_top=args.retime_top,
-                  on_retime=on_retime, start=start)
+                  on_retime=on_retime, start=start, start_name=name)
     try:
         summary = tuner.run()
     finally:
@@ -324,7 +347,14 @@ def summary_json(summary, db) -> dict:
         "retimed": retimed,
         "baselines_gflops": summary.baselines,
         "baseline_errors": summary.baseline_errors,
+        "space": summary.task.space_used,
     }
+    if best is not None:  # the one figure the text summary prints: the re-timing in force, else the measurement
+        t = retimed.get(best.config_key())
+        out["best"]["best_gflops"] = summary.task.flops / t / 1e9 if t else best.gflops
+    if summary.previous:
+        key, then, now = summary.previous
+        out["previous_retimed"] = {"config_key": key, "gflops_then": then, "gflops_now": now}
     tuned = summary.baselines.get("tuned")
     if tuned:
         out["speedup"] = {k: tuned / v for k, v in summary.baselines.items() if v and k != "tuned"}
@@ -353,7 +383,7 @@ def format_summary(summary, report: dict, args) -> str:
         >>> print(format_summary(s, summary_json(s, Database(":memory:")),
         ...                      argparse.Namespace(preset="small", size=None, db=None, plot=None)))
         tuned matmul: 16 trials (6 in this run), 2.00 measured per second
-          best: 0.100 ms, 2.0 GFLOPS (trial 3, random)
+          best: 0.100 ms, 2.0 GFLOPS (one measurement; trial 3, random)
           this run: 5 valid, 1 invalid (1 wrong)
         next: tensorlang best matmul --preset small   (or: tensorlang bench matmul --preset small)
     """
@@ -366,23 +396,27 @@ def format_summary(summary, report: dict, args) -> str:
     if best is None:
         lines.append("  no valid schedule yet")
     else:
-        lines.append(f"  best: {best.median_s * 1e3:.3f} ms, {best.gflops:.1f} GFLOPS "
-                     f"(trial {best.trial}, {best.strategy})")
+        g = report["best"]["best_gflops"]
+        how = f"chosen by re-timing {len(report['retimed'])} configs" if best.config_key() in report["retimed"] \
+            else "one measurement"
+        lines.append(f"  best: {t.flops / g / 1e9 * 1e3:.3f} ms, {g:.1f} GFLOPS ({how}; trial {best.trial}, "
+                     f"{best.strategy})")
+    if summary.previous and summary.previous[2] is not None and best is not None \
+            and report["best"]["best_gflops"] < summary.previous[1]:
+        _, then, now = summary.previous
+        lines.append(f"  the last run's best re-timed at {then:.1f} GFLOPS; timed again now, next to the new "
+                     f"candidates, it ran at {now:.1f}: the machine's timings moved by "
+                     f"{(now / then - 1) * 100:+.0f}%, and the best above is the fastest of today's timings")
     if report.get("speedup"):
         b = summary.baselines
-        parts = [f"{report['speedup'][k]:.2f}x {name} ({b[k]:.1f} GFLOPS)"
-                 for k, name in (("default", "the default schedule"), ("hand", "the hand schedule"),
-                                 ("numpy", "numpy")) if k in report["speedup"]]
-        lines.append(f"  best re-timed at {b['tuned']:.1f} GFLOPS: " + ", ".join(parts))
-    names = {"default": "the default schedule", "hand": "the hand schedule", "tuned": "the best schedule"}
+        parts = [f"{report['speedup'][k]:.2f}x {name}"
+                 for k, name in (("default", "the naive loop nest"), ("auto", "the auto-scheduler's pick"),
+                                 ("hand", "the hand schedule"), ("numpy", "numpy")) if k in report["speedup"]]
+        lines.append("  timed side by side, the best runs at " + ", ".join(parts))
+    names = {"default": "the naive loop nest", "auto": "the auto-scheduler's pick", "hand": "the hand schedule",
+             "tuned": "the best schedule"}
     for name, why in summary.baseline_errors.items():
         lines.append(f"  {names.get(name, name)} could not be timed next to it ({why})")
-    if summary.retimed and best is not None:
-        ranked = sorted(summary.retimed.values())
-        mine = summary.retimed.get(best.config_key())
-        lines.append(f"  chosen by re-timing {len(ranked)} configs: {t.flops / mine / 1e9:.1f} GFLOPS "
-                     f"re-timed (the others {', '.join(f'{t.flops / m / 1e9:.1f}' for m in ranked[1:])})"
-                     if mine else f"  re-timed {len(ranked)} configs")
     errors = ", ".join(f"{n} {k}" for k, n in sorted(summary.errors.items())) or "none"
     lines.append(f"  this run: {summary.valid} valid, {sum(summary.errors.values())} invalid ({errors})")
     ph = summary.phase_s
@@ -442,7 +476,7 @@ def best_record(workload, sizes, threads, db_path):
         >>> task.describe().split(" on ")[0], rec, path
         ('matmul(M=64, N=48, K=32)', None, '/no/such.db')
     """
-    task = Task.create(workload.name, sizes=sizes, threads=threads)
+    task = task_for(workload, sizes, threads)
     path, db = _existing_db(db_path)
     if db is None:
         return task, None, path

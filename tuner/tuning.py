@@ -51,6 +51,17 @@ class TuneSummary:
     retimed: dict = field(default_factory=dict)  # config key -> median seconds of the final re-timing
     baseline_errors: dict = field(default_factory=dict)  # name -> why that baseline has no figure
     phase_s: dict = field(default_factory=dict)  # wall seconds by phase: propose, build, run
+    # the previous run's re-timed winner: (config key, GFLOPS then, GFLOPS in this run's re-timing or None)
+    previous: tuple | None = None
+
+    @property
+    def best_gflops(self) -> float | None:
+        """The one best figure to report: the best record's GFLOPS in the final interleaved re-timing where it
+        had one, else its own measurement."""
+        if self.best is None:
+            return None
+        t = self.retimed.get(self.best.config_key())
+        return self.task.flops / t / 1e9 if t else self.best.gflops
 
     @property
     def measured_per_s(self) -> float:
@@ -75,20 +86,41 @@ def record_of(task: Task, r: Result, strategy: str, seed: int, trial: int) -> Re
 
 def hand_start_configs(task: Task) -> list[dict]:
     """The configs ``tensorlang tune`` measures before its strategy proposes: the workload's hand config, when
-    the task's space is the workload's own and holds it (else none).
+    the task's space is the workload's hand-written one and holds it; the rules' zero-trial pick in a generated
+    space (else none).
 
     Example::
 
-        >>> hand_start_configs(Task.create("matmul", preset="1024", threads=2))[0]["nr"]
+        >>> hand_start_configs(Task.create("matmul", preset="1024", threads=2, space="hand"))[0]["nr"]
         64
-        >>> hand_start_configs(Task.create("matmul", preset="small", threads=1))
+        >>> hand_start_configs(Task.create("matmul", preset="small", threads=1, space="hand"))
         []
+        >>> hand_start_configs(Task.create("matmul", preset="small", threads=1, space="generated"))[0]["C.vec"]
+        'j'
     """
+    from tensorlang.autosched.space import GeneratedSpace
+    if isinstance(task.space, GeneratedSpace):
+        cfg = task.space.default()
+        return [cfg] if task.space.allowed(cfg) else []
     w = task.workload_def
     cfg = w.hand_config(task.sizes) if w.hand_config is not None else None
-    if cfg is None or not task.space.same_as(w.space(task.sizes)) or not task.space.allowed(cfg):
+    if cfg is None or w.space is None or not task.space.same_as(w.space(task.sizes)) \
+            or not task.space.allowed(cfg):
         return []
     return [cfg]
+
+
+def start_name(task: Task) -> str:
+    """The strategy name the records of :func:`hand_start_configs` carry: "auto" (the rules' pick) in a generated
+    space, "hand" in a hand-written one.
+
+    Example::
+
+        >>> start_name(Task.create("matmul", preset="small", threads=1, space="generated"))
+        'auto'
+    """
+    from tensorlang.autosched.space import GeneratedSpace
+    return "auto" if isinstance(task.space, GeneratedSpace) else "hand"
 
 
 def observation_of(rec: Record) -> Observation:
@@ -150,9 +182,9 @@ class Tuner:
                                                 featurize=featurize or _TunerFeatures(self),
                                                 **(strategy_options or {}))
         self._local_runner: LocalRunner | None = None  # while run() measures on this machine
-        # the builder processes rebuild the task's space from the workload: they featurize only if that is this one
+        # the builder processes rebuild the task's space from the task: they featurize only if that is this one
         self._builders_featurize = (featurize is None and space is None
-                                    and task.space.same_as(task.workload_def.space(task.sizes)))
+                                    and task.space.same_as(Task(**task.to_dict()).space))
 
     def featurize(self, config: dict) -> np.ndarray | None:
         """Features of the config's lowered loop IR (None when the config cannot be scheduled)."""
@@ -174,7 +206,9 @@ class Tuner:
         for rec in earlier:
             best = max(best, rec.gflops or 0.0)
             summary.curve.append(best)
-        self.strategy.observe([observation_of(r) for r in earlier])
+        # records of another space (the task's hand-written one, or an older version of this one) count as trials
+        # and for the best, but the strategy learns from those its space holds
+        self.strategy.observe([observation_of(r) for r in earlier if self._fits(r.config)])
         measured = {r.config_key() for r in earlier}
         start = [c for c in self.start if config_key(c) not in measured]
         runner = None
@@ -252,6 +286,7 @@ class Tuner:
         candidates = self.retime_candidates()
         if len(candidates) < 2:
             return
+        last = self.db.retimed(self.task.key, current_only=False)
         if self.on_retime:
             self.on_retime(len(candidates), self.retime_rounds)
         t0 = time.perf_counter()
@@ -262,6 +297,11 @@ class Tuner:
             self.db.add_retimes(self.task.key, timed)
             summary.retimed = {config_key(c): float(np.median(t)) for c, t in timed}
             summary.best = self.db.best(self.task.key)
+        if last:  # so that a best below the last run's can be explained: the same config, timed again now
+            winner = min(last, key=lambda k: (last[k], k))
+            now = summary.retimed.get(winner)
+            summary.previous = (winner, self.task.flops / last[winner] / 1e9,
+                                self.task.flops / now / 1e9 if now else None)
 
     def _commit(self, summary: TuneSummary, r: Result, strategy: str) -> Observation:
         """Commit one result to the database at once, update the summary, return it as an observation."""
@@ -296,12 +336,15 @@ def measure_baselines(task: Task, best: Record | None, jobs: int | None = 1, num
         gflops = measure_baselines(task, Database().best(task.key), errors=errors)
         print(gflops["tuned"] / gflops["numpy"], errors)
     """
+    from tensorlang.choice import auto_schedule
     from tuner.bench import baseline
     w = task.workload_def
     out = {}
+    numpy = numpy and task.builtin  # a user's program has no numpy formulation
     with LocalRunner(task, jobs=jobs, options=MeasureOptions(min_runs=5, min_time=0.2, coarse_factor=math.inf)) \
             as runner:
-        schedules = [("default", tl.schedule(task.op, **task.sizes))]
+        schedules = [("default", tl.schedule(task.op, **task.sizes)),
+                     ("auto", auto_schedule(task.op, task.sizes, task.threads))]
         if w.hand_schedule is not None:
             s = tl.schedule(task.op, **task.sizes)
             w.hand_schedule(s)
@@ -319,27 +362,36 @@ def measure_baselines(task: Task, best: Record | None, jobs: int | None = 1, num
     return out
 
 
-def tune(workload: str, trials: int, preset: str | None = None, sizes: dict | None = None,
+def tune(workload, trials: int, preset: str | None = None, sizes: dict | None = None,
          strategy: str = "xgb-genetic", cost_model: str = "xgb", seed: int = 0, db: str | None = None,
          jobs: int | None = None, timeout: float = 10.0, threads: int | None = None, progress: bool = True,
-         hand_start: bool = True, **options) -> Record | None:
+         hand_start: bool = True, space: str = "default", **options) -> Record | None:
     """Tune ``workload`` until its task has ``trials`` records; return the best record (None if none is valid).
 
-    ``timeout`` bounds one candidate's runs (seconds); the build has its own limit. ``progress`` draws a
-    progress bar on stderr. ``hand_start`` measures the hand schedule's config first (:func:`hand_start_configs`), so
-    that search starts from it. Other keyword arguments go to :class:`Tuner` (``batch``, ``options``,
+    ``workload`` is a built-in workload's name, or any program: its DSL text or an ``Op`` from ``tl.op`` (then
+    ``sizes`` gives every size). ``space`` is "default" (the generated space, or a built-in workload's measured
+    choice), "generated" or "hand". ``timeout`` bounds one candidate's runs (seconds); the build has its own
+    limit. ``progress`` draws a progress bar on stderr. ``hand_start`` measures a starting config first (the hand
+    schedule's in a hand-written space, the rules' zero-trial pick in a generated one: :func:`hand_start_configs`),
+    so that search starts from it. Other keyword arguments go to :class:`Tuner` (``batch``, ``options``,
     ``strategy_options``).
 
     Example::
 
         best = tune("conv2d", trials=200, preset="resnet18_3x3", strategy="xgb-genetic", db="runs.db")
+        best = tune(my_dsl_text, trials=200, sizes={"M": 512, "N": 512, "K": 512})
         print(best.gflops, best.config)
     """
-    task = Task.create(workload, preset=preset, sizes=sizes, threads=threads)
+    if isinstance(workload, tl.Op) or (isinstance(workload, str) and workload.lstrip().startswith("def ")):
+        if preset is not None:
+            raise UsageError("tune(program, ...): a program has no presets; give every size with sizes={...}")
+        task = Task.from_source(workload, sizes or {}, threads=threads, space=space)
+    else:
+        task = Task.create(workload, preset=preset, sizes=sizes, threads=threads, space=space)
     opts = options.pop("options", None) or MeasureOptions(run_timeout=timeout)
     bar = ProgressBar(trials, sys.stderr) if progress else None
     tuner = Tuner(task, trials, strategy, cost_model, seed, db, jobs, opts, on_trial=bar.update if bar else None,
-                  start=hand_start_configs(task) if hand_start else (), **options)
+                  start=hand_start_configs(task) if hand_start else (), start_name=start_name(task), **options)
     try:
         summary = tuner.run()
     finally:

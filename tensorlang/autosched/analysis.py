@@ -24,7 +24,7 @@ import math
 from dataclasses import dataclass
 
 from ..bind import BoundOp, bind
-from ..program import Access, Binary, Call, Op, Unary, walk
+from ..program import Binary, Call, Op, Unary, walk
 
 EXPENSIVE_CALLS = ("exp", "log", "sqrt", "tanh", "erf", "sigmoid")
 
@@ -167,11 +167,33 @@ def analyze(op: Op, sizes: dict) -> ProgramInfo:
     return ProgramInfo(bound, tuple(out))
 
 
-def uses_access(e, tensor: str) -> bool:
-    """Whether the value expression `e` reads `tensor`.
+def _arith(e) -> int:
+    """Arithmetic operations of a value expression: +, -, *, /, //, %, ** and math calls (min, max and select
+    count one each, casts and comparisons of indices none)."""
+    n = 0
+    for x in walk(e):
+        if isinstance(x, Binary) and x.op in ("+", "-", "*", "/", "//", "%", "**") and x.dtype != "bool":
+            n += 1
+        elif isinstance(x, Unary) and x.op == "neg":
+            n += 1
+        elif isinstance(x, Call) and x.fn not in ("f32", "f64", "i32"):
+            n += 1
+    return n
+
+
+def flop_count(op: Op, sizes: dict) -> float:
+    """Arithmetic operations of one run of `op` at `sizes`: per stage, its points times the operations of its
+    right side plus one for a reduction's combine (2*M*N*K for a matmul; a padding copy counts none).
 
     >>> import tensorlang as tl
-    >>> uses_access(tl.op("def f(A: f32[N]) -> B:\\n    B[i] = A[i] * 2.0").stage("B").rhs, "A")
-    True
+    >>> flop_count(tl.op("def mm(A: f32[M, K], B: f32[K, N]) -> C:\\n    C[i, j] += A[i, k] * B[k, j]"),
+    ...            {"M": 2, "N": 3, "K": 4})
+    48.0
     """
-    return any(isinstance(x, Access) and x.tensor == tensor for x in walk(e))
+    bound = bind(op, sizes)
+    total = 0
+    for s in op.stages:
+        bs = bound.stages[s.name]
+        points = math.prod(ext for _, ext in bs.ranges.values())
+        total += points * (_arith(s.rhs) + (s.reduce_op is not None))
+    return float(total)

@@ -149,8 +149,15 @@ def _stage_defaults(space, st: StageInfo, cfg: dict) -> None:
         cfg[f"{n}.vw"] = vws[min(1, len(vws) - 1)]
 
 
+PARALLEL_WORK = 1 << 16
+"""Operations (points x operations each) below which a stage runs on one thread: a parallel loop costs a few
+microseconds, which is more than such a stage takes."""
+
+
 def _parallel_choices(space, st: StageInfo, cfg: dict) -> list:
     role = space.roles[st.name]
+    if st.points * max(1, st.ops) < PARALLEL_WORK:
+        return ["none"]
     values = next(k.values for k in role.knobs if k.name == f"{st.name}.parallel")
     from .template import chunks, plan_loops
     good, ok = [], []
@@ -169,7 +176,15 @@ def _parallel_choices(space, st: StageInfo, cfg: dict) -> list:
 
 def rule_config(space) -> dict:
     """The rules' config of a :class:`~tensorlang.autosched.space.GeneratedSpace` (see the module's docstring):
-    deterministic, allowed by the space's constraint where any config the rules try is."""
+    deterministic, allowed by the space's constraint, and one that schedules.
+
+    >>> import tensorlang as tl
+    >>> from tensorlang.autosched.space import generated_space
+    >>> sp = generated_space(tl.op("def f(A: f32[N, M]) -> B:\\n    B[i, j] = exp(A[i, j])"), {"N": 512, "M": 512}, 2)
+    >>> cfg = rule_config(sp)
+    >>> cfg["B.vec"], cfg["B.parallel"], sp.allowed(cfg)
+    ('j', 'outer1', True)
+    """
     cfg = {k.name: k.values[0] for k in space.knobs}
     info = space.info
     for st in info.stages:
@@ -186,8 +201,6 @@ def rule_config(space) -> dict:
     for st in info.stages:
         if f"{st.name}.parallel" in cfg:
             cfg[f"{st.name}.parallel"] = _parallel_choices(space, st, cfg)[0]
-    if space.problems(cfg):
-        cfg = _repair(space, cfg)
     return _until_it_schedules(space, cfg)
 
 
@@ -202,11 +215,43 @@ def _to_root(space, cfg: dict, name: str) -> dict:
     return cfg
 
 
+def plain_config(space) -> dict:
+    """The config closest to the naive loop nest: every stage at the root (injective ones inlined), nothing
+    vectorized, unrolled, packed or parallel. The rules fall back to it when nothing else schedules.
+
+    >>> import tensorlang as tl
+    >>> from tensorlang.autosched.space import generated_space
+    >>> op = tl.op("def f(A: f32[N]) -> B:\\n    B[i] = A[i] + 1.0")
+    >>> plain_config(generated_space(op, {"N": 8}, threads=2))["B.parallel"]
+    'none'
+    """
+    cfg = {}
+    for k in space.knobs:
+        if k.name.endswith(".place"):
+            cfg[k.name] = "inline" if "inline" in k.values else "root"
+        elif k.name.endswith(".vec"):
+            cfg[k.name] = None
+        elif k.name.endswith((".reg", ".ku")):
+            cfg[k.name] = 1 if 1 in k.values else k.values[0]
+        elif k.name.endswith(".block"):
+            cfg[k.name] = k.values[-1]  # the whole extent
+        elif k.name.endswith(".parallel"):
+            cfg[k.name] = "none"
+        elif ".pack." in k.name:
+            cfg[k.name] = False
+        else:
+            cfg[k.name] = k.values[0]
+    return cfg
+
+
 def _until_it_schedules(space, cfg: dict) -> dict:
-    """Apply `cfg` to a schedule; where a primitive refuses it (regions that threads would share, say), move
-    the stages computed inside others back to the root, one at a time in program order, then run serially."""
+    """Apply `cfg` to a schedule; where the space's constraint or a primitive refuses it (regions that threads
+    would share, say), move the stages computed inside others back to the root, one at a time in program order,
+    then run serially; last, the plain config."""
     from ..errors import ScheduleError
     for _ in range(2 * len(space.info.stages) + 2):
+        if space.problems(cfg):
+            cfg = _repair(space, cfg)
         try:
             space.schedule(space.op, space.sizes, cfg)
             return cfg
@@ -220,7 +265,7 @@ def _until_it_schedules(space, cfg: dict) -> dict:
                 break
         if not moved:
             cfg = {**cfg, **{k.name: "none" for k in space.knobs if k.name.endswith(".parallel")}}
-    return cfg
+    return plain_config(space)
 
 
 def _repair(space, cfg: dict) -> dict:

@@ -297,6 +297,16 @@ class GeneratedSpace(Space):
                                         f"{self.threads} iterations, placements the loop nests can hold")
         self._problems_cache: dict[str, list] = {}
 
+    @property
+    def allowed_size(self) -> int:
+        """The number of configs the constraint admits, estimated from 2,000 seeded random draws (the spaces are
+        too large to count, and the constraint lowers nothing but is not free)."""
+        if self._allowed_size is None:
+            rng = np.random.default_rng(0)
+            hits = sum(self.allowed(self.random(rng)) for _ in range(2000))
+            self._allowed_size = max(1, round(self.size * hits / 2000))
+        return self._allowed_size
+
     def same_as(self, other: Space) -> bool:
         """Whether `other` is a generated space of the same program, sizes, threads and knobs.
 

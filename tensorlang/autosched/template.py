@@ -135,6 +135,13 @@ def plan_loops(st: StageInfo, cfg: TileConfig, lanes: int) -> LoopPlan:
     """The loops, their order and the primitives of `st`'s template for `cfg` (see the module's docstring).
     Problems (a parallel choice with no loop to take it, a pack with nowhere to go) are listed in
     ``problems``; the space's constraint rules such configs out.
+
+    >>> import tensorlang as tl
+    >>> from tensorlang.autosched.analysis import analyze
+    >>> st = analyze(tl.op("def f(A: f32[N, M]) -> B:\\n    B[i, j] = A[i, j] * 2.0"), {"N": 64, "M": 64}).stage("B")
+    >>> p = plan_loops(st, TileConfig(vec="j", vw=16, block={"i": 8}, parallel="outer1"), lanes=16)
+    >>> p.order, p.parallel_loops, p.vectorize
+    (['i_b', 'i_in', 'j_t', 'j_r'], ['i_b'], 'j_r')
     """
     plan = LoopPlan(st.name)
     taken = set(st.spatial) | set(st.reduction)
@@ -351,7 +358,17 @@ def pack_layout(st: StageInfo, tensor: str, plan: LoopPlan, at: str) -> tuple:
 
 def apply_plan(s, plan: LoopPlan) -> None:
     """Apply `plan`'s primitives to the schedule `s` (public primitives only), in the order that lets each check
-    pass: splits, reorder, fuse, annotations, cache_write, packs."""
+    pass: splits, reorder, fuse, annotations, cache_write, packs.
+
+    >>> import tensorlang as tl
+    >>> from tensorlang.autosched.analysis import analyze
+    >>> op = tl.op("def f(A: f32[N, M]) -> B:\\n    B[i, j] = A[i, j] * 2.0")
+    >>> st = analyze(op, {"N": 64, "M": 64}).stage("B")
+    >>> s = tl.schedule(op, N=64, M=64)
+    >>> apply_plan(s, plan_loops(st, TileConfig(vec="j", vw=16, block={"i": 8}, parallel="outer1"), lanes=16))
+    >>> s["B"].loops()
+    ['i_b', 'i_in', 'j_t', 'j_r']
+    """
     h = s[plan.stage]
     for loop, factor, outer, inner in plan.splits:
         h.split(loop, factor, outer=outer, inner=inner)

@@ -1,0 +1,155 @@
+"""Which schedule a kernel gets when the caller gives none: one function decides, for `tl.build` and the graph
+compiler alike.
+
+In order: the best tuned record of the program at these sizes for this CPU and thread count in the tuning
+database ("tuned"), the hand schedule of a built-in workload with the same program ("hand"), the
+auto-scheduler's zero-trial pick ("auto"); the naive loop nest ("naive") only when asked. A schedule the caller
+built is "given".
+
+The core cannot look into the tuning database or the operator library (they sit on the floors above it), so
+those floors register *schedule sources*: functions ``source(op, sizes, *, db, threads) -> Schedule | None``,
+found through the entry point group ``tensorlang.schedule_sources`` (tensorlang's own: ``tuned`` in
+``tuner/lookup.py``, ``hand`` in ``schedules/lookup.py``) or :func:`register_schedule_source`.
+
+>>> import tensorlang as tl
+>>> op = tl.op("def f(A: f32[N, M]) -> B:\\n    B[i, j] = A[i, j] * 2.0")
+>>> s, source = choose_schedule(op, {"N": 64, "M": 64})
+>>> source, "# vectorized" in s.lower()
+('auto', True)
+>>> choose_schedule(op, {"N": 64, "M": 64}, schedule="naive")[1]
+'naive'
+"""
+from __future__ import annotations
+
+import functools
+import threading
+
+from .errors import BuildError, UsageError
+from .schedule import Schedule
+
+SOURCES = ("tuned", "hand", "auto", "naive", "given")
+ENTRY_POINT_GROUP = "tensorlang.schedule_sources"
+ORDER = ("tuned", "hand")  # the registered sources tried first, in this order; others follow by name
+
+_registered: dict = {}
+_lock = threading.Lock()
+
+
+def register_schedule_source(name: str, fn) -> None:
+    """Add (or replace) a schedule source: ``fn(op, sizes, *, db, threads)`` returns a Schedule or None.
+
+    >>> register_schedule_source("never", lambda op, sizes, **kw: None)
+    >>> "never" in sources()
+    True
+    >>> unregister_schedule_source("never")
+    """
+    if not callable(fn):
+        raise UsageError(f"register_schedule_source({name!r}): the source must be callable")
+    with _lock:
+        _registered[name] = fn
+
+
+def unregister_schedule_source(name: str) -> None:
+    """Remove a schedule source added by :func:`register_schedule_source` (nothing if there is none).
+
+    >>> unregister_schedule_source("no such source")
+    """
+    with _lock:
+        _registered.pop(name, None)
+
+
+@functools.lru_cache(maxsize=1)
+def _entry_points() -> dict:
+    from importlib.metadata import entry_points
+    return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def sources() -> dict:
+    """The schedule sources in the order they are asked: name -> function.
+
+    >>> list(sources())[:2]
+    ['tuned', 'hand']
+    """
+    found = {}
+    for name, ep in _entry_points().items():
+        if name not in _registered:
+            try:
+                found[name] = ep.load()
+            except Exception as e:  # a broken plug-in is the user's to fix, and they must hear of it
+                raise UsageError(f"schedule source {name!r} (entry point {ep.value}) cannot be loaded: "
+                                 f"{type(e).__name__}: {e}") from None
+    with _lock:
+        found.update(_registered)
+    names = [n for n in ORDER if n in found] + sorted(n for n in found if n not in ORDER)
+    return {n: found[n] for n in names}
+
+
+_picks: dict = {}  # (program key, sizes, threads, target) -> the pick's primitives (the most recent 256)
+
+
+def _auto(op, sizes: tuple, threads: int, target_key: str) -> list:
+    # keyed by the program's text, not the Op: Ops that differ only in their `where` ranges compare equal
+    key = (op.key, sizes, threads, target_key)
+    with _lock:
+        hit = _picks.get(key)
+    if hit is not None:
+        return hit
+    from .autosched.space import generated_space
+    space = generated_space(op, dict(sizes), threads)
+    prims = list(space.schedule(op, dict(sizes), space.default()).primitives)
+    with _lock:
+        _picks[key] = prims
+        while len(_picks) > 256:
+            _picks.pop(next(iter(_picks)))
+    return prims
+
+
+def auto_schedule(op, sizes: dict, threads: int | None = None) -> Schedule:
+    """The auto-scheduler's zero-trial pick for `op` at `sizes` (rules, no measurement; deterministic).
+
+    >>> import tensorlang as tl
+    >>> s = auto_schedule(tl.op("def f(A: f32[N]) -> B:\\n    B[i] = A[i] + 1.0"), {"N": 1000}, threads=1)
+    >>> "# vectorized" in s.lower()
+    True
+    """
+    from .target import host_target
+    from .threadpool import num_threads
+    prims = _auto(op, tuple(sorted(sizes.items())), threads or num_threads(), host_target().key)
+    return Schedule(op, sizes, prims)  # a fresh schedule: the caller may change it
+
+
+def choose_schedule(op, sizes: dict, *, db=None, schedule: str | None = None,
+                    threads: int | None = None) -> tuple[Schedule, str]:
+    """The schedule `tl.build(op, **sizes)` compiles, and its source (see the module docstring).
+
+    ``schedule``: None (choose), "naive", "auto" (skip the database and the hand schedules), "hand" or "tuned"
+    (that source or an error saying there is none). ``db``: the tuning database to look in (default:
+    ``TENSORLANG_DB``, else the cache folder's); a missing or empty one is no error.
+
+    >>> import tensorlang as tl
+    >>> choose_schedule(tl.op("def f(A: f32[N]) -> B:\\n    B[i] = A[i]"), {"N": 4}, schedule="best")
+    ... # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    tensorlang.errors.BuildError: build(schedule='best'): choose one of None (tuned, else hand, else auto), ...
+    """
+    from .threadpool import num_threads
+    if schedule not in (None, "naive", "auto", "hand", "tuned"):
+        raise BuildError(f"build(schedule={schedule!r}): choose one of None (tuned, else hand, else auto), "
+                         "'tuned', 'hand', 'auto', 'naive'")
+    if schedule == "naive":
+        return Schedule(op, sizes), "naive"
+    threads = threads or num_threads()
+    if schedule != "auto":
+        bound = Schedule(op, sizes).sizes  # checks the sizes before any source sees them
+        for name, fn in sources().items():
+            if schedule is not None and name != schedule:
+                continue
+            found = fn(op, dict(bound), db=db, threads=threads)
+            if found is not None:
+                return found, name if name in SOURCES else "given"
+        if schedule is not None:
+            where = " in the tuning database" if schedule == "tuned" else ""
+            raise BuildError(f"build(schedule={schedule!r}): {op.name} has no {schedule} schedule at these "
+                             f"sizes{where}")
+    return auto_schedule(op, sizes, threads), "auto"
