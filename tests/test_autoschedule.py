@@ -33,7 +33,8 @@ MM = "def mm(A: f32[M, K], B: f32[K, N]) -> C:\n    C[i, j] += A[i, k] * B[k, j]
 DENSE = """\
 def dense_gelu(X: f32[M, K], W: f32[N, K], b: f32[N]) -> Y:
     D[m, n] += X[m, k] * W[n, k]
-    Y[m, n] = 0.5 * (D[m, n] + b[n]) * (1.0 + tanh(0.7978845608 * ((D[m, n] + b[n]) + 0.044715 * (D[m, n] + b[n]) ** 3)))
+    Y[m, n] = 0.5 * (D[m, n] + b[n]) * (1.0 + tanh(0.7978845608 * ((D[m, n] + b[n])
+                                                   + 0.044715 * (D[m, n] + b[n]) ** 3)))
 """
 
 

@@ -408,7 +408,6 @@ def format_summary(summary, report: dict, args) -> str:
                      f"candidates, it ran at {now:.1f}: the machine's timings moved by "
                      f"{(now / then - 1) * 100:+.0f}%, and the best above is the fastest of today's timings")
     if report.get("speedup"):
-        b = summary.baselines
         parts = [f"{report['speedup'][k]:.2f}x {name}"
                  for k, name in (("default", "the naive loop nest"), ("auto", "the auto-scheduler's pick"),
                                  ("hand", "the hand schedule"), ("numpy", "numpy")) if k in report["speedup"]]
