@@ -32,6 +32,7 @@ from ..graph.ir import Graph, TensorType, Value
 
 _DTYPES = {torch.float32: "f32", torch.float64: "f64", torch.int32: "i32", torch.int64: "i64", torch.bool: "bool"}
 _TORCH_DIR = os.path.dirname(torch.__file__)
+_UNSUPPORTED = object()  # the value of an unsupported node: its users are skipped, the node is reported
 _SKIP = {"_assert_tensor_metadata", "_assert_scalar", "sym_constrain_range_for_size", "_assert_async"}
 
 
@@ -129,17 +130,18 @@ class _Importer:
         import operator
         if node.target is operator.getitem:
             base = self.values[node.args[0]]
-            self.values[node] = base[node.args[1]] if isinstance(base, (list, tuple)) else None
+            self.values[node] = base[node.args[1]] if isinstance(base, (list, tuple)) else base
             return
         name = _op_name(node.target)
-        if name is None or name.split(".")[0] in _SKIP:
-            if name is not None:
-                return
-            self.unsupported.setdefault(str(node.target), []).append(self._where(node))
+        if name is not None and name.split(".")[0] in _SKIP:
             return
-        opdef = ops.REGISTRY.get(name)
+        self.values[node] = _UNSUPPORTED
+        if any(self.values.get(a) is _UNSUPPORTED for a in node.all_input_nodes):
+            return  # its operand is unsupported, and reported
+        opdef = ops.REGISTRY.get(name) if name is not None else None
         if opdef is None or opdef.family == "internal":
-            self.unsupported.setdefault(f"aten.{name}", []).append(self._where(node))
+            label = f"aten.{name}" if name is not None else str(node.target)
+            self.unsupported.setdefault(label, []).append(self._where(node))
             return
         schema = node.target._schema
         bound = self._bind(node, schema)
@@ -368,10 +370,11 @@ def model_from_pt2(path, **options):
     return from_exported(load_pt2(path), name=options.pop("name", name), **options)
 
 
-def graph_from_fx(gm: torch.fx.GraphModule, example_inputs, name: str = "compiled", frozen=()):
+def graph_from_fx(gm, example_inputs, name: str = "compiled", frozen=(), decompose: bool = True):
     """A graph from a torch.compile FX graph, traced to core ATen with torch's decompositions (functionalised);
     returns (graph, the positions of the example inputs that are its inputs, the outputs' torch TreeSpec).
-    Positions listed in `frozen` (parameters) become constants holding the example inputs' values.
+    Positions listed in `frozen` (parameters) become constants holding the example inputs' values. `gm` is a
+    GraphModule or any function of tensors; `decompose=False` keeps the ATen ops it calls as they are.
 
     Example::
 
@@ -379,10 +382,11 @@ def graph_from_fx(gm: torch.fx.GraphModule, example_inputs, name: str = "compile
     """
     from torch._decomp import core_aten_decompositions
     from torch.fx.experimental.proxy_tensor import make_fx
+    table = core_aten_decompositions() if decompose else {}
     with warnings.catch_warnings(), torch.no_grad():
         warnings.simplefilter("ignore")
-        traced = make_fx(torch.func.functionalize(gm, remove="mutations_and_views"),
-                         decomposition_table=core_aten_decompositions(), tracing_mode="real")(*example_inputs)
+        traced = make_fx(torch.func.functionalize(gm, remove="mutations"),
+                         decomposition_table=table, tracing_mode="real")(*example_inputs)
     imp = _Importer(name)
     placeholders = [n for n in traced.graph.nodes if n.op == "placeholder"]
     leaves = []

@@ -184,12 +184,16 @@ class Builder:
             return self._param_by_uid[value.uid]
         if value.is_constant and value.type.numel == 1 and value.dtype in STORAGE:
             return LiteralRef(value.shape, value.dtype, np.asarray(value.data).reshape(-1)[0].item())
-        if value.dtype not in STORAGE:
+        dtype = value.dtype
+        if dtype == "i64" and value.is_constant and value.data.size and \
+                -2**31 <= int(value.data.min()) and int(value.data.max()) < 2**31:
+            dtype = "i32"  # an int64 constant whose values fit: the model stores it as int32 (see storage_array)
+        elif value.dtype not in STORAGE:
             raise UsageError(f"a {value.dtype} tensor ({value.name}) cannot be an operand of a kernel; tensorlang "
                              f"kernels read {', '.join(sorted(set(STORAGE)))} tensors")
         name = f"in{len(self.params)}"
         decl = value.shape if value.shape else (1,)
-        ref = TensorRef(self, name, value.shape, value.dtype, decl=decl)
+        ref = TensorRef(self, name, value.shape, dtype, decl=decl)
         self.params.append((name, value, decl))
         self._param_by_uid[value.uid] = ref
         return ref
@@ -292,7 +296,7 @@ class Builder:
 
         def sub(text):
             return token.sub(lambda m: rename.get(m.group(1), m.group(1)), text)
-        params = [f"{n}: {STORAGE[v.dtype]}[{', '.join(map(str, decl))}]" for n, v, decl in self.params
+        params = [f"{n}: {self._storage(v)}[{', '.join(map(str, decl))}]" for n, v, decl in self.params
                   if n in used_params]
         outs = [rename[o.name] for o in self.outputs]
         result = outs[0] if len(outs) == 1 else f"({', '.join(outs)})"
@@ -306,6 +310,10 @@ class Builder:
             where = f" where {', '.join(s['where'])}" if s["where"] else ""
             lines.append(f"    {lhs} {op} {sub(s['rhs'])}{where}")
         return "\n".join(lines) + "\n"
+
+    @staticmethod
+    def _storage(v: Value) -> str:
+        return "i32" if v.dtype == "i64" else STORAGE[v.dtype]
 
     def used_params(self) -> list[tuple[str, Value, tuple]]:
         """The inputs the printed program reads, in order (call `text()` first)."""

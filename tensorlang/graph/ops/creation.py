@@ -1,4 +1,4 @@
-"""Ops that make a tensor from numbers alone (full, zeros, ones, arange, scalar_tensor, full_like, empty):
+"""Ops that make a tensor from numbers alone (full, zeros, ones, arange, scalar_tensor, full_like):
 they are constants, computed in numpy when the graph is built (`evaluate`); no kernel runs them.
 
 >>> from tensorlang.graph.ops import get
@@ -65,16 +65,10 @@ def _arange_infer(node):
     return out(v.shape, node.attrs.get("dtype") or ("f32" if v.dtype.kind == "f" else "i64"))
 
 
-def _empty_infer(node):
-    return out(node.attrs["size"], node.attrs.get("dtype") or "f32")
-
-
 for _name, _infer, _eval, _doc in (
         ("full", _full_infer, _full_eval, "zeros, ones"),
         ("full_like", _like_infer, _like_eval, "zeros_like, ones_like (only the shape of its input is read)"),
         ("scalar_tensor", _scalar_infer, _scalar_eval, ""),
         ("arange.start_step", _arange_infer, lambda n, a: [_arange_values(n)], ""),
-        ("arange.default", _arange_infer, lambda n, a: [_arange_values(n)], ""),
-        ("empty.memory_format", _empty_infer,
-         lambda n, a: [np.zeros(n.outputs[0].shape, DTYPES[n.outputs[0].dtype])], "zeros (contents unspecified)")):
+        ("arange.default", _arange_infer, lambda n, a: [_arange_values(n)], "")):
     register(_name, "creation", _infer, None, evaluate=_eval, family="creation", doc=_doc)

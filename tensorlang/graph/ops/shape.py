@@ -63,7 +63,6 @@ _register_view("_unsafe_view", lambda node: out(_resolve_size(node, node.attrs["
 _register_view("clone", _same, "no copy (every value is dense)")
 _register_view("alias", _same, "no copy")
 _register_view("detach", _same, "no copy")
-_register_view("lift_fresh_copy", _same, "no copy")
 
 
 def _squeeze_infer(node):
