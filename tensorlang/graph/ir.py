@@ -181,20 +181,22 @@ class Graph:
         self.input_spec: dict | None = None
         self.output_spec: dict | None = None
         self._names: set[str] = set()
+        self._node_names: set[str] = set()
 
     # ---- construction ----
-    def fresh_name(self, hint: str) -> str:
-        """A value or node name not used yet in this graph, based on `hint`.
+    def fresh_name(self, hint: str, taken: set | None = None) -> str:
+        """A value name (or, with `taken`, a name not in that set) not used yet in this graph, based on `hint`.
 
         >>> g = Graph(); g.fresh_name("a"), g.fresh_name("a")
         ('a', 'a_1')
         """
+        taken = self._names if taken is None else taken
         base = "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in (hint or "v")) or "v"
         name, k = base, 0
-        while name in self._names:
+        while name in taken:
             k += 1
             name = f"{base}_{k}"
-        self._names.add(name)
+        taken.add(name)
         return name
 
     def add_input(self, name: str, type: TensorType) -> Value:
@@ -213,7 +215,7 @@ class Graph:
     def make_node(self, op: str, inputs: list, attrs: dict, out_types: list[TensorType], name: str = "",
                   source: str = "", input_names: tuple[str, ...] = ()) -> Node:
         """A new node with fresh output values, not yet placed in `nodes` (see `add_node`, `insert_before`)."""
-        name = self.fresh_name(name or op.split(".")[0])
+        name = self.fresh_name(name or op.split(".")[0], self._node_names)
         node = Node(op, list(inputs), dict(attrs), [], name=name, source=source, input_names=tuple(input_names))
         for i, t in enumerate(out_types):
             node.outputs.append(Value(self.fresh_name(name if i == 0 else f"{name}_{i}"), t, producer=node))

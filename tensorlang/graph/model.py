@@ -82,10 +82,16 @@ class Model:
         for node in graph.nodes:
             if is_alias(node):
                 continue
-            body = node.body.nodes if node.body is not None else [node]
-            program = lower_nodes(body, [v for v in node.outputs if v.uid in used])
+            if node.body is None:
+                program = lower_nodes([node], [v for v in node.outputs if v.uid in used])
+                outer = {}
+            else:  # the body's own values stand for the fused node's operands and results
+                wanted = [(i, o) for i, o in zip(node.body.outputs, node.outputs) if o.uid in used]
+                program = lower_nodes(node.body.nodes, [i for i, _ in wanted])
+                outer = {i.uid: o for i, o in zip(node.body.inputs, node.inputs)}
+                outer.update({i.uid: o for i, o in wanted})
             kernel = compile_program(program.text)
-            args = [self._slot(v) for v in program.inputs] + [self._slot(v) for v in program.outputs]
+            args = [self._slot(outer.get(v.uid, v)) for v in (*program.inputs, *program.outputs)]
             self.steps.append(Step(node, program, kernel, args))
         self._arenas: list[np.ndarray] = []
         self._arena_lock = threading.Lock()
