@@ -96,4 +96,4 @@ def table() -> list[tuple[str, str, str, str]]:
     return sorted((d.family, d.name, d.kind, d.doc) for d in REGISTRY.values() if d.family != "internal")
 
 
-from . import conv, creation, elementwise, matmul, norm, pool, reduce, shape  # noqa: E402,F401  (they register)
+from . import blocked, conv, creation, elementwise, matmul, norm, pool, reduce, shape  # noqa: E402,F401  (they register)
