@@ -1,8 +1,9 @@
 """Layout transformation: chains of convolutions run in the blocked channel layout NCHW[b]c.
 
 A *region* is a connected set of 2-d convolutions (groups 1 or depthwise, constant weights, channel counts that
-divide by the block) and the elementwise ops on their results (a ReLU, a clamp, a residual add, whose other operand,
-of the same shape, joins the region through a conversion; numbers and one-element constants stay as they are). Inside a region
+divide by the block) and the elementwise ops on their results (a ReLU, a clamp, a residual add, whose other
+operand, of the same shape, joins the region through a conversion; numbers and one-element constants stay as they
+are). Inside a region
 every value is [N, C/b, H, W, b]: each convolution becomes `convolution_blocked` with its weights and bias
 transformed once, now; a value enters the region through one `layout_to_blocked` and leaves it through one
 `layout_from_blocked`, so the conversions happen only at the region's ends. The block is the vector width in f32
@@ -111,20 +112,20 @@ def _rewrite(graph: Graph, nodes: list[Node], b: int) -> str:
     order = {id(n): i for i, n in enumerate(graph.nodes)}
     placed: list[tuple[int, Node]] = []
     n_in = n_out = 0
+    def blocked_operand(v, at: int):
+        nonlocal n_in
+        if v is None or (v.is_constant and v.type.numel == 1):
+            return v
+        if v.uid in new_value:
+            return new_value[v.uid]
+        if v.uid not in entries:
+            conv_node = graph.make_node("layout_to_blocked", [v], {"block": b},
+                                        ops.get("layout_to_blocked").infer(_probe(v, b)), name=f"{v.name}_blocked")
+            placed.append((at, conv_node))
+            entries[v.uid] = conv_node.outputs[0]
+            n_in += 1
+        return entries[v.uid]
     for n in sorted(nodes, key=lambda m: order[id(m)]):
-        def blocked_operand(v):
-            nonlocal n_in
-            if v is None or (v.is_constant and v.type.numel == 1):
-                return v
-            if v.uid in new_value:
-                return new_value[v.uid]
-            if v.uid not in entries:
-                conv_node = graph.make_node("layout_to_blocked", [v], {"block": b},
-                                            ops.get("layout_to_blocked").infer(_probe(v, b)), name=f"{v.name}_blocked")
-                placed.append((order[id(n)], conv_node))
-                entries[v.uid] = conv_node.outputs[0]
-                n_in += 1
-            return entries[v.uid]
         if n.op == "convolution":
             x, w = n.inputs[0], n.inputs[1]
             bias = n.inputs[2] if len(n.inputs) > 2 else None
@@ -134,7 +135,7 @@ def _rewrite(graph: Graph, nodes: list[Node], b: int) -> str:
                 wb = w.data.reshape(c // b, b, *w.shape[2:]).transpose(0, 2, 3, 1)
             else:  # [F, C, R, S] -> [F/b, C/b, R, S, b_in, b_out]
                 wb = w.data.reshape(f // b, b, c // b, b, *w.shape[2:]).transpose(0, 2, 4, 5, 3, 1)
-            inputs = [blocked_operand(x), graph.add_constant(f"{w.name}_nchw{b}c", np.ascontiguousarray(wb))]
+            inputs = [blocked_operand(x, order[id(n)]), graph.add_constant(f"{w.name}_nchw{b}c", np.ascontiguousarray(wb))]
             if bias is not None:
                 inputs.append(graph.add_constant(f"{bias.name}_nchw{b}c", bias.data.reshape(f // b, b).copy()))
             attrs = {"stride": n.attrs["stride"], "padding": n.attrs["padding"], "dilation": n.attrs["dilation"],
@@ -142,7 +143,8 @@ def _rewrite(graph: Graph, nodes: list[Node], b: int) -> str:
             new = graph.make_node("convolution_blocked", inputs, attrs, [], name=f"{n.name}_blocked",
                                   source=n.source)
         else:
-            new = graph.make_node(n.op, [blocked_operand(v) for v in n.inputs], n.attrs, [], name=f"{n.name}_blocked",
+            new = graph.make_node(n.op, [blocked_operand(v, order[id(n)]) for v in n.inputs], n.attrs, [],
+                                  name=f"{n.name}_blocked",
                                   source=n.source)
         new.outputs = [Value(graph.fresh_name(new.name), t, producer=new) for t in ops.get(new.op).infer(new)]
         new_value[n.outputs[0].uid] = new.outputs[0]
