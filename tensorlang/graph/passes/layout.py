@@ -135,7 +135,8 @@ def _rewrite(graph: Graph, nodes: list[Node], b: int) -> str:
                 wb = w.data.reshape(c // b, b, *w.shape[2:]).transpose(0, 2, 3, 1)
             else:  # [F, C, R, S] -> [F/b, C/b, R, S, b_in, b_out]
                 wb = w.data.reshape(f // b, b, c // b, b, *w.shape[2:]).transpose(0, 2, 4, 5, 3, 1)
-            inputs = [blocked_operand(x, order[id(n)]), graph.add_constant(f"{w.name}_nchw{b}c", np.ascontiguousarray(wb))]
+            inputs = [blocked_operand(x, order[id(n)]),
+                      graph.add_constant(f"{w.name}_nchw{b}c", np.ascontiguousarray(wb))]
             if bias is not None:
                 inputs.append(graph.add_constant(f"{bias.name}_nchw{b}c", bias.data.reshape(f // b, b).copy()))
             attrs = {"stride": n.attrs["stride"], "padding": n.attrs["padding"], "dilation": n.attrs["dilation"],
