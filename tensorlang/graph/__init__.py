@@ -37,8 +37,25 @@ def compile_graph(graph: Graph, *, passes=None, skip=(), print_passes: bool | No
     from .verify import verify
     t0 = time.perf_counter()
     verify(graph)
+    imported = intermediate_bytes(graph)
     reports = run_pipeline(graph, passes if passes is not None else select(skip), print_passes, out)
-    return Model(graph, reports, time.perf_counter() - t0, inplace=inplace)
+    return Model(graph, reports, time.perf_counter() - t0, inplace=inplace, model_bytes=imported)
+
+
+def intermediate_bytes(graph: Graph) -> int:
+    """Bytes of the intermediate tensors a runtime without planning allocates: every output of every node that
+    computes (views cost nothing), that something reads, one buffer each.
+
+    >>> g = Graph("m")
+    >>> x = g.add_input("x", TensorType((4,), "f32"))
+    >>> g.outputs = [g.add_node("relu", [x], {}, [TensorType((4,), "f32")]).outputs[0]]
+    >>> intermediate_bytes(g)
+    16
+    """
+    from .passes.memory_plan import is_alias
+    used = {v.uid for n in graph.all_nodes() for v in n.inputs if v is not None} | {v.uid for v in graph.outputs}
+    return sum(v.type.nbytes for n in graph.all_nodes() if n.op != "fused" and not is_alias(n)
+               for v in n.outputs if v.uid in used)
 
 
 __all__ = ["Graph", "Model", "Node", "TensorType", "Value", "compile_graph"]

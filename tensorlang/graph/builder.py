@@ -168,8 +168,9 @@ class Builder:
     `set_outputs(refs)` names the outputs, `text()` prints the program (stages nobody reads are left out).
     """
 
-    def __init__(self, name: str):
+    def __init__(self, name: str, literals: bool = True):
         self.name = name
+        self.literals = literals  # constants with one element are written as numbers
         self.params: list[tuple[str, Value, tuple]] = []  # (name, value, declared shape)
         self._param_by_uid: dict[int, TensorRef] = {}
         self.stages: list[dict] = []
@@ -182,7 +183,7 @@ class Builder:
         """The ref of an input value of the group (a constant with one element becomes a literal)."""
         if value.uid in self._param_by_uid:
             return self._param_by_uid[value.uid]
-        if value.is_constant and value.type.numel == 1 and value.dtype in STORAGE:
+        if self.literals and value.is_constant and value.type.numel == 1 and value.dtype in STORAGE:
             return LiteralRef(value.shape, value.dtype, np.asarray(value.data).reshape(-1)[0].item())
         dtype = value.dtype
         if dtype == "i64" and value.is_constant and value.data.size and \

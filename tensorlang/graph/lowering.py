@@ -60,11 +60,12 @@ def program_kind(nodes: list[Node]) -> str:
     return name if name[0].isalpha() else "k_" + name
 
 
-def lower_nodes(nodes: list[Node], outputs: list[Value]) -> Program:
+def lower_nodes(nodes: list[Node], outputs: list[Value], literals: bool = True) -> Program:
     """The program computing `outputs` from the nodes `nodes` (in execution order) and whatever they read from
     outside. Raises NotAffine when a read cannot be written with affine indices (the caller then does not fuse),
-    UsageError when an op cannot be lowered (naming the node)."""
-    b = Builder("KERNEL")
+    UsageError when an op cannot be lowered (naming the node). One-element constants are written into the program
+    as numbers (`literals`), unless the program would then read no tensor at all."""
+    b = Builder("KERNEL", literals)
     inside = {v.uid for n in nodes for v in n.outputs}
     uses: dict[int, int] = {}
     for n in nodes:
@@ -103,6 +104,8 @@ def lower_nodes(nodes: list[Node], outputs: list[Value]) -> Program:
     b.set_outputs([refs[v.uid] if v.uid in refs else b.param(v) for v in outputs])
     text = b.text()
     used = b.used_params()
+    if not used and literals:  # a program must read something: keep the constants as inputs
+        return lower_nodes(nodes, outputs, literals=False)
     kind = program_kind(nodes)
     body = text.split("(", 1)[1]
     name = f"{kind}_{hashlib.sha256(body.encode()).hexdigest()[:10]}"

@@ -64,9 +64,11 @@ class Model:
     """
 
     def __init__(self, graph: Graph, passes: list | None = None, compile_seconds: float | None = None,
-                 inplace: bool = True):
+                 inplace: bool = True, model_bytes: int | None = None):
         t0 = time.perf_counter()
         self.graph = graph
+        #: bytes of the imported model's intermediate tensors, one buffer each (the baseline of the arena)
+        self.model_bytes = model_bytes
         self.passes = passes or []
         self.plan: MemoryPlan = plan_memory(graph, inplace=inplace)
         self.constants = [storage_array(c.data) for c in graph.constants]
@@ -80,8 +82,8 @@ class Model:
         self._bases_layout = (n_in, n_out)
         used = {v.uid for n in graph.nodes for v in n.inputs if v is not None} | {v.uid for v in graph.outputs}
         for node in graph.nodes:
-            if is_alias(node):
-                continue
+            if is_alias(node) or not any(v.uid in used for v in node.outputs):
+                continue  # a view costs nothing; a node nobody reads (dead code left in) is not run
             if node.body is None:
                 program = lower_nodes([node], [v for v in node.outputs if v.uid in used])
                 outer = {}
