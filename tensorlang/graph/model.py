@@ -117,7 +117,7 @@ class Model:
     def _leaves(self, args, kwargs) -> list:
         spec = self.graph.input_spec
         if spec.get("call"):  # torch.export's (args, kwargs)
-            return flatten(spec, (args, kwargs), "input")
+            return flatten(spec["items"][0], tuple(args), "input") + flatten(spec["items"][1], kwargs, "input")
         if kwargs:
             raise BuildError(f"{self.graph.name}: takes no keyword arguments")
         return flatten(spec, list(args) if spec["kind"] == "list" else tuple(args), "input")
@@ -268,6 +268,17 @@ class Model:
                      f"constants {self.graph.constant_bytes() / 2**20:.1f} MiB"
                      + (f", total {total * 1e3:.3f} ms" if times else ""))
         return "\n".join(lines)
+
+    def save(self, path) -> str:
+        """Write the model to one file (graph JSON and .npy constants in a zip, no pickle); `tl.load_model(path)`
+        reads it back without torch.
+
+        Example::
+
+            model.save("net.tlm")
+        """
+        from .serialize import save_model
+        return save_model(self, path)
 
     def __repr__(self) -> str:
         return (f"<Model {self.graph.name}: {len(self.graph.inputs)} inputs, {len(self.steps)} kernels, "
