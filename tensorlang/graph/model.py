@@ -269,6 +269,19 @@ class Model:
                      + (f", total {total * 1e3:.3f} ms" if times else ""))
         return "\n".join(lines)
 
+    def export(self, path, format: str = "so", *, name: str | None = None, weights: str | None = None,
+               cc: str | None = None) -> dict:
+        """Write the whole model ahead of time into the directory `path`: "so" (one shared library, weights
+        embedded; `tl.load` reads it back) or "c" (one C source and a weights file), with NAME.h and an example C
+        program; returns {role: file path}. See tensorlang/graph/export.py.
+
+        Example::
+
+            model.export("out", format="so")    # out/libmnistnet.so, out/mnistnet.h, out/mnistnet_example.c
+        """
+        from .export import export_model
+        return export_model(self, path, format, name=name, weights=weights, cc=cc)
+
     def save(self, path) -> str:
         """Write the model to one file (graph JSON and .npy constants in a zip, no pickle); `tl.load_model(path)`
         reads it back without torch.
