@@ -347,16 +347,25 @@ def load_pt2(path) -> "torch.export.ExportedProgram":
 
         ep = load_pt2("net.pt2")
     """
+    import logging
+    import zipfile
     path = os.fspath(path)
     if not os.path.isfile(path):
         raise UsageError(f"{path}: no such file")
+    if not zipfile.is_zipfile(path):
+        raise UsageError(f"{path} is not a model saved by torch.export.save (not a zip archive)")
+    logger = logging.getLogger("torch.export")
+    level = logger.level
     try:
+        logger.setLevel(logging.CRITICAL)  # torch logs its own traceback before raising
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             return torch.export.load(path)
     except Exception as e:
         raise UsageError(f"{path} is not a model saved by torch.export.save ({type(e).__name__}: "
                          f"{str(e).strip().splitlines()[0] if str(e).strip() else 'unreadable'})") from None
+    finally:
+        logger.setLevel(level)
 
 
 def model_from_pt2(path, **options):

@@ -223,12 +223,16 @@ class Model:
         return sum(ops.get(n.op).flops(n) for n in nodes)
 
     def profile(self, *args, repeat: int = 3) -> list[float]:
-        """Median seconds of each kernel call over `repeat` runs on the given inputs (flat list of arrays if
-        `args` is one list matching the graph inputs, else the module's structure)."""
-        arrays = self._check_inputs(self._leaves(args, {}))
+        """Median seconds of each kernel call (in `steps` order) over `repeat` runs on the given inputs (in the
+        module's input structure)."""
+        return self.profile_flat(self._leaves(args, {}), repeat)
+
+    def profile_flat(self, arrays: list, repeat: int = 3) -> list[float]:
+        """`profile` on the flat list of input arrays."""
+        arrays = self._check_inputs(list(arrays))
         outs = [np.empty(v.shape, DTYPES[STORAGE.get(v.dtype, v.dtype)]) for v in self.graph.outputs]
         arena = self._arena()
-        times = [[] for _ in self.steps]
+        times: list[list[float]] = [[] for _ in self.steps]
         try:
             base = arena.ctypes.data
             base += (-base) % 64
@@ -247,26 +251,37 @@ class Model:
 
     def summary(self, *args, repeat: int = 3) -> str:
         """A table, one row per kernel call: node, ops, output shape, schedule source, FLOPs, and with inputs given
-        (as for a call) the time share and GFLOPS of a profile run."""
-        times = self.profile(*args, repeat=repeat) if args else None
+        (as for a call) the time share and GFLOPS of a profile run.
+
+        Example::
+
+            print(model.summary(x))    # node  ops  output  schedule  MFLOP  time  share  GFLOPS
+        """
+        return self.summary_table(self.profile(*args, repeat=repeat) if args else None)
+
+    def summary_table(self, times: list[float] | None = None) -> str:
+        """The `summary` table for kernel times already measured (`profile`), or without times."""
         total = sum(times) if times else 0.0
         rows = [("node", "ops", "output", "schedule", "MFLOP") + (("time", "share", "GFLOPS") if times else ())]
         for k, s in enumerate(self.steps):
             nodes = s.node.body.nodes if s.node.body is not None else [s.node]
             opnames = "+".join(dict.fromkeys(n.op.split(".")[0] for n in nodes
                                              if ops.REGISTRY[n.op].kind != "view"))
-            shape = str(s.node.outputs[0].type)
             fl = self.flops(s)
-            row = (s.node.name, opnames[:40], shape, s.kernel.schedule_source, f"{fl / 1e6:.2f}")
+            row = (s.node.name, opnames[:48], str(s.node.outputs[0].type), s.kernel.schedule_source,
+                   f"{fl / 1e6:.2f}")
             if times:
                 row += (f"{times[k] * 1e3:.3f} ms", f"{100 * times[k] / total:.1f}%" if total else "-",
                         f"{fl / times[k] / 1e9:.2f}" if times[k] > 0 else "-")
             rows.append(row)
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
         lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
-        lines.append(f"{len(self.steps)} kernels ({len(self.tasks())} distinct), {self.plan.describe()}, "
-                     f"constants {self.graph.constant_bytes() / 2**20:.1f} MiB"
-                     + (f", total {total * 1e3:.3f} ms" if times else ""))
+        memory = self.plan.describe()
+        if self.model_bytes:
+            memory += (f"; {self.plan.arena_bytes / self.model_bytes:.2f}x the model's intermediate tensors "
+                       f"({self.model_bytes / 2**20:.1f} MiB)")
+        lines.append(f"{len(self.steps)} kernels ({len(self.tasks())} distinct), {memory}, constants "
+                     f"{self.graph.constant_bytes() / 2**20:.1f} MiB" + (f", total {total * 1e3:.3f} ms" if times else ""))
         return "\n".join(lines)
 
     def export(self, path, format: str = "so", *, name: str | None = None, weights: str | None = None,
