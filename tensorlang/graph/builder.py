@@ -18,7 +18,8 @@ to read a value at an index inside the program being written.
 >>> b.set_outputs([y])
 >>> print(b.text())
 def double(in0: f32[4]) -> out0:
-    out0[i0] = in0[i0] * 2.0 where i0 in 0:4
+    out0[i0] = (in0[i0] * 2.0) where i0 in 0:4
+<BLANKLINE>
 """
 from __future__ import annotations
 

@@ -224,7 +224,12 @@ def _weights_asm(name: str, blob_path: str) -> str:
 
 
 def header(meta: dict, fmt: str, model) -> str:
-    """NAME.h: the C API of the exported model, with its inputs, outputs, arena, weights and how to build."""
+    """NAME.h: the C API of the exported model, with its inputs, outputs, arena, weights and how to build.
+
+    Example::
+
+        text = header(metadata(model, "mnist", "so", "embed", host_target()), "so", model)
+    """
     n = meta["name"]
     params = [f"const {_ctype(b['dtype'])} *x{k}" for k, b in enumerate(meta["inputs"])] + \
              [f"{_ctype(b['dtype'])} *y{k}" for k, b in enumerate(meta["outputs"])]
@@ -295,7 +300,12 @@ def build_command(name: str, fmt: str) -> str:
 
 def example(meta: dict, fmt: str) -> str:
     """NAME_example.c: makes the inputs as `tensorlang.export.example_inputs` does, runs the model once, prints
-    each output's sum and first values, and writes the outputs to argv[1] if given."""
+    each output's sum and first values, and writes the outputs to argv[1] if given.
+
+    Example::
+
+        text = example(metadata(model, "mnist", "so", "embed", host_target()), "so")
+    """
     n = meta["name"]
     alloc, fill, show, dump = [], [], [], []
     bufs = [(f"x{k}", b, True) for k, b in enumerate(meta["inputs"])] + \

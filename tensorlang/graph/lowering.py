@@ -64,7 +64,13 @@ def lower_nodes(nodes: list[Node], outputs: list[Value], literals: bool = True) 
     """The program computing `outputs` from the nodes `nodes` (in execution order) and whatever they read from
     outside. Raises NotAffine when a read cannot be written with affine indices (the caller then does not fuse),
     UsageError when an op cannot be lowered (naming the node). One-element constants are written into the program
-    as numbers (`literals`), unless the program would then read no tensor at all."""
+    as numbers (`literals`), unless the program would then read no tensor at all.
+
+    Example::
+
+        program = lower_nodes(fused.body.nodes, fused.body.outputs)
+        print(program.text)       # def convolution_relu_...(in0: f32[1, 3, 8, 8], ...) -> out0: ...
+    """
     b = Builder("KERNEL", literals)
     inside = {v.uid for n in nodes for v in n.outputs}
     uses: dict[int, int] = {}

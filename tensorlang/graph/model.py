@@ -281,7 +281,8 @@ class Model:
             memory += (f"; {self.plan.arena_bytes / self.model_bytes:.2f}x the model's intermediate tensors "
                        f"({self.model_bytes / 2**20:.1f} MiB)")
         lines.append(f"{len(self.steps)} kernels ({len(self.tasks())} distinct), {memory}, constants "
-                     f"{self.graph.constant_bytes() / 2**20:.1f} MiB" + (f", total {total * 1e3:.3f} ms" if times else ""))
+                     f"{self.graph.constant_bytes() / 2**20:.1f} MiB"
+                     + (f", total {total * 1e3:.3f} ms" if times else ""))
         return "\n".join(lines)
 
     def export(self, path, format: str = "so", *, name: str | None = None, weights: str | None = None,

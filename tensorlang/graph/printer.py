@@ -55,7 +55,11 @@ def _rename(line: str, node, inner) -> str:
 
 
 def format_graph(g: Graph, source: bool = True) -> str:
-    """The whole graph: header with inputs and outputs, constants (shape only), then the nodes."""
+    """The whole graph: header with inputs and outputs, constants (shape only), then the nodes.
+
+    >>> print(format_graph(Graph("empty")))
+    graph empty() -> ():
+    """
     ins = ", ".join(f"%{v.name}: {v.type}" for v in g.inputs)
     outs = ", ".join(f"%{v.name}: {v.type}" for v in g.outputs)
     lines = [f"graph {g.name}({ins}) -> ({outs}):"]

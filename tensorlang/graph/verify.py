@@ -23,7 +23,10 @@ class GraphError(UsageError):
 
 
 def verify(graph: Graph, after: str | None = None) -> None:
-    """Check `graph` (see the module's docstring); GraphError says what is wrong, and after which pass."""
+    """Check `graph` (see the module's docstring); GraphError says what is wrong, and after which pass.
+
+    >>> verify(Graph("empty"))
+    """
     where = f" after pass {after}" if after else ""
 
     def bad(msg):

@@ -45,7 +45,13 @@ def conv_params(node):
 
 
 def conv_out_shape(node) -> tuple[int, ...]:
-    """The output shape [N, F, *spatial] of a convolution node."""
+    """The output shape [N, F, *spatial] of a convolution node.
+
+    >>> from tensorlang.graph.ir import Node, Value, TensorType
+    >>> x, w = Value("x", TensorType((1, 4, 8, 8), "f32")), Value("w", TensorType((6, 4, 3, 3), "f32"))
+    >>> conv_out_shape(Node("convolution", [x, w, None], {"stride": [2, 2], "padding": [1, 1]}, []))
+    (1, 6, 4, 4)
+    """
     k, stride, padding, dilation, groups = conv_params(node)
     x, w = node.inputs[0].shape, node.inputs[1].shape
     spatial = [(x[2 + d] + 2 * padding[d] - dilation[d] * (w[2 + d] - 1) - 1) // stride[d] + 1 for d in range(k)]

@@ -22,7 +22,12 @@ def _attrs_key(attrs: dict) -> str:
 
 
 def run(graph) -> list[str]:
-    """Merge repeated constants and nodes (see the module's docstring); one line per merge."""
+    """Merge repeated constants and nodes (see the module's docstring); one line per merge.
+
+    Example::
+
+        cse.run(graph)       # ['b (exp) is a repeat of a: its users read a']
+    """
     changes = []
     seen_const: dict[tuple, object] = {}
     for c in list(graph.constants):

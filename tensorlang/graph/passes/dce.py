@@ -13,7 +13,12 @@ from __future__ import annotations
 
 
 def run(graph) -> list[str]:
-    """Remove dead nodes (see the module's docstring); one line per node removed."""
+    """Remove dead nodes (see the module's docstring); one line per node removed.
+
+    Example::
+
+        dce.run(graph)       # ['removed unused (exp): its result is never used']
+    """
     live = {v.uid for v in graph.outputs}
     keep, changes = [], []
     for n in reversed(graph.nodes):

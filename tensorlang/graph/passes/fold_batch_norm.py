@@ -29,7 +29,12 @@ BN = "_native_batch_norm_legit_no_training"
 
 
 def run(graph) -> list[str]:
-    """Fold each batch norm into the convolution before it where legal (see the module's docstring)."""
+    """Fold each batch norm into the convolution before it where legal (see the module's docstring).
+
+    Example::
+
+        fold_batch_norm.run(graph)   # ['bn (batch norm) folded into conv: ...']
+    """
     users = graph.users()
     outputs = {v.uid for v in graph.outputs}
     changes = []

@@ -29,28 +29,33 @@ def evaluate(node, arrays: list) -> list[np.ndarray]:
 
     >>> from tensorlang.graph.ir import Node, Value, TensorType
     >>> n = Node("exp", [Value("c", TensorType((2,), "f32"))], {}, [Value("y", TensorType((2,), "f32"))])
-    >>> [round(float(v), 4) for v in evaluate(n, [np.zeros(2, np.float32)])[0]]
-    [1.0, 1.0]
+    >>> [round(float(v), 4) for v in evaluate(n, [np.array([0, 1], np.float32)])[0]]
+    [1.0, 2.7183]
     """
     opdef = ops.get(node.op)
     if opdef.evaluate is not None:
         outs = opdef.evaluate(node, arrays)
         return [np.ascontiguousarray(o, dtype=v.type.numpy_dtype).reshape(v.shape) for o, v in zip(outs, node.outputs)]
-    from ..ir import Graph
+    from ..ir import Graph, Node, Value
     from ..model import Model
-    g = Graph(f"fold_{node.name}")
-    for v in node.inputs:
-        if v is not None and v not in g.constants:
-            g.constants.append(v)
-    used = [v for v in node.outputs if v.type.nbytes > 0 and v.dtype != "i64"]
-    g.nodes, g.outputs = [node], used
+    g = Graph(f"fold_{node.name}")  # the node alone, reading `arrays` as its constants
+    copy = Node(node.op, [None if v is None else g.add_constant(v.name, np.asarray(a))
+                          for v, a in zip(node.inputs, arrays)], dict(node.attrs), [], name=node.name)
+    copy.outputs = [Value(v.name, v.type, producer=copy) for v in node.outputs]
+    used = [v for v in copy.outputs if v.type.nbytes > 0 and v.dtype != "i64"]
+    g.nodes, g.outputs = [copy], used
     results = Model(g, inplace=False).run_flat([])
     by_uid = {v.uid: r for v, r in zip(used, results)}
-    return [by_uid.get(v.uid) for v in node.outputs]
+    return [by_uid.get(v.uid) for v in copy.outputs]
 
 
 def run(graph) -> list[str]:
-    """Fold every node whose operands are constants (see the module's docstring); one line per fold."""
+    """Fold every node whose operands are constants (see the module's docstring); one line per fold.
+
+    Example::
+
+        fold_constants.run(graph)    # ['wt (permute) folded into a constant f32[3, 2]']
+    """
     changes = []
     for n in list(graph.nodes):
         if n.body is not None or not n.outputs:

@@ -142,7 +142,12 @@ class _Groups:
 
 
 def run(graph: Graph) -> list[str]:
-    """Fuse the graph's nodes by the rules above; one line per fused node made."""
+    """Fuse the graph's nodes by the rules above; one line per fused node made.
+
+    Example::
+
+        fusion.run(graph)    # ['fused convolution_relu: conv (convolution), r (relu)']
+    """
     gs = _Groups(graph)
     for n in graph.nodes:
         kind = _kind(n)

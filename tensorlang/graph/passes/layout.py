@@ -69,7 +69,12 @@ def _elementwise_ok(n: Node, blocked: set) -> bool:
 
 
 def run(graph: Graph, block: int | None = None) -> list[str]:
-    """Move conv chains to the blocked layout (see the module's docstring); one line per region."""
+    """Move conv chains to the blocked layout (see the module's docstring); one line per region.
+
+    Example::
+
+        layout.run(graph)    # ['region of 2 convolutions and 1 other ops in NCHW16c: ...']
+    """
     b = block or default_block()
     convs = {id(n) for n in graph.nodes if _conv_ok(n, b)}
     if not convs:

@@ -100,6 +100,11 @@ def plan_memory(graph: Graph, inplace: bool = True) -> MemoryPlan:
     """Plan where every value of `graph` lives (see the module's docstring).
 
     `inplace=False` gives every node's output a buffer of its own.
+
+    Example::
+
+        plan = plan_memory(model.graph)
+        plan.describe()      # 'arena 3.8 MiB for intermediates of 10.2 MiB (0.37x), 0 in place'
     """
     root: dict[int, Value] = {}
     for v in graph.inputs + graph.constants:

@@ -68,7 +68,12 @@ def _forward(node):
 
 
 def run(graph) -> list[str]:
-    """Remove no-ops and compose permute and view pairs (see the module's docstring)."""
+    """Remove no-ops and compose permute and view pairs (see the module's docstring).
+
+    Example::
+
+        noop.run(graph)      # ['removed clone (clone): a copy (dropout in eval mode, clone); ...']
+    """
     changes = []
     for n in list(graph.nodes):
         if n.body is not None or not n.outputs:

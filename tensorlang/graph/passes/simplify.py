@@ -40,7 +40,12 @@ def _rewire(graph, node, new_op, inputs, attrs, changes, why):
 
 
 def run(graph) -> list[str]:
-    """Apply the rewrites above until none applies (each node at most a few times)."""
+    """Apply the rewrites above until none applies (each node at most a few times).
+
+    Example::
+
+        simplify.run(graph)  # ['d: x / 4.0 is x * 0.25']
+    """
     changes: list[str] = []
     for _ in range(4):
         before = len(changes)
