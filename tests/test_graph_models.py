@@ -167,6 +167,10 @@ def test_torch_compile_backend_through_its_entry_point():
         torch.testing.assert_close(fast(*args), module(*args), rtol=1e-4, atol=1e-4)
         module.fc2.bias.add_(1.0)  # weights changed in place: the backend compiles again
         torch.testing.assert_close(fast(*args), module(*args), rtol=1e-4, atol=1e-4)
+    module, args = R.make_resnet18(size=32, classes=10)  # batch norms: torch's decompositions give native_batch_norm
+    with torch.no_grad():
+        torch.testing.assert_close(torch.compile(module, backend="tensorlang")(*args), module(*args), rtol=1e-4,
+                                   atol=1e-4)
 
 
 def test_pt2_files(tmp_path):

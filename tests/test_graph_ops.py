@@ -64,6 +64,8 @@ CASES = [
     ("_native_batch_norm_legit_no_training",
      lambda x, w, b, m, v: aten._native_batch_norm_legit_no_training(x, w, b, m, v, 0.1, 1e-5)[0],
      [r(2, 3, 5, 4), r(3), r(3), r(3), pos(3)], 1),
+    ("native_batch_norm", lambda x, w, b, m, v: aten.native_batch_norm(x, w, b, m, v, False, 0.1, 1e-5)[0],
+     [r(2, 3, 5, 4), r(3), r(3), r(3), pos(3)], 1),
     ("native_layer_norm", lambda x, w, b: aten.native_layer_norm(x, [7], w, b, 1e-5)[0], [r(2, 3, 7), r(7), r(7)], 7),
     ("native_layer_norm", lambda x: aten.native_layer_norm(x, [3, 7], None, None, 1e-5), [r(2, 3, 7)], 21),
     ("native_group_norm", lambda x, w, b: aten.native_group_norm(x, w, b, 2, 6, 20, 3, 1e-5),
@@ -161,6 +163,7 @@ CASES = [
     ("scalar_tensor", lambda x: x + aten.scalar_tensor(0.5), [r(2, 3)], 1),
     ("arange.start_step", lambda x: x + aten.arange(1, 7, 2), [r(2, 3)], 1),
     ("arange.default", lambda x: x + aten.arange(3, dtype=torch.float32), [r(2, 3)], 1),
+    ("empty.memory_format", lambda x: aten.where(x > 100.0, aten.empty.memory_format([2, 3]), x), [r(2, 3)], 1),
 ]
 
 
@@ -201,7 +204,7 @@ def check_case(op, fn, inputs, red):
         graph = graph_from_exported(export_program(Wrap(fn), tuple(inputs)))
         positions = list(range(len(inputs)))
     assert op in graph.op_counts() or op in {"full", "full_like", "scalar_tensor", "arange.start_step",
-                                             "arange.default"}, graph.op_counts()
+                                             "arange.default", "empty.memory_format"}, graph.op_counts()
     model = compile_graph(graph)
     got = model.run_flat([inputs[k].numpy() for k in positions])
     with torch.no_grad():

@@ -128,6 +128,8 @@ class _Importer:
 
     def call(self, node: torch.fx.Node) -> None:
         import operator
+        if not node.users:  # dead (the graph is functional): as torch's empty() placeholders of unused outputs
+            return
         if node.target is operator.getitem:
             base = self.values[node.args[0]]
             self.values[node] = base[node.args[1]] if isinstance(base, (list, tuple)) else base
@@ -300,10 +302,11 @@ def export_program(module, example_inputs, example_kwargs=None):
         raise UsageError(f"from_torch takes a torch.nn.Module, not {type(module).__name__}")
     if not isinstance(example_inputs, tuple):
         example_inputs = (example_inputs,)
-    if module.training:
-        warnings.warn("from_torch: the module is in training mode; compiling it as in eval mode (module.eval())",
-                      stacklevel=3)
-        module = module.eval()
+    training = module.training
+    if training:
+        warnings.warn("from_torch: the module is in training mode; compiling it as in eval mode (dropout off, batch "
+                      "norm with its running statistics)", stacklevel=3)
+        module.eval()
     try:
         with torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -311,6 +314,8 @@ def export_program(module, example_inputs, example_kwargs=None):
     except Exception as e:  # torch's own errors: say where they come from
         raise UsageError(f"torch.export could not export the module: {type(e).__name__}: "
                          f"{str(e).strip().splitlines()[0] if str(e).strip() else ''}") from e
+    finally:
+        module.train(training)
 
 
 def from_torch(module, example_inputs, example_kwargs=None, **options):
@@ -433,8 +438,8 @@ def graph_from_fx(gm, example_inputs, name: str = "compiled", frozen=(), decompo
 def dynamo_backend(gm: torch.fx.GraphModule, example_inputs):
     """The `torch.compile(model, backend="tensorlang")` backend (registered through the `torch_dynamo_backends`
     entry point): compiles each graph torch.compile captures into a `tl.Model` and runs it on numpy views of the
-    tensors. Parameters are frozen at compile time (as inductor's freezing): a parameter changed in place after
-    that triggers a new compile. Graph breaks stay torch's business.
+    tensors. Parameters and buffers are frozen at compile time (as inductor's freezing), so that batch norms fold
+    into convolutions: one changed in place after that triggers a new compile. Graph breaks stay torch's business.
 
     Example::
 
@@ -442,7 +447,9 @@ def dynamo_backend(gm: torch.fx.GraphModule, example_inputs):
         y = fast(x)
     """
     from ..graph import compile_graph
-    frozen = tuple(k for k, x in enumerate(example_inputs) if isinstance(x, torch.nn.Parameter))
+    names = [n.name for n in gm.graph.nodes if n.op == "placeholder"] if hasattr(gm, "graph") else []
+    frozen = tuple(k for k, x in enumerate(example_inputs) if isinstance(x, torch.nn.Parameter) or
+                   (k < len(names) and "_buffers_" in names[k]))  # parameters and buffers (BN statistics)
     versions = {k: example_inputs[k]._version for k in frozen}
 
     def compile_now(inputs):

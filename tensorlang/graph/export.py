@@ -541,22 +541,10 @@ class LoadedModel:
 
     def run_flat(self, arrays: list) -> list[np.ndarray]:
         """Run on the flat list of inputs; returns the flat list of outputs."""
+        from .model import check_inputs
         meta = self.metadata
-        if len(arrays) != len(meta["inputs"]):
-            raise BuildError(f"{meta['graph']}: expected {len(meta['inputs'])} input arrays, got {len(arrays)}")
-        ins = []
-        for a, b, path in zip(arrays, meta["inputs"], self._paths):
-            where = f"{meta['graph']}: input {path} ({b['name']})"
-            want = DTYPES[b["dtype"]]
-            if not isinstance(a, np.ndarray):
-                raise BuildError(f"{where} must be a numpy array, got {type(a).__name__}")
-            if a.dtype != want:
-                raise BuildError(f"{where} has dtype {a.dtype}, expected {want}; convert with .astype(np.{want.name})")
-            if list(a.shape) != b["shape"]:
-                raise BuildError(f"{where} has shape {a.shape}, expected {tuple(b['shape'])}")
-            if not a.flags.c_contiguous:
-                raise BuildError(f"{where} is not C-contiguous; pass np.ascontiguousarray(...)")
-            ins.append(a.astype(np.int32) if b["dtype"] == "bool" else a)
+        ins = check_inputs(meta["graph"], list(arrays), [(b["name"], b["dtype"], b["shape"]) for b in meta["inputs"]],
+                           self._paths)
         outs = [np.empty(b["shape"], DTYPES[STORAGE.get(b["dtype"], b["dtype"])]) for b in meta["outputs"]]
         h = self._handle()
         try:

@@ -40,6 +40,35 @@ class Step:
     args: list  # [(base index, byte offset)] for the program's inputs then outputs
 
 
+def check_inputs(model: str, arrays: list, specs: list, paths: list[str]) -> list[np.ndarray]:
+    """`arrays` checked as a Kernel checks its arguments, each named by its place in the input structure; `specs`
+    are (name, dtype, shape). Returns the arrays as the kernels read them (bool as int32).
+
+    >>> check_inputs("m", [np.zeros(2)], [("x", "f32", (2,))], ["[0]"])
+    Traceback (most recent call last):
+    ...
+    tensorlang.errors.BuildError: m: input [0] (x) has dtype float64, expected float32; convert with .astype(np.float32)
+    """
+    if len(arrays) != len(specs):
+        raise BuildError(f"{model}: expected {len(specs)} input array{'s' if len(specs) != 1 else ''}, "
+                         f"got {len(arrays)}")
+    out = []
+    for a, (name, dtype, shape), path in zip(arrays, specs, paths):
+        where = f"{model}: input {path} ({name})"
+        if not isinstance(a, np.ndarray):
+            raise BuildError(f"{where} must be a numpy array, got {type(a).__name__}")
+        want = DTYPES[dtype]
+        if a.dtype != want:
+            raise BuildError(f"{where} has dtype {a.dtype}, expected {want}; convert with .astype(np.{want.name})")
+        if a.shape != tuple(shape):
+            raise BuildError(f"{where} has shape {a.shape}, expected {tuple(shape)} (the shapes the model was "
+                             "compiled for)")
+        if not a.flags.c_contiguous:
+            raise BuildError(f"{where} is not C-contiguous; pass np.ascontiguousarray(...)")
+        out.append(a.astype(np.int32) if dtype == "bool" else a)
+    return out
+
+
 def storage_array(data: np.ndarray) -> np.ndarray:
     """A constant as the kernels read it: contiguous, bool as int32, int64 as int32 when it fits (else as is).
 
@@ -124,26 +153,15 @@ class Model:
 
     def _check_inputs(self, arrays: list) -> list[np.ndarray]:
         g = self.graph
-        if len(arrays) != len(g.inputs):
-            raise BuildError(f"{g.name}: expected {len(g.inputs)} input array{'s' if len(g.inputs) != 1 else ''}, "
-                             f"got {len(arrays)}")
-        out = []
-        for a, v, path in zip(arrays, g.inputs, self._input_paths):
-            where = f"{g.name}: input {path} ({v.name})"
-            if not isinstance(a, np.ndarray):
-                raise BuildError(f"{where} must be a numpy array, got {type(a).__name__}")
-            want = DTYPES[v.dtype]
-            if a.dtype != want:
-                raise BuildError(f"{where} has dtype {a.dtype}, expected {want}; convert with .astype(np.{want.name})")
-            if a.shape != v.shape:
-                raise BuildError(f"{where} has shape {a.shape}, expected {v.shape} (the shapes the model was "
-                                 "compiled for)")
-            if not a.flags.c_contiguous:
-                raise BuildError(f"{where} is not C-contiguous; pass np.ascontiguousarray(...)")
-            if v.dtype == "bool":
-                a = a.astype(np.int32)
-            out.append(a)
-        return out
+        return check_inputs(g.name, arrays, [(v.name, v.dtype, v.shape) for v in g.inputs], self._input_paths)
+
+    def _bases(self, arena: np.ndarray, arrays: list, outs: list) -> list[int]:
+        """Base addresses of every buffer a step's argument may be in: the arena (64-byte aligned), the inputs,
+        the outputs, the constants."""
+        base = arena.ctypes.data
+        base += (-base) % 64
+        return [base, *(a.ctypes.data for a in arrays), *(o.ctypes.data for o in outs),
+                *(c.ctypes.data for c in self.constants)]
 
     def _arena(self) -> np.ndarray:
         with self._arena_lock:
@@ -159,10 +177,7 @@ class Model:
                 for v in g.outputs]
         arena = self._arena()
         try:
-            base = arena.ctypes.data
-            base += (-base) % 64
-            bases = [base, *(a.ctypes.data for a in arrays), *(o.ctypes.data for o in outs),
-                     *(c.ctypes.data for c in self.constants)]
+            bases = self._bases(arena, arrays, outs)
             for step in self.steps:
                 step.kernel.call(*[bases[b] + off for b, off in step.args])
             for k in self.plan.copies:
@@ -234,10 +249,7 @@ class Model:
         arena = self._arena()
         times: list[list[float]] = [[] for _ in self.steps]
         try:
-            base = arena.ctypes.data
-            base += (-base) % 64
-            bases = [base, *(a.ctypes.data for a in arrays), *(o.ctypes.data for o in outs),
-                     *(c.ctypes.data for c in self.constants)]
+            bases = self._bases(arena, arrays, outs)
             for _ in range(max(1, repeat)):
                 for k, step in enumerate(self.steps):
                     addrs = [bases[b] + off for b, off in step.args]

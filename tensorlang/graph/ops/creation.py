@@ -60,6 +60,10 @@ def _arange_values(node):
     return np.arange(start, end, step).astype(DTYPES[dtype])
 
 
+def _empty_infer(node):
+    return out(node.attrs["size"], node.attrs.get("dtype") or "f32")
+
+
 def _arange_infer(node):
     v = _arange_values(node)
     return out(v.shape, node.attrs.get("dtype") or ("f32" if v.dtype.kind == "f" else "i64"))
@@ -70,5 +74,7 @@ for _name, _infer, _eval, _doc in (
         ("full_like", _like_infer, _like_eval, "zeros_like, ones_like (only the shape of its input is read)"),
         ("scalar_tensor", _scalar_infer, _scalar_eval, ""),
         ("arange.start_step", _arange_infer, lambda n, a: [_arange_values(n)], ""),
-        ("arange.default", _arange_infer, lambda n, a: [_arange_values(n)], "")):
+        ("arange.default", _arange_infer, lambda n, a: [_arange_values(n)], ""),
+        ("empty.memory_format", _empty_infer, lambda n, a: [np.zeros(n.outputs[0].shape, DTYPES[n.outputs[0].dtype])],
+         "zeros (its contents are unspecified)")):
     register(_name, "creation", _infer, None, evaluate=_eval, family="creation", doc=_doc)

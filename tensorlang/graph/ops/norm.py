@@ -57,6 +57,18 @@ register("_native_batch_norm_legit_no_training", "elementwise", _bn_infer, _bn_l
          doc="inference (running statistics), weight and bias optional; folded into a preceding convolution")
 
 
+def _bn_eval_infer(node):
+    if node.attrs.get("training"):
+        raise fail(node, "batch norm in training mode is not supported; compile the module in eval mode")
+    if node.inputs[3] is None or node.inputs[4] is None:
+        raise fail(node, "batch norm without running statistics is not supported")
+    return _bn_infer(node)
+
+
+register("native_batch_norm", "elementwise", _bn_eval_infer, _bn_lower, lambda node: 4 * node.inputs[0].type.numel,
+         family="normalisation", doc="with training=False (as torch.compile's decompositions give it)")
+
+
 def _ln_axis(node):
     x = node.inputs[0]
     k = len(node.attrs["normalized_shape"])

@@ -39,7 +39,7 @@ def run(graph) -> list[str]:
     outputs = {v.uid for v in graph.outputs}
     changes = []
     for bn in list(graph.nodes):
-        if bn.op != BN:
+        if bn.op not in (BN, "native_batch_norm") or bn.attrs.get("training"):
             continue
         x, gamma, beta, mean, var = (list(bn.inputs) + [None] * 5)[:5]
         conv = x.producer

@@ -62,7 +62,7 @@ def _conv_ok(n: Node, b: int) -> bool:
 def _elementwise_ok(n: Node, blocked: set) -> bool:
     opdef = ops.REGISTRY.get(n.op)
     if n.body is not None or opdef is None or opdef.kind != "elementwise" or len(n.outputs) != 1 or \
-            n.op == "_native_batch_norm_legit_no_training":
+            n.op in ("_native_batch_norm_legit_no_training", "native_batch_norm"):
         return False
     tensors = [v for v in n.inputs if v is not None and not (v.is_constant and v.type.numel == 1)]
     return any(v.uid in blocked for v in tensors) and all(v.type == n.outputs[0].type for v in tensors)
