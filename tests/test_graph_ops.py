@@ -178,6 +178,9 @@ for _op in ("eq", "ne", "lt", "le", "gt", "ge"):
     CASES += _compare_cases(_op)
 
 
+CREATION = {"full", "full_like", "scalar_tensor", "arange.start_step", "arange.default", "empty.memory_format"}
+
+
 def _f64(t):
     return t.double() if t.is_floating_point() else t
 
@@ -200,11 +203,10 @@ def imported(fn, inputs):
 
 def check_case(op, fn, inputs, red):
     graph, positions = imported(fn, inputs)
-    if op not in graph.op_counts():
-        graph = graph_from_exported(export_program(Wrap(fn), tuple(inputs)))
+    if op not in graph.op_counts() and op not in CREATION:
+        graph = graph_from_exported(export_program(Wrap(fn).eval(), tuple(inputs)))
         positions = list(range(len(inputs)))
-    assert op in graph.op_counts() or op in {"full", "full_like", "scalar_tensor", "arange.start_step",
-                                             "arange.default", "empty.memory_format"}, graph.op_counts()
+    assert op in graph.op_counts() or op in CREATION, graph.op_counts()
     model = compile_graph(graph)
     got = model.run_flat([inputs[k].numpy() for k in positions])
     with torch.no_grad():

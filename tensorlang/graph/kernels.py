@@ -5,11 +5,10 @@ program the cache has not seen goes through `tl.build(op)`, which chooses its sc
 tuning database, else the hand schedule of a built-in workload, else the auto-scheduler's pick, else the naive
 loop nest) and says which in `kernel.schedule_source`; its object code then goes to the cache folder
 (``$XDG_CACHE_HOME/tensorlang/kernels`` or ``~/.cache/tensorlang/kernels``; ``TENSORLANG_KERNEL_CACHE`` names
-another folder, or ``off``), keyed by the program text, the target CPU, the tensorlang and llvmlite versions. A
-program it has seen loads its object file (milliseconds instead of LLVM's optimisation and code generation).
-
-The cache does not look at the tuning database: after tuning a model, `clear_kernel_cache()` (or a fresh cache
-folder) makes the next compile pick the tuned schedules up.
+another folder, or ``off``), keyed by the program text, the target CPU, the tensorlang and llvmlite versions, a hash
+of the compiler's own code and the tuning database's size and time (a tuning run that adds records makes every
+kernel build again once, so that a tuned schedule is never hidden behind a cached one). A program it has seen loads
+its object file (milliseconds instead of LLVM's optimisation and code generation).
 
 >>> import numpy as np
 >>> k = compile_program("def twice(X: f32[3]) -> Y:\\n    Y[i] = X[i] * 2.0\\n")
@@ -20,6 +19,7 @@ folder) makes the next compile pick the tuned schedules up.
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
 import json
 import os
@@ -97,11 +97,47 @@ def clear_kernel_cache() -> int:
     return count
 
 
+@functools.lru_cache(maxsize=1)
+def code_fingerprint() -> str:
+    """A hash of the compiler's own code (the core modules of tensorlang/ and its C runtime): machine code cached
+    by another version of the compiler is not reused.
+
+    >>> len(code_fingerprint())
+    16
+    """
+    root = pathlib.Path(__file__).resolve().parent.parent
+    h = hashlib.sha256()
+    for p in sorted([*root.glob("*.py"), *root.glob("csrc/*")]):
+        h.update(p.name.encode())
+        h.update(p.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def database_fingerprint() -> str:
+    """The tuning database's path, size and modification time (`TENSORLANG_DB`, else the cache folder's): `tl.build`
+    prefers a tuned record, so a database that changed may change a kernel's schedule.
+
+    >>> isinstance(database_fingerprint(), str)
+    True
+    """
+    path = os.environ.get("TENSORLANG_DB", "").strip()
+    if not path:
+        xdg = os.environ.get("XDG_CACHE_HOME")
+        base = pathlib.Path(xdg) if xdg and os.path.isabs(xdg) else pathlib.Path.home() / ".cache"
+        path = str(base / "tensorlang" / "tuning.db")
+    try:
+        st = os.stat(path)
+    except OSError:
+        return f"{path}:none"
+    return f"{path}:{st.st_size}:{st.st_mtime_ns}"
+
+
 def _key(text: str, target) -> str:
     import llvmlite
 
     import tensorlang
-    blob = "\0".join((str(CACHE_FORMAT), tensorlang.__version__, llvmlite.__version__, target.key, text))
+    blob = "\0".join((str(CACHE_FORMAT), tensorlang.__version__, llvmlite.__version__, code_fingerprint(),
+                       database_fingerprint(), target.key, text))
     return hashlib.sha256(blob.encode()).hexdigest()[:32]
 
 
@@ -115,15 +151,16 @@ def _load(folder: pathlib.Path, key: str, text: str, target) -> CompiledKernel |
     try:
         meta = json.loads(meta_path.read_text())
         data = obj_path.read_bytes()
-        if meta.get("text") != text or meta.get("format") != CACHE_FORMAT:
-            return None
+        if meta.get("text") != text or meta.get("format") != CACHE_FORMAT or \
+                meta.get("sha256") != hashlib.sha256(data).hexdigest():
+            return None  # not this program's, or damaged (LLVM would crash on a damaged object file)
     except (OSError, ValueError):
         return None
     t0 = time.perf_counter()
     try:
         engine = load_object(data, target)
         address = engine.get_function_address(meta["name"])
-    except Exception:  # a damaged object file: compile again (and overwrite it)
+    except Exception:  # an object file LLVM refuses: compile again (and overwrite it)
         return None
     if not address:
         return None
@@ -136,6 +173,7 @@ def _store(folder: pathlib.Path, key: str, kernel: CompiledKernel, obj: bytes) -
         folder.mkdir(parents=True, exist_ok=True)
         for suffix, data in ((".o", obj), (".json", json.dumps({
                 "format": CACHE_FORMAT, "name": kernel.name, "n_args": kernel.n_args, "text": kernel.text,
+                "sha256": hashlib.sha256(obj).hexdigest(),
                 "schedule_source": kernel.schedule_source, "schedule": kernel.schedule_json}).encode())):
             tmp = folder / f"{key}{suffix}.tmp{os.getpid()}.{threading.get_ident()}"
             tmp.write_bytes(data)
