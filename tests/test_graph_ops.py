@@ -240,3 +240,33 @@ def test_a_broken_lowering_is_caught(monkeypatch):
     monkeypatch.setitem(ops.REGISTRY, "relu", bad)
     with pytest.raises(AssertionError, match="Not equal to tolerance"):
         check_case("relu", lambda x: aten.relu(x), [r(2, 3)], 1)
+
+
+VIEW_CASES = [
+    # ops on non-contiguous views (transposes, strided slices, expands), through torch.export and every pass
+    ("relu of a transpose", lambda x: torch.relu(x.transpose(1, 2)) * 2, [r(2, 3, 5)], 1),
+    ("add of a strided slice and a broadcast", lambda x, y: x[:, ::2] + y, [r(3, 8), r(4)], 1),
+    ("softmax of a permute", lambda x: torch.softmax(x.permute(0, 2, 1), -1), [r(2, 5, 7)], 7),
+    ("convolution of a cropped view", lambda x, w: torch.nn.functional.conv2d(x[:, :, 1:-1, ::2], w, padding=1),
+     [r(2, 3, 9, 10), r(4, 3, 3, 3)], 27),
+    ("mm of a transpose", lambda x, w: x.t() @ w, [r(6, 4), r(6, 5)], 6),
+    ("layer norm of a transpose", lambda x: torch.nn.functional.layer_norm(x.transpose(0, 1), (3,)), [r(3, 4)], 3),
+    ("sum over a permute", lambda x: x.permute(2, 0, 1).sum((0, 2)), [r(3, 4, 5)], 20),
+    ("cat of slices", lambda x: torch.cat([x[:, :2], x[:, 3:], x[:, 1:2]], 1), [r(2, 5)], 1),
+    ("matmul of 4-d transposes", lambda q, k: torch.softmax(q @ k.transpose(-1, -2) / 4.0, -1),
+     [r(2, 3, 5, 8), r(2, 3, 6, 8)], 8),
+    ("gelu of a reshape of a transpose", lambda x: torch.nn.functional.gelu(x.transpose(1, 2).reshape(2, -1)),
+     [r(2, 3, 4)], 1),
+    ("max pool of a channel slice", lambda x: torch.nn.functional.max_pool2d(x[:, 1:], 2), [r(2, 4, 6, 6)], 1),
+    ("mean of an expand", lambda x: x.expand(3, 4, 5).mean(0), [r(4, 1)], 3),
+    ("where on a flipped view", lambda x: torch.where(x.flip(1) > 0, x, -x), [r(3, 4)], 1),
+]
+
+
+@pytest.mark.parametrize("what,fn,inputs,red", VIEW_CASES, ids=[c[0] for c in VIEW_CASES])
+def test_ops_on_non_contiguous_views(what, fn, inputs, red):
+    graph = graph_from_exported(export_program(Wrap(fn).eval(), tuple(inputs)))
+    got = compile_graph(graph).run_flat([t.numpy() for t in inputs])
+    with torch.no_grad():
+        want = fn(*[_f64(t) for t in inputs]).numpy().astype(np.float32)
+    assert_close(got[0], want, red, err_msg=what)

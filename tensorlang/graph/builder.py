@@ -24,6 +24,7 @@ def double(in0: f32[4]) -> out0:
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 
@@ -229,6 +230,10 @@ class Builder:
         storage = STORAGE[dtype]
         if dtype == "bool":
             rhs = f"select({rhs}, 1, 0)"
+        unused = [v for v in rvars if not re.search(rf"\b{v}\b", rhs)]
+        if unused:  # a reduction over a broadcast dim (mean of an expand): each index still counts once
+            zero = " + ".join(f"f32({v}) * 0.0" if storage in ("f32", "f64") else f"{v} * 0" for v in unused)
+            rhs = f"{rhs} + {cast(zero, 'f32', storage) if storage == 'f64' else zero}"
         ranges = [f"{v} in 0:{n}" for v, n in zip(loop, decl)] + [f"{v} in 0:{n}" for v, n in zip(rvars, red)]
         self.stages.append({"name": name, "vars": loop, "op": reduce, "rhs": rhs, "where": ranges,
                             "dtype": storage})
@@ -288,7 +293,6 @@ class Builder:
         rename = {s["name"]: s["out_name"] for s in self.stages if "out_name" in s}
         needed = {s["name"] for s in self.stages if "out_name" in s}
         # walk backwards: a stage is needed when a needed stage reads it
-        import re
         token = re.compile(r"\b(t\d+|in\d+)\b")
         used_params: set[str] = set()
         for s in reversed(self.stages):
