@@ -27,13 +27,19 @@ def op(source: str) -> Op:
     return _parse(source)
 
 
+_LAZY = {"build": ".runtime", "Kernel": ".runtime", "load": ".runtime", "clear_cache": ".runtime",
+         "Model": ".graph.model", "load_model": ".graph.serialize",
+         "from_torch": ".frontend.torch_import", "from_exported": ".frontend.torch_import"}
+
+
 def __getattr__(name):
-    # the LLVM side (build, Kernel, load, clear_cache) is imported on first use, so that `tl.op` starts fast
-    if name in ("build", "Kernel", "load", "clear_cache"):
+    # the LLVM side (build, Kernel, load, clear_cache), the graph compiler and the PyTorch importer are imported on
+    # first use, so that `tl.op` starts fast and `import tensorlang` never imports torch
+    if name in _LAZY:
         import importlib
-        return getattr(importlib.import_module(".runtime", __name__), name)
+        return getattr(importlib.import_module(_LAZY[name], __name__), name)
     raise AttributeError(f"module 'tensorlang' has no attribute {name!r}")
 
 
 __all__ = ["op", "build", "clear_cache", "load", "schedule", "Schedule", "Kernel", "Op", "DSLError", "ScheduleError",
-           "BuildError", "TensorlangError", "UsageError"]
+           "BuildError", "TensorlangError", "UsageError", "Model", "load_model", "from_torch", "from_exported"]

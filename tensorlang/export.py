@@ -205,8 +205,9 @@ def _write(path: str, data) -> str:
     return path
 
 
-def _compile_llvm(func, meta_json: str, target, fmt: str):
-    """The kernel through LLVM for a shared object: PIC, the default code model, helpers internal."""
+def _compile_llvm(func, meta_json: str | None, target, fmt: str):
+    """The kernel through LLVM for a shared object: PIC, the default code model, helpers internal; with a
+    `NAME__tensorlang_meta` function returning `meta_json` unless that is None."""
     import llvmlite.ir as ll
 
     from .codegen_llvm import I8, PTR, emit_module
@@ -215,12 +216,14 @@ def _compile_llvm(func, meta_json: str, target, fmt: str):
     for f in module.functions:  # outlined parallel bodies are private to the library
         if f.name != func.name and not f.is_declaration:
             f.linkage = "internal"
-    data = bytearray(meta_json.encode() + b"\0")
-    gv = ll.GlobalVariable(module, ll.ArrayType(I8, len(data)), name=func.name + META_SUFFIX + "_json")
-    gv.global_constant, gv.linkage, gv.initializer = True, "private", ll.Constant(ll.ArrayType(I8, len(data)), data)
-    getter = ll.Function(module, ll.FunctionType(PTR, []), name=func.name + META_SUFFIX)
-    b = ll.IRBuilder(getter.append_basic_block("entry"))
-    b.ret(gv if gv.type == PTR else b.bitcast(gv, PTR))
+    if meta_json is not None:
+        data = bytearray(meta_json.encode() + b"\0")
+        gv = ll.GlobalVariable(module, ll.ArrayType(I8, len(data)), name=func.name + META_SUFFIX + "_json")
+        gv.global_constant, gv.linkage = True, "private"
+        gv.initializer = ll.Constant(ll.ArrayType(I8, len(data)), data)
+        getter = ll.Function(module, ll.FunctionType(PTR, []), name=func.name + META_SUFFIX)
+        b = ll.IRBuilder(getter.append_basic_block("entry"))
+        b.ret(gv if gv.type == PTR else b.bitcast(gv, PTR))
     with _lock:
         tm = target_machine(target, "pic", "default")  # the JIT's code model would break a shared object
         mod = optimized_module(str(module), target, tm)

@@ -292,4 +292,7 @@ def load(path, *, name: str | None = None) -> LoadedKernel:
     from .export import check_cpu, read_library
     path, lib, meta = read_library(path, name)
     check_cpu(meta, path, host_target())
+    if meta.get("kind") == "model":  # a whole model (`model.export`): numpy in and out, as a tl.Model
+        from .graph.export import LoadedModel
+        return LoadedModel(path, lib, meta)
     return LoadedKernel(path, lib, meta)

@@ -12,6 +12,8 @@ from tensorlang.schedule import Schedule
 
 # no test writes to the user's tuning database: anything that opens the default one gets a throwaway file
 os.environ.setdefault("TENSORLANG_DB", os.path.join(tempfile.mkdtemp(prefix="tensorlang-tests-"), "tuning.db"))
+# nor to the user's kernel cache: the graph compiler's compiled kernels go to a folder of this session
+os.environ.setdefault("TENSORLANG_KERNEL_CACHE", tempfile.mkdtemp(prefix="tensorlang-kernels-"))
 
 _original_lowered = Schedule.lowered
 _checked: set[str] = set()

@@ -534,6 +534,8 @@ def make_parser() -> argparse.ArgumentParser:
     ex.add_argument("--cc", help="C compiler that links format so (default: $CC, else cc)")
     ex.add_argument("--threads", type=int, help="with --best: the thread count it was tuned for (default: all CPUs)")
     ex.add_argument("--db", help=f"tuning database for --best {DB_DEFAULT}")
+    from tuner.model_cli import add_parsers  # compile, bench-model, show-model
+    add_parsers(sub, common)
     return p
 
 
@@ -617,6 +619,14 @@ def cmd_costmodel(args) -> dict:
 COMMANDS = {"ops": cmd_ops, "run": cmd_run, "bench": cmd_bench, "show": cmd_show, "tune": cmd_tune,
             "best": cmd_best, "compare": cmd_compare, "dataset": cmd_dataset, "costmodel": cmd_costmodel}
 COMMANDS["export"] = cmd_export
+
+
+def _model_commands():
+    from tuner.model_cli import COMMANDS as model_commands
+    return model_commands
+
+
+COMMANDS.update(_model_commands())
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,194 @@
+"""The graph compiler on the reference models (MNIST net, ResNet-18, MobileNetV2, a BERT-base encoder layer, a
+recurrent net over a list of 10 inputs): correctness against torch eager, speed against torch eager and
+torch.compile (inductor) in alternating rounds, the planned arena against the model's intermediate tensors,
+compile time cold and warm (fresh processes, an empty then a filled kernel cache), and the peak RSS of running the
+saved model in a fresh process where torch cannot be imported.
+
+    python benchmarks/models.py [--models mnist,resnet18,...] [--threads 2] [--rounds 5] [--json]
+
+Speed figures on a shared machine are noisy: compare only the ratios of one run, and read `tensorlang bench-model`
+for one model at a time. The models are defined in tests/reference_models.py.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+
+COMPILE = r"""
+import json, sys, time
+t0 = time.perf_counter()
+import torch
+sys.path.insert(0, {tests!r})
+import reference_models as R
+from tensorlang.frontend.torch_import import export_program, graph_from_exported
+from tensorlang.graph import compile_graph
+module, args = R.MODELS[{name!r}](**{kwargs!r})
+t1 = time.perf_counter()
+ep = export_program(module, args)
+t2 = time.perf_counter()
+graph = graph_from_exported(ep)
+t3 = time.perf_counter()
+model = compile_graph(graph)
+t4 = time.perf_counter()
+model.save({saved!r})
+print(json.dumps({{"export_s": t2 - t1, "import_s": t3 - t2, "compile_s": t4 - t3, "total_s": t4 - t1,
+                  "cached": sum(s.kernel.cached for s in model.steps), "kernels": len(model.steps)}}))
+"""
+
+# peak RSS from /proc (VmHWM, this process's own high-water mark): ru_maxrss would carry over the parent's, since
+# the kernel keeps it across the fork and exec of a subprocess
+PEAK = "int(next(l for l in open('/proc/self/status') if l.startswith('VmHWM')).split()[1]) / 1024"
+
+RUN_SAVED = r"""
+import json, sys
+sys.modules["torch"] = None
+import numpy as np
+import tensorlang as tl
+model = tl.load_model({saved!r})
+inputs = [np.random.default_rng(0).standard_normal(v.shape).astype(v.type.numpy_dtype) for v in model.graph.inputs]
+model.run_flat(inputs)
+print(json.dumps({{"peak_rss_mib": PEAK}}))
+""".replace("PEAK", PEAK)
+
+BASELINE_RSS = r"""
+import json, numpy, tensorlang, tensorlang.graph
+print(json.dumps({"peak_rss_mib": PEAK}))
+""".replace("PEAK", PEAK)
+
+KWARGS = {"mnist": {}, "resnet18": {}, "mobilenet_v2": {}, "bert_layer": {"seq": 128}, "recurrent": {}}
+
+
+def _python(code: str, env: dict) -> dict:
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env, timeout=1800)
+    if r.returncode != 0:
+        raise RuntimeError(r.stderr[-3000:])
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def _timed(fn, min_time: float) -> float:
+    fn()
+    calls, t0 = 0, time.perf_counter()
+    while True:
+        fn()
+        calls += 1
+        if time.perf_counter() - t0 >= min_time:
+            return (time.perf_counter() - t0) / calls
+
+
+def bench_model(name: str, threads: int, rounds: int, min_time: float) -> dict:
+    """Everything the module's docstring lists, for one model."""
+    import torch
+
+    import reference_models as R
+    import tensorlang as tl
+    work = tempfile.mkdtemp(prefix="tensorlang-bench-models-")
+    saved = os.path.join(work, f"{name}.tlm")
+    env = dict(os.environ, TENSORLANG_KERNEL_CACHE=os.path.join(work, "kernels"), TENSORLANG_NUM_THREADS=str(threads))
+    code = COMPILE.format(tests=os.path.join(ROOT, "tests"), name=name, kwargs=KWARGS[name], saved=saved)
+    cold = _python(code, env)
+    warm = _python(code, env)
+    rss = _python(RUN_SAVED.format(saved=saved), env)
+    # timings in this process: the model from the saved file (the kernels from the warm cache)
+    os.environ["TENSORLANG_KERNEL_CACHE"] = env["TENSORLANG_KERNEL_CACHE"]
+    os.environ["TENSORLANG_NUM_THREADS"] = str(threads)
+    torch.set_num_threads(threads)
+    module, args = R.MODELS[name](**KWARGS[name])
+    model = tl.load_model(saved)
+    np_args = [[t.numpy() for t in a] if isinstance(a, list) else a.numpy() for a in args]
+    with torch.no_grad():
+        ref = module(*args)
+    got = model(*np_args)
+    refs = ref if isinstance(ref, tuple) else (ref,)
+    gots = got if isinstance(got, tuple) else (got,)
+    errors = [float(np.max(np.abs(g - r.numpy()))) / max(1.0, float(np.max(np.abs(r.numpy()))))
+              for g, r in zip(gots, refs)]
+    contenders = [("tensorlang", lambda: model(*np_args))]
+
+    def eager():
+        with torch.no_grad():
+            module(*args)
+    contenders.append(("torch eager", eager))
+    notes = {}
+    try:
+        compiled = torch.compile(module)
+        with torch.no_grad():
+            compiled(*args)
+
+        def inductor():
+            with torch.no_grad():
+                compiled(*args)
+        contenders.append(("torch.compile", inductor))
+    except Exception as e:
+        notes["torch.compile"] = f"failed here: {type(e).__name__}: {str(e).splitlines()[0][:120]}"
+    times = {n: [] for n, _ in contenders}
+    for _ in range(rounds):
+        for n, fn in contenders:
+            times[n].append(_timed(fn, min_time))
+    med = {n: statistics.median(t) for n, t in times.items()}
+    return {"model": name, "max_rel_error": max(errors), "correct": max(errors) <= 1e-3,
+            "median_s": med, "spread_s": {n: [min(t), max(t)] for n, t in times.items()}, "not_run": notes,
+            "tensorlang_vs_eager": med["torch eager"] / med["tensorlang"],
+            "arena_bytes": model.plan.arena_bytes, "model_intermediate_bytes": model.model_bytes,
+            "value_bytes": model.plan.value_bytes, "arena_ratio": model.plan.arena_bytes / model.model_bytes,
+            "compile_cold": cold, "compile_warm": warm, "peak_rss_mib": rss["peak_rss_mib"],
+            "kernels": len(model.steps), "schedules": sorted({s.kernel.schedule_source for s in model.steps})}
+
+
+def main(argv=None) -> int:
+    """Run the benchmark and print a table (or JSON).
+
+    Example::
+
+        python benchmarks/models.py --models mnist,recurrent --rounds 3
+    """
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--models", default=",".join(KWARGS), help=f"comma-separated, from {', '.join(KWARGS)}")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--min-time", type=float, default=0.2, help="seconds per contender per round")
+    p.add_argument("--json", action="store_true")
+    args = p.parse_args(argv)
+    names = [n for n in args.models.split(",") if n]
+    for n in names:
+        if n not in KWARGS:
+            p.error(f"--models: unknown model {n!r}; models: {', '.join(KWARGS)}")
+    base_rss = _python(BASELINE_RSS, dict(os.environ))["peak_rss_mib"]
+    results = []
+    for n in names:
+        r = bench_model(n, args.threads, args.rounds, args.min_time)
+        results.append(r)
+        if not args.json:
+            m = r["median_s"]
+            print(f"{n}: {r['kernels']} kernels ({', '.join(r['schedules'])} schedules), max error "
+                  f"{r['max_rel_error']:.1e} x max(1, |ref|) ({'correct' if r['correct'] else 'WRONG'})")
+            print("  time: " + ", ".join(f"{k} {v * 1e3:.2f} ms" for k, v in m.items())
+                  + f"; tensorlang {r['tensorlang_vs_eager']:.2f}x torch eager"
+                  + ("".join(f"; {k}: {v}" for k, v in r["not_run"].items())))
+            print(f"  memory: arena {r['arena_bytes'] / 2**20:.2f} MiB = {r['arena_ratio']:.3f}x the model's "
+                  f"intermediate tensors ({r['model_intermediate_bytes'] / 2**20:.2f} MiB; one buffer per value of "
+                  f"the optimised graph: {r['value_bytes'] / 2**20:.2f} MiB)")
+            c, w = r["compile_cold"], r["compile_warm"]
+            print(f"  compile from torch: cold {c['total_s']:.2f} s (export {c['export_s']:.2f}, import "
+                  f"{c['import_s']:.2f}, passes and kernels {c['compile_s']:.2f}); warm {w['total_s']:.2f} s "
+                  f"(export {w['export_s']:.2f}, import {w['import_s']:.2f}, passes and kernels "
+                  f"{w['compile_s']:.2f}; {w['cached']}/{w['kernels']} kernels from the cache)")
+            print(f"  peak RSS running the saved model in a fresh process without torch: {r['peak_rss_mib']:.0f} MiB "
+                  f"(python + numpy + tensorlang alone: {base_rss:.0f} MiB)")
+    if args.json:
+        print(json.dumps({"threads": args.threads, "baseline_rss_mib": base_rss, "results": results}))
+    return 0 if all(r["correct"] for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

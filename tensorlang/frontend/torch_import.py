@@ -1,0 +1,467 @@
+"""PyTorch models into tensorlang: `torch.export`, `.pt2` files and the `torch.compile` backend.
+
+This is the only module of tensorlang that imports torch. It turns an ExportedProgram, decomposed to core ATen
+(`run_decompositions()`), into a `tensorlang.graph.Graph`: parameters, buffers and lifted constants become numpy
+constants, each ATen call a node whose tensor operands are values and whose other arguments (bound by the op's
+schema, defaults filled in) are attrs, and the node keeps the line of the user's Python it came from (from the
+stack trace torch.export records). The inputs and outputs keep the module's structure (a list of tensors in, a
+tuple out). An op tensorlang does not support is an error that names it, the node and the user's line, and lists
+the supported ops; nothing falls back to torch.
+
+Example::
+
+    import torch, tensorlang as tl
+    m = tl.from_torch(net.eval(), (torch.randn(1, 1, 28, 28),))    # a tl.Model
+    y = m(x.numpy())
+    opt = torch.compile(net, backend="tensorlang")                   # the same compiler behind torch.compile
+"""
+from __future__ import annotations
+
+import os
+import re
+import warnings
+
+import numpy as np
+import torch
+import torch.fx
+import torch.utils._pytree as pytree
+
+from ..errors import UsageError
+from ..graph import ops
+from ..graph.ir import Graph, TensorType, Value
+
+_DTYPES = {torch.float32: "f32", torch.float64: "f64", torch.int32: "i32", torch.int64: "i64", torch.bool: "bool"}
+_TORCH_DIR = os.path.dirname(torch.__file__)
+_UNSUPPORTED = object()  # the value of an unsupported node: its users are skipped, the node is reported
+_SKIP = {"_assert_tensor_metadata", "_assert_scalar", "sym_constrain_range_for_size", "_assert_async"}
+
+
+def dtype_name(dtype) -> str:
+    """The graph dtype of a torch dtype, or UsageError.
+
+    >>> dtype_name(torch.float32)
+    'f32'
+    """
+    try:
+        return _DTYPES[dtype]
+    except KeyError:
+        raise UsageError(f"tensors of dtype {dtype} are not supported; tensorlang models compute with "
+                         f"{', '.join(str(d) for d in _DTYPES)}") from None
+
+
+def user_line(node: torch.fx.Node) -> str:
+    """'file.py:LINE: code' for the user's Python that made `node` (the innermost frame outside torch), or ''.
+
+    >>> user_line(torch.fx.Graph().placeholder("x"))
+    ''
+    """
+    trace = node.meta.get("stack_trace") or ""
+    frames = re.findall(r'File "([^"]+)", line (\d+), in [^\n]*\n\s*([^\n]*)', trace)
+    for path, line, code in reversed(frames):
+        if not os.path.abspath(path).startswith(_TORCH_DIR):
+            return f"{os.path.basename(path)}:{line}: {code.strip()}"
+    return ""
+
+
+def _attr(value):
+    if isinstance(value, torch.dtype):
+        return dtype_name(value)
+    if isinstance(value, (torch.device, torch.layout, torch.memory_format)):
+        return str(value)
+    if isinstance(value, (list, tuple)):
+        return [_attr(v) for v in value]
+    if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+        raise UsageError("dynamic shapes are not supported: export with static shapes (no dynamic_shapes=)")
+    if isinstance(value, float) and value != value:
+        raise UsageError("a NaN constant argument is not supported")
+    return value
+
+
+def _is_tensor_type(arg_type) -> bool:
+    return "Tensor" in str(arg_type)
+
+
+def _op_name(target) -> str | None:
+    if not isinstance(target, torch._ops.OpOverload):
+        return None
+    packet = target._schema.name.split("::")[-1]
+    overload = target._overloadname
+    full = f"{packet}.{overload}"
+    if full in ops.REGISTRY:
+        return full
+    if overload == "default" and packet in ops.REGISTRY:
+        return packet
+    return full if overload != "default" else packet
+
+
+def _numpy(t: torch.Tensor) -> np.ndarray:
+    t = t.detach()
+    dtype_name(t.dtype)
+    if t.is_quantized or t.layout != torch.strided:
+        raise UsageError(f"a {t.layout} tensor constant is not supported")
+    return np.ascontiguousarray(t.cpu().resolve_conj().resolve_neg().numpy()).copy()
+
+
+def _tree_spec(spec, leaf_kinds: list) -> dict:
+    """Our JSON spec from a torch TreeSpec; `leaf_kinds` (consumed in order) gives each leaf's spec."""
+    if spec.is_leaf():
+        return leaf_kinds.pop(0)
+    kids = [_tree_spec(c, leaf_kinds) for c in spec.children()]
+    if spec.type in (tuple, list):
+        return {"kind": "tuple" if spec.type is tuple else "list", "items": kids}
+    if spec.type is dict:
+        return {"kind": "dict", "keys": list(spec.context), "items": kids}
+    if spec.type is type(None):
+        return {"kind": "const", "value": None}
+    # namedtuples and other containers: plain tuples of their leaves
+    return {"kind": "tuple", "items": kids}
+
+
+class _Importer:
+    def __init__(self, name: str):
+        self.g = Graph(name)
+        self.values: dict[torch.fx.Node, object] = {}
+        self.unsupported: dict[str, list[str]] = {}
+
+    def constant(self, name: str, tensor) -> Value:
+        return self.g.add_constant(name, _numpy(tensor))
+
+    def call(self, node: torch.fx.Node) -> None:
+        import operator
+        if not node.users:  # dead (the graph is functional): as torch's empty() placeholders of unused outputs
+            return
+        if node.target is operator.getitem:
+            base = self.values[node.args[0]]
+            self.values[node] = base[node.args[1]] if isinstance(base, (list, tuple)) else base
+            return
+        name = _op_name(node.target)
+        if name is not None and name.split(".")[0] in _SKIP:
+            return
+        self.values[node] = _UNSUPPORTED
+        if any(self.values.get(a) is _UNSUPPORTED for a in node.all_input_nodes):
+            return  # its operand is unsupported, and reported
+        opdef = ops.REGISTRY.get(name) if name is not None else None
+        if opdef is None or opdef.family == "internal":
+            label = f"aten.{name}" if name is not None else str(node.target)
+            self.unsupported.setdefault(label, []).append(self._where(node))
+            return
+        schema = node.target._schema
+        bound = self._bind(node, schema)
+        inputs, input_names, attrs = [], [], {}
+        for arg in schema.arguments:
+            value = bound[arg.name]
+            if _is_tensor_type(arg.type):
+                if isinstance(value, (list, tuple)):  # Tensor[] (cat's tensors)
+                    for k, v in enumerate(value):
+                        inputs.append(self._value(v))
+                        input_names.append(f"{arg.name}.{k}")
+                    continue
+                if isinstance(value, torch.fx.Node):
+                    inputs.append(self._value(value))
+                else:
+                    inputs.append(None)
+                    if value is not None:
+                        attrs[arg.name] = _attr(value)
+                input_names.append(arg.name)
+            else:
+                attrs[arg.name] = _attr(value)
+        source = user_line(node)
+        vals = node.meta.get("val")
+        flat = list(vals) if isinstance(vals, (list, tuple)) else [vals]
+        try:
+            probe = self.g.make_node(name, inputs, attrs, [], name=node.name, source=source,
+                                     input_names=tuple(input_names))
+            types = opdef.infer(probe)
+        except UsageError as e:
+            raise UsageError(f"{e} (node {node.name}{' at ' + source if source else ''})") from None
+        for t, v in zip(types, flat):
+            if isinstance(v, torch.Tensor):
+                theirs = TensorType(tuple(int(s) for s in v.shape), dtype_name(v.dtype))
+                if theirs != t:
+                    raise UsageError(f"aten.{name} (node {node.name}{' at ' + source if source else ''}): tensorlang "
+                                     f"infers {t} where torch gives {theirs}; this op's arguments are not supported")
+        if opdef.kind == "creation":
+            made = self.g.make_node(name, inputs, attrs, types, name=node.name)
+            consts = opdef.evaluate(made, [None] * len(inputs))
+            outs = [self.g.add_constant(node.name, np.asarray(c)) for c in consts]
+        else:
+            n = self.g.add_node(name, inputs, attrs, types, name=node.name, source=source,
+                                input_names=tuple(input_names))
+            outs = n.outputs
+        self.values[node] = outs[0] if len(outs) == 1 and not isinstance(vals, (list, tuple)) else outs
+
+    def _value(self, node) -> Value:
+        v = self.values.get(node)
+        if not isinstance(v, Value):
+            raise UsageError(f"node {node} is used as a tensor but is not one tensorlang supports")
+        return v
+
+    @staticmethod
+    def _bind(node, schema) -> dict:
+        bound: dict = {}
+        args = list(node.args)
+        for i, arg in enumerate(schema.arguments):
+            if i < len(args) and not arg.kwarg_only:
+                bound[arg.name] = args[i]
+            elif arg.name in node.kwargs:
+                bound[arg.name] = node.kwargs[arg.name]
+            elif arg.has_default_value():
+                bound[arg.name] = arg.default_value
+            else:
+                bound[arg.name] = None
+        return bound
+
+    @staticmethod
+    def _where(node) -> str:
+        line = user_line(node)
+        return f"node {node.name}" + (f" at {line}" if line else "")
+
+    def check_supported(self) -> None:
+        if not self.unsupported:
+            return
+        parts = []
+        for op, places in self.unsupported.items():
+            more = f" (and {len(places) - 2} more)" if len(places) > 2 else ""
+            parts.append(f"{op} ({'; '.join(places[:2])}{more})")
+        raise UsageError(f"unsupported op{'s' if len(parts) > 1 else ''}: {'; '.join(parts)}. Supported ops: "
+                         f"{', '.join(ops.supported())}")
+
+
+def graph_from_exported(ep, name: str = "model", decompose: bool = True) -> Graph:
+    """The tensorlang graph of an ExportedProgram (decomposed to core ATen first unless `decompose` is False).
+
+    Example::
+
+        ep = torch.export.export(net.eval(), (x,))
+        g = graph_from_exported(ep)      # print(g): one line per node with shapes
+    """
+    from torch.export.graph_signature import InputKind, OutputKind
+    if decompose:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ep = ep.run_decompositions()
+    sig = ep.graph_signature
+    imp = _Importer(name)
+    specs = {s.arg.name: s for s in sig.input_specs}
+    leaf_kinds = []
+    for node in ep.graph.nodes:
+        if node.op != "placeholder":
+            continue
+        spec = specs.get(node.name)
+        if spec is None:
+            raise UsageError(f"input {node.name} is not described by the exported program's signature")
+        if spec.kind == InputKind.USER_INPUT:
+            val = node.meta.get("val")
+            if isinstance(val, torch.Tensor):
+                v = imp.g.add_input(node.name, TensorType(tuple(int(s) for s in val.shape), dtype_name(val.dtype)))
+                imp.values[node] = v
+                leaf_kinds.append({"kind": "leaf"})
+            else:
+                value = getattr(spec.arg, "value", val)
+                imp.values[node] = value
+                leaf_kinds.append({"kind": "const", "value": value if isinstance(value, (int, float, bool, str,
+                                                                                         type(None))) else None})
+        elif spec.kind in (InputKind.PARAMETER, InputKind.BUFFER):
+            t = ep.state_dict[spec.target] if spec.target in ep.state_dict else ep.constants[spec.target]
+            imp.values[node] = imp.constant(spec.target, t)
+        elif spec.kind == InputKind.CONSTANT_TENSOR:
+            imp.values[node] = imp.constant(spec.target, ep.constants[spec.target])
+        else:
+            raise UsageError(f"input {node.name} of kind {spec.kind.name} is not supported")
+    for node in ep.graph.nodes:
+        if node.op == "call_function":
+            imp.call(node)
+        elif node.op == "output":
+            out_args = node.args[0]
+    imp.check_supported()
+    outs = []
+    for spec, arg in zip(sig.output_specs, out_args):
+        if spec.kind != OutputKind.USER_OUTPUT:
+            raise UsageError(f"the model changes its buffer {spec.target} as it runs ({spec.kind.name}); "
+                             "export it in eval mode (model.eval()) and without in-place updates of buffers")
+        v = imp.values.get(arg) if isinstance(arg, torch.fx.Node) else None
+        if not isinstance(v, Value):
+            raise UsageError(f"output {arg} is not a tensor tensorlang computes")
+        outs.append(v)
+    imp.g.outputs = outs
+    if ep.call_spec.in_spec is not None:
+        imp.g.input_spec = {**_tree_spec(ep.call_spec.in_spec, leaf_kinds), "call": True}  # (args, kwargs)
+    imp.g.output_spec = _tree_spec(ep.call_spec.out_spec, [{"kind": "leaf"}] * len(outs)) \
+        if ep.call_spec.out_spec is not None else None
+    return imp.g
+
+
+def export_program(module, example_inputs, example_kwargs=None):
+    """torch.export.export of `module` in eval mode on `example_inputs` (a tuple), with errors as UsageError.
+
+    Example::
+
+        ep = export_program(net, (torch.randn(1, 3, 224, 224),))
+    """
+    if not isinstance(module, torch.nn.Module):
+        raise UsageError(f"from_torch takes a torch.nn.Module, not {type(module).__name__}")
+    if not isinstance(example_inputs, tuple):
+        example_inputs = (example_inputs,)
+    training = module.training
+    if training:
+        warnings.warn("from_torch: the module is in training mode; compiling it as in eval mode (dropout off, batch "
+                      "norm with its running statistics)", stacklevel=3)
+        module.eval()
+    try:
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return torch.export.export(module, example_inputs, example_kwargs)
+    except Exception as e:  # torch's own errors: say where they come from
+        raise UsageError(f"torch.export could not export the module: {type(e).__name__}: "
+                         f"{str(e).strip().splitlines()[0] if str(e).strip() else ''}") from e
+    finally:
+        module.train(training)
+
+
+def from_torch(module, example_inputs, example_kwargs=None, **options):
+    """Compile a torch.nn.Module for `example_inputs` (their shapes and dtypes are fixed): torch.export, core
+    ATen, the graph passes, kernels. Returns a `tl.Model`; `options` go to `tensorlang.graph.compile_graph`.
+
+    Example::
+
+        m = tl.from_torch(net.eval(), (torch.randn(1, 1, 28, 28),))
+        probs = m(np.random.rand(1, 1, 28, 28).astype(np.float32))
+    """
+    ep = export_program(module, example_inputs, example_kwargs)
+    return from_exported(ep, name=options.pop("name", type(module).__name__), **options)
+
+
+def from_exported(ep, name: str = "model", **options):
+    """Compile a torch.export ExportedProgram (as `torch.export.export` or `torch.export.load` give it) into a
+    `tl.Model`.
+
+    Example::
+
+        m = tl.from_exported(torch.export.load("net.pt2"))
+    """
+    from ..graph import compile_graph
+    if not isinstance(ep, torch.export.ExportedProgram):
+        raise UsageError(f"from_exported takes a torch.export.ExportedProgram, not {type(ep).__name__}")
+    return compile_graph(graph_from_exported(ep, name=name), **options)
+
+
+def load_pt2(path) -> "torch.export.ExportedProgram":
+    """Read a `.pt2` file written by `torch.export.save`, or UsageError naming the file.
+
+    Example::
+
+        ep = load_pt2("net.pt2")
+    """
+    import logging
+    import zipfile
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise UsageError(f"{path}: no such file")
+    if not zipfile.is_zipfile(path):
+        raise UsageError(f"{path} is not a model saved by torch.export.save (not a zip archive)")
+    logger = logging.getLogger("torch.export")
+    level = logger.level
+    try:
+        logger.setLevel(logging.CRITICAL)  # torch logs its own traceback before raising
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return torch.export.load(path)
+    except Exception as e:
+        raise UsageError(f"{path} is not a model saved by torch.export.save ({type(e).__name__}: "
+                         f"{str(e).strip().splitlines()[0] if str(e).strip() else 'unreadable'})") from None
+    finally:
+        logger.setLevel(level)
+
+
+def model_from_pt2(path, **options):
+    """A `tl.Model` compiled from a `.pt2` file (see `load_pt2`), named after the file.
+
+    Example::
+
+        m = model_from_pt2("net.pt2", print_passes=True)
+    """
+    name = re.sub(r"\W", "_", os.path.splitext(os.path.basename(os.fspath(path)))[0]) or "model"
+    return from_exported(load_pt2(path), name=options.pop("name", name), **options)
+
+
+def graph_from_fx(gm, example_inputs, name: str = "compiled", frozen=(), decompose: bool = True):
+    """A graph from a torch.compile FX graph, traced to core ATen with torch's decompositions (functionalised);
+    returns (graph, the positions of the example inputs that are its inputs, the outputs' torch TreeSpec).
+    Positions listed in `frozen` (parameters) become constants holding the example inputs' values. `gm` is a
+    GraphModule or any function of tensors; `decompose=False` keeps the ATen ops it calls as they are.
+
+    Example::
+
+        g, positions, out_spec = graph_from_fx(gm, example_inputs)
+    """
+    from torch._decomp import core_aten_decompositions
+    from torch.fx.experimental.proxy_tensor import make_fx
+    table = core_aten_decompositions() if decompose else {}
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")
+        traced = make_fx(torch.func.functionalize(gm, remove="mutations"),
+                         decomposition_table=table, tracing_mode="real")(*example_inputs)
+    imp = _Importer(name)
+    placeholders = [n for n in traced.graph.nodes if n.op == "placeholder"]
+    leaves = []
+    for k, (node, x) in enumerate(zip(placeholders, example_inputs)):
+        if not isinstance(x, torch.Tensor):
+            imp.values[node] = x
+            continue
+        if k in frozen:
+            imp.values[node] = imp.constant(node.name, x)
+            continue
+        imp.values[node] = imp.g.add_input(node.name, TensorType(tuple(x.shape), dtype_name(x.dtype)))
+        leaves.append(k)
+    out_args = None
+    for node in traced.graph.nodes:
+        if node.op == "call_function":
+            imp.call(node)
+        elif node.op == "get_attr":
+            imp.values[node] = imp.constant(node.target, getattr(traced, node.target))
+        elif node.op == "output":
+            out_args = node.args[0]
+    imp.check_supported()
+    flat, spec = pytree.tree_flatten(out_args)
+    outs = []
+    for a in flat:
+        v = imp.values.get(a) if isinstance(a, torch.fx.Node) else None
+        if not isinstance(v, Value):
+            raise UsageError(f"output {a} is not a tensor tensorlang computes")
+        outs.append(v)
+    imp.g.outputs = outs
+    imp.g.input_spec = {"kind": "list", "items": [{"kind": "leaf"} for _ in leaves]}
+    imp.g.output_spec = _tree_spec(spec, [{"kind": "leaf"}] * len(outs))
+    return imp.g, leaves, spec
+
+
+def dynamo_backend(gm: torch.fx.GraphModule, example_inputs):
+    """The `torch.compile(model, backend="tensorlang")` backend (registered through the `torch_dynamo_backends`
+    entry point): compiles each graph torch.compile captures into a `tl.Model` and runs it on numpy views of the
+    tensors. Parameters and buffers are frozen at compile time (as inductor's freezing), so that batch norms fold
+    into convolutions: one changed in place after that triggers a new compile. Graph breaks stay torch's business.
+
+    Example::
+
+        fast = torch.compile(net.eval(), backend="tensorlang")
+        y = fast(x)
+    """
+    from ..graph import compile_graph
+    names = [n.name for n in gm.graph.nodes if n.op == "placeholder"] if hasattr(gm, "graph") else []
+    frozen = tuple(k for k, x in enumerate(example_inputs) if isinstance(x, torch.nn.Parameter) or
+                   (k < len(names) and "_buffers_" in names[k]))  # parameters and buffers (BN statistics)
+    versions = {k: example_inputs[k]._version for k in frozen}
+
+    def compile_now(inputs):
+        graph, positions, spec = graph_from_fx(gm, inputs, frozen=frozen)
+        return compile_graph(graph), positions, spec
+    state = [compile_now(list(example_inputs))]
+
+    def run(*args):
+        if any(args[k]._version != v for k, v in versions.items()):  # weights changed in place: compile again
+            versions.update({k: args[k]._version for k in frozen})
+            state[0] = compile_now(list(args))
+        model, positions, spec = state[0]
+        outs = model.run_flat([args[k].detach().contiguous().numpy() for k in positions])
+        return pytree.tree_unflatten([torch.from_numpy(o) for o in outs], spec)
+    return run

@@ -1,0 +1,225 @@
+"""Compiling the programs of a model's nodes, with a disk cache of their machine code.
+
+`compile_program(text)` is the one place where the graph compiler turns a node's program into machine code. A
+program the cache has not seen goes through `tl.build(op)`, which chooses its schedule (a tuned record of the
+tuning database, else the hand schedule of a built-in workload, else the auto-scheduler's pick, else the naive
+loop nest) and says which in `kernel.schedule_source`; its object code then goes to the cache folder
+(``$XDG_CACHE_HOME/tensorlang/kernels`` or ``~/.cache/tensorlang/kernels``; ``TENSORLANG_KERNEL_CACHE`` names
+another folder, or ``off``), keyed by the program text, the target CPU, the tensorlang and llvmlite versions, a hash
+of the compiler's own code and the tuning database's size and time (a tuning run that adds records makes every
+kernel build again once, so that a tuned schedule is never hidden behind a cached one). A program it has seen loads
+its object file (milliseconds instead of LLVM's optimisation and code generation).
+
+>>> import numpy as np
+>>> k = compile_program("def twice(X: f32[3]) -> Y:\\n    Y[i] = X[i] * 2.0\\n")
+>>> x, y = np.arange(3, dtype=np.float32), np.empty(3, np.float32)
+>>> k.call(x.ctypes.data, y.ctypes.data); y.tolist()
+[0.0, 2.0, 4.0]
+"""
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import json
+import os
+import pathlib
+import threading
+import time
+from dataclasses import dataclass, field
+
+from ..errors import UsageError
+
+CACHE_FORMAT = 1
+_memory: dict[str, "CompiledKernel"] = {}
+_lock = threading.Lock()
+
+
+@dataclass
+class CompiledKernel:
+    """A node's program as machine code: `call(*addresses)` runs it on raw buffer addresses (inputs, then
+    outputs); `schedule_source` says where its schedule came from; `cached` whether it came from the disk cache."""
+
+    name: str
+    text: str
+    n_args: int
+    fn: object
+    schedule_source: str
+    schedule_json: str
+    compile_seconds: float
+    cached: bool
+    keep: object = field(default=None, repr=False)  # the engine or Kernel that owns the machine code
+
+    def call(self, *addresses: int) -> None:
+        """Run the kernel on buffer addresses; MemoryError if it could not allocate its temporaries."""
+        if self.fn(*addresses) != 0:
+            raise MemoryError(f"{self.name}: the kernel could not allocate its temporary buffers")
+
+
+def cache_dir() -> pathlib.Path | None:
+    """The kernel cache folder, or None when ``TENSORLANG_KERNEL_CACHE=off``.
+
+    >>> cache_dir() is None or cache_dir().name in ("kernels",) or "TENSORLANG_KERNEL_CACHE" in os.environ
+    True
+    """
+    env = os.environ.get("TENSORLANG_KERNEL_CACHE", "").strip()
+    if env.lower() in ("off", "0", "none", "no"):
+        return None
+    if env:
+        if not os.path.isabs(env):
+            raise UsageError(f"TENSORLANG_KERNEL_CACHE={env!r} must be an absolute path, or 'off'")
+        return pathlib.Path(env)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = pathlib.Path(xdg) if xdg and os.path.isabs(xdg) else pathlib.Path.home() / ".cache"
+    return base / "tensorlang" / "kernels"
+
+
+def clear_kernel_cache() -> int:
+    """Delete the kernel cache's files (and forget the kernels this process loaded); returns how many files.
+
+    Example::
+
+        clear_kernel_cache()    # 42
+    """
+    with _lock:
+        _memory.clear()
+    folder = cache_dir()
+    if folder is None or not folder.is_dir():
+        return 0
+    count = 0
+    for p in folder.iterdir():
+        if p.suffix in (".o", ".json"):
+            try:
+                p.unlink()
+                count += 1
+            except OSError:
+                pass
+    return count
+
+
+@functools.lru_cache(maxsize=1)
+def code_fingerprint() -> str:
+    """A hash of the compiler's own code (the core modules of tensorlang/ and its C runtime): machine code cached
+    by another version of the compiler is not reused.
+
+    >>> len(code_fingerprint())
+    16
+    """
+    root = pathlib.Path(__file__).resolve().parent.parent
+    h = hashlib.sha256()
+    for p in sorted([*root.glob("*.py"), *root.glob("csrc/*")]):
+        h.update(p.name.encode())
+        h.update(p.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def database_fingerprint() -> str:
+    """The tuning database's path, size and modification time (`TENSORLANG_DB`, else the cache folder's): `tl.build`
+    prefers a tuned record, so a database that changed may change a kernel's schedule.
+
+    >>> isinstance(database_fingerprint(), str)
+    True
+    """
+    path = os.environ.get("TENSORLANG_DB", "").strip()
+    if not path:
+        xdg = os.environ.get("XDG_CACHE_HOME")
+        base = pathlib.Path(xdg) if xdg and os.path.isabs(xdg) else pathlib.Path.home() / ".cache"
+        path = str(base / "tensorlang" / "tuning.db")
+    try:
+        st = os.stat(path)
+    except OSError:
+        return f"{path}:none"
+    return f"{path}:{st.st_size}:{st.st_mtime_ns}"
+
+
+def _key(text: str, target) -> str:
+    import llvmlite
+
+    import tensorlang
+    blob = "\0".join((str(CACHE_FORMAT), tensorlang.__version__, llvmlite.__version__, code_fingerprint(),
+                       database_fingerprint(), target.key, text))
+    return hashlib.sha256(blob.encode()).hexdigest()[:32]
+
+
+def _function(address: int, n_args: int):
+    return ctypes.CFUNCTYPE(ctypes.c_int32, *([ctypes.c_void_p] * n_args))(address)
+
+
+def _load(folder: pathlib.Path, key: str, text: str, target) -> CompiledKernel | None:
+    from ..target import load_object
+    meta_path, obj_path = folder / f"{key}.json", folder / f"{key}.o"
+    try:
+        meta = json.loads(meta_path.read_text())
+        data = obj_path.read_bytes()
+        if meta.get("text") != text or meta.get("format") != CACHE_FORMAT or \
+                meta.get("sha256") != hashlib.sha256(data).hexdigest():
+            return None  # not this program's, or damaged (LLVM would crash on a damaged object file)
+    except (OSError, ValueError):
+        return None
+    t0 = time.perf_counter()
+    try:
+        engine = load_object(data, target)
+        address = engine.get_function_address(meta["name"])
+    except Exception:  # an object file LLVM refuses: compile again (and overwrite it)
+        return None
+    if not address:
+        return None
+    return CompiledKernel(meta["name"], text, meta["n_args"], _function(address, meta["n_args"]),
+                          meta["schedule_source"], meta["schedule"], time.perf_counter() - t0, True, engine)
+
+
+def _store(folder: pathlib.Path, key: str, kernel: CompiledKernel, obj: bytes) -> None:
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        for suffix, data in ((".o", obj), (".json", json.dumps({
+                "format": CACHE_FORMAT, "name": kernel.name, "n_args": kernel.n_args, "text": kernel.text,
+                "sha256": hashlib.sha256(obj).hexdigest(),
+                "schedule_source": kernel.schedule_source, "schedule": kernel.schedule_json}).encode())):
+            tmp = folder / f"{key}{suffix}.tmp{os.getpid()}.{threading.get_ident()}"
+            tmp.write_bytes(data)
+            os.replace(tmp, folder / f"{key}{suffix}")
+    except OSError:
+        pass  # a read-only or full cache folder costs the next compile time, nothing else
+
+
+def build_kernel(text: str):
+    """The `tl.build` kernel of a program (the schedule `tl.build` chooses) and the source of its schedule.
+
+    >>> k, source = build_kernel("def f(X: f32[2]) -> Y:\\n    Y[i] = X[i]\\n")
+    >>> source in ("tuned", "hand", "auto", "naive")
+    True
+    """
+    import tensorlang as tl
+    kernel = tl.build(tl.op(text))
+    return kernel, getattr(kernel, "schedule_source", "naive")
+
+
+def compile_program(text: str) -> CompiledKernel:
+    """Machine code for a program with all its sizes given (the graph compiler writes shapes as numbers),
+    from this process's kernels, the disk cache, or `tl.build`.
+
+    >>> compile_program("def f(X: f32[2]) -> Y:\\n    Y[i] = X[i]\\n").n_args
+    2
+    """
+    from ..target import _lock as llvm_lock
+    from ..target import host_target, target_machine
+    with _lock:
+        hit = _memory.get(text)
+    if hit is not None:
+        return hit
+    target = host_target()
+    key = _key(text, target)
+    folder = cache_dir()
+    compiled = _load(folder, key, text, target) if folder is not None else None
+    if compiled is None:
+        t0 = time.perf_counter()
+        kernel, source = build_kernel(text)
+        n_args = len(kernel.func.params)
+        compiled = CompiledKernel(kernel.func.name, text, n_args, kernel._fn, source, kernel.schedule.to_json(),
+                                  time.perf_counter() - t0, False, kernel)
+        if folder is not None:
+            with llvm_lock:
+                obj = target_machine(target).emit_object(kernel._module)
+            _store(folder, key, compiled, obj)
+    with _lock:
+        return _memory.setdefault(text, compiled)

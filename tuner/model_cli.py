@@ -1,0 +1,340 @@
+"""The model commands of the `tensorlang` command line: compile, bench-model and show-model.
+
+    tensorlang compile MODEL.pt2 -o DIR [--format tlm|so|c] [--print-passes] [--skip-pass layout,...]
+    tensorlang bench-model MODEL.pt2 [--threads N] [--rounds 10]
+    tensorlang show-model MODEL.pt2|MODEL.tlm [--source NODE] [--profile] [--print-passes]
+
+MODEL.pt2 is a file written by `torch.export.save`; show-model and bench-model also take a model saved by
+`model.save` (MODEL.tlm), which needs no torch.
+
+Example::
+
+    tensorlang compile mnist.pt2 -o out --format so
+"""
+from __future__ import annotations
+
+import os
+import re
+import statistics
+import sys
+import time
+
+import numpy as np
+
+FORMATS = ("tlm", "so", "c")
+
+
+def add_parsers(sub, common) -> None:
+    """Add the model commands to the `tensorlang` parser's subcommands (`common` adds --json).
+
+    Example::
+
+        add_parsers(subparsers, common)
+    """
+    c = sub.add_parser("compile", help="compile a PyTorch model (.pt2 from torch.export.save): a saved model (tlm), "
+                                       "a shared library (so) or C source (c)")
+    common(c, sizes=False)
+    c.add_argument("model", metavar="MODEL.pt2", help="a model written by torch.export.save")
+    c.add_argument("-o", "--output", required=True, metavar="DIR", help="directory to write the files in")
+    c.add_argument("--format", default="tlm", help="tlm (a saved model for tl.load_model, default), so (one shared "
+                                                  "library, weights embedded) or c (C source and a weights file)")
+    _pass_flags(c)
+    c.add_argument("--name", help="the model's C name (default: the file's name)")
+    b = sub.add_parser("bench-model", help="time a model: tensorlang against torch eager, torch.compile (inductor) "
+                                           "and onnxruntime, in alternating rounds")
+    common(b, sizes=False)
+    b.add_argument("model", metavar="MODEL.pt2", help="a model written by torch.export.save (or a saved .tlm)")
+    b.add_argument("--threads", type=int, help="threads for every contender (default: all CPUs)")
+    b.add_argument("--rounds", type=int, default=10, help="rounds, each timing every contender once (default 10)")
+    b.add_argument("--min-time", type=float, default=0.05, help="seconds per contender per round (default 0.05)")
+    _pass_flags(b)
+    s = sub.add_parser("show-model", help="print a model's optimised graph, its kernels and its memory plan")
+    common(s, sizes=False)
+    s.add_argument("model", metavar="MODEL", help="a .pt2 file (torch.export.save) or a saved model (.tlm)")
+    s.add_argument("--source", metavar="NODE", help="print the tensorlang program of the kernel computing NODE")
+    s.add_argument("--profile", action="store_true", help="time each kernel on random inputs (time share, GFLOPS)")
+    _pass_flags(s)
+
+
+def _pass_flags(p) -> None:
+    p.add_argument("--print-passes", action="store_true", help="print what each graph pass changed")
+    p.add_argument("--skip-pass", default="", metavar="NAME,...", help="graph passes to leave out (as layout)")
+
+
+def _skip(args) -> tuple[str, ...]:
+    from tensorlang.graph.passes import PASS_NAMES
+    from tuner.cli import CLIError
+    names = tuple(n for n in (x.strip() for x in args.skip_pass.split(",")) if n)
+    for n in names:
+        if n not in PASS_NAMES:
+            raise CLIError(f"--skip-pass: unknown pass {n!r}; passes: {', '.join(PASS_NAMES)}")
+    return names
+
+
+def load(args, *, allow_saved: bool = True):
+    """The model the command names: a .pt2 compiled now (with --skip-pass and --print-passes), or a saved model;
+    returns (model, seconds it took).
+
+    Example::
+
+        model, seconds = load(args)
+    """
+    from tuner.cli import CLIError
+    path = args.model
+    if not os.path.exists(path):
+        raise CLIError(f"{path}: no such file")
+    t0 = time.perf_counter()
+    if allow_saved and _is_saved(path):
+        import tensorlang as tl
+        return tl.load_model(path), time.perf_counter() - t0
+    try:
+        from tensorlang.frontend.torch_import import model_from_pt2
+    except ImportError:
+        raise CLIError(f"{path}: reading .pt2 files needs PyTorch (pip install 'tensorlang[torch]')") from None
+    model = model_from_pt2(path, skip=_skip(args), print_passes=args.print_passes or None, out=sys.stderr,
+                           name=getattr(args, "name", None) or _name(path))
+    return model, time.perf_counter() - t0
+
+
+def _is_saved(path: str) -> bool:
+    import zipfile
+    try:
+        with zipfile.ZipFile(path) as z:
+            return "graph.json" in z.namelist()
+    except (zipfile.BadZipFile, OSError):
+        return False
+
+
+def _name(path: str) -> str:
+    return re.sub(r"\W", "_", os.path.splitext(os.path.basename(path))[0]) or "model"
+
+
+def _describe(model) -> dict:
+    plan = model.plan
+    return {"model": model.graph.name, "nodes": sum(1 for _ in model.graph.all_nodes() if _.op != "fused"),
+            "kernels": len(model.steps), "distinct_kernels": len(model.tasks()),
+            "arena_bytes": plan.arena_bytes, "value_bytes": plan.value_bytes, "model_bytes": model.model_bytes,
+            "constant_bytes": model.graph.constant_bytes(),
+            "schedules": _count(s.kernel.schedule_source for s in model.steps)}
+
+
+def _count(items) -> dict:
+    out: dict = {}
+    for x in items:
+        out[x] = out.get(x, 0) + 1
+    return out
+
+
+def cmd_compile(args) -> dict:
+    """`tensorlang compile MODEL.pt2 -o DIR`: import, optimise, compile and write the model in the chosen format;
+    returns what it wrote.
+
+    Example::
+
+        tensorlang compile mnist.pt2 -o out --format c
+    """
+    from tensorlang.errors import BuildError
+    from tensorlang.export import check_name, output_directory
+    from tuner.cli import CLIError
+    if args.format not in FORMATS:
+        raise CLIError(f"--format: unknown format {args.format!r}; formats: tlm (saved model), so (shared library), "
+                       "c (C source)")
+    try:
+        if args.name is not None:
+            check_name(args.name)
+        output_directory(args.output, "-o")
+    except BuildError as e:
+        raise CLIError(str(e)) from None
+    model, seconds = load(args, allow_saved=False)
+    name = args.name or _name(args.model).lower()
+    if args.format == "tlm":
+        files = {"model": model.save(os.path.join(args.output, f"{name}.tlm"))}
+    else:
+        files = model.export(args.output, format=args.format, name=name)
+    result = {**_describe(model), "format": args.format, "compile_seconds": round(seconds, 3), "files": files,
+              "memory": model.plan.describe()}
+    if not args.json:
+        print(f"compiled {args.model} in {seconds:.2f} s: {result['nodes']} ops in {result['kernels']} kernels "
+              f"({result['distinct_kernels']} distinct; schedules {result['schedules']})")
+        print(f"memory: {model.plan.describe()}"
+              + (f"; the model's intermediate tensors take {model.model_bytes / 2**20:.1f} MiB"
+                 if model.model_bytes else ""))
+        for role, path in files.items():
+            print(f"  {role:8} {path}")
+        if args.format != "tlm":
+            from tensorlang.graph.export import build_command
+            print(f"build the example program: cd {args.output} && {build_command(name, args.format)}")
+    return result
+
+
+def cmd_show_model(args) -> dict:
+    """`tensorlang show-model MODEL`: the optimised graph, one line per node with shapes and fused groups; the
+    kernels with their schedules (and with --profile their time shares); --source NODE prints one kernel's
+    program.
+
+    Example::
+
+        tensorlang show-model mnist.pt2 --profile
+    """
+    model, seconds = load(args)
+    if args.source:
+        text = model.source(args.source)
+        if not args.json:
+            print(text, end="")
+        return {"node": args.source, "source": text}
+    inputs = None
+    if args.profile:
+        rng = np.random.default_rng(0)
+        inputs = [rng.standard_normal(v.shape).astype(v.type.numpy_dtype) for v in model.graph.inputs]
+    summary = model.summary_table(model.profile_flat(inputs) if inputs is not None else None)
+    if not args.json:
+        print(model.graph)
+        print()
+        print(summary)
+    return {**_describe(model), "graph": str(model.graph), "summary": summary, "seconds": round(seconds, 3)}
+
+
+def _time(fn, rounds: int, min_time: float, out: list) -> None:
+    fn()
+    calls, t0 = 0, time.perf_counter()
+    while True:
+        fn()
+        calls += 1
+        if time.perf_counter() - t0 >= min_time:
+            break
+    out.append((time.perf_counter() - t0) / calls)
+
+
+def _torch_contenders(ep, inputs, threads):
+    """(name, callable or error text) for torch eager, torch.compile (inductor) and onnxruntime."""
+    import torch
+    if threads:
+        torch.set_num_threads(threads)
+    tensors = [torch.from_numpy(a) for a in inputs]
+    module = ep.module()
+    out = []
+
+    def eager():
+        with torch.no_grad():
+            return module(*tensors)
+    out.append(("torch eager", eager))
+    try:
+        compiled = torch.compile(module)
+        with torch.no_grad():
+            compiled(*tensors)
+
+        def inductor():
+            with torch.no_grad():
+                return compiled(*tensors)
+        out.append(("torch.compile (inductor)", inductor))
+    except Exception as e:  # inductor needs a C++ toolchain and more; say why it did not run
+        out.append(("torch.compile (inductor)", f"failed here: {type(e).__name__}: {str(e).splitlines()[0][:160]}"))
+    try:
+        import onnxruntime  # noqa: F401
+    except ImportError:
+        out.append(("onnxruntime", "not installed"))
+    else:
+        out.append(("onnxruntime", _onnx(module, tensors, threads)))
+    return out
+
+
+def _onnx(module, tensors, threads):
+    import tempfile
+
+    import onnxruntime as ort
+    import torch
+    try:
+        path = os.path.join(tempfile.mkdtemp(prefix="tensorlang-onnx-"), "model.onnx")
+        torch.onnx.export(module, tuple(tensors), path)
+        opts = ort.SessionOptions()
+        if threads:
+            opts.intra_op_num_threads = threads
+        session = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
+        feed = {i.name: t.numpy() for i, t in zip(session.get_inputs(), tensors)}
+        return lambda: session.run(None, feed)
+    except Exception as e:
+        return f"failed here: {type(e).__name__}: {str(e).splitlines()[0][:160]}"
+
+
+def cmd_bench_model(args) -> dict:
+    """`tensorlang bench-model MODEL.pt2`: tensorlang against torch eager, torch.compile (inductor) and onnxruntime
+    (where installed) on the same random inputs, in alternating rounds (each contender once per round); medians,
+    spread (min-max of the rounds) and each one's largest difference from tensorlang's outputs.
+
+    Example::
+
+        tensorlang bench-model resnet18.pt2 --threads 2
+    """
+    from tensorlang.threadpool import MAX_THREADS
+    from tuner.cli import CLIError
+    if args.threads is not None and not 1 <= args.threads <= MAX_THREADS:
+        raise CLIError(f"--threads: must be from 1 to {MAX_THREADS}, got {args.threads}")
+    if args.rounds < 1:
+        raise CLIError(f"--rounds: must be >= 1, got {args.rounds}")
+    if not args.min_time >= 0 or args.min_time != args.min_time or args.min_time == float("inf"):
+        raise CLIError("--min-time: must be a finite number of seconds >= 0")
+    if args.threads:
+        os.environ["TENSORLANG_NUM_THREADS"] = str(args.threads)
+    model, seconds = load(args)
+    rng = np.random.default_rng(0)
+    inputs = [rng.standard_normal(v.shape).astype(v.type.numpy_dtype) for v in model.graph.inputs]
+    contenders = [("tensorlang", lambda: model.run_flat(inputs))]
+    notes = {}
+    if not _is_saved(args.model):
+        from tensorlang.frontend.torch_import import load_pt2
+        for name, fn in _torch_contenders(load_pt2(args.model), inputs, args.threads):
+            if callable(fn):
+                contenders.append((name, fn))
+            else:
+                notes[name] = fn
+    reference = model.run_flat(inputs)
+    times: dict[str, list] = {name: [] for name, _ in contenders}
+    for _ in range(args.rounds):
+        for name, fn in contenders:
+            _time(fn, args.rounds, args.min_time, times[name])
+    rows = []
+    base = statistics.median(times["tensorlang"])
+    for name, fn in contenders:
+        ts = times[name]
+        med = statistics.median(ts)
+        err = _max_error(fn(), reference) if name != "tensorlang" else 0.0
+        rows.append({"name": name, "median_s": med, "min_s": min(ts), "max_s": max(ts),
+                     "vs_tensorlang": med / base if base else None, "max_abs_diff": err})
+    result = {**_describe(model), "threads": args.threads, "rounds": args.rounds, "results": rows,
+              "not_run": notes, "compile_seconds": round(seconds, 3)}
+    if not args.json:
+        print(f"{model.graph.name}: {len(model.steps)} kernels, {args.rounds} rounds, threads "
+              f"{args.threads or 'all CPUs'}")
+        print(f"{'':28} {'median':>12} {'spread':>22} {'tensorlang is':>14} {'max |diff|':>11}")
+        for r in rows:
+            ratio = f"{r['vs_tensorlang']:.2f}x" if r["name"] != "tensorlang" else ""
+            print(f"{r['name']:28} {r['median_s'] * 1e3:9.3f} ms {r['min_s'] * 1e3:9.3f}-{r['max_s'] * 1e3:.3f} ms "
+                  f"{ratio:>14} {r['max_abs_diff']:11.2e}")
+        for name, why in notes.items():
+            print(f"{name:28} {why}")
+    return result
+
+
+def _max_error(got, reference) -> float:
+    import torch
+    flat = []
+
+    def walk(x):
+        if isinstance(x, (list, tuple)):
+            for y in x:
+                walk(y)
+        elif isinstance(x, dict):
+            for y in x.values():
+                walk(y)
+        elif isinstance(x, torch.Tensor):
+            flat.append(x.detach().numpy())
+        elif isinstance(x, np.ndarray):
+            flat.append(x)
+    walk(got)
+    if len(flat) != len(reference):
+        return float("nan")
+    return max((float(np.max(np.abs(a.astype(np.float64) - b))) for a, b in zip(flat, reference) if a.size),
+               default=0.0)
+
+
+COMMANDS = {"compile": cmd_compile, "bench-model": cmd_bench_model, "show-model": cmd_show_model}
