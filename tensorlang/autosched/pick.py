@@ -28,7 +28,7 @@ import itertools
 import math
 
 from .analysis import StageInfo
-from .space import vec_cost
+from .space import epilogue_producer
 from .template import y_side
 
 
@@ -36,49 +36,74 @@ def _round_up(x: int, m: int) -> int:
     return -(-x // m) * m
 
 
-def register_tile(st: StageInfo, vec: str, lanes: int, registers: int, reg_values: dict, vws: tuple) -> tuple:
-    """(vw, {var: rows}) for the register tile of a reduction with reuse: the vector width and up to two unrolled
-    spatial variables that maximise FMAs per load (vectors x rows over vectors + rows) times the share of useful
-    lanes and rows, within `registers` - 4 accumulators.
+def tile_efficiency(st: StageInfo, vec: str, w: int, rows: dict, lanes: int, packed: set = frozenset()) -> float:
+    """How close to the FMA peak the register tile of `w` elements of `vec` by `rows` ({var: unrolled extent})
+    can run, from counting one step of the innermost reduction: FMAs (vectors x rows) against loads (each read
+    that moves with `vec` loads one vector per row it depends on, a gather of `lanes` loads unless it is
+    contiguous or `packed`; every other read one broadcast per row it depends on), at two FMAs and two loads a
+    cycle; times the share of lanes and rows that do work, and at least eight independent accumulators to hide
+    the FMA's latency.
 
     >>> import tensorlang as tl
     >>> from tensorlang.autosched.analysis import analyze
     >>> st = analyze(tl.op("def mm(A: f32[M, K], B: f32[K, N]) -> C:\\n    C[i, j] += A[i, k] * B[k, j]"),
     ...              {"M": 1024, "N": 1024, "K": 1024}).stage("C")
-    >>> register_tile(st, "j", 16, 32, {"i": (1, 2, 4, 6, 7, 8)}, (16, 32, 48, 64))
+    >>> round(tile_efficiency(st, "j", 64, {"i": 6}, 16), 2), round(tile_efficiency(st, "j", 16, {}, 16), 2)
+    (1.0, 0.06)
+    """
+    E = st.extents[vec]
+    vecs = -(-w // lanes)
+    eff = E / (-(-E // w) * vecs * lanes)  # lanes that do work, over all lanes of every tile
+    for v, r in rows.items():
+        eff *= st.extents[v] / _round_up(st.extents[v], r)
+    n_rows = math.prod(rows.values()) if rows else 1
+    fmas = vecs * n_rows
+    loads = 0.0
+    for r in st.reads:
+        per = math.prod(n for v, n in rows.items() if v in r.vars)
+        stride = abs(r.strides.get(vec, 0))
+        if stride == 0:
+            loads += per  # a broadcast per row
+        elif stride == 1 or r.tensor in packed:
+            loads += per * vecs
+        else:
+            loads += per * vecs * lanes  # a gather
+    cycles = max(fmas / 2, loads / 2)
+    return eff * (fmas / 2) / cycles * min(1.0, fmas / 8)
+
+
+def register_tile(st: StageInfo, vec: str, lanes: int, registers: int, reg_values: dict, vws: tuple,
+                  packed: set = frozenset()) -> tuple:
+    """(vw, {var: rows}, efficiency) for the register tile of a reduction with reuse: the vector width and up to
+    two unrolled spatial variables with the best :func:`tile_efficiency` within `registers` - 4 accumulators
+    (ties: the most accumulators, whose loop overhead and write-back spread over more FMAs).
+
+    >>> import tensorlang as tl
+    >>> from tensorlang.autosched.analysis import analyze
+    >>> st = analyze(tl.op("def mm(A: f32[M, K], B: f32[K, N]) -> C:\\n    C[i, j] += A[i, k] * B[k, j]"),
+    ...              {"M": 1024, "N": 1024, "K": 1024}).stage("C")
+    >>> register_tile(st, "j", 16, 32, {"i": (1, 2, 4, 6, 7, 8)}, (16, 32, 48, 64))[:2]
     (64, {'i': 7})
     """
     budget = registers - 4
     others = [v for v in st.spatial if v != vec and st.extents[v] > 1 and v in reg_values]
     others.sort(key=lambda v: -st.extents[v])
-    others = others[:2]
     E = st.extents[vec]
-    best, best_score = (vws[0], {}), -1.0
+    best, best_key = (vws[0], {}, 0.0), None
     for vw in vws:
         w = min(vw, E)
         vecs = -(-w // lanes)
-        eff_v = E / (-(-E // w) * vecs * lanes)  # lanes that do work, over all lanes of every tile
-        for combo in itertools.product(*[reg_values[v] for v in others]):
-            rows = math.prod(combo) if combo else 1
-            if vecs * rows > budget:
-                continue
-            eff = eff_v
-            for v, r in zip(others, combo):
-                eff *= st.extents[v] / _round_up(st.extents[v], r)
-            score = eff * (vecs * rows) / (vecs + rows)
-            if score > best_score + 1e-9:
-                best_score, best = score, (vw, dict(zip(others, combo)))
+        for pair in itertools.combinations(others, min(2, len(others))) if others else [()]:
+            for combo in itertools.product(*[reg_values[v] for v in pair]):
+                n_rows = math.prod(combo) if combo else 1
+                if vecs * n_rows > budget:
+                    continue
+                rows = {v: r for v, r in zip(pair, combo) if r > 1}
+                e = tile_efficiency(st, vec, w, rows, lanes, packed)
+                key = (round(e, 2), vecs * n_rows, -vw)  # ties: the bigger tile (less overhead per FMA)
+                if best_key is None or key > best_key:
+                    best_key, best = key, (vw, rows, e)
     return best
-
-
-def _tile_score(st: StageInfo, vec: str, vw: int, rows: dict, lanes: int) -> float:
-    w = min(vw, st.extents[vec])
-    vecs = -(-w // lanes)
-    n = math.prod(rows.values()) if rows else 1
-    eff = st.extents[vec] / (-(-st.extents[vec] // w) * vecs * lanes)
-    for v, r in rows.items():
-        eff *= st.extents[v] / _round_up(st.extents[v], r)
-    return eff * vecs * n / (vecs + n)
 
 
 def _stage_defaults(space, st: StageInfo, cfg: dict) -> None:
@@ -87,16 +112,17 @@ def _stage_defaults(space, st: StageInfo, cfg: dict) -> None:
     knob = {k.name: k for k in role.knobs}
     vws = knob[f"{n}.vw"].values
     vec = role.vecs[0]
-    if st.kind == "reuse":  # the candidate whose best register tile does the most FMAs per load, usefully
+    packable_reads = {t for t in dict.fromkeys(r.tensor for r in st.reads) if f"{n}.pack.{t}" in knob}
+    if st.kind == "reuse":  # the candidate whose best register tile runs closest to the FMA peak
         reg_values = {v: knob[f"{n}.{v}.reg"].values for v in st.spatial if f"{n}.{v}.reg" in knob}
         scored = []
-        for v in role.vecs:
+        for i, v in enumerate(role.vecs):
             if v is None or v not in st.spatial:
                 continue
-            vw, rows = register_tile(st, v, L, space.registers, reg_values, vws)
-            scored.append((_tile_score(st, v, vw, rows, L) / vec_cost(st, v, L) ** 0.5, v))
+            e = register_tile(st, v, L, space.registers, reg_values, vws, packable_reads)[2]
+            scored.append((round(e, 2), -i, v))
         if scored:
-            vec = max(scored)[1]
+            vec = max(scored)[2]
     cfg[f"{n}.vec"] = vec
     for v in st.spatial:
         if f"{n}.{v}.reg" in knob:
@@ -108,7 +134,7 @@ def _stage_defaults(space, st: StageInfo, cfg: dict) -> None:
             cfg[f"{n}.{r}.block"] = st.extents[r]
     if st.kind == "reuse" and vec in st.spatial:
         reg_values = {v: knob[f"{n}.{v}.reg"].values for v in st.spatial if f"{n}.{v}.reg" in knob}
-        vw, rows = register_tile(st, vec, L, space.registers, reg_values, vws)
+        vw, rows, _ = register_tile(st, vec, L, space.registers, reg_values, vws, packable_reads)
         cfg[f"{n}.vw"] = vw
         for v, r in rows.items():
             cfg[f"{n}.{v}.reg"] = r
@@ -133,12 +159,13 @@ def _stage_defaults(space, st: StageInfo, cfg: dict) -> None:
             fits = [b for b in knob[f"{n}.{outer}.block"].values
                     if panel // st.extents[outer] * b <= space.l2 // 2]
             cfg[f"{n}.{outer}.block"] = max(fits) if fits else knob[f"{n}.{outer}.block"].values[0]
-        for t in dict.fromkeys(r.tensor for r in st.reads):
-            if f"{n}.pack.{t}" in knob:
-                reads = st.reads_of(t)
-                moves = any(r.strides.get(vec, 0) for r in reads)
-                along_reduction = any(any(abs(r.strides.get(x, 0)) == 1 for x in st.reduction) for r in reads)
-                cfg[f"{n}.pack.{t}"] = bool(moves or along_reduction)
+        for t in packable_reads:
+            reads = st.reads_of(t)
+            # a vector read that is not contiguous (a pack makes it so), a contiguous one (panels stream from
+            # L1), or broadcasts along a reduction whose rows lie far apart (A's rows in a matmul)
+            moves = any(r.strides.get(vec, 0) for r in reads)
+            along_reduction = any(any(abs(r.strides.get(x, 0)) == 1 for x in st.reduction) for r in reads)
+            cfg[f"{n}.pack.{t}"] = bool(moves or along_reduction)
         if f"{n}.ku" in knob:
             inner = st.extents[st.reduction[-1]]
             values = knob[f"{n}.ku"].values
@@ -187,13 +214,19 @@ def rule_config(space) -> dict:
     """
     cfg = {k.name: k.values[0] for k in space.knobs}
     info = space.info
+    producers = {epilogue_producer(info, st) for st in info.stages
+                 if "epilogue" in space.roles[st.name].placements}
     for st in info.stages:
         role = space.roles[st.name]
         if f"{st.name}.place" in cfg:
             if "epilogue" in role.placements:
                 cfg[f"{st.name}.place"] = "epilogue"
+            elif st.name in producers:
+                cfg[f"{st.name}.place"] = "root"  # its reader is computed in its write-back
             elif st.kind == "injective" and not st.expensive:
                 cfg[f"{st.name}.place"] = "inline"
+            elif st.kind == "injective" and windowed(info, st.name):
+                cfg[f"{st.name}.place"] = "root"  # a padded image: computed inside, its halo would be recomputed
             else:
                 cfg[f"{st.name}.place"] = "at"
         if f"{st.name}.vec" in cfg:
@@ -202,6 +235,23 @@ def rule_config(space) -> dict:
         if f"{st.name}.parallel" in cfg:
             cfg[f"{st.name}.parallel"] = _parallel_choices(space, st, cfg)[0]
     return _until_it_schedules(space, cfg)
+
+
+def windowed(info, name: str) -> bool:
+    """Whether some stage reads stage `name` through a window (an index that mixes variables, `y + r`), so that
+    neighbouring iterations of the reader need overlapping parts of it.
+
+    >>> import tensorlang as tl
+    >>> from tensorlang.autosched.analysis import analyze
+    >>> src = "def c(I: f32[N], W: f32[R]) -> O:\\n    P[y] = I[y - 1] where y in 0:N+2\\n    O[h] += P[h + r] * W[r]"
+    >>> windowed(analyze(tl.op(src), {"N": 8, "R": 3}), "P")
+    True
+    """
+    for st in info.stages:
+        for r in st.reads_of(name):
+            if any(len(terms) != 1 or terms[0][1] != 1 for terms, _ in r.dims):
+                return True
+    return False
 
 
 def _to_root(space, cfg: dict, name: str) -> dict:

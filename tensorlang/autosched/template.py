@@ -190,9 +190,9 @@ def plan_loops(st: StageInfo, cfg: TileConfig, lanes: int) -> LoopPlan:
     # or of the reduction is there, the outermost reduction gets a block loop of one iteration
     y_pack = any(any(r.strides.get(spatial_vec or "", 0) for r in st.reads_of(t)) or not spatial_vec
                  for t in cfg.pack)
-    no_y_block = not any(cfg.block.get(v, st.extents[v]) < st.extents[v] for v in st.spatial if v in ys)
+    no_y_block = not any("block" in per_var[v] for v in st.spatial if v in ys)
     no_r_block = not any(cfg.rblock.get(r, st.extents[r]) < st.extents[r] for r in red_order)
-    no_x_block = not any(cfg.block.get(v, st.extents[v]) < st.extents[v] for v in st.spatial if v not in ys)
+    no_x_block = not any("block" in per_var[v] for v in st.spatial if v not in ys)
     needs_loop = y_pack or (cfg.pack and no_x_block)
     one_iteration = red_order[0] if (needs_loop and no_y_block and no_r_block and red_order and not red_vec) \
         else None

@@ -107,7 +107,9 @@ def code_fingerprint() -> str:
     """
     root = pathlib.Path(__file__).resolve().parent.parent
     h = hashlib.sha256()
-    for p in sorted([*root.glob("*.py"), *root.glob("csrc/*")]):
+    # the whole compiler (the auto-scheduler's rules decide schedules too), and the hand schedules tl.build may take
+    hand = sorted((root.parent / "schedules").glob("*.py"))
+    for p in sorted([*root.rglob("*.py"), *root.glob("csrc/*")]) + hand:
         h.update(p.name.encode())
         h.update(p.read_bytes())
     return h.hexdigest()[:16]
@@ -132,12 +134,12 @@ def database_fingerprint() -> str:
     return f"{path}:{st.st_size}:{st.st_mtime_ns}"
 
 
-def _key(text: str, target) -> str:
+def _key(text: str, target, threads: int) -> str:
     import llvmlite
 
     import tensorlang
     blob = "\0".join((str(CACHE_FORMAT), tensorlang.__version__, llvmlite.__version__, code_fingerprint(),
-                       database_fingerprint(), target.key, text))
+                       database_fingerprint(), target.key, str(threads), text))
     return hashlib.sha256(blob.encode()).hexdigest()[:32]
 
 
@@ -203,12 +205,14 @@ def compile_program(text: str) -> CompiledKernel:
     """
     from ..target import _lock as llvm_lock
     from ..target import host_target, target_machine
+    from ..threadpool import num_threads
+    threads = num_threads()  # schedules (tuned or picked) are for a thread count
     with _lock:
-        hit = _memory.get(text)
+        hit = _memory.get((text, threads))
     if hit is not None:
         return hit
     target = host_target()
-    key = _key(text, target)
+    key = _key(text, target, threads)
     folder = cache_dir()
     compiled = _load(folder, key, text, target) if folder is not None else None
     if compiled is None:
@@ -222,4 +226,4 @@ def compile_program(text: str) -> CompiledKernel:
                 obj = target_machine(target).emit_object(kernel._module)
             _store(folder, key, compiled, obj)
     with _lock:
-        return _memory.setdefault(text, compiled)
+        return _memory.setdefault((text, threads), compiled)
