@@ -64,10 +64,10 @@ def tile_efficiency(st: StageInfo, vec: str, w: int, rows: dict, lanes: int, pac
         stride = abs(r.strides.get(vec, 0))
         if stride == 0:
             loads += per  # a broadcast per row
-        elif stride == 1 or r.tensor in packed:
-            loads += per * vecs
+        elif stride == 1 or (r.tensor in packed and r.plain_dim(vec) is not None):
+            loads += per * vecs  # contiguous, or made so by a pack that puts vec's dimension innermost
         else:
-            loads += per * vecs * lanes  # a gather
+            loads += per * vecs * lanes  # a gather (a strided window stays strided in any layout)
     cycles = max(fmas / 2, loads / 2)
     return eff * (fmas / 2) / cycles * min(1.0, fmas / 8)
 
@@ -169,7 +169,10 @@ def _stage_defaults(space, st: StageInfo, cfg: dict) -> None:
         if f"{n}.ku" in knob:
             inner = st.extents[st.reduction[-1]]
             values = knob[f"{n}.ku"].values
-            cfg[f"{n}.ku"] = inner if inner in values and inner <= 4 else max(v for v in values if v <= 4)
+            # a short loop unrolled whole; else the largest of 4 and 2 that divides it (a tail would put a guard
+            # in the hot loop)
+            cfg[f"{n}.ku"] = inner if inner in values and inner <= 8 else \
+                next((v for v in (4, 2) if v in values and inner % v == 0), 1)
     elif vec in st.reduction:
         cfg[f"{n}.vw"] = vws[-1]  # several vector accumulators hide the add's latency
     else:
@@ -181,10 +184,35 @@ PARALLEL_WORK = 1 << 16
 microseconds, which is more than such a stage takes."""
 
 
-def _parallel_choices(space, st: StageInfo, cfg: dict) -> list:
+def _balanced_parallel(space, st: StageInfo, cfg: dict) -> str:
+    """The parallel knob for stage `st` (and, where no loop of `cfg` splits evenly between the threads, a block
+    of some spatial variable, largest first, changed in `cfg` so that one does): every thread the same number of
+    iterations, or at least eight each."""
+    choices, balanced = _parallel_choices(space, st, cfg, with_balance=True)
+    if balanced or choices[0] == "none" or space.threads == 1:
+        return choices[0]
+    knob = {k.name: k for k in space.roles[st.name].knobs}
+    for v in sorted(st.spatial, key=lambda v: -st.extents[v]):
+        name = f"{st.name}.{v}.block"
+        if name not in knob:
+            continue
+        E = st.extents[v]
+        for B in sorted(knob[name].values, reverse=True):
+            n = -(-E // B)
+            if B >= E or (n % space.threads and n < 8 * space.threads):
+                continue
+            trial = {**cfg, name: B}
+            got, ok = _parallel_choices(space, st, trial, with_balance=True)
+            if ok:
+                cfg[name] = B
+                return got[0]
+    return choices[0]
+
+
+def _parallel_choices(space, st: StageInfo, cfg: dict, with_balance: bool = False):
     role = space.roles[st.name]
     if st.points * max(1, st.ops) < PARALLEL_WORK:
-        return ["none"]
+        return (["none"], True) if with_balance else ["none"]
     values = next(k.values for k in role.knobs if k.name == f"{st.name}.parallel")
     from .template import chunks, plan_loops
     good, ok = [], []
@@ -198,6 +226,8 @@ def _parallel_choices(space, st: StageInfo, cfg: dict) -> list:
         if c < space.threads:
             continue
         (good if c % space.threads == 0 or c >= 8 * space.threads else ok).append(p)
+    if with_balance:
+        return good + ok + ["none"], bool(good)
     return good + ok + ["none"]
 
 
@@ -233,7 +263,7 @@ def rule_config(space) -> dict:
             _stage_defaults(space, st, cfg)
     for st in info.stages:
         if f"{st.name}.parallel" in cfg:
-            cfg[f"{st.name}.parallel"] = _parallel_choices(space, st, cfg)[0]
+            cfg[f"{st.name}.parallel"] = _balanced_parallel(space, st, cfg)
     return _until_it_schedules(space, cfg)
 
 
@@ -261,7 +291,7 @@ def _to_root(space, cfg: dict, name: str) -> dict:
     if f"{name}.vec" in cfg:
         _stage_defaults(space, st, cfg)
         if f"{name}.parallel" in cfg:
-            cfg[f"{name}.parallel"] = _parallel_choices(space, st, cfg)[0]
+            cfg[f"{name}.parallel"] = _balanced_parallel(space, st, cfg)
     return cfg
 
 
