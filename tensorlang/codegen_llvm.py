@@ -653,8 +653,10 @@ class _Emitter:
             return b.mul(a, c, flags=flags)
         if op in ("min", "max"):
             return b.select(b.icmp_signed("<" if op == "min" else ">", a, c), a, c)
-        if op in ("/", "//", "%"):
-            if isinstance(c, ll.Constant) and not _is_vec(c) and c.constant > 0 and op != "/" and dtype == "i64":
+        if op == "/":  # the DSL refuses `/` of integers (it would truncate where numpy gives a float)
+            raise TypeError(f"codegen: `/` of {dtype} values (the DSL gives `/` a float type)")
+        if op in ("//", "%"):
+            if isinstance(c, ll.Constant) and not _is_vec(c) and c.constant > 0 and dtype == "i64":
                 # index arithmetic by a positive constant (fused and packed loops): no zero check needed
                 q, r = b.sdiv(a, c), b.srem(a, c)
                 fix = b.icmp_signed("<", r, zero)
@@ -668,12 +670,9 @@ class _Emitter:
             safe = b.select(b.or_(is_zero, minus_one), one, c)
             q = b.select(minus_one, b.sub(zero, a), b.sdiv(a, safe))
             r = b.srem(a, safe)
-            if op == "/":
-                out = q
-            else:
-                fix = b.and_(b.icmp_signed("!=", r, zero),
-                             b.xor(b.icmp_signed("<", r, zero), b.icmp_signed("<", safe, zero)))
-                out = b.select(fix, b.sub(q, one), q) if op == "//" else b.select(fix, b.add(r, safe), r)
+            fix = b.and_(b.icmp_signed("!=", r, zero),
+                         b.xor(b.icmp_signed("<", r, zero), b.icmp_signed("<", safe, zero)))
+            out = b.select(fix, b.sub(q, one), q) if op == "//" else b.select(fix, b.add(r, safe), r)
             return b.select(is_zero, zero, out)
         if op == "**":
             ft = ll.VectorType(F64, a.type.count) if _is_vec(a) else F64

@@ -750,11 +750,14 @@ class ValueLowering:
             if e.dtype == "bool":  # comparison: operands in their common dtype
                 odt = e.operand_dtype
                 return ir.Cmp(e.op, self(e.a, odt), self(e.b, odt))
+            if e.op == "/" and dt == "i32":  # the parser gives `/` a float dtype or refuses it
+                raise TypeError(f"internal error: `/` lowered as an i32 operation ({e.loc})")
             return ir.BinOp(e.op, self(e.a, dt), self(e.b, dt))
         if isinstance(e, Call):
             if e.fn in ("f32", "f64", "i32"):
                 a = e.args[0]
-                return _convert(self(a, a.dtype), e.fn)
+                # a weak float (`f64(0.1)`, `i32(i / 3)`) is a Python number: computed in double, then converted
+                return _convert(self(a, "f64" if a.weak and a.dtype == "f32" else a.dtype), e.fn)
             if e.fn == "select":
                 return ir.Select(self(e.args[0], "bool"), self(e.args[1], dt), self(e.args[2], dt))
             if e.fn in ("max", "min"):

@@ -165,9 +165,6 @@ def _scalar(node, pt, env, tensors, domain):
                 "sqrt": lambda: math.sqrt(x), "tanh": lambda: math.tanh(x)}[node.op]()
     if isinstance(node, progen.Bin):
         a, b = ev(node.a), ev(node.b)
-        if node.op == "/" and domain == "int":
-            q = abs(a) // abs(b)
-            return q if (a >= 0) == (b >= 0) else -q
         return {"+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b, "/": lambda: a / b,
                 "//": lambda: a // b, "%": lambda: a % b, "**": lambda: float(a) ** b,
                 "max": lambda: max(a, b), "min": lambda: min(a, b)}[node.op]()
@@ -432,12 +429,15 @@ def test_regression_elementwise_math():
     check_text(text, dict(N=6), dict(X=X, Y=Y), dict(O=exp.astype(np.float32)), 4)
 
 
-def test_regression_int32_c_division():
+def test_regression_int32_division():
+    # `/` of i32 values is an error (it used to truncate); floor division is `//`, truncation a cast of `/`'s float
     X = np.array([-7, -3, 0, 5, 9], np.int32)
     Y = np.array([1, -2, 3, 3, -4], np.int32)
-    text = "def d(X: i32[N], Y: i32[N]) -> (Q, T):\n    Q[i] = X[i] / (abs(Y[i]) + 1)\n    T += X[r] * Y[r]\n"
-    q = np.array([int(a / (abs(b) + 1)) for a, b in zip(X.tolist(), Y.tolist())], np.int32)
-    check_text(text, dict(N=5), dict(X=X, Y=Y), dict(Q=q, T=np.array(int(X @ Y), np.int32)))
+    text = ("def d(X: i32[N], Y: i32[N]) -> (Q, R, T):\n    Q[i] = X[i] // (abs(Y[i]) + 1)\n"
+            "    R[i] = i32(f64(X[i]) / f64(abs(Y[i]) + 1))\n    T += X[r] * Y[r]\n")
+    q = X // (np.abs(Y) + 1)
+    r = (X / (np.abs(Y) + 1)).astype(np.int32)
+    check_text(text, dict(N=5), dict(X=X, Y=Y), dict(Q=q, R=r, T=np.array(int(X @ Y), np.int32)))
 
 
 def test_regression_f64_and_casts():
