@@ -240,13 +240,34 @@ def test_load_refuses_what_is_not_a_tensorlang_library(tmp_path):
                 tl.load(path)
 
 
-def test_load_refuses_a_library_for_missing_cpu_features():
+def test_check_cpu_compares_the_features():
     host = tl.build(tl.op("def f(A: f32[N]) -> B:\n    B[i] = A[i]"), N=2).target
     meta = {"target": {"cpu": "futurecpu", "features": host.features + ",+avx9000"}}
     with pytest.raises(tl.BuildError, match=r"compiled for the CPU futurecpu, and this CPU .* lacks its features "
                                             r"avx9000; export it again"):
         ex.check_cpu(meta, "lib.so", host)
     ex.check_cpu({"target": {"cpu": "older", "features": "+sse2,-avx512f"}}, "lib.so", host)
+
+
+@needs_cc
+def test_load_refuses_a_library_for_missing_cpu_features(tmp_path, monkeypatch):
+    """Through tl.load itself (issue 18: a test of check_cpu alone stayed green with the check deleted from
+    tl.load): a library whose metadata says it was compiled for a feature this CPU lacks is refused, the same
+    library with this CPU's features loads."""
+    s = tl.schedule(tl.op("def scale(X: f32[N]) -> Y:\n    Y[i] = X[i] * 2.0"), N=8)
+    ok = ex.export(s, tmp_path / "ok", "so")["library"]
+    assert tl.load(ok)(np.ones(8, np.float32)).tolist() == [2.0] * 8
+    real = ex.metadata
+
+    def from_the_future(*args, **kwargs):
+        meta = real(*args, **kwargs)
+        meta["target"] = dict(meta["target"], cpu="futurecpu", features=meta["target"]["features"] + ",+avx9000")
+        return meta
+    monkeypatch.setattr(ex, "metadata", from_the_future)
+    lib = ex.export(s, tmp_path / "future", "so")["library"]
+    with pytest.raises(tl.BuildError, match=re.escape(f"load: {lib} was compiled for the CPU futurecpu, and this CPU")
+                       + r" .* lacks its features avx9000; export it again on this machine"):
+        tl.load(lib)
 
 
 @pytest.mark.parametrize("bad", ["9lives", "mat-mul", "", "int", "free", "tensorlang_x", "x" * 201])
