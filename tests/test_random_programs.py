@@ -9,6 +9,8 @@ Environment:
 
 * ``TENSORLANG_FUZZ_EXAMPLES`` -- number of examples (default 500).
 * ``TENSORLANG_FUZZ_RANDOM=1`` -- explore new random examples instead of the fixed (derandomized) CI set.
+* ``TENSORLANG_FUZZ_SLICE_SEED=N`` -- the seed of the fresh slice (``test_random_program_fresh_slice``: 2000
+  examples that CI adds to its fixed set, drawn from a seed derived from the commit; see ``fuzzenv.py``).
 
 Reproduce a failure by pasting the noted DSL text into ``check_text(text, sizes, seed)``.
 """
@@ -23,13 +25,16 @@ import random
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, event, given, note, reject, settings
+from hypothesis import seed as fixed_seed
 from hypothesis import strategies as st
 
+import fuzzenv
 import progen
 from oracle import assert_close
 
-FUZZ_EXAMPLES = int(os.environ.get("TENSORLANG_FUZZ_EXAMPLES", "500"))
-DERANDOMIZE = os.environ.get("TENSORLANG_FUZZ_RANDOM", "0") != "1"
+FUZZ_EXAMPLES = fuzzenv.count("TENSORLANG_FUZZ_EXAMPLES", 500)
+DERANDOMIZE = not fuzzenv.flag("TENSORLANG_FUZZ_RANDOM")
+SLICE_EXAMPLES = 2000  # the fresh slice (see fuzzenv.py): about 30 s of one core
 EPS32 = float(np.finfo(np.float32).eps)
 
 
@@ -117,16 +122,36 @@ def programs(draw):
 
 
 # ------------------------------------------------------------------------------------------ property test
-@settings(
-    max_examples=FUZZ_EXAMPLES,
+FUZZ_SETTINGS = dict(
     deadline=None,
-    derandomize=DERANDOMIZE,
-    database=None if DERANDOMIZE else settings.default.database,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
     print_blob=True,
 )
+
+
+@settings(
+    max_examples=FUZZ_EXAMPLES,
+    derandomize=DERANDOMIZE,
+    database=None if DERANDOMIZE else settings.default.database,
+    **FUZZ_SETTINGS,
+)
 @given(data=st.data())
 def test_random_program(data):
+    _random_program(data)
+
+
+# The fresh slice: new examples at every commit, the same ones for a given commit (the seed is in pytest's header
+# and in a failure's notes; TENSORLANG_FUZZ_SLICE_SEED=N reproduces it).
+@pytest.mark.slow
+@fixed_seed(fuzzenv.SLICE_SEED)
+@settings(max_examples=SLICE_EXAMPLES, derandomize=False, database=None, **FUZZ_SETTINGS)
+@given(data=st.data())
+def test_random_program_fresh_slice(data):
+    note(fuzzenv.SLICE_NOTE)
+    _random_program(data)
+
+
+def _random_program(data):
     prog = data.draw(programs(), label="program").prog
     seed = data.draw(st.integers(0, 2**32 - 1), label="input seed")
     note(describe(prog, seed))
