@@ -96,6 +96,14 @@ def test_no_compiler_falls_back_to_the_python_pool_and_says_why(tmp_path):
     assert "Python thread pool" in warning and "'/nonexistent/cc'" in warning and "TENSORLANG_THREAD_POOL" in warning
 
 
+@pytest.mark.skipif(shutil.which("false") is None, reason="needs the `false` program")
+def test_a_compiler_that_fails_falls_back_to_the_python_pool_and_says_so(tmp_path):
+    r = run_program(tmp_path, CC="false")
+    assert "backend python" in r.stdout
+    warning = next(line for line in r.stdout.splitlines() if line.startswith("warning"))
+    assert "the native pool could not be built: false failed" in warning, warning
+
+
 @pytest.mark.skipif(not HAVE_CC, reason="no C compiler: the native pool cannot be built")
 @pytest.mark.parametrize("spin", ["0", "1", "100000", ""])
 def test_spin_setting_any_value_gives_the_same_results(tmp_path, spin):
