@@ -341,6 +341,29 @@ def test_python_api_errors(tmp_path):
         ex.export("softmax", tmp_path)
     with pytest.raises(tl.BuildError, match="is a C keyword"):
         tl.build(s).export(tmp_path, name="while")
+    with pytest.raises(tl.BuildError, match="path: the output directory is an empty string"):
+        ex.export(s, "", "c")
+
+
+@pytest.mark.skipif(shutil.which("false") is None, reason="needs the `false` program")
+def test_a_link_that_fails_is_a_build_error_with_the_command(tmp_path):
+    s = hand(schedules.get("softmax"))
+    with pytest.raises(tl.BuildError, match=r"export: linking .*libsoftmax.so failed:\n  false .*-shared"):
+        ex.export(s, tmp_path, "so", cc="false")
+
+
+@needs_cc
+@pytest.mark.parametrize("change,message", [
+    ({"tensorlang_export": 999}, "metadata format 999, expected 1"),
+    ({"name": "not_there"}, "no function not_there"),
+])
+def test_load_refuses_a_library_with_metadata_of_another_format(tmp_path, monkeypatch, change, message):
+    real = ex.metadata
+    monkeypatch.setattr(ex, "metadata", lambda *a, **k: dict(real(*a, **k), **change))
+    lib = ex.export(tl.schedule(tl.op("def scale(X: f32[N]) -> Y:\n    Y[i] = X[i] * 2.0"), N=8), tmp_path)["library"]
+    with pytest.raises(tl.BuildError, match=re.escape(f"load: {lib} has unreadable tensorlang metadata ({message}); "
+                                                      "export it again with this tensorlang version")):
+        tl.load(lib)
 
 
 @needs_cc
