@@ -179,6 +179,15 @@ def test_division_of_integer_literals_sizes_and_indices_is_true_division():
     got = run1("def f(X: f64[N]) -> Y:\n    Y[i] = X[i] + f64(0.1) * 1000 + f64(i32(i / 3)) + f64(1 / 3)",
                np.zeros(7), N=7)
     np.testing.assert_array_equal(got, 0.1 * 1000 + np.arange(7) // 3 + 1 / 3)
+    # the same in vector code: an f32 loop with weak quotients compared and cast in double
+    op = tl.op("def f(X: f32[N]) -> Y:\n    Y[i] = select(i / 4 >= 1.5, X[i], 0.5) + f32(i / 3) + X[i] * (i / 7)")
+    s = tl.schedule(op, N=37)
+    s["Y"].split("i", 8)
+    s["Y"].vectorize("i_i")
+    x = np.random.default_rng(0).standard_normal(37).astype(np.float32)
+    i = np.arange(37)
+    want = np.where(i / 4 >= 1.5, x, np.float32(0.5)) + (i / 3).astype(np.float32) + x * (i / 7).astype(np.float32)
+    np.testing.assert_allclose(tl.build(s)(x), want, rtol=1e-6)
     # in an i32 program a weak quotient must be converted back, and then truncates toward zero as numpy's astype
     got = run1("def f(X: i32[N]) -> Y:\n    Y[i] = X[i] + i32((i - 3) / 2)", np.zeros(7, np.int32), N=7)
     np.testing.assert_array_equal(got, ((np.arange(7) - 3) / 2).astype(np.int32))
