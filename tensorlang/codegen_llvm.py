@@ -472,6 +472,15 @@ class _Emitter:
                                                [ll.VectorType(I1, w)]), [self.mask])
                 off = b.select(any_on, off, I64(0))
             return b.load(self.pointer(e.buffer, off), align=align, typ=t)
+        if stride == 0 and not _is_vec(cond) and self.mask is not None and _is_vec(self.mask):
+            # the same element for every lane, read under a guard that is the same for every lane too (a padded
+            # read): one scalar load, as above, not a gather of one address (a vector where a reduction into the
+            # element needs its scalar value)
+            w = self.mask.type.count
+            any_on = b.call(self.intrinsic("llvm.vector.reduce.or", I1, [ll.VectorType(I1, w)],
+                                           [ll.VectorType(I1, w)]), [self.mask])
+            safe = b.select(b.and_(cond, any_on), self.expr(flat), I64(0))
+            return b.select(cond, b.load(self.pointer(e.buffer, safe), align=align, typ=t), t(0))
         mask = self.mask
         if cond is not None:
             mask = cond if mask is None else b.and_(*self.match(mask, cond))
