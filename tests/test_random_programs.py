@@ -343,6 +343,10 @@ def test_generator_renders_and_reaches_features():
                     seen.add("0-d read")
             for n in stg.expr.walk():
                 seen.add(type(n).__name__ + ":" + str(getattr(n, "op", getattr(n, "dtype", ""))))
+                if isinstance(n, progen.Cast) and isinstance(n.x, progen.Bin) and n.x.op == "/":
+                    seen.add(f"{n.dtype}(... / ...)")  # true division converted back (in an i32 stage)
+                if isinstance(n, progen.Cast) and not n.x.typed:
+                    seen.add("cast of a weak value")
         if max(prog.env.values(), default=0) >= 16:
             seen.add("big size")
         if len(prog.outputs) == 2:
@@ -368,7 +372,7 @@ def test_generator_renders_and_reaches_features():
             "stages2", "stages3", "Un:exp", "Un:log", "Un:sqrt", "Un:tanh", "Un:abs", "Un:neg", "Bin:/",
             "Bin:max", "Bin:min", "Bin:**", "Bin://", "Bin:%", "Chain:", "Sel:", "Logic:and", "Logic:or",
             "Not:", "Cast:f32", "Cast:f64",
-            "Cast:i32", "Var:", "Size:", "negative where start", "big size"}
+            "Cast:i32", "Var:", "Size:", "negative where start", "big size", "i32(... / ...)", "cast of a weak value"}
     assert want <= seen, want - seen
 
 
