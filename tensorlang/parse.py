@@ -443,9 +443,7 @@ class _Parser:
                 if type(cop) not in _CMP:
                     raise self.error("unsupported comparison; use < <= > >= == !=", loc)
                 right = self.value(comp, p)
-                dt, weak = self.unify(left, right, loc, _CMP[type(cop)])
-                if weak and dt == "f32":  # two weak values, one a float: compared as Python numbers (doubles)
-                    dt = "f64"
+                dt, _ = self.unify(left, right, loc, _CMP[type(cop)])
                 parts.append(Binary("bool", False, loc, _CMP[type(cop)], left, right, dt))
                 left = right
             out = parts[0]

@@ -193,6 +193,22 @@ def test_division_of_integer_literals_sizes_and_indices_is_true_division():
     np.testing.assert_array_equal(got, ((np.arange(7) - 3) / 2).astype(np.int32))
 
 
+def test_integer_literals_sizes_and_indices_do_not_wrap_at_32_bits():
+    # weak integers computed on their own (a cast's argument, a comparison of two) are exact as Python's: 64 bits
+    src = ("def f(X: f64[N]) -> Y:\n"
+           "    Y[i] = X[i] + f64(3000000000) + f64(N * N) + select(N * N > 4000000000, 1, 0) + f64(i * N)")
+    k = tl.build(tl.op(src), N=70000)
+    got = k(np.zeros(70000))
+    i = np.arange(70000, dtype=np.float64)
+    np.testing.assert_array_equal(got, 3000000000 + 70000.0 ** 2 + 1 + i * 70000)
+    # where an integer meets an i32 tensor it is computed as i32: one that does not fit is an error, not a wrap
+    with pytest.raises(tl.BuildError, match=r"f: the integer 3000000000 \(line 2, column 19\) is computed as i32 "
+                                            r"here, where it does not fit"):
+        tl.build(tl.op("def f(X: i32[N]) -> Y:\n    Y[i] = X[i] + 3000000000"), N=3)
+    assert run1("def f(X: i32[N]) -> Y:\n    Y[i] = X[i] + 2147483646", np.ones(2, np.int32), N=2).tolist() == \
+        [2147483647] * 2
+
+
 def test_the_issue_18_program_matches_numpy():
     # found with fresh fuzz seeds: T2[0, :] was 0.390 where numpy gives 0 (`-1 / 2` truncated to 0 >= i)
     src = ("def prog(X: f32[N], Y: f32[N, M + 2]) -> T2:\n"
