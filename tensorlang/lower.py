@@ -83,7 +83,7 @@ def _constant(value, dtype: str) -> ir.Expr:
 #: meets no tensor, in a cast's argument or a comparison: exactly, as Python would (`f64(0.1)` is the double 0.1,
 #: `f64(N * N)` does not wrap at 2**31).
 _PYTHON_NUMBER = {"i32": "i64", "f32": "f64"}
-_I32 = (-2**31, 2**31 - 1)
+_INT_RANGE = {"i32": (-2**31, 2**31 - 1), "i64": (-2**63, 2**63 - 1)}
 
 
 def _convert(x: ir.Expr, dtype: str) -> ir.Expr:
@@ -779,11 +779,12 @@ class ValueLowering:
         raise TypeError(f"cannot lower {e!r}")
 
     def check_fits(self, value, dtype: str, e: Expr, what: str) -> None:
-        """BuildError when an integer constant is computed as i32 where it does not fit (it would wrap)."""
-        if dtype == "i32" and isinstance(value, int) and not _I32[0] <= value <= _I32[1]:
+        """BuildError when an integer constant is computed as an integer type it does not fit (it would wrap)."""
+        lo, hi = _INT_RANGE.get(dtype, (None, None))
+        if lo is not None and isinstance(value, int) and not lo <= value <= hi:
             raise BuildError(f"{self.bound.op.name}: {what} {value} (line {e.loc.line}, column {e.loc.col}) is "
-                             "computed as i32 here, where it does not fit (it would wrap; numpy refuses it too); "
-                             "convert the computation with f64(...), or keep it smaller")
+                             f"computed as {dtype} here, where it does not fit (it would wrap; numpy refuses it "
+                             "too); compute in floats (f64(...), or write it as a float), or keep it smaller")
 
     def read(self, tensor: str, idx: tuple, pad: bool) -> ir.Expr:
         """A read of `tensor` at global indices: from its cache_read copy, its inlined expression, or its buffer."""
