@@ -998,7 +998,8 @@ class _Emitter:
                 if op == "+" and isinstance(e.b, ir.IntImm) and e.b.value < 0 and e.b.value != -2**63:
                     return f"{self.p(e.a, p)} - {-e.b.value}", p
                 return f"{self.p(e.a, p)} {op} {self.p(e.b, p + 1)}", p
-            name = {"+": "add", "-": "sub", "*": "mul", "/": "div", "//": "floordiv", "%": "mod", "min": "min",
+            # no "/": the DSL refuses `/` of integers (it would truncate where numpy gives a float)
+            name = {"+": "add", "-": "sub", "*": "mul", "//": "floordiv", "%": "mod", "min": "min",
                     "max": "max"}.get(op)
             if name is not None:
                 return self.call(f"tl_{name}_{dt}", e.a, e.b), _ATOM
@@ -1291,10 +1292,6 @@ def _scalar_helper(what: str, dt: str, name: str) -> str:
             op = ">" if what == "max" else "<"
             return f"static inline {t} {name}({t} a, {t} b)\n{{\n    return a {op} b ? a : b;\n}}\n"
         # by -1: the wrapping negation (the minimum / -1 would trap), remainder 0
-        if what == "div":
-            return ("/* integer division truncates; x / 0 gives 0, x / -1 wraps */\n"
-                    f"static inline {t} {name}({t} a, {t} b)\n{{\n"
-                    f"    return b == 0 ? 0 : b == -1 ? ({t})(({u})0 - ({u})a) : a / b;\n}}\n")
         if what in ("floordiv", "mod"):
             note = ("/* floor division (Python's //): x // 0 gives 0, x // -1 wraps */\n" if what == "floordiv" else
                     "/* the remainder with the sign of the divisor (Python's %): x % 0 gives 0 */\n")

@@ -472,6 +472,15 @@ class _Emitter:
                                                [ll.VectorType(I1, w)]), [self.mask])
                 off = b.select(any_on, off, I64(0))
             return b.load(self.pointer(e.buffer, off), align=align, typ=t)
+        if stride == 0 and not _is_vec(cond) and self.mask is not None and _is_vec(self.mask):
+            # the same element for every lane, read under a guard that is the same for every lane too (a padded
+            # read): one scalar load, as above, not a gather of one address (a vector where a reduction into the
+            # element needs its scalar value)
+            w = self.mask.type.count
+            any_on = b.call(self.intrinsic("llvm.vector.reduce.or", I1, [ll.VectorType(I1, w)],
+                                           [ll.VectorType(I1, w)]), [self.mask])
+            safe = b.select(b.and_(cond, any_on), self.expr(flat), I64(0))
+            return b.select(cond, b.load(self.pointer(e.buffer, safe), align=align, typ=t), t(0))
         mask = self.mask
         if cond is not None:
             mask = cond if mask is None else b.and_(*self.match(mask, cond))
@@ -653,8 +662,10 @@ class _Emitter:
             return b.mul(a, c, flags=flags)
         if op in ("min", "max"):
             return b.select(b.icmp_signed("<" if op == "min" else ">", a, c), a, c)
-        if op in ("/", "//", "%"):
-            if isinstance(c, ll.Constant) and not _is_vec(c) and c.constant > 0 and op != "/" and dtype == "i64":
+        if op == "/":  # the DSL refuses `/` of integers (it would truncate where numpy gives a float)
+            raise TypeError(f"codegen: `/` of {dtype} values (the DSL gives `/` a float type)")
+        if op in ("//", "%"):
+            if isinstance(c, ll.Constant) and not _is_vec(c) and c.constant > 0 and dtype == "i64":
                 # index arithmetic by a positive constant (fused and packed loops): no zero check needed
                 q, r = b.sdiv(a, c), b.srem(a, c)
                 fix = b.icmp_signed("<", r, zero)
@@ -668,12 +679,9 @@ class _Emitter:
             safe = b.select(b.or_(is_zero, minus_one), one, c)
             q = b.select(minus_one, b.sub(zero, a), b.sdiv(a, safe))
             r = b.srem(a, safe)
-            if op == "/":
-                out = q
-            else:
-                fix = b.and_(b.icmp_signed("!=", r, zero),
-                             b.xor(b.icmp_signed("<", r, zero), b.icmp_signed("<", safe, zero)))
-                out = b.select(fix, b.sub(q, one), q) if op == "//" else b.select(fix, b.add(r, safe), r)
+            fix = b.and_(b.icmp_signed("!=", r, zero),
+                         b.xor(b.icmp_signed("<", r, zero), b.icmp_signed("<", safe, zero)))
+            out = b.select(fix, b.sub(q, one), q) if op == "//" else b.select(fix, b.add(r, safe), r)
             return b.select(is_zero, zero, out)
         if op == "**":
             ft = ll.VectorType(F64, a.type.count) if _is_vec(a) else F64

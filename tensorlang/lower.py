@@ -25,7 +25,7 @@ from .accumulate import vector_accumulators
 from .bind import BoundOp, BoundStage
 from .bounds import interval
 from .dtypes import DTYPES
-from .errors import ScheduleError
+from .errors import BuildError, ScheduleError
 from .loopnest import LoopNest, substitute, variables
 from .primitives import Annotate, Fuse, Reorder, Split
 from .program import Access, Binary, Call, Expr, IndexExpr, IntValue, Literal, Unary
@@ -77,6 +77,13 @@ def _constant(value, dtype: str) -> ir.Expr:
     if isinstance(value, float) and not math.isfinite(value):
         value = DTYPES[dtype].identity("max" if value < 0 else "min")
     return ir.IntImm(int(value), dtype)
+
+
+#: The dtype a computation of weak values only (literals, sizes, index values: Python numbers) is done in where it
+#: meets no tensor, in a cast's argument or a comparison: exactly, as Python would (`f64(0.1)` is the double 0.1,
+#: `f64(N * N)` does not wrap at 2**31).
+_PYTHON_NUMBER = {"i32": "i64", "f32": "f64"}
+_INT_RANGE = {"i32": (-2**31, 2**31 - 1), "i64": (-2**63, 2**63 - 1)}
 
 
 def _convert(x: ir.Expr, dtype: str) -> ir.Expr:
@@ -780,9 +787,13 @@ class ValueLowering:
             idx = tuple(index_to_ir(ix, self.bound.sizes, self.env) for ix in e.indices)
             return _convert(self.read(e.tensor, idx, self.pads[id(e)]), dt)
         if isinstance(e, Literal):
+            self.check_fits(e.value, dt, e, "the integer")
             return _constant(e.value, dt)
         if isinstance(e, IntValue):
-            return _convert(index_to_ir(e.expr, self.bound.sizes, self.env), dt)
+            value = index_to_ir(e.expr, self.bound.sizes, self.env)
+            if isinstance(value, ir.IntImm):  # sizes only
+                self.check_fits(value.value, dt, e, "the value")
+            return _convert(value, dt)
         if isinstance(e, Unary):
             if e.op == "not":
                 return ir.Not(self(e.x, "bool"))
@@ -792,18 +803,31 @@ class ValueLowering:
                 return ir.Logic(e.op, self(e.a, "bool"), self(e.b, "bool"))
             if e.dtype == "bool":  # comparison: operands in their common dtype
                 odt = e.operand_dtype
+                if e.a.weak and e.b.weak:  # two Python numbers: compared exactly
+                    odt = _PYTHON_NUMBER[odt]
                 return ir.Cmp(e.op, self(e.a, odt), self(e.b, odt))
+            if e.op == "/" and dt == "i32":  # the parser gives `/` a float dtype or refuses it
+                raise TypeError(f"internal error: `/` lowered as an i32 operation ({e.loc})")
             return ir.BinOp(e.op, self(e.a, dt), self(e.b, dt))
         if isinstance(e, Call):
             if e.fn in ("f32", "f64", "i32"):
                 a = e.args[0]
-                return _convert(self(a, a.dtype), e.fn)
+                # weak values (`f64(0.1)`, `i32(i / 3)`, `f64(N * N)`) are Python numbers: computed exactly
+                return _convert(self(a, _PYTHON_NUMBER[a.dtype] if a.weak else a.dtype), e.fn)
             if e.fn == "select":
                 return ir.Select(self(e.args[0], "bool"), self(e.args[1], dt), self(e.args[2], dt))
             if e.fn in ("max", "min"):
                 return ir.BinOp(e.fn, self(e.args[0], dt), self(e.args[1], dt))
             return ir.Call(e.fn, (self(e.args[0], dt),), dt)
         raise TypeError(f"cannot lower {e!r}")
+
+    def check_fits(self, value, dtype: str, e: Expr, what: str) -> None:
+        """BuildError when an integer constant is computed as an integer type it does not fit (it would wrap)."""
+        lo, hi = _INT_RANGE.get(dtype, (None, None))
+        if lo is not None and isinstance(value, int) and not lo <= value <= hi:
+            raise BuildError(f"{self.bound.op.name}: {what} {value} (line {e.loc.line}, column {e.loc.col}) is "
+                             f"computed as {dtype} here, where it does not fit (it would wrap; numpy refuses it "
+                             "too); compute in floats (f64(...), or write it as a float), or keep it smaller")
 
     def read(self, tensor: str, idx: tuple, pad: bool) -> ir.Expr:
         """A read of `tensor` at global indices: from its cache_read copy, its inlined expression, or its buffer."""

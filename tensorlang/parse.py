@@ -435,7 +435,7 @@ class _Parser:
             if op is None:
                 raise self.error("unsupported operator; use + - * / // % **", loc)
             a, b = self.value(node.left, p), self.value(node.right, p)
-            return self.arith(op, a, b, loc)
+            return self.arith(op, a, b, loc, lambda: self.operator_loc(node, p, op))
         if isinstance(node, ast.Compare):
             parts = []
             left = self.value(node.left, p)
@@ -547,8 +547,31 @@ class _Parser:
                              f"f32(...) or i32(...)", loc)
         return strong.dtype, False
 
-    def arith(self, op: str, a: Expr, b: Expr, loc: SourceLoc) -> Expr:
+    def operator_loc(self, node: ast.BinOp, p: _Piece, token: str) -> SourceLoc:
+        """Where the operator `token` of `node` is: the first `token` between its operands' text."""
+        def at(line: int, col: int) -> tuple[int, int]:  # a position of the piece's text in the source (0-based col)
+            return p.line + line - 1, col + (p.col0 if line == 1 else 0)
+
+        line, col = at(node.left.end_lineno, node.left.end_col_offset)
+        last, stop = at(node.right.lineno, node.right.col_offset)
+        while line <= last:
+            text = self.lines[line - 1][:stop if line == last else None]
+            found = text.find(token, col)
+            if found >= 0:
+                return SourceLoc(line, found + 1, found + len(token) + 1)
+            line, col = line + 1, 0
+        return self.loc_of(node, p)
+
+    def arith(self, op: str, a: Expr, b: Expr, loc: SourceLoc, op_loc=None) -> Expr:
+        """The typed node of `a op b`; `op_loc()` gives the operator's position for an error about it."""
         dt, weak = self.unify(a, b, loc, op)
+        if op == "/":
+            if weak:  # Python numbers: true division, a float (weak: computed in the dtype of the tensors it meets)
+                return Binary("f32", True, loc, op, a, b, "f32")
+            if dt == "i32":
+                raise self.error("`/` of i32 values: numpy's `/` gives a float and tensorlang does not truncate "
+                                 "silently; write `//` for floor division, or convert first with f32(...) or "
+                                 "f64(...) for true division", op_loc() if op_loc else loc)
         if op == "**" and dt in ("i32",):
             dt = "f32" if weak else dt
             if not weak:

@@ -12,7 +12,8 @@ that symbol:
   runs, so the chunks run at once), about 0.1 ms per parallel loop. Used where no C compiler can build the
   native pool (with a warning that says why), or when ``TENSORLANG_THREAD_POOL=python``.
 
-`TENSORLANG_NUM_THREADS` sets the number of threads (default: the CPUs this process may use).
+`TENSORLANG_NUM_THREADS` sets the number of threads (default: the CPUs this process may use). A value of these
+three variables that they do not take is a UsageError when the JIT starts (:func:`check_settings`).
 
 >>> num_threads() >= 1
 True
@@ -26,6 +27,7 @@ import functools
 import hashlib
 import os
 import pathlib
+import re
 import subprocess
 import tempfile
 import threading
@@ -73,6 +75,71 @@ def num_threads() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:
         return max(1, os.cpu_count() or 1)
+
+
+#: The longest spin TENSORLANG_SPIN_US may ask for, in microseconds (the C runtime's TL_MAX_SPIN_US).
+MAX_SPIN_US = 1_000_000
+DEFAULT_SPIN_US = 500
+POOLS = ("native", "python")
+
+
+def spin_us() -> int:
+    """Microseconds the native pool's threads spin before they sleep: TENSORLANG_SPIN_US, else 500. A value that is
+    not an integer from 0 to MAX_SPIN_US is a UsageError (the C runtime, which reads the variable at every
+    parallel loop, would use 500 and say so on stderr).
+
+    >>> from unittest import mock
+    >>> with mock.patch.dict(os.environ, {"TENSORLANG_SPIN_US": "0"}):
+    ...     spin_us()
+    0
+    >>> with mock.patch.dict(os.environ, {"TENSORLANG_SPIN_US": "junk"}):
+    ...     spin_us()
+    Traceback (most recent call last):
+    ...
+    tensorlang.errors.UsageError: TENSORLANG_SPIN_US='junk' is not an integer from 0 to 1000000 (microseconds the \
+thread pool's threads spin before they sleep; default 500)
+    """
+    text = os.environ.get("TENSORLANG_SPIN_US", "").strip()
+    if not text:
+        return DEFAULT_SPIN_US
+    if not re.fullmatch(r"[+-]?[0-9]+", text) or not 0 <= int(text) <= MAX_SPIN_US:
+        raise UsageError(f"TENSORLANG_SPIN_US={text!r} is not an integer from 0 to {MAX_SPIN_US} (microseconds the "
+                         f"thread pool's threads spin before they sleep; default {DEFAULT_SPIN_US})")
+    return int(text)
+
+
+def pool_choice() -> str:
+    """The thread pool asked for: TENSORLANG_THREAD_POOL, "native" (the default) or "python" (any case); another
+    value is a UsageError.
+
+    >>> from unittest import mock
+    >>> with mock.patch.dict(os.environ, {"TENSORLANG_THREAD_POOL": "Python"}):
+    ...     pool_choice()
+    'python'
+    >>> with mock.patch.dict(os.environ, {"TENSORLANG_THREAD_POOL": "pyhton"}):
+    ...     pool_choice()
+    Traceback (most recent call last):
+    ...
+    tensorlang.errors.UsageError: TENSORLANG_THREAD_POOL='pyhton' is not a thread pool; use native (the default) or \
+python
+    """
+    text = os.environ.get("TENSORLANG_THREAD_POOL", "").strip()
+    if not text:
+        return "native"
+    if text.lower() not in POOLS:
+        raise UsageError(f"TENSORLANG_THREAD_POOL={text!r} is not a thread pool; use native (the default) or python")
+    return text.lower()
+
+
+def check_settings() -> None:
+    """Refuse, with a UsageError naming the variable, a TENSORLANG_NUM_THREADS, TENSORLANG_SPIN_US or
+    TENSORLANG_THREAD_POOL value that the thread pools do not take (the JIT calls this when it starts).
+
+    >>> check_settings()
+    """
+    num_threads()
+    spin_us()
+    pool_choice()
 
 
 def _get_pool(n: int) -> ThreadPoolExecutor:
@@ -181,7 +248,7 @@ def _build_native(cc: list[str]) -> pathlib.Path:
 @functools.lru_cache(maxsize=None)
 def _native_address() -> tuple[int | None, str]:
     """(address of the native `tensorlang_parallel_for` or None, why not)."""
-    if os.environ.get("TENSORLANG_THREAD_POOL", "").strip().lower() == "python":
+    if pool_choice() == "python":
         return None, "TENSORLANG_THREAD_POOL=python"
     from .codegen_c import find_c_compiler
     try:
@@ -207,7 +274,7 @@ def parallel_for_address() -> int:
     >>> parallel_for_address() > 0
     True
     """
-    num_threads()  # a bad TENSORLANG_NUM_THREADS is an error here, at start-up (the C pool would ignore it)
+    check_settings()  # a bad setting is an error here, at start-up (the C pool would use its default)
     address, why = _native_address()
     if address is not None:
         return address

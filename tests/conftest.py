@@ -42,6 +42,11 @@ def schedule_round_trip():
     Schedule.lowered = _original_lowered
 
 
+def pytest_report_header(config):
+    import fuzzenv
+    return f"{fuzzenv.SLICE_NOTE} (the *_fresh_slice fuzz tests)"
+
+
 def pytest_terminal_summary(terminalreporter):
     if _checked:
         terminalreporter.write_line(f"schedules replayed from JSON with identical loop IR: {len(_checked)}")

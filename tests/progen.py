@@ -413,12 +413,8 @@ class Bin(Node):
                 if np.any((frac > 0) & (frac < 1e-5 * (1.0 + np.abs(q)))):
                     raise Reject("floor of a near-integer quotient")
             r = np.floor_divide(a, b) if op == "//" else np.mod(a, b)
-        elif op == "/":
-            if ctx.domain == "float":
-                r = np.divide(a, b)
-            else:  # C-style: truncate toward zero
-                a, b = np.asarray(a, np.int64), np.asarray(b, np.int64)
-                r = np.sign(a) * np.sign(b) * (np.abs(a) // np.abs(b))
+        elif op == "/":  # true division, a float in any stage (numpy's, and the DSL's: `/` never truncates)
+            r = np.true_divide(np.asarray(a, np.float64), b)
         else:
             raise AssertionError(op)
         return ctx.track(r)
@@ -444,7 +440,7 @@ class Cmp(Node):
 
 def _cmp(op, a, b, ctx):
     a, b = np.asarray(a), np.asarray(b)
-    if ctx.domain == "float":
+    if np.issubdtype(a.dtype, np.floating) or np.issubdtype(b.dtype, np.floating):
         d = np.abs(a - b)
         with np.errstate(invalid="ignore"):
             near = (d > 0) & (d <= 1e-5 * (1.0 + np.abs(a) + np.abs(b)))
@@ -876,8 +872,11 @@ class _Gen:
     def leaf(self, typed):
         kind = self.s.weighted(
             [("read", 80), ("lit", 0 if typed else 9), ("var", 0 if typed else 5), ("size", 0 if typed else 2),
-             ("castvar", 4 if self.vars else 0)]
+             ("castvar", 4 if self.vars else 0), ("castweak", 2)]
         )
+        if kind == "castweak":  # a cast of an untyped expression (`f32(i / 2)`, `i32(1 - N)`): Python numbers inside
+            x = self.expr(1, False)
+            return x if isinstance(x, Cast) and x.dtype == self.dtype else Cast(self.dtype, x)
         if kind == "read":
             r = self.read()
             if r is not None:
@@ -923,11 +922,16 @@ class _Gen:
             b = self.expr(d, typed and not a.typed)
             return Bin(op, a, b)
         if kind == "div":  # a / (abs(b) + 1): never divides by (almost) zero
-            # untyped operands (`i / 2`) are computed in the stage's dtype: float division in a float stage
+            # `/` is true division (a float): untyped operands (`i / 2`) give a weak float, which adapts to a float
+            # stage; an i32 stage truncates it back with a cast (`/` of an i32 value is an error: it casts first)
             a = self.expr(d, typed)
             b = self.expr(d - 1, False)
             op = self.s.weighted([("/", 70), ("//", 15), ("%", 15)])
-            return Bin(op, a, Bin("+", Un("abs", b), Lit(1)))
+            den = Bin("+", Un("abs", b), Lit(1))
+            if op == "/" and self.dtype == "i32":
+                a, den = (Cast("f64", x) if x.typed else x for x in (a, den))  # f64: exact for any i32
+                return Cast("i32", Bin("/", a, den))
+            return Bin(op, a, den)
         if kind == "absneg":
             return Un(self.s.pick(["abs", "neg"]), self.expr(d, typed))
         if kind == "select":

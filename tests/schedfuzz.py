@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
 import re
 import time
 import traceback
@@ -45,6 +44,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+import fuzzenv
 import progen
 import tensorlang as tl
 from oracle import assert_close, tolerance
@@ -74,8 +74,8 @@ KNOWN_BUGS = {
                                "B[i] += Y[s] * X[r] where i in 0:1, r in 1:N+2 with cache_read('X', 'i'), "
                                "fuse('s', 'r')",
 }
-CHECK_KNOWN = os.environ.get("TENSORLANG_SCHEDULE_FUZZ_KNOWN", "0") == "1"
-TRACE = os.environ.get("TENSORLANG_SCHEDULE_FUZZ_TRACE", "")  # a file: what is about to be compiled, if it crashes
+CHECK_KNOWN = fuzzenv.flag("TENSORLANG_SCHEDULE_FUZZ_KNOWN")
+TRACE = fuzzenv.path("TENSORLANG_SCHEDULE_FUZZ_TRACE")  # a file: what is about to be compiled, if it crashes
 
 
 def trace(text: str) -> None:

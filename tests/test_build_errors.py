@@ -96,6 +96,14 @@ def test_output_too_large_for_memory_is_a_clear_memory_error():
         k(x, x)
 
 
+def test_kernel_that_cannot_allocate_its_intermediate_is_a_memory_error():
+    # T (2**40 floats, 4 TiB) is allocated by the kernel itself: its status says so, and the call raises
+    op = tl.op("def f(X: f32[N]) -> S:\n    T[i, j] = X[i] + X[j]\n    S[i] = T[i, 0]\n")
+    k = tl.build(tl.schedule(op, N=2**20))  # every stage at the root: T is a buffer
+    with pytest.raises(MemoryError, match="f: the kernel could not allocate its temporary buffers"):
+        k(np.ones(2**20, np.float32))
+
+
 def test_negative_int_parameter():
     op = tl.op("def f(A: f32[N], pad: int) -> C:\n    C[i] = A[i - pad] where i in 0:N + 2*pad")
     msg = build_error(op, N=3, pad=-1)

@@ -217,3 +217,76 @@ def test_a_baseline_that_fails_in_its_worker_is_a_tensorlang_error_with_its_last
     with pytest.raises(BaselineError, match="numpy baseline failed: ValueError: matmul: .*mismatch") as e:
         baseline(schedules.get("matmul"), {"M": 2, "N": 5, "K": 3}, [A, B], 1, 1, 0.0)
     assert isinstance(e.value, tl.TensorlangError)
+
+
+class _NaNKernel:
+    """A built kernel whose outputs are then overwritten with NaN: all of them, or only the first element."""
+
+    def __init__(self, kernel, only_first: bool):
+        self.kernel, self.only_first = kernel, only_first
+
+    def __call__(self, *args, **kwargs):
+        import numpy as np
+        out = self.kernel(*args, **kwargs)
+        for o in out if isinstance(out, tuple) else (out,):
+            if self.only_first:
+                o.flat[0] = np.nan
+            else:
+                o.fill(np.nan)
+        return out
+
+    def __getattr__(self, name):
+        return getattr(self.kernel, name)
+
+
+def _build_nan_kernels(monkeypatch, only_first: bool) -> None:
+    import tensorlang as tl
+    real = tl.build
+    monkeypatch.setattr(tl, "build", lambda *a, **k: _NaNKernel(real(*a, **k), only_first))
+
+
+@pytest.mark.parametrize("only_first", [False, True])
+def test_run_fails_a_kernel_whose_output_is_nan(monkeypatch, capsys, only_first):
+    """issue 18: `max(0.0, nan)` is 0.0, and `tensorlang run` said `matches_numpy: true` for an output of NaN."""
+    from tuner.cli import main
+    _build_nan_kernels(monkeypatch, only_first)
+    assert main(["run", "matmul", "--size", "M=4,N=5,K=3", "--repeat", "1", "--min-time", "0", "--json"]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""  # no JSON that says it matches
+    n = 1 if only_first else 20
+    assert f"tensorlang run: error: matmul: result differs from numpy (output 0: {n} NaN where the reference has " \
+           "a number (first at index (0, 0)))" in err, err
+
+
+@pytest.mark.parametrize("only_first", [False, True])
+def test_bench_fails_a_kernel_whose_output_is_nan(monkeypatch, capsys, only_first):
+    import numpy as np
+
+    from tuner import bench
+    from tuner.cli import main
+    _build_nan_kernels(monkeypatch, only_first)
+
+    def numpy_in_process(w, sizes, inputs, threads, min_runs, min_time, *, kind="numpy", coretype=None):
+        out = w.reference(*inputs, **sizes).astype(np.float32)
+        return {"median_s": 1e-3, "runs": 1, "version": np.__version__, "outputs": [out]}
+    monkeypatch.setattr(bench, "baseline", numpy_in_process)
+    monkeypatch.setattr(bench, "torch_available", lambda: False)
+    argv = ["bench", "softmax", "--size", "N=8,D=40", "--threads", "1", "--repeat", "1", "--min-time", "0"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    why = f"(output 0: {1 if only_first else 320} NaN where the reference has a number (first at index (0, 0)))"
+    assert f"tensorlang bench: error: softmax: default {why}, hand {why} differ from the numpy reference" in err, err
+
+
+def test_max_rel_error_never_lets_a_nan_or_infinity_pass():
+    import numpy as np
+
+    from tuner.bench import max_rel_error
+    e = np.array([1.0, -2.0, np.nan, np.inf, 0.0])
+    assert max_rel_error(e.copy(), e) == 0.0                     # the same special values in the same places
+    for i, bad in [(0, np.nan), (4, np.inf), (3, -np.inf), (3, 5.0), (2, 0.0), (1, np.nan)]:
+        o = e.copy()
+        o[i] = bad
+        assert max_rel_error(o, e) == np.inf, (i, bad)
+        assert max_rel_error((e, o), (e, e)) == np.inf            # in any output of several
+    assert max_rel_error(np.full(3, np.nan), np.ones(3)) == np.inf

@@ -237,7 +237,14 @@ def test_tuner_configs_match_llvm(tmp_path):
 
 SEMANTICS = {
     "intdiv": ("def intdiv(A: i32[N], B: i32[N]) -> C:\n"
-               "    C[i] = A[i] // B[i] + A[i] % B[i] * 1000 + (A[i] / B[i]) * 1000000 + abs(A[i] - B[i]) * 7"),
+               "    C[i] = A[i] // B[i] + A[i] % B[i] * 1000 + i32(f64(A[i]) / f64(B[i])) * 1000000"
+               " + abs(A[i] - B[i]) * 7"),
+    # `/` of weak values (indices, literals) is true division, computed in double inside a cast
+    "weakdiv": ("def weakdiv(X: f64[N]) -> Z:\n"
+                "    Z[i] = X[i] * (i / 3) + f64(-1 / 2) + select(i / 4 >= 1, 1, 0) + f64(i32(i / 3)) + f64(f32(0.1))"),
+    # in an f32 loop: the comparison of weak values in double, the casts' weak floats in double
+    "weakcmp": ("def weakcmp(X: f32[N]) -> Z:\n"
+                "    Z[i] = select(i / 4 >= 1.5, X[i], 0.5) + f32(i / 3) + X[i] * (i / 7)"),
     "intmix": ("def intmix(A: i32[N], B: i32[N]) -> C:\n"
                "    C[i] = max(A[i], B[i]) * 3 - min(A[i], -B[i]) + i32(f32(A[i]) * 0.5)"),
     "floatmath": ("def floatmath(X: f32[N], Y: f32[N]) -> Z:\n"

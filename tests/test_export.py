@@ -240,13 +240,34 @@ def test_load_refuses_what_is_not_a_tensorlang_library(tmp_path):
                 tl.load(path)
 
 
-def test_load_refuses_a_library_for_missing_cpu_features():
+def test_check_cpu_compares_the_features():
     host = tl.build(tl.op("def f(A: f32[N]) -> B:\n    B[i] = A[i]"), N=2).target
     meta = {"target": {"cpu": "futurecpu", "features": host.features + ",+avx9000"}}
     with pytest.raises(tl.BuildError, match=r"compiled for the CPU futurecpu, and this CPU .* lacks its features "
                                             r"avx9000; export it again"):
         ex.check_cpu(meta, "lib.so", host)
     ex.check_cpu({"target": {"cpu": "older", "features": "+sse2,-avx512f"}}, "lib.so", host)
+
+
+@needs_cc
+def test_load_refuses_a_library_for_missing_cpu_features(tmp_path, monkeypatch):
+    """Through tl.load itself (issue 18: a test of check_cpu alone stayed green with the check deleted from
+    tl.load): a library whose metadata says it was compiled for a feature this CPU lacks is refused, the same
+    library with this CPU's features loads."""
+    s = tl.schedule(tl.op("def scale(X: f32[N]) -> Y:\n    Y[i] = X[i] * 2.0"), N=8)
+    ok = ex.export(s, tmp_path / "ok", "so")["library"]
+    assert tl.load(ok)(np.ones(8, np.float32)).tolist() == [2.0] * 8
+    real = ex.metadata
+
+    def from_the_future(*args, **kwargs):
+        meta = real(*args, **kwargs)
+        meta["target"] = dict(meta["target"], cpu="futurecpu", features=meta["target"]["features"] + ",+avx9000")
+        return meta
+    monkeypatch.setattr(ex, "metadata", from_the_future)
+    lib = ex.export(s, tmp_path / "future", "so")["library"]
+    with pytest.raises(tl.BuildError, match=re.escape(f"load: {lib} was compiled for the CPU futurecpu, and this CPU")
+                       + r" .* lacks its features avx9000; export it again on this machine"):
+        tl.load(lib)
 
 
 @pytest.mark.parametrize("bad", ["9lives", "mat-mul", "", "int", "free", "tensorlang_x", "x" * 201])
@@ -320,6 +341,29 @@ def test_python_api_errors(tmp_path):
         ex.export("softmax", tmp_path)
     with pytest.raises(tl.BuildError, match="is a C keyword"):
         tl.build(s).export(tmp_path, name="while")
+    with pytest.raises(tl.BuildError, match="path: the output directory is an empty string"):
+        ex.export(s, "", "c")
+
+
+@pytest.mark.skipif(shutil.which("false") is None, reason="needs the `false` program")
+def test_a_link_that_fails_is_a_build_error_with_the_command(tmp_path):
+    s = hand(schedules.get("softmax"))
+    with pytest.raises(tl.BuildError, match=r"export: linking .*libsoftmax.so failed:\n  false .*-shared"):
+        ex.export(s, tmp_path, "so", cc="false")
+
+
+@needs_cc
+@pytest.mark.parametrize("change,message", [
+    ({"tensorlang_export": 999}, "metadata format 999, expected 1"),
+    ({"name": "not_there"}, "no function not_there"),
+])
+def test_load_refuses_a_library_with_metadata_of_another_format(tmp_path, monkeypatch, change, message):
+    real = ex.metadata
+    monkeypatch.setattr(ex, "metadata", lambda *a, **k: dict(real(*a, **k), **change))
+    lib = ex.export(tl.schedule(tl.op("def scale(X: f32[N]) -> Y:\n    Y[i] = X[i] * 2.0"), N=8), tmp_path)["library"]
+    with pytest.raises(tl.BuildError, match=re.escape(f"load: {lib} has unreadable tensorlang metadata ({message}); "
+                                                      "export it again with this tensorlang version")):
+        tl.load(lib)
 
 
 @needs_cc

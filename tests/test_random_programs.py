@@ -9,6 +9,8 @@ Environment:
 
 * ``TENSORLANG_FUZZ_EXAMPLES`` -- number of examples (default 500).
 * ``TENSORLANG_FUZZ_RANDOM=1`` -- explore new random examples instead of the fixed (derandomized) CI set.
+* ``TENSORLANG_FUZZ_SLICE_SEED=N`` -- the seed of the fresh slice (``test_random_program_fresh_slice``: 2000
+  examples that CI adds to its fixed set, drawn from a seed derived from the commit; see ``fuzzenv.py``).
 
 Reproduce a failure by pasting the noted DSL text into ``check_text(text, sizes, seed)``.
 """
@@ -23,13 +25,16 @@ import random
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, event, given, note, reject, settings
+from hypothesis import seed as fixed_seed
 from hypothesis import strategies as st
 
+import fuzzenv
 import progen
 from oracle import assert_close
 
-FUZZ_EXAMPLES = int(os.environ.get("TENSORLANG_FUZZ_EXAMPLES", "500"))
-DERANDOMIZE = os.environ.get("TENSORLANG_FUZZ_RANDOM", "0") != "1"
+FUZZ_EXAMPLES = fuzzenv.count("TENSORLANG_FUZZ_EXAMPLES", 500)
+DERANDOMIZE = not fuzzenv.flag("TENSORLANG_FUZZ_RANDOM")
+SLICE_EXAMPLES = 2000  # the fresh slice (see fuzzenv.py): about 30 s of one core
 EPS32 = float(np.finfo(np.float32).eps)
 
 
@@ -117,16 +122,36 @@ def programs(draw):
 
 
 # ------------------------------------------------------------------------------------------ property test
-@settings(
-    max_examples=FUZZ_EXAMPLES,
+FUZZ_SETTINGS = dict(
     deadline=None,
-    derandomize=DERANDOMIZE,
-    database=None if DERANDOMIZE else settings.default.database,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
     print_blob=True,
 )
+
+
+@settings(
+    max_examples=FUZZ_EXAMPLES,
+    derandomize=DERANDOMIZE,
+    database=None if DERANDOMIZE else settings.default.database,
+    **FUZZ_SETTINGS,
+)
 @given(data=st.data())
 def test_random_program(data):
+    _random_program(data)
+
+
+# The fresh slice: new examples at every commit, the same ones for a given commit (the seed is in pytest's header
+# and in a failure's notes; TENSORLANG_FUZZ_SLICE_SEED=N reproduces it).
+@pytest.mark.slow
+@fixed_seed(fuzzenv.SLICE_SEED)
+@settings(max_examples=SLICE_EXAMPLES, derandomize=False, database=None, **FUZZ_SETTINGS)
+@given(data=st.data())
+def test_random_program_fresh_slice(data):
+    note(fuzzenv.SLICE_NOTE)
+    _random_program(data)
+
+
+def _random_program(data):
     prog = data.draw(programs(), label="program").prog
     seed = data.draw(st.integers(0, 2**32 - 1), label="input seed")
     note(describe(prog, seed))
@@ -165,9 +190,6 @@ def _scalar(node, pt, env, tensors, domain):
                 "sqrt": lambda: math.sqrt(x), "tanh": lambda: math.tanh(x)}[node.op]()
     if isinstance(node, progen.Bin):
         a, b = ev(node.a), ev(node.b)
-        if node.op == "/" and domain == "int":
-            q = abs(a) // abs(b)
-            return q if (a >= 0) == (b >= 0) else -q
         return {"+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b, "/": lambda: a / b,
                 "//": lambda: a // b, "%": lambda: a % b, "**": lambda: float(a) ** b,
                 "max": lambda: max(a, b), "min": lambda: min(a, b)}[node.op]()
@@ -321,6 +343,10 @@ def test_generator_renders_and_reaches_features():
                     seen.add("0-d read")
             for n in stg.expr.walk():
                 seen.add(type(n).__name__ + ":" + str(getattr(n, "op", getattr(n, "dtype", ""))))
+                if isinstance(n, progen.Cast) and isinstance(n.x, progen.Bin) and n.x.op == "/":
+                    seen.add(f"{n.dtype}(... / ...)")  # true division converted back (in an i32 stage)
+                if isinstance(n, progen.Cast) and not n.x.typed:
+                    seen.add("cast of a weak value")
         if max(prog.env.values(), default=0) >= 16:
             seen.add("big size")
         if len(prog.outputs) == 2:
@@ -346,7 +372,7 @@ def test_generator_renders_and_reaches_features():
             "stages2", "stages3", "Un:exp", "Un:log", "Un:sqrt", "Un:tanh", "Un:abs", "Un:neg", "Bin:/",
             "Bin:max", "Bin:min", "Bin:**", "Bin://", "Bin:%", "Chain:", "Sel:", "Logic:and", "Logic:or",
             "Not:", "Cast:f32", "Cast:f64",
-            "Cast:i32", "Var:", "Size:", "negative where start", "big size"}
+            "Cast:i32", "Var:", "Size:", "negative where start", "big size", "i32(... / ...)", "cast of a weak value"}
     assert want <= seen, want - seen
 
 
@@ -432,12 +458,15 @@ def test_regression_elementwise_math():
     check_text(text, dict(N=6), dict(X=X, Y=Y), dict(O=exp.astype(np.float32)), 4)
 
 
-def test_regression_int32_c_division():
+def test_regression_int32_division():
+    # `/` of i32 values is an error (it used to truncate); floor division is `//`, truncation a cast of `/`'s float
     X = np.array([-7, -3, 0, 5, 9], np.int32)
     Y = np.array([1, -2, 3, 3, -4], np.int32)
-    text = "def d(X: i32[N], Y: i32[N]) -> (Q, T):\n    Q[i] = X[i] / (abs(Y[i]) + 1)\n    T += X[r] * Y[r]\n"
-    q = np.array([int(a / (abs(b) + 1)) for a, b in zip(X.tolist(), Y.tolist())], np.int32)
-    check_text(text, dict(N=5), dict(X=X, Y=Y), dict(Q=q, T=np.array(int(X @ Y), np.int32)))
+    text = ("def d(X: i32[N], Y: i32[N]) -> (Q, R, T):\n    Q[i] = X[i] // (abs(Y[i]) + 1)\n"
+            "    R[i] = i32(f64(X[i]) / f64(abs(Y[i]) + 1))\n    T += X[r] * Y[r]\n")
+    q = X // (np.abs(Y) + 1)
+    r = (X / (np.abs(Y) + 1)).astype(np.int32)
+    check_text(text, dict(N=5), dict(X=X, Y=Y), dict(Q=q, R=r, T=np.array(int(X @ Y), np.int32)))
 
 
 def test_regression_f64_and_casts():

@@ -2066,6 +2066,26 @@ def test_error_flat_layout():
     refuse(s, lambda: s["C"].cache_read("B", "m", layout=(0, 1)), "cache_read(C, B, m)", "(dimension, block) pairs")
 
 
+def test_vectorized_reduction_into_a_padded_cache_write_element_builds():
+    """Issue 18, a random-mode fuzz run (seed 2388225041): codegen crashed (TypeError: llvm.vector.reduce.fadd got
+    a <4 x float> accumulator) where a vectorized reduction with a tail updates one element of a cache_write tile
+    that is read as padding (the fused, split loops leave the tile's index unproven): the lane-invariant guarded
+    read was a gather of one address, a vector. It is one scalar load now."""
+    import schedules
+    w = schedules.get("batch_matmul")
+    s = tl.schedule(tl.op(w.source), BS=6, M=4, K=6, N=6)
+    s["C"].split("j", 5, outer="j_o", inner="j_i")
+    s["C"].split("j_i", 3, outer="j_i_o", inner="j_i_i")
+    s["C"].split("k", 4, outer="k_o", inner="k_i")
+    s["C"].reorder("j_i_o", "k_o", "j_i_i", "k_i")
+    s["C"].vectorize("k_i")
+    s["C"].fuse("i", "j_o", fused="i_j_o")
+    s["C"].cache_write("b")
+    assert "(0 outside)" in s.lower()  # the update reads the tile's element as padding
+    A, B = w.make_inputs(s.sizes, np.random.default_rng(0))
+    assert_close(tl.build(s)(A, B), w.reference(A, B, **s.sizes), 6)
+
+
 # ---- proofs of range that used to need a guard (found by the schedule fuzzer) ----
 
 def test_cache_write_below_a_split_tail_is_guarded_where_the_index_is_bound():

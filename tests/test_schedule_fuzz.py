@@ -31,6 +31,8 @@ Environment:
       TENSORLANG_SCHEDULE_FUZZ=20000 pytest tests/test_schedule_fuzz.py
 
 * ``TENSORLANG_SCHEDULE_FUZZ_RANDOM=1`` -- new random examples instead of the fixed (derandomized) CI set.
+* ``TENSORLANG_FUZZ_SLICE_SEED=N`` -- the seed of the fresh slice (``*_fresh_slice``: 500 examples that CI adds to
+  its fixed set, drawn from a seed derived from the commit; see ``fuzzenv.py``).
 * ``TENSORLANG_SCHEDULE_FUZZ_KNOWN=1`` -- excuse no failure as a known compiler bug (``schedfuzz.KNOWN_BUGS``).
 * ``TENSORLANG_SCHEDULE_FUZZ_TRACE=PATH`` -- before each build, write the program, sizes and schedule to PATH,
   so that a crash of the whole process (a fatal error inside LLVM) leaves its repro there.
@@ -45,28 +47,30 @@ Environment:
 
 from __future__ import annotations
 
-import os
 import random
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, Phase, event, given, note, reject, settings
+from hypothesis import HealthCheck, Phase, event, given, note, reject, seed, settings
 from hypothesis import strategies as st
 
+import fuzzenv
 import progen
 import schedfuzz
 import tensorlang as tl
 
-EXAMPLES = int(os.environ.get("TENSORLANG_SCHEDULE_FUZZ", "1000"))
-DERANDOMIZE = os.environ.get("TENSORLANG_SCHEDULE_FUZZ_RANDOM", "0") != "1"
+EXAMPLES = fuzzenv.count("TENSORLANG_SCHEDULE_FUZZ", 1000)
+DERANDOMIZE = not fuzzenv.flag("TENSORLANG_SCHEDULE_FUZZ_RANDOM")
 SCHEDULES_PER_EXAMPLE = 2
+# the fresh slice (see fuzzenv.py): examples of a seed derived from the commit, about 80 s of one core
+SLICE_WORKLOAD_EXAMPLES, SLICE_PROGRAM_EXAMPLES = 200, 300
 
 # the two tests share the examples: workloads get 40%, random programs the rest
 WORKLOAD_EXAMPLES = max(1, (EXAMPLES * 2) // 5)
 PROGRAM_EXAMPLES = max(1, EXAMPLES - WORKLOAD_EXAMPLES)
 
 # See TENSORLANG_SCHEDULE_FUZZ_SHRINK above.
-SHRINK = os.environ.get("TENSORLANG_SCHEDULE_FUZZ_SHRINK", "0") == "1"
+SHRINK = fuzzenv.flag("TENSORLANG_SCHEDULE_FUZZ_SHRINK")
 PHASES = [Phase.explicit, Phase.reuse, Phase.generate, Phase.target] + ([Phase.shrink, Phase.explain] if SHRINK else [])
 
 FUZZ_SETTINGS = dict(
@@ -95,10 +99,7 @@ def _schedules(case, src):
         tl.clear_cache()  # a fuzzed kernel lives no longer than its example
 
 
-@pytest.mark.slow
-@settings(max_examples=WORKLOAD_EXAMPLES, **FUZZ_SETTINGS)
-@given(data=st.data())
-def test_workload_schedules(data):
+def _workload_schedules(data):
     import schedules
 
     name = data.draw(st.sampled_from(list(schedules.WORKLOADS)), label="workload")
@@ -106,10 +107,7 @@ def test_workload_schedules(data):
     _schedules(schedfuzz.workload_case(name, src), src)
 
 
-@pytest.mark.slow
-@settings(max_examples=PROGRAM_EXAMPLES, **FUZZ_SETTINGS)
-@given(data=st.data())
-def test_random_program_schedules(data):
+def _random_program_schedules(data):
     src = _choices(data)
     try:
         case = schedfuzz.progen_case(src)
@@ -117,6 +115,43 @@ def test_random_program_schedules(data):
         event(f"rejected program: {e}")
         reject()
     _schedules(case, src)
+
+
+@pytest.mark.slow
+@settings(max_examples=WORKLOAD_EXAMPLES, **FUZZ_SETTINGS)
+@given(data=st.data())
+def test_workload_schedules(data):
+    _workload_schedules(data)
+
+
+@pytest.mark.slow
+@settings(max_examples=PROGRAM_EXAMPLES, **FUZZ_SETTINGS)
+@given(data=st.data())
+def test_random_program_schedules(data):
+    _random_program_schedules(data)
+
+
+# The fresh slice: new examples at every commit, the same ones for a given commit (the seed is in pytest's header
+# and in a failure's notes; TENSORLANG_FUZZ_SLICE_SEED=N reproduces it).
+SLICE_SETTINGS = dict(FUZZ_SETTINGS, derandomize=False, database=None)
+
+
+@pytest.mark.slow
+@seed(fuzzenv.SLICE_SEED)
+@settings(max_examples=SLICE_WORKLOAD_EXAMPLES, **SLICE_SETTINGS)
+@given(data=st.data())
+def test_workload_schedules_fresh_slice(data):
+    note(fuzzenv.SLICE_NOTE)
+    _workload_schedules(data)
+
+
+@pytest.mark.slow
+@seed(fuzzenv.SLICE_SEED)
+@settings(max_examples=SLICE_PROGRAM_EXAMPLES, **SLICE_SETTINGS)
+@given(data=st.data())
+def test_random_program_schedules_fresh_slice(data):
+    note(fuzzenv.SLICE_NOTE)
+    _random_program_schedules(data)
 
 
 # ------------------------------------------------------------------------------------------ quick checks

@@ -96,11 +96,118 @@ def test_no_compiler_falls_back_to_the_python_pool_and_says_why(tmp_path):
     assert "Python thread pool" in warning and "'/nonexistent/cc'" in warning and "TENSORLANG_THREAD_POOL" in warning
 
 
+@pytest.mark.skipif(shutil.which("false") is None, reason="needs the `false` program")
+def test_a_compiler_that_fails_falls_back_to_the_python_pool_and_says_so(tmp_path):
+    r = run_program(tmp_path, CC="false")
+    assert "backend python" in r.stdout
+    warning = next(line for line in r.stdout.splitlines() if line.startswith("warning"))
+    assert "the native pool could not be built: false failed" in warning, warning
+
+
 @pytest.mark.skipif(not HAVE_CC, reason="no C compiler: the native pool cannot be built")
-@pytest.mark.parametrize("spin", ["0", "1", "100000", "junk", ""])
+@pytest.mark.parametrize("spin", ["0", "1", "100000", ""])
 def test_spin_setting_any_value_gives_the_same_results(tmp_path, spin):
     r = run_program(tmp_path, TENSORLANG_SPIN_US=spin)
-    assert "backend native" in r.stdout
+    assert "backend native" in r.stdout and "warning" not in r.stdout
+
+
+# After a parallel loop the pool's worker spins for TENSORLANG_SPIN_US microseconds before it sleeps: the process's
+# CPU time while the main thread sleeps is that spinning.
+IDLE_CPU = """
+import time
+import numpy as np
+import tensorlang as tl
+op = tl.op("def g(A: f32[N]) -> B:\\n    B[i] = A[i] * 3.0 + 1.0\\n")
+s = tl.schedule(op, N=256)
+io, _ = s["B"].split("i", 64)
+s["B"].parallel(io)
+k = tl.build(s)
+A = np.arange(256, dtype=np.float32)
+for _ in range(3):
+    np.testing.assert_array_equal(k(A), A * 3 + 1)
+t0 = time.process_time()
+time.sleep(1.0)
+print("idle_cpu", time.process_time() - t0)
+"""
+
+
+@pytest.mark.skipif(not HAVE_CC, reason="no C compiler: the native pool cannot be built")
+def test_spin_setting_sets_how_long_the_workers_spin(tmp_path):
+    """issue 18: the test above passed with a runtime that ignored the variable. A worker told to spin for a second
+    keeps a CPU busy (yielding it to anyone who wants it) while the caller sleeps; told 0, it sleeps at once."""
+    def idle_cpu(spin):
+        out = run_program(tmp_path, IDLE_CPU, TENSORLANG_NUM_THREADS="2", TENSORLANG_SPIN_US=spin).stdout
+        return float(out.split("idle_cpu")[1])
+    assert idle_cpu("0") < 0.05
+    assert idle_cpu("1000000") > 0.15  # about 1 s on an idle CPU; a share of one on a busy machine
+
+
+@pytest.mark.parametrize("name,value,message", [
+    ("TENSORLANG_SPIN_US", "junk", "TENSORLANG_SPIN_US='junk' is not an integer from 0 to 1000000"),
+    ("TENSORLANG_SPIN_US", "-1", "TENSORLANG_SPIN_US='-1' is not an integer from 0 to 1000000"),
+    ("TENSORLANG_SPIN_US", "2000000", "TENSORLANG_SPIN_US='2000000' is not an integer from 0 to 1000000"),
+    ("TENSORLANG_THREAD_POOL", "pyhton", "TENSORLANG_THREAD_POOL='pyhton' is not a thread pool; use native (the "
+                                         "default) or python"),
+])
+def test_bad_pool_settings_are_errors_naming_the_variable(tmp_path, name, value, message):
+    """As TENSORLANG_NUM_THREADS (below): the JIT refuses a value the pool does not take when it starts, in the API
+    and in the CLI, instead of using its default silently."""
+    env = dict(os.environ, PYTHONPATH=ROOT, XDG_CACHE_HOME=str(tmp_path / "cache"), **{name: value})
+    code = "import tensorlang as tl\ntry:\n    tl.build(tl.op('def f(A: f32[N]) -> B:\\n    B[i] = A[i]\\n'), N=4)\n" \
+           "except ValueError as e:\n    print('ValueError', e)\n"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0 and r.stdout.startswith(f"ValueError {message}"), r.stdout + r.stderr
+    r = subprocess.run([sys.executable, "-c", "import sys, tuner.cli; sys.exit(tuner.cli.main())", "run",
+                        "matmul", "--preset", "small"], capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 2 and "Traceback" not in r.stderr and f"tensorlang run: error: {message}" in r.stderr, \
+        r.stderr
+
+
+# The C runtime as an exported library uses it, with no Python: a parallel loop summing 0..999 in chunks.
+C_CALLER = r"""
+#include "tensorlang_runtime.c"
+static long long sums[1024];
+static int32_t chunk(int64_t begin, int64_t end, void *closure) {
+    (void)closure;
+    for (int64_t i = begin; i < end; i++)
+        sums[begin] += i;
+    return 0;
+}
+int main(void) {
+    for (int call = 0; call < 3; call++) {
+        for (int i = 0; i < 1024; i++)
+            sums[i] = 0;
+        if (tensorlang_parallel_for(chunk, NULL, 0, 1000) != 0)
+            return 1;
+        long long total = 0;
+        for (int i = 0; i < 1024; i++)
+            total += sums[i];
+        printf("%lld\n", total);
+    }
+    return 0;
+}
+"""
+
+
+@pytest.mark.skipif(not HAVE_CC, reason="no C compiler: the native pool cannot be built")
+def test_c_runtime_says_once_on_stderr_that_it_ignores_a_bad_setting(tmp_path):
+    """Exported libraries have no Python to raise a UsageError: a bad value gives the default and one line on stderr
+    per variable, naming it and the values it takes."""
+    from tensorlang.threadpool import RUNTIME_C
+    from tensorlang.codegen_c import find_c_compiler
+    (tmp_path / "caller.c").write_text(C_CALLER)
+    exe = tmp_path / "caller"
+    subprocess.run([*find_c_compiler(), "-O1", "-pthread", f"-I{RUNTIME_C.parent}", "-o", str(exe),
+                    str(tmp_path / "caller.c")], check=True, capture_output=True, timeout=120)
+    env = dict(os.environ, TENSORLANG_NUM_THREADS="lots", TENSORLANG_SPIN_US="junk")
+    r = subprocess.run([str(exe)], capture_output=True, text=True, env=env, timeout=60)
+    assert r.returncode == 0 and r.stdout.split() == ["499500"] * 3, r.stdout + r.stderr
+    assert r.stderr.splitlines() == [
+        'tensorlang: TENSORLANG_NUM_THREADS="lots" is not an integer from 1 to 1024; using the CPU count',
+        'tensorlang: TENSORLANG_SPIN_US="junk" is not an integer from 0 to 1000000; using 500'], r.stderr
+    env = dict(os.environ, TENSORLANG_NUM_THREADS="2", TENSORLANG_SPIN_US="100")
+    r = subprocess.run([str(exe)], capture_output=True, text=True, env=env, timeout=60)
+    assert r.returncode == 0 and r.stdout.split() == ["499500"] * 3 and r.stderr == "", r.stdout + r.stderr
 
 
 @pytest.mark.skipif(not HAVE_CC, reason="no C compiler: the native pool cannot be built")

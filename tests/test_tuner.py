@@ -661,6 +661,55 @@ def test_compare():
     msg = compare(np.array([1, 2, 4, 100000], dtype=np.int32), ints)
     assert msg == "wrong result: 1 of 4 elements differ, the largest by 1 at index (2,) (4 instead of 3)"
     assert "shape" in compare(np.zeros(3), np.zeros(4))
+    # issue 18: NaN or an infinity where the reference has a number never passes, one among right values or all
+    assert compare(np.array([np.inf, 2.0]), np.array([1.0, 2.0])) is not None
+    assert compare(np.array([-np.inf, 2.0]), np.array([1.0, 2.0])) is not None
+    assert compare(np.full(4, np.nan, np.float32), np.ones(4, np.float32)).startswith("wrong result: 4 of 4")
+
+
+@pytest.mark.parametrize("fault", ["nan", "one_nan"])
+def test_a_candidate_whose_output_is_nan_is_a_wrong_record(fault, monkeypatch):
+    """The tuner's check of a candidate (in the isolated runner) against the default schedule's output: an output
+    of NaN, or one NaN among right values, is a "wrong" result, never a timing."""
+    from tuner.measure import LocalRunner
+    task = matmul_task()
+    good, bad = task.space.config_at(0), task.space.config_at(1)
+    monkeypatch.setenv(FAULTS_ENV, json.dumps({config_key(bad): fault}))
+    with LocalRunner(task, jobs=1, options=MeasureOptions(min_time=0.0, min_runs=1)) as runner:
+        ok, wrong = runner.measure([good, bad])
+    assert ok.ok and ok.times
+    assert wrong.error_kind == "wrong" and not wrong.times, wrong
+    n = 1 if fault == "one_nan" else 3072
+    assert wrong.error.startswith(f"output C: wrong result: {n} of 3072 elements differ"), wrong.error
+
+
+def test_tuning_refuses_a_default_schedule_whose_output_is_nan(monkeypatch):
+    """Candidates are checked against the default schedule's output: one that has NaN where numpy has numbers
+    (a compiler bug) would let wrong candidates pass, so the runner refuses to start."""
+    import tuner.measure
+    real = tl.build
+
+    def nan_build(*args, **kwargs):
+        kernel = real(*args, **kwargs)
+
+        def call(*arrays):
+            out = kernel(*arrays)
+            out.flat[5] = np.nan
+            return out
+        return call
+    monkeypatch.setattr(tuner.measure.tl, "build", nan_build)
+    with pytest.raises(tl.BuildError, match=r"matmul: the default schedule's result differs from the numpy "
+                                            r"reference \(output 0: 1 NaN where the reference has a number"):
+        tuner.measure.LocalRunner(matmul_task(), jobs=1)
+
+
+@pytest.mark.parametrize("value,message", [
+    ("{", "is not JSON"), ('{"k": "explode"}', "with faults from segfault"), ("[1]", "expected a JSON object")])
+def test_bad_fault_hook_is_a_usage_error_naming_the_variable(value, monkeypatch, message):
+    from tuner.measure import LocalRunner
+    monkeypatch.setenv(FAULTS_ENV, value)
+    with pytest.raises(tl.UsageError, match=f"TENSORLANG_TUNER_FAULTS=.*{message}"):
+        LocalRunner(matmul_task(), jobs=1)
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -67,25 +67,67 @@ def torch_available() -> bool:
 
 def max_rel_error(out, expected) -> float:
     """The largest absolute difference between `out` and `expected` (arrays, or tuples of arrays for several
-    outputs) relative to the largest magnitude of `expected` (at least 1).
+    outputs) relative to the largest finite magnitude of `expected` (at least 1). A NaN or an infinity where
+    `expected` has none in that place, or a number where it has NaN, is an infinite error: a NaN never passes
+    as a match (see :func:`reference_mismatch` for what differs).
 
     >>> max_rel_error(np.array([1.0, 2.5]), np.array([1.0, 2.0]))
     0.25
     >>> max_rel_error((np.ones(2), np.zeros(3)), (np.ones(2), np.full(3, 10.0)))
     1.0
+    >>> max_rel_error(np.array([1.0, np.nan]), np.array([1.0, 2.0]))
+    inf
+    >>> max_rel_error(np.array([np.nan, -np.inf, 3.0]), np.array([np.nan, -np.inf, 3.0]))
+    0.0
     """
+    return _compare(out, expected)[0]
+
+
+def reference_mismatch(out, expected) -> str:
+    """What makes :func:`max_rel_error` infinite: a different count or shape of outputs, or NaNs and infinities
+    that `expected` does not have in those places (the first output that has them); "" when there is none.
+
+    >>> reference_mismatch(np.array([np.nan, 2.0, np.inf]), np.array([1.0, 2.0, 3.0]))
+    'output 0: 1 NaN and 1 infinity where the reference has a number (first at index (0,))'
+    >>> reference_mismatch(np.array([1.0, 2.0]), np.array([np.nan, 2.0]))
+    'output 0: 1 number where the reference has NaN or infinity (first at index (0,))'
+    >>> reference_mismatch(np.ones(2), np.ones(2))
+    ''
+    """
+    return _compare(out, expected)[1]
+
+
+def _compare(out, expected) -> tuple[float, str]:
     outs = out if isinstance(out, (tuple, list)) else (out,)
     exps = expected if isinstance(expected, tuple) else (expected,)
     if len(outs) != len(exps):
-        return float("inf")
+        return float("inf"), f"{len(outs)} outputs where the reference has {len(exps)}"
     worst = 0.0
-    for o, e in zip(outs, exps):
+    for i, (o, e) in enumerate(zip(outs, exps)):
         o, e = np.asarray(o, np.float64), np.asarray(e, np.float64)
         if o.shape != e.shape:
-            return float("inf")
-        if e.size:
-            worst = max(worst, float(np.max(np.abs(o - e))) / max(1.0, float(np.max(np.abs(e)))))
-    return worst
+            return float("inf"), f"output {i}: shape {o.shape} where the reference has {e.shape}"
+        # NaN where the reference has NaN, an infinity where it has that infinity: the same special value
+        same = (np.isnan(o) & np.isnan(e)) | (np.isinf(e) & (o == e))
+        wrong = ~same & ~np.isfinite(o)
+        missing = ~same & ~np.isfinite(e) & np.isfinite(o)
+        if wrong.any():
+            nan, inf = int((wrong & np.isnan(o)).sum()), int((wrong & np.isinf(o)).sum())
+            what = " and ".join(t for t in (f"{nan} NaN" if nan else "", f"{inf} infinit{'y' if inf == 1 else 'ies'}"
+                                            if inf else "") if t)
+            at = np.unravel_index(int(np.argmax(wrong)), o.shape)
+            return float("inf"), (f"output {i}: {what} where the reference has a number (first at index "
+                                   f"{tuple(int(x) for x in at)})")
+        if missing.any():
+            n = int(missing.sum())
+            at = np.unravel_index(int(np.argmax(missing)), o.shape)
+            return float("inf"), (f"output {i}: {n} number{'s' if n > 1 else ''} where the reference has NaN or "
+                                   f"infinity (first at index {tuple(int(x) for x in at)})")
+        finite = ~same
+        if finite.any():
+            scale = max(1.0, float(np.max(np.abs(e[finite]))))
+            worst = max(worst, float(np.max(np.abs(o[finite] - e[finite]))) / scale)
+    return worst, ""
 
 
 def baseline(w, sizes: dict, inputs: list, threads: int, min_runs: int, min_time: float, *, kind: str = "numpy",
@@ -135,7 +177,8 @@ def run_bench(w, sizes: dict, threads: int, min_runs: int = 10, min_time: float 
     where it is installed and the workload has a `torch_fast`. Each row's result is compared with the workload's
     reference (`max_rel_error`); `log` gets one line per timing. Returns {"workload", "sizes", "threads",
     "results"}, each result with "name", "median_s", "runs", "gflops" and "max_rel_error" (and the library's
-    "version" for numpy and torch).
+    "version" for numpy and torch; and "mismatch", saying where, when the row has a NaN or an infinity that the
+    reference does not).
 
     Example::
 
@@ -187,7 +230,9 @@ def _run_bench(w, sizes, threads, min_runs, min_time, extra, log) -> dict:
     # with the timings that follow (a two-thread matmul ran 10 to 20% slower in the 0.1 s after one)
     expected = w.reference(*inputs, **sizes)
     for r, out in zip(results, outputs):
-        r["max_rel_error"] = max_rel_error(out, expected)
+        r["max_rel_error"], why = _compare(out, expected)
+        if why:  # NaN or infinity where the reference has none (max_rel_error is inf): say where
+            r["mismatch"] = why
     for r in results:
         r["gflops"] = flops / r["median_s"] / 1e9
     return {"workload": w.name, "sizes": sizes, "threads": threads, "results": results}

@@ -126,7 +126,7 @@ def _writable(path) -> bool:
 
 
 def default_db_path() -> pathlib.Path:
-    """Where the tuning database lives when no path is given: ``$TENSORLANG_DB`` if set, else
+    """Where the tuning database lives when no path is given: ``$TENSORLANG_DB`` if set (and not blank), else
     ``$XDG_CACHE_HOME/tensorlang/tuning.db`` (when that is an absolute path), else ``~/.cache/tensorlang/tuning.db``.
 
     Example::
@@ -136,12 +136,12 @@ def default_db_path() -> pathlib.Path:
         >>> with mock.patch.dict(os.environ, {"TENSORLANG_DB": "/tmp/my-tuning.db"}):
         ...     print(default_db_path())
         /tmp/my-tuning.db
-        >>> with mock.patch.dict(os.environ, {"TENSORLANG_DB": "", "XDG_CACHE_HOME": "/tmp/cache"}):
+        >>> with mock.patch.dict(os.environ, {"TENSORLANG_DB": " ", "XDG_CACHE_HOME": "/tmp/cache"}):
         ...     print(default_db_path())
         /tmp/cache/tensorlang/tuning.db
     """
     env = os.environ.get("TENSORLANG_DB")
-    if env:
+    if env and env.strip():  # empty or blank: unset
         try:
             return pathlib.Path(env).expanduser()
         except RuntimeError as e:  # ~user that does not exist

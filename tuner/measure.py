@@ -38,8 +38,32 @@ from tuner.task import Task
 from tuner.worker import Worker, WorkerCrash, WorkerTimeout
 
 FAULTS_ENV = "TENSORLANG_TUNER_FAULTS"
-"""Test-only hook: JSON ``{config_key: fault}`` with fault one of "segfault", "hang", "wrong", "raise",
-"build_hang", "build_crash", "features_crash"; the workers then misbehave that way for that config."""
+"""Test-only hook: JSON ``{config_key: fault}`` with fault one of :data:`FAULTS`; the workers then misbehave that
+way for that config ("nan": every output element NaN, "one_nan": the first one)."""
+
+FAULTS = ("segfault", "hang", "wrong", "nan", "one_nan", "raise", "build_hang", "build_crash", "features_crash")
+
+
+def injected_faults() -> dict:
+    """The faults of ``$TENSORLANG_TUNER_FAULTS`` (see :data:`FAULTS_ENV`); a value that is not a JSON object of
+    known faults is a UsageError naming the variable.
+
+    >>> from unittest import mock
+    >>> with mock.patch.dict(os.environ, {FAULTS_ENV: '{"k": "nan"}'}):
+    ...     injected_faults()
+    {'k': 'nan'}
+    """
+    text = os.environ.get(FAULTS_ENV, "").strip()
+    if not text:
+        return {}
+    try:
+        faults = json.loads(text)
+    except ValueError as e:
+        raise UsageError(f"{FAULTS_ENV}={text!r} is not JSON ({e}); it is an object {{config_key: fault}}") from None
+    if not isinstance(faults, dict) or any(f not in FAULTS for f in faults.values()):
+        raise UsageError(f"{FAULTS_ENV}={text!r}: expected a JSON object {{config_key: fault}} with faults from "
+                         f"{', '.join(FAULTS)}")
+    return faults
 
 
 @dataclass(frozen=True)
@@ -147,7 +171,7 @@ def build_handler(init: dict):
     from tensorlang.target import compile_object, host_target
     op = tl.op(init["source"])
     target = host_target()
-    faults = json.loads(os.environ.get(FAULTS_ENV, "{}"))
+    faults = injected_faults()
     task = Task(**init["task"]) if init.get("task") else None
 
     def handle(request: dict) -> dict:
@@ -255,7 +279,7 @@ def run_handler(init: dict):
     expected = [np.load(p) for p in init["expected"]]
     outs = [np.empty_like(e) for e in expected]
     arrays = inputs + outs
-    faults = json.loads(os.environ.get(FAULTS_ENV, "{}"))
+    faults = injected_faults()
 
     def handle(request: dict) -> dict:
         opts = request["options"]
@@ -280,6 +304,10 @@ def run_handler(init: dict):
             return {"error_kind": "runtime", "error": f"the kernel returned status {status} (allocation failed)"}
         if fault == "wrong":
             outs[0].flat[0] += 1.0
+        if fault == "nan":
+            outs[0].fill(np.nan)
+        if fault == "one_nan":
+            outs[0].flat[0] = np.nan
         for name, o, e in zip(init["outputs"], outs, expected):
             wrong = compare(o, e)
             if wrong:
@@ -307,6 +335,38 @@ def run_handler(init: dict):
 # ---------------------------------------------------------------- tuner side
 
 
+def check_against_reference(task: Task, inputs: list, outputs: list) -> None:
+    """Check the default schedule's ``outputs`` (what every candidate is compared with) against the workload's
+    numpy reference, as ``tensorlang run`` does (NaN and infinities that the reference does not have fail):
+    a default that differs would pass wrong candidates and fail right ones, so it is a ``tl.BuildError``.
+    Nothing to check for a task whose workload has no reference.
+
+    Example::
+
+        >>> task = Task.create("matmul", preset="small", threads=1)
+        >>> A, B = task.workload_def.make_inputs(task.sizes, np.random.default_rng(0))
+        >>> check_against_reference(task, [A, B], [A @ B])
+        >>> check_against_reference(task, [A, B], [np.full_like(A @ B, np.nan)])
+        Traceback (most recent call last):
+        ...
+        tensorlang.errors.BuildError: matmul: the default schedule's result differs from the numpy reference \
+(output 0: 3072 NaN where the reference has a number (first at index (0, 0))): it is what candidates are \
+checked against, so there is nothing to tune against
+    """
+    from tuner.bench import max_rel_error, reference_mismatch
+    reference = getattr(task.workload_def, "reference", None)
+    if reference is None:
+        return
+    want = reference(*inputs, **task.sizes)
+    want = want if isinstance(want, tuple) else (want,)
+    err = max_rel_error(tuple(outputs), want)
+    if not err <= 1e-3:
+        why = reference_mismatch(tuple(outputs), want) or f"max relative error {err:.2e}"
+        raise tl.BuildError(f"{task.workload}: the default schedule's result differs from the numpy reference "
+                            f"({why}): it is what candidates are checked against, so there is nothing to tune "
+                            "against")
+
+
 class LocalRunner:
     """Builds on ``jobs`` worker processes and measures on one more, on this machine.
 
@@ -322,11 +382,13 @@ class LocalRunner:
         self.best_s: float | None = None
         w = task.workload_def
         self._tmp = tempfile.TemporaryDirectory(prefix="tensorlang-tune-")
+        injected_faults()  # a bad test hook fails here, not in every worker
         inputs = w.make_inputs(task.sizes, np.random.default_rng(seed))
         if expected is None:
             default = tl.build(task.op, schedule="naive", **task.sizes)
             got = default(*inputs)
             expected = list(got) if isinstance(got, tuple) else [got]
+            check_against_reference(task, inputs, expected)
         self.inputs, self.expected = inputs, expected
         paths = {"inputs": [], "expected": []}
         for kind, arrays in (("inputs", inputs), ("expected", expected)):

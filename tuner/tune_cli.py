@@ -151,7 +151,7 @@ def _db_source(path) -> str:
     default."""
     if path is not None:
         return "--db"
-    return "TENSORLANG_DB" if os.environ.get("TENSORLANG_DB") else "the default tuning database"
+    return "TENSORLANG_DB" if os.environ.get("TENSORLANG_DB", "").strip() else "the default tuning database"
 
 
 def _open_db(path, read_only: bool = False):

@@ -12,9 +12,9 @@
  * and the others on a persistent pool of pthreads, waits for all of them and returns the largest status (0: all
  * chunks succeeded, 1: one could not allocate its temporaries).
  *
- * Threads: TENSORLANG_NUM_THREADS (read at every call; a value that is not an integer >= 1 is ignored), else
- * the CPUs in this process's affinity mask. The pool grows on demand. Between calls its threads spin for
- * TENSORLANG_SPIN_US microseconds (default 500; read at every call; 0: sleep at once) before they sleep, and
+ * Threads: TENSORLANG_NUM_THREADS (read at every call), else the CPUs in this process's affinity mask. The pool
+ * grows on demand. Between calls its threads spin for TENSORLANG_SPIN_US microseconds (default 500, at most
+ * 1000000; read at every call; 0: sleep at once) before they sleep, and
  * the caller spins as long for the last chunk: waking a sleeping thread costs about 0.1 ms on a virtual machine
  * (OpenMP and OpenBLAS spin for the same reason). A spinning thread yields the CPU every microsecond or so, so
  * that more threads than CPUs do not starve the ones with work (conv2d on 4 threads and 2 CPUs: 2.6 ms without
@@ -22,6 +22,8 @@
  * A worker that picks up a job on the CPU the caller published it from moves itself to another CPU (where the
  * job has no more threads than CPUs): the two would otherwise run their chunks one after the other. The
  * workers are named tensorlang-1, tensorlang-2, ... (Linux).
+ * A value of either variable that is not an integer in its range (1 to 1024 threads) is not used: the default is,
+ * and one line on stderr (once per variable and process) names the variable and the values it takes.
  * Concurrent callers are safe: parallel regions from different threads take turns (a mutex); a parallel loop
  * reached from inside a chunk runs serially on that thread. After fork() the child starts a fresh pool.
  *
@@ -31,6 +33,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #endif
+#include <errno.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdint.h>
@@ -53,7 +56,8 @@
 #endif
 
 #define TL_MAX_THREADS 1024
-#define TL_DEFAULT_SPIN_US 500
+#define TL_DEFAULT_SPIN_US 500 /* (the message of tl_env_int says "using 500") */
+#define TL_MAX_SPIN_US 1000000
 
 typedef int32_t (*tl_chunk_fn)(int64_t begin, int64_t end, void *closure);
 
@@ -210,23 +214,33 @@ static void tl_after_fork_in_child(void) {
     tl_in_chunk = 0;
 }
 
-/* The integer in environment variable `name`, clamped to at most `hi`, if it is set to an integer >= `lo`
- * (trailing blanks allowed); else `fallback`. */
-static int tl_env_int(const char *name, long lo, long hi, int fallback) {
+/* The integer in environment variable `name` if it is set to one from `lo` to `hi` (blanks around it allowed);
+ * `fallback` when it is unset or empty. Any other value also gives `fallback`, after one line on stderr (once per
+ * variable and process, `*warned` remembers) that names the variable, the values it takes and what is used
+ * instead: a library linked into a C program has no other way to say so. (The JIT refuses such a value with a
+ * UsageError when it starts; this line is for a value set later, or for exported libraries.) */
+static int tl_env_int(const char *name, long lo, long hi, int fallback, const char *instead, int *warned) {
     const char *text = getenv(name);
-    if (text && *text) {
-        char *end;
-        long v = strtol(text, &end, 10);
-        while (*end == ' ' || *end == '\t' || *end == '\n')
-            end++;
-        if (*end == '\0' && v >= lo)
-            return v > hi ? (int)hi : (int)v;
-    }
+    if (!text || !*text)
+        return fallback;
+    char *end;
+    errno = 0;
+    long v = strtol(text, &end, 10);
+    int digits = end != text;
+    while (*end == ' ' || *end == '\t' || *end == '\n')
+        end++;
+    if (digits && *end == '\0' && errno == 0 && v >= lo && v <= hi)
+        return (int)v;
+    if (!__atomic_exchange_n(warned, 1, __ATOMIC_RELAXED))
+        fprintf(stderr, "tensorlang: %s=\"%s\" is not an integer from %ld to %ld; using %s\n", name, text, lo, hi,
+                instead);
     return fallback;
 }
 
+static int tl_warned_threads, tl_warned_spin;
+
 static int tl_num_threads(void) {
-    int n = tl_env_int("TENSORLANG_NUM_THREADS", 1, TL_MAX_THREADS, 0);
+    int n = tl_env_int("TENSORLANG_NUM_THREADS", 1, TL_MAX_THREADS, 0, "the CPU count", &tl_warned_threads);
     if (n >= 1)
         return n;
 #ifdef __linux__
@@ -276,8 +290,8 @@ TL_HIDDEN int32_t tensorlang_parallel_for(tl_chunk_fn fn, void *closure, int64_t
         n = (int)extent;
     if (n == 1 || tl_in_chunk)
         return fn(lo, lo + extent, closure);
-    __atomic_store_n(&tl_spin_us, tl_env_int("TENSORLANG_SPIN_US", 0, 1000000, TL_DEFAULT_SPIN_US),
-                     __ATOMIC_RELAXED);
+    __atomic_store_n(&tl_spin_us, tl_env_int("TENSORLANG_SPIN_US", 0, TL_MAX_SPIN_US, TL_DEFAULT_SPIN_US, "500",
+                                             &tl_warned_spin), __ATOMIC_RELAXED);
     pthread_mutex_lock(&tl_region_lock);
     pthread_mutex_lock(&tl_lock);
     int workers = tl_grow(n - 1);
