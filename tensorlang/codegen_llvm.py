@@ -599,6 +599,17 @@ class _Emitter:
         if isinstance(e, ir.Load):
             return self.load(e)
         if isinstance(e, ir.BinOp):
+            if e.op == "**" and DTYPES[e.dtype].is_float and isinstance(e.b, ir.FloatImm) \
+                    and e.b.value in (2.0, 3.0, 4.0):
+                # a small whole power as multiplications (what LLVM does only with approximate-math flags): a call
+                # of pow per element would cost more than the rest of a GELU epilogue together
+                x = self.expr(e.a)
+                y = b.fmul(x, x, flags=FAST)
+                if e.b.value == 3.0:
+                    y = b.fmul(y, x, flags=FAST)
+                elif e.b.value == 4.0:
+                    y = b.fmul(y, y, flags=FAST)
+                return y
             a, c = self.match(self.expr(e.a), self.expr(e.b))
             return self.binop(e.op, a, c, e.dtype)
         if isinstance(e, ir.Cmp):

@@ -274,11 +274,13 @@ def cmd_run(args) -> dict:
     err = max_rel_error(out, expected)
     ok = err < 1e-3  # a NaN or infinity that numpy does not have makes err infinite
     gflops = w.flops(sizes) / median / 1e9
-    result = {"workload": w.name, "sizes": sizes, "compile_s": compile_s, "median_s": median,
+    result = {"workload": w.name, "sizes": sizes, "schedule": kernel.schedule_source, "compile_s": compile_s,
+              "median_s": median,
               "gflops": gflops, "runs": len(times), "max_rel_error": err, "matches_numpy": ok}
     if not args.json:
         print(f"{w.name} ({', '.join(f'{k}={v}' for k, v in sizes.items())})")
-        print(f"  compiled in {compile_s * 1000:.0f} ms (default schedule, {kernel.target.cpu})")
+        print(f"  compiled in {compile_s * 1000:.0f} ms ({SCHEDULE_SOURCES[kernel.schedule_source]}, "
+              f"{kernel.target.cpu})")
         print(f"  median of {len(times)} runs: {median * 1000:.3f} ms, {gflops:.2f} GFLOPS")
         print(f"  matches numpy: {'yes' if ok else 'NO'} (max relative error {err:.2e})")
     if not ok:
@@ -288,9 +290,10 @@ def cmd_run(args) -> dict:
 
 
 def cmd_bench(args) -> dict:
-    """`tensorlang bench`: time the default schedule, the hand schedule, the best tuned record of --db (if any) and
-    numpy on --threads threads (see :func:`tuner.bench.run_bench`) and print the table; a kernel whose result
-    differs from numpy raises CLIError. Returns the bench report.
+    """`tensorlang bench`: time the naive loop nest, the auto-scheduler's pick, the hand schedule, the best tuned
+    record of --db (if any), numpy and PyTorch on --threads threads in --rounds interleaved rounds (see
+    :func:`tuner.bench.run_bench`) and print the table; a kernel whose result differs from the reference raises
+    CLIError. Returns the bench report.
 
     Example::
 
@@ -311,21 +314,27 @@ def cmd_bench(args) -> dict:
         task, rec, path = best_record(w, sizes, threads, args.db)
         if rec is not None:
             extra.append(("tuned", record_schedule(rec, task.op, path)))
-    report = run_bench(w, sizes, threads, min_runs=args.repeat, min_time=args.min_time, extra=extra, log=log)
+    if args.rounds < 1:
+        raise CLIError(f"--rounds: must be at least 1, got {args.rounds}")
+    report = run_bench(w, sizes, threads, min_runs=args.repeat, min_time=args.min_time, extra=extra, log=log,
+                       rounds=args.rounds)
     if not args.json:
         print(format_table(report))
     bad = [r["name"] + (f" ({r['mismatch']})" if r.get("mismatch") else "") for r in report["results"]
            if not r["max_rel_error"] <= 1e-3]  # NaN fails too
     if bad:
-        raise CLIError(f"{w.name}: {', '.join(bad)} differ from the numpy reference")
+        raise CLIError(f"{w.name}: {', '.join(bad)} differ from the {'numpy ' if is_builtin(w) else ''}reference")
     return report
 
 
 def cmd_show(args) -> dict:
     """`tensorlang show`: the workload's loop IR (default), optimised LLVM IR (--llvm) or assembly (--asm), for the
-    default schedule or, with --best, the best tuned one; printed unless --json, and returned under "text".
+    schedule `tl.build` chooses (tuned, else hand, else the auto-scheduler's pick; ``--schedule`` asks for one),
+    or with --best the best tuned one; printed unless --json (with a first line saying which schedule), and
+    returned under "text" with the schedule's source under "schedule".
 
-    >>> print(cmd_show(make_parser().parse_args(["show", "matmul", "--size", "M=2,N=3,K=4", "--json"]))["text"])
+    >>> args = make_parser().parse_args(["show", "matmul", "--size", "M=2,N=3,K=4", "--schedule", "naive", "--json"])
+    >>> print(cmd_show(args)["text"])
     def matmul(A: f32[2, 4], B: f32[4, 3], C: f32[2, 3]):
       for i in 0:2:
         for j in 0:3:
@@ -334,13 +343,20 @@ def cmd_show(args) -> dict:
             C[i, j] = C[i, j] + A[i, k]*B[k, j]
     """
     import tensorlang as tl
+    from tensorlang.choice import choose_schedule
     if args.db is not None and not args.best:
         raise CLIError("--db: only with --best (the database whose best record is shown)")
+    if args.best and args.schedule:
+        raise CLIError("--schedule: not with --best (which shows the best tuned record)")
     w, sizes = workload_and_sizes(args)
     op = tl.op(w.source)
     kind = "llvm" if args.llvm else "asm" if args.asm else "ir"
-    s = tl.schedule(op, **sizes)
+    try:
+        s, source = choose_schedule(op, sizes, schedule=args.schedule)
+    except tl.BuildError as e:
+        raise CLIError(f"--schedule: {e}") from None
     if args.best:
+        source = "tuned"
         from tuner.tune_cli import best_record, record_schedule
         task, rec, path = best_record(w, sizes, None, args.db)
         if rec is None:
@@ -350,8 +366,14 @@ def cmd_show(args) -> dict:
         s = record_schedule(rec, op, path)
     text = s.lower() if kind == "ir" else tl.build(s).source(kind)
     if not args.json:
+        print(f"# schedule: {source} ({SCHEDULE_SOURCES[source]})")
         print(text)
-    return {"workload": w.name, "sizes": sizes, "kind": kind, "text": text}
+    return {"workload": w.name, "sizes": sizes, "kind": kind, "schedule": source, "text": text}
+
+
+SCHEDULE_SOURCES = {"tuned": "the best tuned record of the tuning database", "hand": "the hand schedule",
+                    "auto": "the auto-scheduler's zero-trial pick", "naive": "the naive loop nest",
+                    "given": "a schedule source plug-in"}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -437,11 +459,14 @@ def make_parser() -> argparse.ArgumentParser:
     r.add_argument("--repeat", type=int, default=10, help="at least this many timed runs (default 10)")
     r.add_argument("--min-time", type=float, default=0.2, help="and at least this many seconds (default 0.2)")
     r.add_argument("--seed", type=seed_value, default=0, help="seed of the random inputs")
-    b = sub.add_parser("bench", help="time the default schedule, the hand schedule and numpy in one table")
+    b = sub.add_parser("bench", help="time the naive loop nest, the auto-scheduler's pick, the hand and tuned "
+                                     "schedules, numpy and PyTorch in one table, in interleaved rounds")
     common(b)
     b.add_argument("--threads", type=int, help="threads for tensorlang and OpenBLAS (default: all CPUs)")
     b.add_argument("--repeat", type=int, default=10, help="at least this many timed runs each (default 10)")
     b.add_argument("--min-time", type=float, default=0.3, help="and at least this many seconds each")
+    b.add_argument("--rounds", type=int, default=5,
+                   help="rounds, each row timed once a round, so that a slow spell hits every row (default 5)")
     b.add_argument("--db", help=f"tuning database whose best record is timed too {DB_DEFAULT}")
     s = sub.add_parser("show", help="print the loop IR (default), LLVM IR or assembly")
     common(s)
@@ -449,7 +474,9 @@ def make_parser() -> argparse.ArgumentParser:
     g.add_argument("--ir", action="store_true", help="the loop IR (default)")
     g.add_argument("--llvm", action="store_true", help="the optimised LLVM IR")
     g.add_argument("--asm", action="store_true", help="the assembly")
-    s.add_argument("--best", action="store_true", help="the best tuned schedule instead of the default one")
+    s.add_argument("--best", action="store_true", help="the best tuned schedule")
+    s.add_argument("--schedule", choices=("auto", "naive", "hand", "tuned"),
+                   help="which schedule (default: the one tl.build chooses: tuned, else hand, else auto)")
     s.add_argument("--db", help="tuning database for --best")
     t = sub.add_parser("tune", help="auto-tune a workload: search schedules, measure them, keep every record")
     common(t)
@@ -524,8 +551,9 @@ def make_parser() -> argparse.ArgumentParser:
     ce.add_argument("--seed", type=seed_value, default=0, help="seed of the splits and the models")
     ex = sub.add_parser("export", help="write a kernel ahead of time: library, object, C, LLVM IR or assembly, "
                                        "with a header and an example C program",
-                        description="Schedule: the workload's hand schedule if it has one, else the default "
-                                    "schedule; --best or --schedule FILE.json choose another.")
+                        description="Schedule: the one tl.build chooses (the best tuned record, else the "
+                                    "workload's hand schedule, else the auto-scheduler's pick); --best or --schedule "
+                                    "FILE.json choose another.")
     common(ex)
     ex.add_argument("--format", default="so", help="so (shared library, default), o (object file + runtime "
                                                    "source), c (C source), ll (LLVM IR) or asm (assembly)")

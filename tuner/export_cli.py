@@ -65,13 +65,12 @@ def cmd_export(args) -> dict:
                            f"run: tensorlang tune {w.name}{where} --trials 100")
         s = record_schedule(rec, op, path)
         note = f"the best tuned record in {path} (trial {rec.trial}, {rec.gflops:.1f} GFLOPS when tuned)"
-    else:
-        s = tl.schedule(op, **sizes)
-        if w.hand_schedule is not None:
-            w.hand_schedule(s)
-            note = f"the hand schedule of schedules/{w.name}.py"
-        else:
-            note = "the default schedule (this workload has no hand schedule)"
+    else:  # what tl.build would compile: the best tuned record, else the hand schedule, else the auto pick
+        from tensorlang.choice import choose_schedule
+        s, source = choose_schedule(op, sizes)
+        note = {"tuned": "the best tuned record of the tuning database",
+                "hand": f"the hand schedule of schedules/{w.name}.py",
+                "auto": "the auto-scheduler's zero-trial pick"}.get(source, f"a schedule from the {source} source")
     choice = " --best" if args.best else f" --schedule {shlex.quote(args.schedule)}" if args.schedule else ""
     name = f" --name {args.name}" if args.name else ""
     command = (f"tensorlang export {w.name}{where}{choice} --format {args.format}{name} "

@@ -81,9 +81,10 @@ def describe_exit(code: int | None) -> str:
 class Worker:
     """One process that runs ``handler_path`` (``"module:factory"``; ``factory(init)`` returns the handler)."""
 
-    def __init__(self, handler_path: str, init: dict, start_timeout: float = 120.0):
+    def __init__(self, handler_path: str, init: dict, start_timeout: float = 120.0, env: dict | None = None):
         self.handler_path = handler_path
         self.init = init
+        self.env = dict(env or {})  # set in the process's environment before anything is imported there
         self.start_timeout = start_timeout
         self._proc = None
         self._conn = None
@@ -94,7 +95,7 @@ class Worker:
         # a fresh interpreter (not fork: no threads or LLVM state inherited), which imports only the handler
         parent, child = socket.socketpair()
         self._stderr = tempfile.TemporaryFile()
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p), **self.env}
         code = ("import sys; from tuner.worker import _child_main; "
                 "_child_main(int(sys.argv[1]), sys.argv[2], sys.argv[3])")
         self._proc = subprocess.Popen(

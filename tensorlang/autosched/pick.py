@@ -211,7 +211,9 @@ def _balanced_parallel(space, st: StageInfo, cfg: dict) -> str:
 
 def _parallel_choices(space, st: StageInfo, cfg: dict, with_balance: bool = False):
     role = space.roles[st.name]
-    if st.points * max(1, st.ops) < PARALLEL_WORK:
+    anchors = space.anchors(cfg)  # the stages computed in this one's loops add their work to its own
+    work = sum(s.points * max(1, s.ops) for s in space.info.stages if anchors.get(s.name) == st.name)
+    if max(work, st.points * max(1, st.ops)) < PARALLEL_WORK:
         return (["none"], True) if with_balance else ["none"]
     values = next(k.values for k in role.knobs if k.name == f"{st.name}.parallel")
     from .template import chunks, plan_loops
