@@ -247,6 +247,17 @@ class Space:
             if self.allowed(c):
                 yield c
 
+    def canonical(self, config: dict) -> dict:
+        """The config that stands for every config scheduling alike: ``config`` itself here (every knob of a
+        hand-written space matters); a generated space resets knobs the config leaves unused.
+
+        Example::
+
+            >>> Space("toy", [Knob("a", (1, 2))], lambda s, c: None).canonical({"a": 2})
+            {'a': 2}
+        """
+        return config
+
     def nearest(self, config: dict, exclude: set[str]) -> dict | None:
         """The allowed config that stands in for ``config`` when the constraint rules it out: None here (the
         config is simply not measured); a replay space answers with the nearest config of its table."""

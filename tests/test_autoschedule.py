@@ -5,8 +5,8 @@ sizes: the rules' pick and random allowed configs must schedule (or be refused w
 primitive, which the tuner records as a "schedule" error), lower with every access proven in bounds or guarded
 (``strict=True``) and compute what the naive loop nest computes, into outputs prefilled with NaN; a config the
 constraint rules out is refused before anything is built. ``TENSORLANG_AUTOSCHED_FUZZ`` sets the number of
-programs (default 500, about 2,000 configs; 5,000 is the long mode), ``TENSORLANG_AUTOSCHED_FUZZ_RANDOM=1``
-draws new programs instead of CI's fixed set.
+programs (default 600: the pick and 3 random allowed configs each, about 2,400 configs; 5,000 programs, 20,000
+configs, is the long mode), ``TENSORLANG_AUTOSCHED_FUZZ_RANDOM=1`` draws new programs instead of CI's fixed set.
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from oracle import assert_close
 from tensorlang.autosched.space import GeneratedSpace, generated_space
 from tensorlang.choice import choose_schedule, register_schedule_source, unregister_schedule_source
 
-FUZZ_PROGRAMS = int(os.environ.get("TENSORLANG_AUTOSCHED_FUZZ", "500"))
+FUZZ_PROGRAMS = int(os.environ.get("TENSORLANG_AUTOSCHED_FUZZ", "600"))
 RANDOM = os.environ.get("TENSORLANG_AUTOSCHED_FUZZ_RANDOM", "0") == "1"
 RANDOM_CONFIGS = 3
 
@@ -92,8 +92,10 @@ def test_generated_spaces_never_miscompile(data):
         outcome = _check(case, space, default, 0)
         assert outcome == "checked", f"the rules' pick does not schedule: {outcome}\n{default}"
         event("rules' pick: checked")
-        refused_one = False
-        for i in range(RANDOM_CONFIGS * 4):
+        refused_one, checked = False, 0
+        for i in range(RANDOM_CONFIGS * 20):  # draw until RANDOM_CONFIGS allowed ones are checked
+            if checked == RANDOM_CONFIGS:
+                break
             cfg = space.random(nprng)
             if not space.allowed(cfg):
                 if not refused_one:
@@ -101,6 +103,7 @@ def test_generated_spaces_never_miscompile(data):
                         space.schedule(case.op, case.sizes, cfg)  # refused before anything is built
                     refused_one = True
                 continue
+            checked += 1
             event(f"random config: {_check(case, space, cfg, i)}")
     finally:
         tl.clear_cache()

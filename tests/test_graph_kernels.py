@@ -49,11 +49,12 @@ def test_a_changed_tuning_database_or_compiler_changes_the_key(cache, tmp_path, 
     from tensorlang.target import host_target
     db = tmp_path / "tuning.db"
     monkeypatch.setenv("TENSORLANG_DB", str(db))
-    before = kernels._key(PROGRAM, host_target())
+    before = kernels._key(PROGRAM, host_target(), 2)
+    assert kernels._key(PROGRAM, host_target(), 1) != before  # schedules are chosen for a thread count
     db.write_bytes(b"records")
-    assert kernels._key(PROGRAM, host_target()) != before
+    assert kernels._key(PROGRAM, host_target(), 2) != before
     monkeypatch.setattr(kernels, "code_fingerprint", lambda: "another compiler")
-    assert kernels._key(PROGRAM, host_target()) != before
+    assert kernels._key(PROGRAM, host_target(), 2) != before
 
 
 def test_the_cache_can_be_off_and_cleared(cache, monkeypatch):

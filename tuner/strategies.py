@@ -86,8 +86,16 @@ class Strategy:
             got = self._propose(want)
             if not got:
                 break
-            for c in got:
+            for proposed in got:
+                # configs that schedule alike (a knob of a stage that is inlined, say) are one config: the space's
+                # canonical form of it is what is measured, so that no schedule is measured twice
+                c = self.space.canonical(proposed)
                 k = config_key(c)
+                if c != proposed:
+                    if k in self.seen:
+                        self._rejected(proposed)
+                        continue
+                    self._canonicalized(proposed, c)
                 if k in self.seen:
                     continue
                 self.seen.add(k)
@@ -109,6 +117,11 @@ class Strategy:
     def _substituted(self, config: dict, substitute: dict) -> None:
         """Called when the space measures ``substitute`` in place of the proposed ``config`` (on replay, the
         nearest config the dataset holds)."""
+
+    def _canonicalized(self, config: dict, canonical: dict) -> None:
+        """Called when the proposed ``config`` is measured as the space's ``canonical`` form of it (they schedule
+        alike): its result is ``config``'s too. By default the same as a substitute."""
+        self._substituted(config, canonical)
 
     def _propose(self, n: int) -> list[dict]:
         raise NotImplementedError
@@ -367,15 +380,20 @@ class BayesianSearch(Strategy):
 
     def _rejected(self, config: dict) -> None:
         trial = self._pending.pop(config_key(config), None)
-        if trial is not None:  # ruled out by the space's constraint: as bad as an invalid config
+        if trial is not None and trial is not _SUBSTITUTE:  # ruled out by the constraint: as bad as invalid
             self._known[config_key(config)] = 0.0
             self.study.tell(trial, 0.0)
 
     def _substituted(self, config: dict, substitute: dict) -> None:
         trial = self._pending.pop(config_key(config), None)
-        if trial is not None:  # optuna learns from the config measured instead, added as a trial of its own
-            self.study.tell(trial, state=self._optuna.trial.TrialState.FAIL)
+        if trial is not None and trial is not _SUBSTITUTE:  # optuna learns from the config measured instead,
+            self.study.tell(trial, state=self._optuna.trial.TrialState.FAIL)  # added as a trial of its own
         self._pending[config_key(substitute)] = _SUBSTITUTE
+
+    def _canonicalized(self, config: dict, canonical: dict) -> None:
+        trial = self._pending.pop(config_key(config), None)
+        if trial is not None:  # the trial optuna asked for gets the canonical config's value: they schedule alike
+            self._pending[config_key(canonical)] = trial
 
     def _propose(self, n: int) -> list[dict]:
         out: list[dict] = []

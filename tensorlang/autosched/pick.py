@@ -177,6 +177,9 @@ def _stage_defaults(space, st: StageInfo, cfg: dict) -> None:
         cfg[f"{n}.vw"] = vws[-1]  # several vector accumulators hide the add's latency
     else:
         cfg[f"{n}.vw"] = vws[min(1, len(vws) - 1)]
+    if st.kind != "reuse":  # a transposing copy is the search's to try (it needs blocks to copy)
+        for t in packable_reads:
+            cfg[f"{n}.pack.{t}"] = False
 
 
 PARALLEL_WORK = 1 << 16

@@ -318,6 +318,35 @@ class GeneratedSpace(Space):
         return (isinstance(other, GeneratedSpace) and other.op.key == self.op.key and other.sizes == self.sizes
                 and other.threads == self.threads and other.knobs == self.knobs)
 
+    def canonical(self, config: dict) -> dict:
+        """`config` with the knobs it leaves unused at their first values: the template knobs of a stage that is
+        not at the root, the register tile of the vector variable, the vector width of a stage with nothing
+        vectorized. Configs that differ only there schedule alike; the tuner measures the canonical one.
+
+        >>> import tensorlang as tl
+        >>> op = tl.op("def f(A: f32[N]) -> C:\\n    B[i] = A[i] + 1.0\\n    C[i] = B[i] * 2.0")
+        >>> sp = generated_space(op, {"N": 64}, threads=1)
+        >>> c = {**sp.default(), "B.place": "inline", "B.vw": sp.knob("B.vw").values[-1]}
+        >>> sp.canonical(c)["B.vw"] == sp.knob("B.vw").values[0]
+        True
+        """
+        out = dict(config)
+        first = {k.name: k.values[0] for k in self.knobs}
+        for st in self.info.stages:
+            role = self.roles[st.name]
+            n = st.name
+            names = [k.name for k in role.knobs if not k.name.endswith(".place")]
+            if self.placement(out, n) not in ("root",):
+                for k in names:
+                    out[k] = first[k]
+                continue
+            vec = out.get(f"{n}.vec")
+            if vec is None and f"{n}.vw" in out:
+                out[f"{n}.vw"] = first[f"{n}.vw"]
+            if vec is not None and f"{n}.{vec}.reg" in out:
+                out[f"{n}.{vec}.reg"] = first[f"{n}.{vec}.reg"]
+        return out
+
     # ---- placements ----
     def placement(self, cfg: dict, name: str) -> str:
         """Where stage `name` is computed under `cfg`: "root", "inline", "at" or "epilogue"."""
