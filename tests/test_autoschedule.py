@@ -339,3 +339,132 @@ def test_registered_schedule_sources_are_asked(tmp_path):
         assert where == "given" and seen and "# vectorized" in s.lower()
     finally:
         unregister_schedule_source("zz_mine")
+
+
+# ------------------------------------------------------------------------------------------ any program, everywhere
+PROGRAM = "def scale_add(X: f32[N, M], b: f32[M]) -> Y:\n    Y[i, j] = X[i, j] * 2.0 + b[j]\n"
+
+
+def _cli(*args, env=None):
+    import subprocess
+    import sys
+    return subprocess.run([sys.executable, "-m", "tuner.cli", *map(str, args)], capture_output=True, text=True,
+                          env=env)
+
+
+def test_a_dsl_file_goes_through_every_command(tmp_path):
+    import json
+    f = tmp_path / "scale_add.tl"
+    f.write_text(PROGRAM)
+    db = tmp_path / "t.db"
+    size = "N=64,M=96"
+    r = _cli("tune", f, "--size", size, "--trials", 4, "--db", db, "--jobs", 1, "--json", "--retime-top", 2)
+    assert r.returncode == 0, r.stderr
+    report = json.loads(r.stdout)
+    assert report["workload"] == "scale_add" and report["space"] == "generated" and report["trials"] == 4
+    assert report["best"]["strategy"] in ("auto", "xgb-genetic")
+    r = _cli("best", f, "--size", size, "--db", db, "--json")
+    assert r.returncode == 0, r.stderr
+    r = _cli("bench", f, "--size", size, "--db", db, "--json", "--repeat", 2, "--min-time", 0, "--rounds", 2)
+    assert r.returncode == 0, r.stderr
+    rows = [row["name"] for row in json.loads(r.stdout)["results"]]
+    assert rows == ["naive", "auto", "tuned"]  # no library formulation of a user's program
+    r = _cli("show", f, "--size", size, "--best", "--db", db)
+    assert r.returncode == 0 and r.stdout.startswith("# schedule: tuned"), r.stderr
+    r = _cli("export", f, "--size", size, "--best", "--db", db, "-o", tmp_path / "out", "--json")
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "out" / "libscale_add.so").exists()
+    r = _cli("dataset", "export", f, "--size", size, "--db", db, "-o", tmp_path / "d.csv")
+    assert r.returncode == 0, r.stderr
+    r = _cli("compare", f, "--size", size, "--strategies", "random", "--trials", 2, "--seeds", 1,
+             "--replay", tmp_path / "d.csv")
+    assert r.returncode == 0, r.stderr
+    r = _cli("run", f, "--size", size, "--json", "--repeat", 1, "--min-time", 0)  # the default database: no record
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["schedule"] == "auto" and json.loads(r.stdout)["matches_numpy"]
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--size", "N=4"), "--size: {f} needs every size of scale_add: M missing (--size N=...,M=...)"),
+    (("--size", "N=4,M=4,Q=2"), "--size: scale_add has no size Q; sizes: N, M"),
+    (("--preset", "small", "--size", "N=4,M=4"), "--preset: {f} is a DSL file, which has no presets"),
+])
+def test_a_dsl_file_names_what_is_wrong(tmp_path, args, message):
+    f = tmp_path / "scale_add.tl"
+    f.write_text(PROGRAM)
+    r = _cli("run", f, *args)
+    assert r.returncode == 2 and message.format(f=f) in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+def test_a_dsl_file_with_an_error_points_into_the_file(tmp_path):
+    f = tmp_path / "bad.tl"
+    f.write_text("def bad(X: f32[N]) -> Y:\n    Y[i] = Q[i]\n")
+    r = _cli("run", f, "--size", "N=4")
+    assert r.returncode == 2 and f"{f}, line 2, column 12:" in r.stderr, r.stderr
+    r = _cli("run", tmp_path / "missing.tl", "--size", "N=4")
+    assert r.returncode == 2 and "no workload and no file called" in r.stderr
+
+
+def test_a_misspelt_flag_names_the_closest_one():
+    r = _cli("tune", "conv2d", "--trails", 10)
+    assert r.returncode == 2
+    assert "unknown flag --trails for tensorlang tune; did you mean --trials?" in r.stderr
+    assert "usage: tensorlang tune" in r.stderr  # the subcommand's flags, not the top-level usage
+    r = _cli("bench", "conv2d", "--foo")
+    assert r.returncode == 2 and "unknown flag --foo for tensorlang bench" in r.stderr
+
+
+def test_a_read_only_database_is_read_and_named_as_read_only(tmp_path, monkeypatch):
+    import json
+
+    from tuner.database import Database, DatabaseError
+    db = tmp_path / "t.db"
+    assert _cli("tune", "matmul", "--preset", "small", "--trials", 2, "--db", db, "--jobs", 1, "--no-baselines",
+                "--retime-top", 0).returncode == 0
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    ro = folder / "t.db"
+    ro.write_bytes(db.read_bytes())
+    with Database(ro, read_only=True) as d:
+        assert d.count(d.best().task_key) == 2
+        with pytest.raises(DatabaseError, match="opened read-only"):
+            d.add(d.best())
+    r = _cli("best", "matmul", "--preset", "small", "--db", ro, "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["gflops"] > 0, r.stderr
+    # what a read-only file system answers when tuning would write: named as read-only, with what still works
+    import sqlite3
+    real = sqlite3.connect
+
+    def readonly(*a, **k):
+        conn = real(*a, **k)
+
+        class Conn:
+            def __getattr__(self, name):
+                return getattr(conn, name)
+
+            def execute(self, sql, *p):
+                if sql.startswith("PRAGMA journal_mode"):
+                    raise sqlite3.OperationalError("attempt to write a readonly database")
+                return conn.execute(sql, *p)
+        return Conn()
+    monkeypatch.setattr(sqlite3, "connect", readonly)
+    with pytest.raises(DatabaseError, match="is read-only .*best, bench --db, show --best and export --best read it"):
+        Database(ro)
+
+
+def test_task_of_any_program_and_tuner_tune_on_dsl_text(tmp_path):
+    from tuner.task import Task
+    import schedules
+    import tuner
+    t = Task.from_source(PROGRAM, {"N": 64, "M": 96}, threads=1)
+    assert t.workload == "scale_add" and not t.builtin and t.space_used == "generated"
+    assert Task(**t.to_dict()).key == t.key
+    mm = Task.from_source(schedules.get("matmul").source + "  # a comment\n", {"M": 8, "N": 8, "K": 8}, threads=1)
+    assert mm.builtin and mm.workload == "matmul"  # a built-in workload's program is that workload
+    with pytest.raises(tl.UsageError, match="no hand-written search space"):
+        Task.from_source(PROGRAM, {"N": 64, "M": 96}, space="hand")
+    best = tuner.tune(PROGRAM, trials=3, sizes={"N": 64, "M": 96}, db=str(tmp_path / "t.db"), jobs=1,
+                      progress=False, threads=1)
+    assert best.ok and best.workload == "scale_add"
+    with pytest.raises(tl.UsageError, match="a program has no presets"):
+        tuner.tune(PROGRAM, trials=3, preset="small")
