@@ -120,7 +120,8 @@ class Tuner:
                  seed: int = 0, db: Database | str | None = None, jobs: int | None = None,
                  options: MeasureOptions | None = None, batch: int = 16, on_trial=None,
                  strategy_options: dict | None = None, runner=None, space=None, featurize=None,
-                 retime_top: int = 5, retime_rounds: int = 3, on_retime=None, start=(), start_name: str = "hand"):
+                 retime_top: int = 5, retime_rounds: int = 3, on_retime=None, start=(), start_name: str = "hand",
+                 cluster=None):
         if trials < 1:
             raise UsageError(f"trials must be at least 1, got {trials}")
         if batch < 1:
@@ -144,6 +145,7 @@ class Tuner:
             raise UsageError(f"start: {e}") from None
         self.start_name = start_name
         self._runner = runner
+        self.cluster = cluster  # a Dask scheduler address, distributed.Client or tuner.cluster.Cluster: measure there
         self.retime_top, self.retime_rounds, self.on_retime = retime_top, retime_rounds, on_retime
         model = make_cost_model(cost_model, seed)
         self.strategy: Strategy = make_strategy(strategy, space or task.space, seed=seed, cost_model=model,
@@ -181,12 +183,14 @@ class Tuner:
         propose_s = 0.0
         try:
             if len(earlier) < self.trials:
-                runner = self._runner or LocalRunner(self.task, self.jobs, self.options, seed=self.seed)
+                runner = self._runner or self._new_runner()
                 if isinstance(runner, LocalRunner) and self._builders_featurize:
                     self._local_runner = runner
                 if summary.best is not None:
                     runner.best_s = summary.best.median_s
-            while summary.trials_before + summary.trials_done < self.trials:
+            if hasattr(runner, "submit"):  # a cluster: the next round is proposed while the last one measures
+                propose_s += self._run_pipelined(runner, summary, start)
+            while not hasattr(runner, "submit") and summary.trials_before + summary.trials_done < self.trials:
                 tp = time.perf_counter()
                 done = summary.trials_before + summary.trials_done
                 # small rounds while the model is young (it learns after every round), then `batch`
@@ -216,6 +220,52 @@ class Tuner:
                 summary.phase_s = {"propose": propose_s, **runner.phase_s, **summary.phase_s}
             summary.wall_s = time.perf_counter() - t0
         return summary
+
+    def _new_runner(self):
+        """The runner of :meth:`run`: a :class:`tuner.cluster.DaskRunner` on ``cluster``, else a LocalRunner."""
+        if self.cluster is not None:
+            from tuner.cluster import DaskRunner
+            return DaskRunner(self.task, self.cluster, self.options, seed=self.seed)
+        return LocalRunner(self.task, self.jobs, self.options, seed=self.seed)
+
+    def _run_pipelined(self, runner, summary: TuneSummary, start: list) -> float:
+        """The loop of :meth:`run` with a runner that measures in the background (``submit`` / ``wait``): two
+        rounds in flight, each at least as large as the runner's ``parallelism``; round k is observed (in
+        proposal order) once all of it has arrived, then round k+2 is proposed while k+1 measures. Each result is
+        committed as it arrives. Returns the seconds spent proposing and observing."""
+        from collections import deque
+        pending: deque = deque()
+        spent = 0.0
+        inflight = 0
+        while True:
+            while len(pending) < 2 and not summary.exhausted:
+                done = summary.trials_before + summary.trials_done
+                left = self.trials - done - inflight
+                if left <= 0:
+                    break
+                tp = time.perf_counter()
+                size = max(min(self.batch, 8) if done + inflight < 64 else self.batch, runner.parallelism)
+                if start:
+                    name, configs, start = self.start_name, start[:left], []
+                else:
+                    name, configs = self.strategy_name, self.strategy.propose(min(size, left))
+                spent += time.perf_counter() - tp
+                if not configs:
+                    summary.exhausted = True
+                    break
+                obs: dict = {}
+                batch = runner.submit(configs, on_result=lambda r, obs=obs, name=name:
+                                      obs.__setitem__(id(r), self._commit(summary, r, name)))
+                pending.append((batch, obs))
+                inflight += len(configs)
+            if not pending:
+                return spent
+            batch, obs = pending.popleft()
+            runner.wait(batch)
+            inflight -= len(batch.results)
+            tp = time.perf_counter()
+            self.strategy.observe([obs[id(r)] for r in batch.results])
+            spent += time.perf_counter() - tp
 
     def retime_candidates(self) -> list[dict]:
         """The ``retime_top`` fastest distinct configs of the task's records, plus the winner of its last
@@ -328,7 +378,8 @@ def tune(workload: str, trials: int, preset: str | None = None, sizes: dict | No
     ``timeout`` bounds one candidate's runs (seconds); the build has its own limit. ``progress`` draws a
     progress bar on stderr. ``hand_start`` measures the hand schedule's config first (:func:`hand_start_configs`), so
     that search starts from it. Other keyword arguments go to :class:`Tuner` (``batch``, ``options``,
-    ``strategy_options``).
+    ``strategy_options``, ``cluster``: a Dask scheduler address or ``distributed.Client`` to build and measure on,
+    see :mod:`tuner.cluster`).
 
     Example::
 
