@@ -204,6 +204,8 @@ class _Candidate:
     attempt: str = ""
     futures: tuple = ()
     started: tuple | None = None
+    built_on: str = ""
+    finished_at: float | None = None
     done: bool = False
 
 
@@ -243,12 +245,13 @@ class Cluster:
         self._allowed_cache: dict = {}
         self._last_seen: dict = {}  # worker address -> its last heartbeat, in the scheduler's clock
         self._heartbeats: dict = {}  # worker address -> (that heartbeat, when this process first saw it)
+        self._known: dict[str, str] = {}  # worker address -> the target it advertised when first seen
         self._seq = itertools.count()
         self._last_progress = time.monotonic()
         self._last_check = 0.0
         try:
             self.broken = self._register()
-            self.client.subscribe_topic(cw.PROGRESS_TOPIC, lambda event: self._events.put(("started", event[1])))
+            self.client.subscribe_topic(cw.PROGRESS_TOPIC, lambda event: self._events.put(("event", event[1])))
         except BaseException:
             self.close()
             raise
@@ -311,6 +314,7 @@ class Cluster:
             everyone = self.workers()
             good = self.matching(task, everyone)
             if good:
+                self._known.update({w.address: w.target for w in everyone if w.target})
                 return good
             waited = time.monotonic() - t0
             settled = everyone and all(w.target is not None or w.address in self.broken for w in everyone)
@@ -362,7 +366,7 @@ class Cluster:
     def _send(self, cand: _Candidate) -> None:
         runner = cand.batch.runner
         cand.attempt = f"{cand.uid}-{cand.tries}"
-        cand.started = None
+        cand.started, cand.built_on, cand.finished_at = None, "", None
         text = json.dumps(dict(cand.job, id=cand.attempt, best_s=runner.best_s))
         seq = next(self._seq)
         common = dict(pure=False, workers=self._allowed(runner), allow_other_workers=False)
@@ -374,6 +378,7 @@ class Cluster:
             r = submit(cw.run, text, b, key=f"tensorlang-run-{cand.attempt}",
                        resources={cw.MEASURE: 1, res: runner.task.threads}, priority=-2 * seq + 1, **common)
             cand.futures = (b, r)
+            b.add_done_callback(lambda f, c=cand, a=cand.attempt: self._events.put(("built", (c, a, f))))
         else:
             fn = cw.retime if cand.kind == "retime" else cw.simulate
             resources = {cw.MEASURE: 1} if cand.kind == "simulate" else {cw.MEASURE: 1, res: runner.task.threads}
@@ -413,62 +418,64 @@ class Cluster:
                 items.append(self._events.get_nowait())
             except queue.Empty:
                 break
-        done = []
         for what, data in items:
-            if what == "started":
-                self._on_started(data)
+            if what == "event":
+                self._on_event(data)
+            elif what == "built":
+                c, a, f = data
+                if c.attempt == a and not c.done and f.status == "finished" and c.started \
+                        and c.started[0] == "build":
+                    c.built_on, c.started = c.started[2], None  # built: its run may wait for a measure slot
             else:
-                done.append(data)
-        if done:
-            self._on_done(done)
+                self._on_done(*data)
         self._watchdog()
 
-    def _on_started(self, msg: dict) -> None:
+    def _on_event(self, msg: dict) -> None:
+        """A worker started a step of a candidate, or sent its answer."""
         attempt = str(msg.get("id", ""))
         cand = self._inflight.get(attempt.rsplit("-", 1)[0])
-        if cand is not None and cand.attempt == attempt:
-            cand.started = (msg.get("phase"), time.monotonic(), msg.get("worker", ""))
-            self._last_progress = time.monotonic()
-
-    def _on_done(self, done: list) -> None:
-        from distributed import KilledWorker
-        current = [(c, f) for c, a, f in done if not c.done and c.attempt == a]
-        finished = [(c, f) for c, f in current if f.status == "finished"]
-        texts: dict = {}
-        if finished:
-            try:  # one round trip for all of them
-                texts = dict(zip((c.uid for c, _ in finished), self.client.gather([f for _, f in finished])))
-            except Exception:  # noqa: BLE001 - fetched one by one below, to tell which failed
-                texts = {}
-        for c, f in current:
-            if f.status == "finished":
-                text = texts[c.uid] if c.uid in texts else self._fetch(c, f)
-                if text is not None:
-                    self._finish(c, json.loads(text))
-            elif f.status == "error":
-                exc = f.exception()
-                if isinstance(exc, KilledWorker):
-                    self._finish(c, None, f"the Dask workers that ran it died ({exc})")
-                    continue
-                import traceback
-                tb = "".join(traceback.format_tb(f.traceback())[-2:]) if f.traceback() else ""
-                raise ClusterError(f"a worker failed in tensorlang's code on {c.batch.runner.task.describe()}: "
-                                   f"{type(exc).__name__}: {exc}\n{tb}".rstrip())
-            elif f.status == "cancelled":
-                if self.client.status != "running":
-                    raise self._lost()
-                self._retry(c, "the scheduler cancelled it", count=False)
+        if cand is None or cand.attempt != attempt or cand.done:
+            return
         self._last_progress = time.monotonic()
+        if msg.get("phase") == "answer":
+            self._finish(cand, json.loads(msg["answer"]))
+        else:
+            cand.started = (msg.get("phase"), time.monotonic(), msg.get("worker", ""))
 
-    def _fetch(self, cand: _Candidate, future) -> str | None:
-        """The result of one finished future, or None when it cannot be fetched (sent again)."""
+    def _on_done(self, c: _Candidate, attempt: str, f) -> None:
+        """The candidate's last future ended: its answer is on its way as an event (when it finished), or it
+        failed."""
+        from distributed import KilledWorker
+        if c.done or c.attempt != attempt:
+            return
+        self._last_progress = time.monotonic()
+        if f.status == "finished":
+            c.finished_at = time.monotonic()  # the watchdog fetches the answer if its event does not come
+        elif f.status == "error":
+            exc = f.exception()
+            if isinstance(exc, KilledWorker):
+                self._finish(c, None, f"the Dask workers that ran it died ({exc})")
+                return
+            import traceback
+            tb = "".join(traceback.format_tb(f.traceback())[-2:]) if f.traceback() else ""
+            raise ClusterError(f"a worker failed in tensorlang's code on {c.batch.runner.task.describe()}: "
+                               f"{type(exc).__name__}: {exc}\n{tb}".rstrip())
+        elif f.status == "cancelled":
+            if self.client.status != "running":
+                raise self._lost()
+            self._retry(c, "the scheduler cancelled it", count=False)
+
+    def _fetch(self, cand: _Candidate) -> None:
+        """Fetch the answer of a finished candidate whose answer event did not come (an event can be dropped):
+        from its worker, within ``timeout``; the candidate is sent again when that fails."""
         try:
-            return future.result(timeout=self.options.timeout)
-        except Exception as e:  # noqa: BLE001 - a worker that held it died, or the scheduler did
+            text = cand.futures[-1].result(timeout=self.options.timeout)
+        except Exception as e:  # noqa: BLE001 - a worker that held it died or froze, or the scheduler did
             if self.client.status != "running":
                 raise self._lost() from None
-            self._retry(cand, f"its result could not be fetched ({type(e).__name__})", count=False)
-            return None
+            self._retry(cand, f"its answer could not be fetched ({type(e).__name__})", count=False)
+            return
+        self._finish(cand, json.loads(text))
 
     def _finish(self, cand: _Candidate, answer, lost: str | None = None) -> None:
         cand.done = True
@@ -508,6 +515,8 @@ class Cluster:
         if self.client.status != "running":
             raise self._lost()
         for cand in list(self._inflight.values()):
+            if cand.finished_at is not None and now - cand.finished_at > 5.0 and not cand.done:
+                self._fetch(cand)
             if cand.started is None or cand.done:
                 continue
             phase, t0, worker = cand.started
@@ -527,11 +536,27 @@ class Cluster:
         for cand in self._inflight.values():  # a step started on a worker that left starts again elsewhere
             if cand.started is not None and cand.started[2] not in alive:
                 cand.started = None
+        self._welcome([w for w in everyone if w.target and w.address not in self._known])
         if now - self._last_progress > self.options.timeout:
             for runner in {c.batch.runner for c in self._inflight.values()}:
                 if not self.matching(runner.task, everyone):
                     raise ClusterError(self._no_match(runner.task, everyone) +
                                        f"; nothing came back for {now - self._last_progress:.0f} s")
+
+    def _welcome(self, new: list[WorkerInfo]) -> None:
+        """Workers that advertised their target since the last look (started, or restarted after a death): the
+        scheduler does not look again at the candidates that had no worker before their resources came (Dask
+        checks waiting tasks when a worker registers, and a worker's target resource comes after that), so the
+        candidates of their target that have not started anywhere are sent again, and now find them."""
+        if not new:
+            return
+        self._known.update({w.address: w.target for w in new})
+        targets = {w.target for w in new}
+        for cand in list(self._inflight.values()):
+            if cand.done or cand.started is not None or cand.built_on or cand.finished_at is not None:
+                continue
+            if cw.target_name(cand.batch.runner.task.target) in targets:
+                self._retry(cand, "a worker joined", count=False)
 
     def _hung(self, worker: str, why: str) -> None:
         """Stop sending candidates to ``worker`` and send its candidates (started there, or waiting there) to
@@ -545,7 +570,7 @@ class Cluster:
         except Exception:  # noqa: BLE001 - the scheduler's view is a help, not a need
             queued = set()
         for cand in list(self._inflight.values()):
-            on_it = cand.started is not None and cand.started[2] == worker
+            on_it = (cand.started is not None and cand.started[2] == worker) or cand.built_on == worker
             if not cand.done and (on_it or {f.key for f in cand.futures} & queued):
                 self._retry(cand, f"{worker}: {why}")
 

@@ -45,7 +45,8 @@ MEASURE = "measure"
 
 TARGET_PREFIX = "tensorlang-target:"
 PROGRESS_TOPIC = "tensorlang-progress"
-"""The Dask event topic on which a worker says that it started a build or a run (the tuner's watchdog)."""
+"""The Dask event topic on which a worker says that it started a build or a run (the tuner's watchdog), and
+sends each final answer (phase ``answer``), so that the tuner never fetches a result from a worker."""
 
 _MAX_TASKS = 4  # the tasks whose processes and reference data a worker keeps at once
 
@@ -116,10 +117,12 @@ class TargetPlugin(WorkerPlugin):
 
     async def setup(self, worker) -> None:
         """Advertise this worker's target and cores as resources."""
+        have = worker.state.total_resources
         resources = {target_resource(worker_target()): float(usable_cores())}
-        if MEASURE not in worker.state.total_resources:
+        if MEASURE not in have:
             resources[MEASURE] = 1.0
-        await worker.set_resources(**resources)
+        if any(have.get(k) != v for k, v in resources.items()):  # registered again by another tuner: no change
+            await worker.set_resources(**resources)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -244,14 +247,21 @@ def _here() -> dict:
     return {"address": w.address, "name": str(w.name)}
 
 
-def _started(job: dict, phase: str) -> None:
+def _started(job: dict, phase: str, **more) -> None:
     """Tell the tuner (a Dask event) that this worker started ``phase`` of the job now."""
     try:
         from distributed import get_worker
         w = get_worker()
     except ValueError:
         return
-    w.log_event(PROGRESS_TOPIC, {"id": job["id"], "phase": phase, "worker": w.address})
+    w.log_event(PROGRESS_TOPIC, {"id": job["id"], "phase": phase, "worker": w.address, **more})
+
+
+def _answer(job: dict, text: str) -> str:
+    """Send the job's final answer to the tuner as an event too (so that it never has to fetch it from this
+    worker, which may be gone or frozen by then), and return it."""
+    _started(job, "answer", answer=text)
+    return text
 
 
 def _inject(job: dict, phase: str) -> None:
@@ -327,7 +337,7 @@ def run(job_text: str, built_text: str) -> str:
     out = {k: v for k, v in built.items() if k != "object"}
     out.update(built_on=built.get("worker", ""), worker=_here()["address"], times=[], run_s=0.0)
     if built.get("error_kind") is not None or "object" not in built:
-        return json.dumps(out)
+        return _answer(job, json.dumps(out))
     with _Using(job) as state:
         with state.run_lock:
             _started(job, "run")
@@ -339,7 +349,7 @@ def run(job_text: str, built_text: str) -> str:
             state.runner._run(r, {"object": base64.b64decode(built["object"]), "name": built["name"]})
             out["run_s"] = time.perf_counter() - t0
     out.update(times=list(r.times), error_kind=r.error_kind, error=r.error)
-    return json.dumps(out)
+    return _answer(job, json.dumps(out))
 
 
 def retime(job_text: str) -> str:
@@ -363,9 +373,9 @@ def retime(job_text: str) -> str:
             finally:
                 for b in held:
                     state.builders.put(b)
-    return json.dumps([{"config": r.config, "schedule": r.schedule_json, "times": list(r.times),
-                        "error_kind": r.error_kind, "error": r.error, "build_s": r.build_s, "worker": where}
-                       for r in results])
+    return _answer(job, json.dumps([{"config": r.config, "schedule": r.schedule_json, "times": list(r.times),
+                                     "error_kind": r.error_kind, "error": r.error, "build_s": r.build_s,
+                                     "worker": where} for r in results]))
 
 
 def simulate(job_text: str) -> str:
@@ -383,8 +393,9 @@ def simulate(job_text: str) -> str:
     time.sleep(job["simulate"])
     from tensorlang.space import config_key
     t = 1e-3 * (1.0 + (zlib.crc32(config_key(job["config"]).encode()) % 1000) / 1000.0)
-    return json.dumps({"config": job["config"], "schedule": None, "times": [t], "error_kind": None, "error": None,
-                       "build_s": 0.0, "run_s": job["simulate"], "worker": _here()["address"]})
+    return _answer(job, json.dumps({"config": job["config"], "schedule": None, "times": [t], "error_kind": None,
+                                    "error": None, "build_s": 0.0, "run_s": job["simulate"],
+                                    "worker": _here()["address"]}))
 
 
 def describe() -> dict:

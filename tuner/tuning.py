@@ -236,15 +236,14 @@ class Tuner:
         from collections import deque
         pending: deque = deque()
         spent = 0.0
-        inflight = 0
+        proposed = summary.trials_before + summary.trials_done  # records, plus what is in flight
         while True:
             while len(pending) < 2 and not summary.exhausted:
-                done = summary.trials_before + summary.trials_done
-                left = self.trials - done - inflight
+                left = self.trials - proposed
                 if left <= 0:
                     break
                 tp = time.perf_counter()
-                size = max(min(self.batch, 8) if done + inflight < 64 else self.batch, runner.parallelism)
+                size = max(min(self.batch, 8) if proposed < 64 else self.batch, runner.parallelism)
                 if start:
                     name, configs, start = self.start_name, start[:left], []
                 else:
@@ -257,12 +256,11 @@ class Tuner:
                 batch = runner.submit(configs, on_result=lambda r, obs=obs, name=name:
                                       obs.__setitem__(id(r), self._commit(summary, r, name)))
                 pending.append((batch, obs))
-                inflight += len(configs)
+                proposed += len(configs)
             if not pending:
                 return spent
             batch, obs = pending.popleft()
             runner.wait(batch)
-            inflight -= len(batch.results)
             tp = time.perf_counter()
             self.strategy.observe([obs[id(r)] for r in batch.results])
             spent += time.perf_counter() - tp
