@@ -32,7 +32,9 @@ def free_port() -> int:
 class LocalDask:
     """Scheduler and workers as subprocesses; ``close()`` (or the end of ``with``) kills every one of them."""
 
-    def __init__(self, folder):
+    def __init__(self, folder, tls: list[str] | None = None, security=None):
+        self.tls = list(tls or ())  # --tls-ca-file, --tls-cert, --tls-key for every process (tls:// then)
+        self.security = security  # the distributed.Security this process's own clients use
         self.folder = pathlib.Path(folder)
         self.folder.mkdir(parents=True, exist_ok=True)
         self.procs: dict[str, subprocess.Popen] = {}
@@ -62,8 +64,9 @@ class LocalDask:
         file = self.folder / "scheduler.json"
         if file.exists():
             file.unlink()
+        protocol = ["--protocol", "tls", *self.tls] if self.tls else []
         self._start("scheduler", ["scheduler", "--host", "127.0.0.1", "--port", str(self.port), "--no-dashboard",
-                                  "--scheduler-file", str(file)], env)
+                                  "--scheduler-file", str(file), *protocol], env)
         deadline = time.monotonic() + 60
         while not file.exists():
             if self.procs["scheduler"].poll() is not None or time.monotonic() > deadline:
@@ -81,12 +84,13 @@ class LocalDask:
             args += ["--resources", resources]
         if not nanny:
             args.append("--no-nanny")
+        args += self.tls
         return self._start(f"worker-{name}", args, env, cpu)
 
     def wait_for_workers(self, n: int, timeout: float = 120) -> list[str]:
         """Wait until the scheduler has ``n`` workers; their names."""
         from distributed import Client
-        with Client(self.address, timeout=30, set_as_default=False) as client:
+        with Client(self.address, timeout=30, set_as_default=False, security=self.security) as client:
             deadline = time.monotonic() + timeout
             while True:
                 info = client.scheduler_info(n_workers=-1)["workers"]
@@ -100,7 +104,7 @@ class LocalDask:
     def worker_address(self, name: str) -> str:
         """The address of the worker called ``name``."""
         from distributed import Client
-        with Client(self.address, timeout=30, set_as_default=False) as client:
+        with Client(self.address, timeout=30, set_as_default=False, security=self.security) as client:
             for addr, w in client.scheduler_info(n_workers=-1)["workers"].items():
                 if str(w["name"]) == name:
                     return addr

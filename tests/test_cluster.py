@@ -19,6 +19,7 @@ import json
 import os
 import random
 import shlex
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -37,6 +38,7 @@ import tensorlang as tl  # noqa: E402
 from dask_cluster import ROOT, LocalDask, free_port  # noqa: E402
 from tensorlang.space import config_key  # noqa: E402
 from tuner import cluster_worker as cw  # noqa: E402
+from tuner import features  # noqa: E402
 from tuner.cli import main  # noqa: E402
 from tuner.cluster import Cluster, ClusterError, ClusterOptions, DaskRunner, check_address, measure_many  # noqa: E402
 from tuner.database import ERROR_KINDS, Database  # noqa: E402
@@ -55,13 +57,13 @@ def no_faults(monkeypatch):
 
 @pytest.fixture(scope="module")
 def shared(tmp_path_factory):
-    """Scheduler, workers ``a`` (core 0) and ``b`` (core 1) of this machine's target, and ``other`` (core 0), which
-    advertises another CPU."""
+    """Scheduler, workers ``a`` (core 0) and ``b`` (core 1) of this machine's target, and ``other`` (not pinned),
+    which advertises another CPU."""
     with LocalDask(tmp_path_factory.mktemp("dask")) as dk:
         dk.start_scheduler()
         dk.start_worker("a", cpu=0)
         dk.start_worker("b", cpu=1)
-        dk.start_worker("other", cpu=0, env={cw.TARGET_ENV: json.dumps(OTHER)})
+        dk.start_worker("other", env={cw.TARGET_ENV: json.dumps(OTHER)})  # both cores: one to spare
         dk.wait_for_workers(3)
         dk.names = {name: dk.worker_address(name) for name in ("a", "b", "other")}
         yield dk
@@ -144,6 +146,27 @@ def test_two_tasks_are_measured_at_once_each_on_the_workers_of_its_target(shared
     assert min(firsts) < max(seconds) and min(seconds) < max(firsts)
 
 
+def test_features_are_computed_on_the_cores_that_measurements_leave_free(shared):
+    here = matmul_task()
+    there = dataclasses.replace(here, target={**here.target, **OTHER})
+    configs = [here.space.config_at(i) for i in range(0, 4000, 97)]
+    calls = []
+
+    def local(c):
+        calls.append(c)
+        return features.of_config(here.space, here.op, here.sizes, c)
+
+    with Cluster(shared.address) as cluster:
+        pinned, spare = DaskRunner(here, cluster), DaskRunner(there, cluster)
+        assert pinned.spare_cores == 0 and spare.spare_cores == (os.cpu_count() or 1) - 1
+        got = spare.features(configs, local)
+        assert not calls  # all of them computed by the worker
+        expected = [features.of_config(here.space, here.op, here.sizes, c) for c in configs]
+        assert all((g is None and e is None) or np.array_equal(g, e) for g, e in zip(got, expected))
+        assert len({tuple(g) for g in got if g is not None}) > len(configs) // 2  # distinct configs, distinct vectors
+        assert len(pinned.features(configs[:3], local)) == 3 and len(calls) == 3  # no core to spare: here
+
+
 def test_no_worker_for_the_task_is_a_clear_error_naming_the_targets(shared):
     task = matmul_task()
     alien = dataclasses.replace(task, target={**task.target, "cpu": "a-cpu-nobody-has"})
@@ -216,6 +239,48 @@ def test_tune_and_live_compare_on_the_command_line(shared, tmp_path, capsys, mon
     rc = main(["compare", "matmul", "--strategies", "random", "--trials", "5", "--replay",
                str(ROOT / "datasets" / "matmul_512.csv"), "--cluster", shared.address])
     assert rc == 2 and "--cluster: only for live comparisons" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command to make certificates")
+def test_tls_as_the_readme_shows_it(tmp_path):
+    """A CA, one certificate for every process, scheduler and worker with --tls-*; the command line finds the
+    client's side in Dask's configuration (here its environment variables), Python in a distributed.Security."""
+    from distributed import Client
+    from distributed.security import Security
+
+    def ssl(*argv):
+        subprocess.run(["openssl", *argv], cwd=tmp_path, check=True, capture_output=True)
+
+    ssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-keyout", "ca.key", "-out", "ca.pem",
+        "-subj", "/CN=tensorlang test CA")
+    ssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "node.key", "-out", "node.csr", "-subj", "/CN=127.0.0.1")
+    (tmp_path / "ext.cnf").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+    ssl("x509", "-req", "-in", "node.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-out",
+        "node.pem", "-days", "2", "-extfile", "ext.cnf")
+    ca, cert, key = (str(tmp_path / f) for f in ("ca.pem", "node.pem", "node.key"))
+    security = Security(tls_ca_file=ca, tls_client_cert=cert, tls_client_key=key, require_encryption=True)
+    with LocalDask(tmp_path / "dask", tls=["--tls-ca-file", ca, "--tls-cert", cert, "--tls-key", key],
+                   security=security) as dk:
+        address = dk.start_scheduler()
+        assert address.startswith("tls://")
+        dk.start_worker("a", cpu=0)
+        dk.wait_for_workers(1)
+        with pytest.raises(ClusterError, match="needs Dask's TLS configuration"):
+            Cluster(address, ClusterOptions(timeout=5))  # no certificate here: a clear error
+        env = dict(os.environ, PYTHONPATH=str(ROOT), DASK_DISTRIBUTED__COMM__TLS__CA_FILE=ca,
+                   DASK_DISTRIBUTED__COMM__TLS__CLIENT__CERT=cert, DASK_DISTRIBUTED__COMM__TLS__CLIENT__KEY=key,
+                   DASK_DISTRIBUTED__COMM__REQUIRE_ENCRYPTION="True")
+        done = subprocess.run([sys.executable, "-m", "tuner.cli", "tune", "matmul", "--preset", "small", "--trials",
+                               "4", "--threads", "1", "--cluster", address, "--db", str(tmp_path / "t.db"),
+                               "--no-baselines", "--json"], cwd=ROOT, env=env, capture_output=True, timeout=300)
+        assert done.returncode == 0, done.stderr.decode()[-2000:]
+        assert json.loads(done.stdout)["valid_this_run"] == 4
+        task = matmul_task()
+        with Client(address, security=security, timeout=30, set_as_default=False) as client:
+            with DaskRunner(task, client) as runner:
+                [r] = runner.measure([task.space.config_at(0)])
+        assert r.ok and r.times
 
 
 # ---------------------------------------------------------------------------------------------------------------

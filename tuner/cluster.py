@@ -58,7 +58,8 @@ ADDRESS_ENV = "TENSORLANG_CLUSTER"
 
 class ClusterError(TensorlangError):
     """The Dask cluster cannot be used: a bad address, a scheduler that cannot be reached, died or stopped
-    answering, no worker with the task's target, or a worker that failed in tensorlang's own code.
+    answering, no worker with the task's target, or a worker that failed in tensorlang's own code. ``resumable``
+    is true when it happened while tuning ran (tuning the same way again resumes, once the cluster is back).
 
     Example::
 
@@ -68,6 +69,8 @@ class ClusterError(TensorlangError):
         ...     print(e)
         'tcp://example.org' is not a scheduler address like tcp://HOST:PORT or tls://HOST:PORT (the port is missing)
     """
+
+    resumable = False
 
 
 @dataclass(frozen=True)
@@ -272,7 +275,9 @@ class Cluster:
         if why is None:
             why = {"connecting": "it closed the connection: did it stop, or the network fail?",
                    "closed": "the connection is closed"}.get(self.client.status, f"the client is {self.client.status}")
-        return ClusterError(f"lost the Dask scheduler at {self.address}: {why}")
+        e = ClusterError(f"lost the Dask scheduler at {self.address}: {why}")
+        e.resumable = True
+        return e
 
     def _sync(self, fn, **kw):
         """``await fn(**kw)`` on the client's loop, or ClusterError when the scheduler is gone or does not
@@ -359,8 +364,9 @@ class Cluster:
         :class:`Batch`; ``on_result(result)`` is called (by :meth:`wait`) as each result arrives. ``kind``:
         ``measure``, ``retime`` or ``simulate``; ``extra`` adds fields to each job."""
         batch = Batch(runner, configs, on_result)
+        field = "configs" if kind == "features" else "config"  # features: each item is a list of configs
         for i, c in enumerate(batch.configs):
-            self._send(_Candidate(batch, i, {**runner.job, **(extra or {}), "config": c}, kind, _uid()))
+            self._send(_Candidate(batch, i, {**runner.job, **(extra or {}), field: c}, kind, _uid()))
         return batch
 
     def _send(self, cand: _Candidate) -> None:
@@ -379,6 +385,10 @@ class Cluster:
                        resources={cw.MEASURE: 1, res: runner.task.threads}, priority=-2 * seq + 1, **common)
             cand.futures = (b, r)
             b.add_done_callback(lambda f, c=cand, a=cand.attempt: self._events.put(("built", (c, a, f))))
+        elif cand.kind == "features":  # the tuner waits for these: before any build or run
+            r = submit(cw.features, text, key=f"tensorlang-features-{cand.attempt}", resources={res: 1},
+                       priority=1 << 40, **common)
+            cand.futures = (r,)
         else:
             fn = cw.retime if cand.kind == "retime" else cw.simulate
             resources = {cw.MEASURE: 1} if cand.kind == "simulate" else {cw.MEASURE: 1, res: runner.task.threads}
@@ -456,10 +466,16 @@ class Cluster:
             if isinstance(exc, KilledWorker):
                 self._finish(c, None, f"the Dask workers that ran it died ({exc})")
                 return
-            import traceback
-            tb = "".join(traceback.format_tb(f.traceback())[-2:]) if f.traceback() else ""
-            raise ClusterError(f"a worker failed in tensorlang's code on {c.batch.runner.task.describe()}: "
-                               f"{type(exc).__name__}: {exc}\n{tb}".rstrip())
+            if "deserialization of the task graph" in str(exc):
+                e = ClusterError(f"the Dask scheduler at {self.address} cannot load tensorlang's functions: "
+                                 "install tensorlang[cluster] (this version) on its machine too")
+            else:
+                import traceback
+                tb = "".join(traceback.format_tb(f.traceback())[-2:]) if f.traceback() else ""
+                e = ClusterError(f"the cluster failed in tensorlang's code on {c.batch.runner.task.describe()}: "
+                                 f"{type(exc).__name__}: {exc}\n{tb}".rstrip())
+            e.resumable = True
+            raise e
         elif f.status == "cancelled":
             if self.client.status != "running":
                 raise self._lost()
@@ -540,8 +556,10 @@ class Cluster:
         if now - self._last_progress > self.options.timeout:
             for runner in {c.batch.runner for c in self._inflight.values()}:
                 if not self.matching(runner.task, everyone):
-                    raise ClusterError(self._no_match(runner.task, everyone) +
-                                       f"; nothing came back for {now - self._last_progress:.0f} s")
+                    e = ClusterError(self._no_match(runner.task, everyone) +
+                                     f"; nothing came back for {now - self._last_progress:.0f} s")
+                    e.resumable = True
+                    raise e
 
     def _welcome(self, new: list[WorkerInfo]) -> None:
         """Workers that advertised their target since the last look (started, or restarted after a death): the
@@ -663,6 +681,8 @@ class DaskRunner:
             return o.build_timeout + n * o.run_timeout
         if cand.kind == "simulate":
             return float(cand.job.get("simulate", 0.0))
+        if cand.kind == "features":
+            return o.build_timeout
         return o.build_timeout if phase == "build" else o.run_timeout
 
     def submit(self, configs: list[dict], on_result=None) -> Batch:
@@ -692,6 +712,40 @@ class DaskRunner:
         ``on_result`` as soon as it arrives."""
         return self.wait(self.submit(configs, on_result))
 
+    @property
+    def spare_cores(self) -> int:
+        """Cores of the matching workers that measurements leave free: where :meth:`features` computes (none
+        when measurements are simulated: a simulated worker stands for a machine it is not, and the benchmark
+        measures the tuner's own loop)."""
+        if self.simulate is not None:
+            return 0
+        return sum(max(0, w.cores - w.slots * self.task.threads) for w in self.workers)
+
+    def features(self, configs: list[dict], local) -> list:
+        """The loop-IR features of ``configs`` (None where a config cannot be scheduled), for the cost model:
+        computed on the workers' spare cores, in shares of at least 8 configs (a share whose worker fails is
+        computed here with ``local(config)``), or all here with ``local`` when the workers have no core to spare
+        (each core measures: the tuner's own process is then the better place). The same vectors either way.
+
+        Example::
+
+            got = runner.features(configs, lambda c: tuner.featurize(c))
+        """
+        import numpy as np
+        n = min(self.spare_cores, -(-len(configs) // 8))
+        if n < 1:
+            return [local(c) for c in configs]
+        shares = [configs[i::n] for i in range(n)]
+        batch = self.cluster.submit(self, shares, None, "features")
+        self.cluster.wait([batch])  # results of measurements that arrive meanwhile are committed meanwhile
+        answers = batch.results
+        out: list = [None] * len(configs)
+        for i, (share, answer) in enumerate(zip(shares, answers)):
+            got = answer if isinstance(answer, list) else [local(c) for c in share]
+            for j, f in enumerate(got):
+                out[i + j * n] = None if f is None else np.asarray(f, dtype=np.float64)
+        return out
+
     def measure_schedule(self, schedule) -> Result:
         """Measure one ``tl.Schedule`` exactly like a candidate."""
         batch = self.cluster.submit(self, [{}], None, "measure", extra={"schedule": schedule.to_json()})
@@ -713,6 +767,8 @@ class DaskRunner:
 
     def _result(self, cand: _Candidate, answer, lost: str | None):
         """The Result (a list of them for a re-timing) of a candidate's answer, or a ``lost`` one."""
+        if cand.kind == "features":  # the vectors, or None: computed by the tuner instead
+            return None if answer is None or "features" not in answer else answer["features"]
         if answer is None:
             return Result(dict(cand.job.get("config") or {}), None, (), "lost", lost)
         if cand.kind == "retime":

@@ -12,6 +12,7 @@ an error of that candidate and never takes the Dask worker down.
 - :func:`build` schedules a config and compiles it to object code on a builder process;
 - :func:`run` checks the object's output against the default schedule's and times it, one at a time;
 - :func:`retime` times several configs again in interleaved rounds, all on this worker;
+- :func:`features` computes the loop-IR features of configs the cost model scores (the tuner's loop, spread out);
 - :func:`simulate` sleeps instead of measuring (``benchmarks/cluster_scaling.py``: the tuner loop's overhead);
 - :class:`TargetPlugin` adds the resources ``tensorlang-target:TRIPLE/CPU/FEATURES-HASH`` (this worker's cores)
   and, unless the worker was started with its own count, ``measure=1``.
@@ -24,6 +25,7 @@ Example::
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import json
 import os
@@ -376,6 +378,42 @@ def retime(job_text: str) -> str:
     return _answer(job, json.dumps([{"config": r.config, "schedule": r.schedule_json, "times": list(r.times),
                                      "error_kind": r.error_kind, "error": r.error, "build_s": r.build_s,
                                      "worker": where} for r in results]))
+
+
+@functools.lru_cache(maxsize=8)
+def _task(task_json: str):
+    from tuner.task import Task
+    return Task(**json.loads(task_json))
+
+
+def features(job_text: str) -> str:
+    """The loop-IR features of the job's ``configs`` (lists of floats, None where a config cannot be scheduled),
+    computed in this worker's process (lowering is pure Python): the cost model's scoring, spread over the
+    cluster. Answers ``{"features": [...]}``, or ``{"error": ...}`` when the extractor failed (the tuner then
+    computes them itself).
+
+    Example::
+
+        >>> import dataclasses
+        >>> from tuner.task import Task
+        >>> task = Task.create("matmul", preset="small", threads=1)
+        >>> job = {"id": "1", "task": dataclasses.asdict(task), "configs": [task.space.config_at(0)]}
+        >>> len(json.loads(features(json.dumps(job)))["features"][0])
+        58
+    """
+    from tuner import features as extraction
+    job = json.loads(job_text)
+    _started(job, "features")
+    try:
+        task = _task(json.dumps(job["task"], sort_keys=True))
+        out = []
+        for c in job["configs"]:
+            f = extraction.of_config(task.space, task.op, task.sizes, c)
+            out.append(None if f is None else [float(x) for x in f])
+        answer = {"features": out}
+    except Exception as e:  # noqa: BLE001 - the tuner computes them itself, and says nothing: the same vectors
+        answer = {"error": f"{type(e).__name__}: {e}"}
+    return _answer(job, json.dumps(answer))
 
 
 def simulate(job_text: str) -> str:

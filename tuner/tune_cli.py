@@ -244,6 +244,8 @@ def _tune(args, workload, task, db, cluster=None) -> dict:
     say(f"tuning {task.describe()}: {args.trials} trials, strategy {args.strategy}, cost model {args.cost_model}, "
         f"seed {args.seed}")
     say(f"  {task.space.describe().splitlines()[0]}; records in {db.path}")
+    if cluster is not None:
+        say(f"  measuring on the Dask cluster at {cluster.address}")
     start = [] if args.no_hand_start else hand_start_configs(task)
     if start:
         say("  the hand schedule's config is measured first (--no-hand-start: search from nothing)")
@@ -260,18 +262,16 @@ def _tune(args, workload, task, db, cluster=None) -> dict:
                   MeasureOptions(run_timeout=args.timeout), batch=args.batch, on_trial=bar.update,
                   strategy_options={"sampler": args.sampler} if args.sampler else None, retime_top=args.retime_top,
                   on_retime=on_retime, start=start, cluster=cluster)
-    if cluster is not None:
-        say(f"  measuring on the Dask cluster at {cluster.address}")
     before = db.count(task.key)
     try:
         summary = tuner.run()
     except TensorlangError as e:
         from tuner.cluster import ClusterError
-        if cluster is None or not isinstance(e, ClusterError):
+        if cluster is None or not isinstance(e, ClusterError) or not e.resumable:
             raise
         kept = db.count(task.key) - before  # a cluster that failed mid-run: say what is kept and how to go on
-        raise type(e)(f"{e}; the {kept} records this run measured are kept in {db.path}; resume with: "
-                      f"{resume_command(args)}") from None
+        raise ClusterError(f"{e}; the {kept} records this run measured are kept in {db.path}; once the cluster is "
+                           f"back, resume with: {resume_command(args)}") from None
     finally:
         bar.close()
     if summary.interrupted:

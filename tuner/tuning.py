@@ -151,7 +151,7 @@ class Tuner:
         self.strategy: Strategy = make_strategy(strategy, space or task.space, seed=seed, cost_model=model,
                                                 featurize=featurize or _TunerFeatures(self),
                                                 **(strategy_options or {}))
-        self._local_runner: LocalRunner | None = None  # while run() measures on this machine
+        self._local_runner = None  # while run() measures: the runner that also computes features
         # the builder processes rebuild the task's space from the workload: they featurize only if that is this one
         self._builders_featurize = (featurize is None and space is None
                                     and task.space.same_as(task.workload_def.space(task.sizes)))
@@ -161,8 +161,9 @@ class Tuner:
         return feature_extraction.of_config(self.task.space, self.task.op, self.task.sizes, config)
 
     def featurize_many(self, configs: list[dict]) -> list[np.ndarray | None]:
-        """:meth:`featurize` of each config; while :meth:`run` measures on this machine, on the idle builder
-        processes (the same vectors, sooner), unless the task's space is not the workload's own."""
+        """:meth:`featurize` of each config; while :meth:`run` measures, on the idle builder processes (on a
+        cluster, the workers' spare cores): the same vectors, sooner, unless the task's space is not the
+        workload's own."""
         if self._local_runner is not None and len(configs) > 1:
             return self._local_runner.features(configs, self.featurize)
         return [self.featurize(c) for c in configs]
@@ -184,7 +185,7 @@ class Tuner:
         try:
             if len(earlier) < self.trials:
                 runner = self._runner or self._new_runner()
-                if isinstance(runner, LocalRunner) and self._builders_featurize:
+                if hasattr(runner, "features") and self._builders_featurize:  # LocalRunner, DaskRunner
                     self._local_runner = runner
                 if summary.best is not None:
                     runner.best_s = summary.best.median_s
