@@ -3,7 +3,7 @@
     python benchmarks/cluster_scaling.py real [--workload conv2d] [--preset P] [--trials 96] [--strategy random]
                                               [--cores 0,1] [--json]
     python benchmarks/cluster_scaling.py simulated [--workers 1,4,16,64] [--sleep 1.0] [--rounds 8]
-                                                   [--strategy xgb-genetic] [--procs 8] [--json]
+                                                   [--strategy xgb-genetic] [--procs 8] [--batch 16] [--json]
     python benchmarks/cluster_scaling.py all ...
 
 (a) ``real``: a local ``dask scheduler`` and one ``dask worker`` pinned to one core (``--cores``' first), then two
@@ -22,7 +22,9 @@ loop (the strategy, its cost model and the loop-IR features of every config it s
 ``--rounds`` rounds of N candidates. Reported per N: candidates per second, the ideal N / sleep, the efficiency
 (the bar: 0.8 at every N), and where the tuner's time went: proposing and observing (strategy, cost model,
 features), committing, and waiting for results. ``loop capacity`` is the candidates per second the loop could
-take if measurements were free: where N / sleep comes near it, the loop stops keeping up.
+take if measurements were free: where N / sleep comes near it, the loop stops keeping up. ``CPU/cand.`` is the
+tuner process's CPU time per candidate (all its threads): 1000 / it is the most candidates per second one free
+core can drive, a figure that a busy machine changes less than the wall times.
 """
 from __future__ import annotations
 
@@ -124,10 +126,11 @@ def simulated_run(n: int, args, folder: pathlib.Path) -> dict:
             assert runner.parallelism == n, (runner.parallelism, n)
             db = Database(folder / f"sim-{n}.db")
             trials = args.rounds * n
-            tuner = _TimedTuner(task, trials, args.strategy, seed=args.seed, db=db, runner=runner, retime_top=0)
-            t0 = time.perf_counter()
+            tuner = _TimedTuner(task, trials, args.strategy, seed=args.seed, db=db, runner=runner, retime_top=0,
+                                batch=args.batch)
+            t0, c0 = time.perf_counter(), time.process_time()
             summary = tuner.run()
-            wall = time.perf_counter() - t0
+            wall, cpu = time.perf_counter() - t0, time.process_time() - c0
             db.close()
     ph = summary.phase_s
     busy = ph.get("propose", 0.0) + tuner.commit_s
@@ -135,7 +138,8 @@ def simulated_run(n: int, args, folder: pathlib.Path) -> dict:
             "per_s": summary.trials_done / wall, "ideal_per_s": n / args.sleep,
             "efficiency": summary.trials_done / wall / (n / args.sleep),
             "propose_s": ph.get("propose", 0.0), "commit_s": tuner.commit_s, "wait_s": ph.get("wait", 0.0),
-            "loop_capacity_per_s": summary.trials_done / busy if busy > 0 else None}
+            "loop_capacity_per_s": summary.trials_done / busy if busy > 0 else None,
+            "cpu_s": cpu, "cpu_ms_per_candidate": 1e3 * cpu / max(1, summary.trials_done)}
 
 
 def simulated(args, folder: pathlib.Path) -> dict:
@@ -144,17 +148,17 @@ def simulated(args, folder: pathlib.Path) -> dict:
     for r in runs:
         r["speedup"] = r["per_s"] / base
     out = {"workload": args.workload, "strategy": args.strategy, "sleep_s": args.sleep, "rounds": args.rounds,
-           "runs": runs}
+           "batch": args.batch, "runs": runs}
     if not args.json:
-        print(f"(b) simulated measurements of {args.sleep:g} s, {args.workload}, {args.strategy}, {args.rounds} rounds "
-              "of N candidates")
+        print(f"(b) simulated measurements of {args.sleep:g} s, {args.workload}, {args.strategy}, {args.rounds} x N "
+              f"trials, rounds of max(N, {args.batch})")
         print(f"  {'N':>4} {'procs':>5} {'per s':>8} {'ideal':>8} {'eff.':>6} {'speedup':>8} {'propose':>8} "
-              f"{'commit':>7} {'wait':>7} {'loop cap./s':>11}")
+              f"{'commit':>7} {'wait':>7} {'loop cap./s':>11} {'CPU/cand.':>9}")
         for r in runs:
             cap = f"{r['loop_capacity_per_s']:.0f}" if r["loop_capacity_per_s"] else "-"
             print(f"  {r['workers']:>4} {r['processes']:>5} {r['per_s']:>8.2f} {r['ideal_per_s']:>8.2f} "
                   f"{r['efficiency']:>6.2f} {r['speedup']:>7.1f}x {r['propose_s']:>7.1f}s {r['commit_s']:>6.1f}s "
-                  f"{r['wait_s']:>6.1f}s {cap:>11}")
+                  f"{r['wait_s']:>6.1f}s {cap:>11} {r['cpu_ms_per_candidate']:>7.1f}ms")
     return out
 
 
@@ -171,6 +175,8 @@ def main(argv=None) -> int:
     p.add_argument("--sleep", type=float, default=1.0, help="simulated: seconds per measurement")
     p.add_argument("--rounds", type=int, default=8, help="simulated: trials = rounds x N")
     p.add_argument("--procs", type=int, default=8, help="simulated: most worker processes")
+    p.add_argument("--batch", type=int, default=16,
+                   help="simulated: the tuner's --batch (a round is at least the number of slots)")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
     out = {}

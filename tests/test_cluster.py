@@ -42,7 +42,7 @@ from tuner import features  # noqa: E402
 from tuner.cli import main  # noqa: E402
 from tuner.cluster import Cluster, ClusterError, ClusterOptions, DaskRunner, check_address, measure_many  # noqa: E402
 from tuner.database import ERROR_KINDS, Database  # noqa: E402
-from tuner.measure import FAULTS_ENV, Result  # noqa: E402
+from tuner.measure import FAULTS_ENV, MeasureOptions, Result  # noqa: E402
 from tuner.task import Task  # noqa: E402
 from tuner.tuning import Tuner  # noqa: E402
 
@@ -372,6 +372,27 @@ def _count(db, task) -> int:
         return 0
     with Database(db) as d:
         return d.count(task.key)
+
+
+def test_a_crashing_or_hanging_candidate_is_its_record_and_the_worker_lives_on(tmp_path):
+    task = matmul_task()
+    configs = [task.space.config_at(i) for i in range(0, 500, 50)]
+    faults = {config_key(configs[1]): "segfault", config_key(configs[3]): "hang", config_key(configs[5]): "wrong",
+              config_key(configs[7]): "build_crash"}
+    with LocalDask(tmp_path / "dask") as dk:
+        dk.start_scheduler()
+        dk.start_worker("a", cpu=0, env={FAULTS_ENV: json.dumps(faults)}, nanny=False)
+        dk.wait_for_workers(1)
+        a = dk.worker_address("a")
+        with DaskRunner(task, dk.address, MeasureOptions(run_timeout=2, build_timeout=20)) as runner:
+            results = runner.measure(configs)
+        assert dk.procs["worker-a"].poll() is None  # the Dask worker itself never died
+        assert dk.worker_address("a") == a
+    kinds = {i: r.error_kind for i, r in enumerate(results) if not r.ok}
+    assert kinds == {1: "crash", 3: "timeout", 5: "wrong", 7: "build"}, [r.error for r in results]
+    assert "SIGSEGV" in results[1].error and "2 s" in results[3].error
+    assert all(r.ok and len(r.times) >= 3 for i, r in enumerate(results) if i not in kinds)
+    assert runner.measured_by[a] == len(configs)
 
 
 @pytest.mark.slow

@@ -251,7 +251,8 @@ class Cluster:
         self._known: dict[str, str] = {}  # worker address -> the target it advertised when first seen
         self._seq = itertools.count()
         self._last_progress = time.monotonic()
-        self._last_check = 0.0
+        self._last_check = self._last_nudge = 0.0
+        self._stall_s = max(5.0, self.options.timeout / 2)  # nothing moved this long: resend what waits
         try:
             self.broken = self._register()
             self.client.subscribe_topic(cw.PROGRESS_TOPIC, lambda event: self._events.put(("event", event[1])))
@@ -409,7 +410,9 @@ class Cluster:
             good = [w.address for w in self.matching(runner.task)]
             self._allowed_cache[id(runner)] = (time.monotonic(), good)
         if not good:
-            raise ClusterError(self._no_match(runner.task, self.workers()))
+            e = ClusterError(self._no_match(runner.task, self.workers()))
+            e.resumable = True
+            raise e
         return good
 
     def wait(self, batches: list[Batch]) -> None:
@@ -471,9 +474,10 @@ class Cluster:
                                  "install tensorlang[cluster] (this version) on its machine too")
             else:
                 import traceback
-                tb = "".join(traceback.format_tb(f.traceback())[-2:]) if f.traceback() else ""
+                frames = traceback.extract_tb(f.traceback()) if f.traceback() else []
+                where = f" (at {frames[-1].filename}:{frames[-1].lineno} in {frames[-1].name})" if frames else ""
                 e = ClusterError(f"the cluster failed in tensorlang's code on {c.batch.runner.task.describe()}: "
-                                 f"{type(exc).__name__}: {exc}\n{tb}".rstrip())
+                                 f"{type(exc).__name__}: {exc}{where}")
             e.resumable = True
             raise e
         elif f.status == "cancelled":
@@ -549,10 +553,15 @@ class Cluster:
                 self._heartbeats[addr] = (self._last_seen.get(addr), now)
             elif now - since > self.options.margin:
                 self._hung(addr, f"no heartbeat for {now - since:.0f} s")
-        for cand in self._inflight.values():  # a step started on a worker that left starts again elsewhere
+        for cand in self._inflight.values():  # a step started, or a build kept, on a worker that left: redone
             if cand.started is not None and cand.started[2] not in alive:
                 cand.started = None
+            if cand.built_on and cand.built_on not in alive:
+                cand.built_on = ""
         self._welcome([w for w in everyone if w.target and w.address not in self._known])
+        if now - self._last_progress > self._stall_s and now - self._last_nudge > self._stall_s:
+            self._last_nudge = now  # nothing moved for a while: the waiting candidates may have no worker
+            self._resend_waiting(None)
         if now - self._last_progress > self.options.timeout:
             for runner in {c.batch.runner for c in self._inflight.values()}:
                 if not self.matching(runner.task, everyone):
@@ -564,17 +573,20 @@ class Cluster:
     def _welcome(self, new: list[WorkerInfo]) -> None:
         """Workers that advertised their target since the last look (started, or restarted after a death): the
         scheduler does not look again at the candidates that had no worker before their resources came (Dask
-        checks waiting tasks when a worker registers, and a worker's target resource comes after that), so the
-        candidates of their target that have not started anywhere are sent again, and now find them."""
+        checks waiting tasks when a worker registers, and a worker's target resource may come after that), so
+        the candidates of their target that have not started anywhere are sent again, and now find them."""
         if not new:
             return
         self._known.update({w.address: w.target for w in new})
-        targets = {w.target for w in new}
+        self._resend_waiting({w.target for w in new})
+
+    def _resend_waiting(self, targets: set | None) -> None:
+        """Send again the candidates (of ``targets``; None: all) that no worker has started a step of."""
         for cand in list(self._inflight.values()):
             if cand.done or cand.started is not None or cand.built_on or cand.finished_at is not None:
                 continue
-            if cw.target_name(cand.batch.runner.task.target) in targets:
-                self._retry(cand, "a worker joined", count=False)
+            if targets is None or cw.target_name(cand.batch.runner.task.target) in targets:
+                self._retry(cand, "sent again to find a worker", count=False)
 
     def _hung(self, worker: str, why: str) -> None:
         """Stop sending candidates to ``worker`` and send its candidates (started there, or waiting there) to
