@@ -507,6 +507,8 @@ def make_parser() -> argparse.ArgumentParser:
     t.add_argument("--plot", help="write a PNG of the best GFLOPS so far against trials")
     t.add_argument("--no-baselines", action="store_true",
                    help="skip timing the default and hand schedules and numpy at the end")
+    from tuner.cluster_cli import add_cluster_flags
+    add_cluster_flags(t)
     bst = sub.add_parser("best", help="the best tuned record of a workload and its schedule as Python")
     common(bst)
     bst.add_argument("--threads", type=int, help="the thread count it was tuned for (default: all CPUs)")
@@ -525,6 +527,7 @@ def make_parser() -> argparse.ArgumentParser:
     c.add_argument("--plot", help="write a PNG of the best-so-far curves (median and 25-75%% over seeds)")
     c.add_argument("--space", default="default", choices=("default", "generated", "hand"),
                    help="live: the search space (as for tune)")
+    add_cluster_flags(c)
     d = sub.add_parser("dataset", help="export tuning records as a dataset for offline replay, or describe one")
     dsub = d.add_subparsers(dest="dataset_command", metavar="ACTION", parser_class=_Parser)
     dsub.required = True

@@ -208,9 +208,10 @@ def _uses_features(strategy: str) -> bool:
 
 
 def live_run(task, strategy: str, seed: int, trials: int, cost_model: str = "xgb", jobs: int | None = None,
-             options=None, batch: int = 16, strategy_options: dict | None = None) -> Run:
+             options=None, batch: int = 16, strategy_options: dict | None = None, cluster=None) -> Run:
     """Tune ``task`` on this machine from scratch (a database in memory, so no earlier records count) with
-    ``strategy`` and ``seed`` for ``trials`` trials, without the final re-timing; return the run. A Ctrl-C
+    ``strategy`` and ``seed`` for ``trials`` trials, without the final re-timing; return the run (measured on the
+    Dask ``cluster`` when one is given: see :mod:`tuner.cluster`). A Ctrl-C
     that stopped the tuner is raised again as KeyboardInterrupt (no partial run is returned).
 
     Example::
@@ -225,7 +226,7 @@ def live_run(task, strategy: str, seed: int, trials: int, cost_model: str = "xgb
     db = Database(":memory:")
     try:
         summary = Tuner(task, trials, strategy, cost_model, seed, db, jobs, options, batch=batch,
-                        strategy_options=strategy_options, retime_top=0).run()
+                        strategy_options=strategy_options, retime_top=0, cluster=cluster).run()
     finally:
         db.close()
     if summary.interrupted:
@@ -234,12 +235,15 @@ def live_run(task, strategy: str, seed: int, trials: int, cost_model: str = "xgb
 
 
 def compare(strategies, trials: int, seeds: int = 5, replay: Dataset | str | None = None, task=None,
-            cost_model: str = "xgb", jobs: int = 1, batch: int = 16, on_run=None, options=None) -> Comparison:
+            cost_model: str = "xgb", jobs: int = 1, batch: int = 16, on_run=None, options=None,
+            cluster=None) -> Comparison:
     """Run every strategy with seeds ``0 .. seeds-1`` for ``trials`` trials and return the :class:`Comparison`.
 
     On replay (``replay`` a :class:`Dataset` or its path) nothing is compiled and ``jobs`` processes share the
     runs; otherwise ``task`` (a :class:`tuner.task.Task`) is tuned live, one run after another. ``on_run(run)``
-    is called as each run ends. Strategies are names, entry points or ``package.module:Class`` specs.
+    is called as each run ends. Strategies are names, entry points or ``package.module:Class`` specs. Live runs
+    measure on the Dask ``cluster`` when one is given (an address, a ``distributed.Client`` or a
+    :class:`tuner.cluster.Cluster`).
 
     Example::
 
@@ -277,7 +281,8 @@ def compare(strategies, trials: int, seeds: int = 5, replay: Dataset | str | Non
         result = Comparison(task, trials=trials)
         runs = []
         for name, seed in jobs_list:
-            runs.append(live_run(task, name, seed, trials, cost_model, batch=batch, options=options))
+            runs.append(live_run(task, name, seed, trials, cost_model, batch=batch, options=options,
+                                 cluster=cluster))
             if on_run:
                 on_run(runs[-1])
     for r in runs:

@@ -44,8 +44,9 @@ __all__ = ["SCHEMA_VERSION", "ERROR_KINDS", "Database", "DatabaseError", "Record
 SCHEMA_VERSION = 1
 
 #: What went wrong in a failed trial: the schedule was refused, the build failed or ran past its time limit,
-#: the kernel crashed, ran past its time limit, gave a wrong result, or failed at run time in another way.
-ERROR_KINDS = ("schedule", "build", "build_timeout", "crash", "timeout", "wrong", "runtime")
+#: the kernel crashed, ran past its time limit, gave a wrong result, or failed at run time in another way; or,
+#: on a Dask cluster (tuner/cluster.py), the workers measuring it died or stopped answering too many times (lost).
+ERROR_KINDS = ("schedule", "build", "build_timeout", "crash", "timeout", "wrong", "runtime", "lost")
 
 _MEMORY = ":memory:"
 _BUSY_TIMEOUT_S = 60.0

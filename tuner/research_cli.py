@@ -2,6 +2,7 @@
 
     tensorlang compare WORKLOAD --strategies random,genetic,... --trials N --seeds K [--replay DATASET]
                        [--preset P | --size K=V,...] [--cost-model M] [--jobs N] [--plot FILE] [--json]
+                       [--cluster tcp://HOST:8786]   (live only)
     tensorlang dataset export WORKLOAD [--preset P | --size K=V,...] [--threads N] [--db PATH] -o FILE.csv
     tensorlang dataset info FILE.csv
     tensorlang costmodel eval --dataset FILE.csv [--models xgb,forest,...] [--train-fraction F] [--splits N]
@@ -88,8 +89,21 @@ def cmd_compare(args, workload, sizes) -> dict:
         say(f"  [{done[0]}/{total}] {run.strategy} seed {run.seed}: best {run.curve[-1] if run.curve else 0:.1f} "
             f"GFLOPS in {len(run.curve)} trials, {run.wall_s:.1f} s")
 
-    result = compare(strategies, args.trials, args.seeds, replay=dataset, task=task, cost_model=args.cost_model,
-                     jobs=jobs, on_run=on_run, options=MeasureOptions(run_timeout=args.timeout))
+    cluster = None
+    if dataset is None:
+        from tuner.cluster_cli import open_cluster
+        cluster = open_cluster(args)  # live runs measure on the Dask cluster (None: on this machine)
+        if cluster is not None:
+            say(f"  measuring on the Dask cluster at {cluster.address}")
+    elif getattr(args, "cluster", None):
+        raise TuneFlagError("--cluster: only for live comparisons (--replay measures nothing)")
+    try:
+        result = compare(strategies, args.trials, args.seeds, replay=dataset, task=task,
+                         cost_model=args.cost_model, jobs=jobs, on_run=on_run,
+                         options=MeasureOptions(run_timeout=args.timeout), cluster=cluster)
+    finally:
+        if cluster is not None:
+            cluster.close()
     report = result.to_json()
     if args.plot:
         result.plot(args.plot)

@@ -3,6 +3,7 @@ the flags and reports errors; these functions do the work and return the JSON ob
 
     tensorlang tune WORKLOAD --trials N [--preset P | --size K=V,...] [--strategy S] [--cost-model M]
                     [--seed N] [--db PATH] [--jobs N] [--timeout S] [--threads N] [--plot FILE] [--json]
+                    [--cluster tcp://HOST:8786] [--cluster-timeout S]
     tensorlang best WORKLOAD [--preset P | --size K=V,...] [--threads N] [--db PATH] [--json]
 """
 from __future__ import annotations
@@ -11,7 +12,7 @@ import os
 import shlex
 import sys
 
-from tensorlang.errors import UsageError
+from tensorlang.errors import TensorlangError, UsageError
 from tuner.task import Task
 
 
@@ -242,13 +243,18 @@ def cmd_tune(args, workload, sizes) -> dict:
     check_tune_flags(args)
     task = task_for(workload, sizes, args.threads, getattr(args, "space", "default"))
     db = _open_db(args.db)
+    from tuner.cluster_cli import open_cluster
+    cluster = None
     try:
-        return _tune(args, workload, task, db)
+        cluster = open_cluster(args)  # None: measure on this machine
+        return _tune(args, workload, task, db, cluster)
     finally:
+        if cluster is not None:
+            cluster.close()
         db.close()
 
 
-def _tune(args, workload, task, db) -> dict:
+def _tune(args, workload, task, db, cluster=None) -> dict:
     from tuner.measure import MeasureOptions
     from tensorlang.space import config_key
     from tuner.tuning import ProgressBar, Tuner, hand_start_configs, measure_baselines, start_name
@@ -256,6 +262,8 @@ def _tune(args, workload, task, db) -> dict:
     say(f"tuning {task.describe()}: {args.trials} trials, strategy {args.strategy}, cost model {args.cost_model}, "
         f"seed {args.seed}")
     say(f"  {task.space.describe().splitlines()[0]}; records in {db.path}")
+    if cluster is not None:
+        say(f"  measuring on the Dask cluster at {cluster.address}")
     start = [] if args.no_hand_start else hand_start_configs(task)
     name = start_name(task)
     what = "the hand schedule's config" if name == "hand" else "the auto-scheduler's zero-trial pick"
@@ -276,9 +284,17 @@ def _tune(args, workload, task, db) -> dict:
     tuner = Tuner(task, args.trials, args.strategy, args.cost_model, args.seed, db, args.jobs,
                   MeasureOptions(run_timeout=args.timeout), batch=args.batch, on_trial=bar.update,
                   strategy_options={"sampler": args.sampler} if args.sampler else None, retime_top=args.retime_top,
-                  on_retime=on_retime, start=start, start_name=name)
+                  on_retime=on_retime, start=start, start_name=name, cluster=cluster)
+    before = db.count(task.key)
     try:
         summary = tuner.run()
+    except TensorlangError as e:
+        from tuner.cluster import ClusterError
+        if cluster is None or not isinstance(e, ClusterError) or not e.resumable:
+            raise
+        kept = db.count(task.key) - before  # a cluster that failed mid-run: say what is kept and how to go on
+        raise ClusterError(f"{e}; the {kept} records this run measured are kept in {db.path}; once the cluster is "
+                           f"back, resume with: {resume_command(args)}") from None
     finally:
         bar.close()
     if summary.interrupted:

@@ -152,7 +152,8 @@ class Tuner:
                  seed: int = 0, db: Database | str | None = None, jobs: int | None = None,
                  options: MeasureOptions | None = None, batch: int = 16, on_trial=None,
                  strategy_options: dict | None = None, runner=None, space=None, featurize=None,
-                 retime_top: int = 5, retime_rounds: int = 3, on_retime=None, start=(), start_name: str = "hand"):
+                 retime_top: int = 5, retime_rounds: int = 3, on_retime=None, start=(), start_name: str = "hand",
+                 cluster=None):
         if trials < 1:
             raise UsageError(f"trials must be at least 1, got {trials}")
         if batch < 1:
@@ -176,12 +177,13 @@ class Tuner:
             raise UsageError(f"start: {e}") from None
         self.start_name = start_name
         self._runner = runner
+        self.cluster = cluster  # a Dask scheduler address, distributed.Client or tuner.cluster.Cluster: measure there
         self.retime_top, self.retime_rounds, self.on_retime = retime_top, retime_rounds, on_retime
         model = make_cost_model(cost_model, seed)
         self.strategy: Strategy = make_strategy(strategy, space or task.space, seed=seed, cost_model=model,
                                                 featurize=featurize or _TunerFeatures(self),
                                                 **(strategy_options or {}))
-        self._local_runner: LocalRunner | None = None  # while run() measures on this machine
+        self._local_runner = None  # while run() measures: the runner that also computes features
         # the builder processes rebuild the task's space from the task: they featurize only if that is this one
         self._builders_featurize = (featurize is None and space is None
                                     and task.space.same_as(Task(**task.to_dict()).space))
@@ -191,8 +193,9 @@ class Tuner:
         return feature_extraction.of_config(self.task.space, self.task.op, self.task.sizes, config)
 
     def featurize_many(self, configs: list[dict]) -> list[np.ndarray | None]:
-        """:meth:`featurize` of each config; while :meth:`run` measures on this machine, on the idle builder
-        processes (the same vectors, sooner), unless the task's space is not the workload's own."""
+        """:meth:`featurize` of each config; while :meth:`run` measures, on the idle builder processes (on a
+        cluster, the workers' spare cores): the same vectors, sooner, unless the task's space is not the
+        workload's own."""
         if self._local_runner is not None and len(configs) > 1:
             return self._local_runner.features(configs, self.featurize)
         return [self.featurize(c) for c in configs]
@@ -215,12 +218,14 @@ class Tuner:
         propose_s = 0.0
         try:
             if len(earlier) < self.trials:
-                runner = self._runner or LocalRunner(self.task, self.jobs, self.options, seed=self.seed)
-                if isinstance(runner, LocalRunner) and self._builders_featurize:
+                runner = self._runner or self._new_runner()
+                if hasattr(runner, "features") and self._builders_featurize:  # LocalRunner, DaskRunner
                     self._local_runner = runner
                 if summary.best is not None:
                     runner.best_s = summary.best.median_s
-            while summary.trials_before + summary.trials_done < self.trials:
+            if hasattr(runner, "submit"):  # a cluster: the next round is proposed while the last one measures
+                propose_s += self._run_pipelined(runner, summary, start)
+            while not hasattr(runner, "submit") and summary.trials_before + summary.trials_done < self.trials:
                 tp = time.perf_counter()
                 done = summary.trials_before + summary.trials_done
                 # small rounds while the model is young (it learns after every round), then `batch`
@@ -250,6 +255,50 @@ class Tuner:
                 summary.phase_s = {"propose": propose_s, **runner.phase_s, **summary.phase_s}
             summary.wall_s = time.perf_counter() - t0
         return summary
+
+    def _new_runner(self):
+        """The runner of :meth:`run`: a :class:`tuner.cluster.DaskRunner` on ``cluster``, else a LocalRunner."""
+        if self.cluster is not None:
+            from tuner.cluster import DaskRunner
+            return DaskRunner(self.task, self.cluster, self.options, seed=self.seed)
+        return LocalRunner(self.task, self.jobs, self.options, seed=self.seed)
+
+    def _run_pipelined(self, runner, summary: TuneSummary, start: list) -> float:
+        """The loop of :meth:`run` with a runner that measures in the background (``submit`` / ``wait``): two
+        rounds in flight, each at least as large as the runner's ``parallelism``; round k is observed (in
+        proposal order) once all of it has arrived, then round k+2 is proposed while k+1 measures. Each result is
+        committed as it arrives. Returns the seconds spent proposing and observing."""
+        from collections import deque
+        pending: deque = deque()
+        spent = 0.0
+        proposed = summary.trials_before + summary.trials_done  # records, plus what is in flight
+        while True:
+            while len(pending) < 2 and not summary.exhausted:
+                left = self.trials - proposed
+                if left <= 0:
+                    break
+                tp = time.perf_counter()
+                size = max(min(self.batch, 8) if proposed < 64 else self.batch, runner.parallelism)
+                if start:
+                    name, configs, start = self.start_name, start[:left], []
+                else:
+                    name, configs = self.strategy_name, self.strategy.propose(min(size, left))
+                spent += time.perf_counter() - tp
+                if not configs:
+                    summary.exhausted = True
+                    break
+                obs: dict = {}
+                batch = runner.submit(configs, on_result=lambda r, obs=obs, name=name:
+                                      obs.__setitem__(id(r), self._commit(summary, r, name)))
+                pending.append((batch, obs))
+                proposed += len(configs)
+            if not pending:
+                return spent
+            batch, obs = pending.popleft()
+            runner.wait(batch)
+            tp = time.perf_counter()
+            self.strategy.observe([obs[id(r)] for r in batch.results])
+            spent += time.perf_counter() - tp
 
     def retime_candidates(self) -> list[dict]:
         """The ``retime_top`` fastest distinct configs of the task's records, plus the winner of its last
@@ -374,7 +423,8 @@ def tune(workload, trials: int, preset: str | None = None, sizes: dict | None = 
     limit. ``progress`` draws a progress bar on stderr. ``hand_start`` measures a starting config first (the hand
     schedule's in a hand-written space, the rules' zero-trial pick in a generated one: :func:`hand_start_configs`),
     so that search starts from it. Other keyword arguments go to :class:`Tuner` (``batch``, ``options``,
-    ``strategy_options``).
+    ``strategy_options``, ``cluster``: a Dask scheduler address or ``distributed.Client`` to build and measure on,
+    see :mod:`tuner.cluster`).
 
     Example::
 
