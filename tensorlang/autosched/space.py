@@ -373,31 +373,20 @@ class GeneratedSpace(Space):
         return out
 
     def reader_vars(self, anchor: str, tensor: str, cfg: dict) -> set:
-        """The variables of `anchor` on which the part of `tensor` it needs depends (through the stages inlined
-        into it or computed inside it)."""
+        """The spatial variables of `anchor` on which the part of `tensor` it needs depends (through the stages
+        inlined into it or computed inside it)."""
         st = self.info.stage(anchor)
-        out: set = set()
-        for r in st.reads:
-            if r.tensor == tensor:
-                out |= set(r.vars) & set(st.spatial)
-            elif r.tensor in self.roles and self.placement(cfg, r.tensor) in ("inline", "at") \
-                    and self.anchors(cfg).get(r.tensor) == anchor:
-                mid = self.info.stage(r.tensor)
-                inner = self._through(mid, tensor, cfg, anchor)
-                for d, (terms, _) in enumerate(r.dims):
-                    if d < len(mid.spatial) and mid.spatial[d] in inner:
-                        out |= {v for v, _ in terms} & set(st.spatial)
-        return out
+        return self._through(st, tensor, cfg, anchor, self.anchors(cfg)) & set(st.spatial)
 
-    def _through(self, st: StageInfo, tensor: str, cfg: dict, anchor: str) -> set:
+    def _through(self, st: StageInfo, tensor: str, cfg: dict, anchor: str, anchors: dict) -> set:
         out: set = set()
         for r in st.reads:
             if r.tensor == tensor:
                 out |= set(r.vars)
             elif r.tensor in self.roles and self.placement(cfg, r.tensor) in ("inline", "at") \
-                    and self.anchors(cfg).get(r.tensor) == anchor:
+                    and anchors.get(r.tensor) == anchor:
                 mid = self.info.stage(r.tensor)
-                inner = self._through(mid, tensor, cfg, anchor)
+                inner = self._through(mid, tensor, cfg, anchor, anchors)
                 for d, (terms, _) in enumerate(r.dims):
                     if d < len(mid.spatial) and mid.spatial[d] in inner:
                         out |= {v for v, _ in terms}
