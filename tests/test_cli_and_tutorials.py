@@ -250,6 +250,14 @@ def test_vs_torch_benchmark_refuses_bad_flags(args, message):
     assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr
 
 
+def test_a_baseline_of_an_unknown_library_is_refused():
+    import schedules
+    import tensorlang as tl
+    from tuner.bench import baseline
+    with pytest.raises(tl.UsageError, match="baseline: kind is 'numpy' or 'torch', not 'jax'"):
+        baseline(schedules.get("matmul"), {"M": 2, "N": 5, "K": 3}, [], 1, 1, 0.0, kind="jax")
+
+
 def test_a_baseline_that_fails_in_its_worker_is_a_tensorlang_error_with_its_last_line():
     import numpy as np
 

@@ -199,6 +199,28 @@ def test_valid_record_without_times_is_refused(db):
     assert db.records() == [] and db.tasks() == []
 
 
+@pytest.mark.parametrize("fields,message", [
+    ({"task_key": ""}, "record task_key must be a non-empty string, got ''"),
+    ({"task_key": 7}, "record task_key must be a non-empty string, got 7"),
+    ({"sizes": [64]}, "record field sizes must be a dict, got list"),
+    ({"target": "znver4"}, "record field target must be a dict, got str"),
+    ({"config": None}, "record field config must be a dict, got NoneType"),
+    ({"seed": 2**63}, "record seed 9223372036854775808 does not fit in a signed 64-bit integer"),
+    ({"times": (-1.0,)}, "record times must be finite and non-negative seconds, got -1.0"),
+])
+def test_malformed_record_is_refused_by_field(db, fields, message):
+    with pytest.raises(ValueError) as e:
+        db.add(rec(**fields))
+    assert str(e.value) == message
+    assert db.records() == []
+
+
+@pytest.mark.parametrize("timings", [[], [({"v": 1}, ())], [({"v": 1}, (1e-3, 0.0))]])
+def test_retiming_without_positive_times_is_refused(db, timings):
+    with pytest.raises(ValueError, match="a re-timing needs at least one config, each with positive times"):
+        db.add_retimes("t", timings)
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # where the file lives, and what it must be
 
@@ -262,6 +284,21 @@ def test_newer_schema_version_is_refused(tmp_path):
     assert "upgrade tensorlang" in msg and str(path) in msg
     import tensorlang
     assert isinstance(e.value, tensorlang.TensorlangError)
+
+
+@pytest.mark.parametrize("value", [None, "0", "one"])
+def test_missing_or_bad_schema_version_is_refused(tmp_path, value):
+    path = tmp_path / "t.db"
+    with Database(path) as d:
+        d.add(rec())
+    with sqlite3.connect(path) as conn:
+        if value is None:
+            conn.execute("DELETE FROM meta WHERE key = 'schema_version'")
+        else:
+            conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (value,))
+    with pytest.raises(DatabaseError, match=f"tuning database {path} has no valid schema_version in its meta table "
+                                            f"\\(found {value!r}\\)"):
+        Database(path)
 
 
 def test_non_database_file_is_refused_and_left_alone(tmp_path):

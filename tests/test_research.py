@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import textwrap
 
 import numpy as np
@@ -234,6 +235,17 @@ def test_a_binary_file_is_not_a_dataset(tmp_path, capsys):
         Dataset.load(str(path))
     assert main(["dataset", "info", str(path)]) == 2
     assert f"FILE: {path}: not a tensorlang dataset" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/zero"), reason="needs /dev/zero")
+def test_a_folder_or_a_device_is_not_a_dataset(tmp_path):
+    """Refused before reading: a device like /dev/zero would never end."""
+    from tuner.dataset import check_output_path
+    for path in (str(tmp_path), "/dev/zero"):
+        with pytest.raises(DatasetError, match=f"cannot read dataset {path}: not a regular file"):
+            Dataset.load(path)
+    with pytest.raises(DatasetError, match=f"cannot write dataset {tmp_path}: it is a folder"):
+        check_output_path(str(tmp_path))
 
 
 def test_from_records_refuses_a_config_of_another_space():
