@@ -134,6 +134,12 @@ def test_two_tasks_are_measured_at_once_each_on_the_workers_of_its_target(shared
         measure_many([(ra, configs[:2]), (rb, configs[:1])])  # every worker has started its processes
         got_a, got_b = measure_many([(ra, configs), (rb, configs[:6])],
                                     on_result=lambda runner, r: arrived.append((runner is ra, r.config)))
+        # a tuner of several tasks takes each round as soon as it is in
+        small, large = ra.submit(configs[:1]), rb.submit(configs[6:12])
+        first = cluster.wait_any([small, large])
+        assert first and all(b.complete for b in first) and not all(b.complete for b in (small, large))
+        cluster.wait([small, large])
+        assert all(r.ok for r in small.results + large.results)
     assert all(r.ok for r in got_a + got_b), [r.error for r in got_a + got_b if not r.ok]
     assert [r.config for r in got_a] == configs and [r.config for r in got_b] == configs[:6]
     assert set(ra.measured_by) <= {shared.names["a"], shared.names["b"]}
