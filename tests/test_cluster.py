@@ -52,6 +52,7 @@ OTHER = {"cpu": "other-cpu"}  # what the third worker of the shared cluster clai
 @pytest.fixture(autouse=True)
 def no_faults(monkeypatch):
     monkeypatch.delenv(FAULTS_ENV, raising=False)
+    monkeypatch.delenv(cw.FAULTS_ENV, raising=False)
     monkeypatch.delenv("TENSORLANG_CLUSTER", raising=False)
 
 
@@ -531,7 +532,7 @@ def test_a_candidate_that_kills_its_workers_is_recorded_lost(tmp_path):
     space = task.space
     order = [space.config_at(i) for i in range(space.size) if space.allowed(space.config_at(i))][:8]
     killer = order[2]
-    faults = {FAULTS_ENV: json.dumps({config_key(killer): "kill_worker"})}
+    faults = {cw.FAULTS_ENV: json.dumps({config_key(killer): "kill_worker"})}
     db = str(tmp_path / "l.db")
     with LocalDask(tmp_path / "dask") as dk:
         dk.start_scheduler(env={"DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": "1"})
