@@ -15,6 +15,7 @@ kills every worker that runs it (recorded as ``lost``).
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import os
 import random
@@ -530,7 +531,7 @@ def test_scheduler_killed_mid_run_says_so_keeps_every_record_and_resume_works(tm
 def test_a_candidate_that_kills_its_workers_is_recorded_lost(tmp_path):
     task = matmul_task()
     space = task.space
-    order = [space.config_at(i) for i in range(space.size) if space.allowed(space.config_at(i))][:8]
+    order = list(itertools.islice((c for c in map(space.config_at, range(space.size)) if space.allowed(c)), 8))
     killer = order[2]
     faults = {cw.FAULTS_ENV: json.dumps({config_key(killer): "kill_worker"})}
     db = str(tmp_path / "l.db")
