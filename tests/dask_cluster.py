@@ -68,12 +68,15 @@ class LocalDask:
         self._start("scheduler", ["scheduler", "--host", "127.0.0.1", "--port", str(self.port), "--no-dashboard",
                                   "--scheduler-file", str(file), *protocol], env)
         deadline = time.monotonic() + 60
-        while not file.exists():
+        while True:  # the file appears before the scheduler has written it
+            try:
+                self.address = json.loads(file.read_text())["address"]
+                return self.address
+            except (OSError, ValueError, KeyError):
+                pass
             if self.procs["scheduler"].poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"the scheduler did not start:\n{self.log('scheduler')}")
             time.sleep(0.05)
-        self.address = json.loads(file.read_text())["address"]
-        return self.address
 
     def start_worker(self, name: str, cpu: int | None = None, env: dict | None = None, nthreads: int = 1,
                      resources: str | None = "measure=1", nanny: bool = True) -> subprocess.Popen:

@@ -15,6 +15,7 @@ kills every worker that runs it (recorded as ``lost``).
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import os
 import random
@@ -52,6 +53,7 @@ OTHER = {"cpu": "other-cpu"}  # what the third worker of the shared cluster clai
 @pytest.fixture(autouse=True)
 def no_faults(monkeypatch):
     monkeypatch.delenv(FAULTS_ENV, raising=False)
+    monkeypatch.delenv(cw.FAULTS_ENV, raising=False)
     monkeypatch.delenv("TENSORLANG_CLUSTER", raising=False)
 
 
@@ -134,6 +136,12 @@ def test_two_tasks_are_measured_at_once_each_on_the_workers_of_its_target(shared
         measure_many([(ra, configs[:2]), (rb, configs[:1])])  # every worker has started its processes
         got_a, got_b = measure_many([(ra, configs), (rb, configs[:6])],
                                     on_result=lambda runner, r: arrived.append((runner is ra, r.config)))
+        # a tuner of several tasks takes each round as soon as it is in
+        small, large = ra.submit(configs[:1]), rb.submit(configs[6:12])
+        first = cluster.wait_any([small, large])
+        assert first and all(b.complete for b in first) and not all(b.complete for b in (small, large))
+        cluster.wait([small, large])
+        assert all(r.ok for r in small.results + large.results)
     assert all(r.ok for r in got_a + got_b), [r.error for r in got_a + got_b if not r.ok]
     assert [r.config for r in got_a] == configs and [r.config for r in got_b] == configs[:6]
     assert set(ra.measured_by) <= {shared.names["a"], shared.names["b"]}
@@ -523,9 +531,9 @@ def test_scheduler_killed_mid_run_says_so_keeps_every_record_and_resume_works(tm
 def test_a_candidate_that_kills_its_workers_is_recorded_lost(tmp_path):
     task = matmul_task()
     space = task.space
-    order = [space.config_at(i) for i in range(space.size) if space.allowed(space.config_at(i))][:8]
+    order = list(itertools.islice((c for c in map(space.config_at, range(space.size)) if space.allowed(c)), 8))
     killer = order[2]
-    faults = {FAULTS_ENV: json.dumps({config_key(killer): "kill_worker"})}
+    faults = {cw.FAULTS_ENV: json.dumps({config_key(killer): "kill_worker"})}
     db = str(tmp_path / "l.db")
     with LocalDask(tmp_path / "dask") as dk:
         dk.start_scheduler(env={"DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": "1"})

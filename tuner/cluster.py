@@ -155,17 +155,46 @@ def _connect(address: str, timeout: float):
         from distributed import Client
     except ImportError:
         raise ClusterError("distributed tuning needs Dask: pip install 'tensorlang[cluster]'") from None
+    client = Client.__new__(Client)
     try:
-        return Client(address, timeout=timeout, set_as_default=False)
-    except OSError as e:
-        raise ClusterError(f"cannot reach the Dask scheduler at {address} within {timeout:g} s ({e}); is `dask "
-                           "scheduler` running there and its port open?") from None
-    except (TypeError, ValueError) as e:
-        if address.startswith("tls://"):
+        client.__init__(address, timeout=timeout, set_as_default=False)
+        return client
+    except BaseException as e:
+        # closed here and now: a client that failed half-way, left to the garbage collector, closes itself in
+        # whatever thread collects it, and can block the event loop of the next client long enough to kill it
+        _close_quietly(client)
+        if isinstance(e, OSError):
+            raise ClusterError(f"cannot reach the Dask scheduler at {address} within {timeout:g} s ({e}); is `dask "
+                               "scheduler` running there and its port open?") from None
+        if isinstance(e, AssertionError):  # distributed's client thread did not start within its 10 s
+            raise ClusterError(f"cannot connect to the Dask scheduler at {address}: the Dask client did not start "
+                               "(is this machine overloaded?)") from None
+        if isinstance(e, (TypeError, ValueError)) and address.startswith("tls://"):
             raise ClusterError(f"{address}: a tls:// scheduler needs Dask's TLS configuration (the CA file, this "
                                "client's certificate and key: distributed.comm.tls.* or a distributed.Security; "
                                f"see the README, Distributed tuning): {e}") from None
-        raise ClusterError(f"cannot connect to the Dask scheduler at {address}: {e}") from None
+        if isinstance(e, (TypeError, ValueError)):
+            raise ClusterError(f"cannot connect to the Dask scheduler at {address}: {e}") from None
+        raise
+    finally:
+        del client
+
+
+def _close_quietly(client) -> None:
+    """Close a ``distributed.Client`` without the pages of log a client whose scheduler is gone writes."""
+    import logging
+    loggers = [logging.getLogger(n) for n in ["distributed", *logging.root.manager.loggerDict]
+               if n == "distributed" or n.startswith("distributed.")]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.CRITICAL)
+    try:
+        client.close(timeout=2)
+    except Exception:  # noqa: BLE001 - closing a client that never connected, or whose scheduler is gone
+        pass
+    finally:
+        for lg, level in zip(loggers, levels):
+            lg.setLevel(level)
 
 
 class Batch:
@@ -208,6 +237,7 @@ class _Candidate:
     futures: tuple = ()
     started: tuple | None = None
     built_on: str = ""
+    build_done: bool = False
     finished_at: float | None = None
     done: bool = False
 
@@ -373,7 +403,7 @@ class Cluster:
     def _send(self, cand: _Candidate) -> None:
         runner = cand.batch.runner
         cand.attempt = f"{cand.uid}-{cand.tries}"
-        cand.started, cand.built_on, cand.finished_at = None, "", None
+        cand.started, cand.built_on, cand.build_done, cand.finished_at = None, "", False, None
         text = json.dumps(dict(cand.job, id=cand.attempt, best_s=runner.best_s))
         seq = next(self._seq)
         common = dict(pure=False, workers=self._allowed(runner), allow_other_workers=False)
@@ -421,6 +451,23 @@ class Cluster:
         while not all(b.complete for b in batches):
             self._step()
 
+    def wait_any(self, batches: list[Batch]) -> list[Batch]:
+        """Wait until at least one of ``batches`` is complete (handling every result as it arrives, as
+        :meth:`wait` does) and return the complete ones: a tuner of several tasks observes each task's round
+        as soon as it is in, and proposes that task's next one while the others measure.
+
+        Example::
+
+            pending = [runner_a.submit(configs_a, commit_a), runner_b.submit(configs_b, commit_b)]
+            for batch in cluster.wait_any(pending):
+                pending.remove(batch)                  # observe batch.results, submit that task's next round
+        """
+        while True:
+            done = [b for b in batches if b.complete]
+            if done or not batches:
+                return done
+            self._step()
+
     def _step(self) -> None:
         try:
             items = [self._events.get(timeout=0.25)]
@@ -436,9 +483,10 @@ class Cluster:
                 self._on_event(data)
             elif what == "built":
                 c, a, f = data
-                if c.attempt == a and not c.done and f.status == "finished" and c.started \
-                        and c.started[0] == "build":
-                    c.built_on, c.started = c.started[2], None  # built: its run may wait for a measure slot
+                if c.attempt == a and not c.done and f.status == "finished":
+                    c.build_done = True  # its run may wait for a measure slot: no time limit runs meanwhile
+                    if c.started and c.started[0] == "build":
+                        c.built_on, c.started = c.started[2], None
             else:
                 self._on_done(*data)
         self._watchdog()
@@ -452,6 +500,8 @@ class Cluster:
         self._last_progress = time.monotonic()
         if msg.get("phase") == "answer":
             self._finish(cand, json.loads(msg["answer"]))
+        elif msg.get("phase") == "build" and cand.build_done:  # the build's end came first
+            cand.built_on = msg.get("worker", "")
         else:
             cand.started = (msg.get("phase"), time.monotonic(), msg.get("worker", ""))
 
@@ -557,7 +607,7 @@ class Cluster:
             if cand.started is not None and cand.started[2] not in alive:
                 cand.started = None
             if cand.built_on and cand.built_on not in alive:
-                cand.built_on = ""
+                cand.built_on, cand.build_done = "", False  # Dask builds it again
         self._welcome([w for w in everyone if w.target and w.address not in self._known])
         if now - self._last_progress > self._stall_s and now - self._last_nudge > self._stall_s:
             self._last_nudge = now  # nothing moved for a while: the waiting candidates may have no worker
@@ -618,20 +668,7 @@ class Cluster:
         for runner in {c.batch.runner for c in getattr(self, "_inflight", {}).values()}:
             self.cancel(runner)
         if self._own:
-            import logging
-            # a client whose scheduler died says so at length while it closes; the ClusterError has said it
-            loggers = [logging.getLogger(n) for n in ["distributed", *logging.root.manager.loggerDict]
-                       if n == "distributed" or n.startswith("distributed.")]
-            levels = [lg.level for lg in loggers]
-            for lg in loggers:
-                lg.setLevel(logging.CRITICAL)
-            try:
-                self.client.close(timeout=2)
-            except Exception:  # noqa: BLE001 - closing a client whose scheduler is gone
-                pass
-            finally:
-                for lg, level in zip(loggers, levels):
-                    lg.setLevel(level)
+            _close_quietly(self.client)  # a client whose scheduler died says so at length; the error has said it
 
     def __enter__(self) -> "Cluster":
         return self

@@ -42,6 +42,11 @@ TARGET_ENV = "TENSORLANG_CLUSTER_TARGET"
 that a test can start a worker that looks like another machine. Never set it on a real cluster: the worker
 would then be sent tasks compiled for a CPU it is not."""
 
+FAULTS_ENV = "TENSORLANG_CLUSTER_FAULTS"
+"""Test-only hook: JSON ``{config_key: fault}`` with fault ``kill_worker`` (the Dask worker's process ends when it
+runs that config) or ``hang_worker`` (it freezes); the candidates' own faults are
+``tuner.measure.FAULTS_ENV``'s."""
+
 MEASURE = "measure"
 """The worker resource a measurement holds (one at a time per worker: ``dask worker ... --resources measure=1``)."""
 
@@ -267,10 +272,9 @@ def _answer(job: dict, text: str) -> str:
 
 
 def _inject(job: dict, phase: str) -> None:
-    """Test-only faults of the Dask worker itself (``TENSORLANG_TUNER_FAULTS``, see :mod:`tuner.measure`):
-    ``kill_worker`` ends this worker's process when the config is run, ``hang_worker`` freezes it (SIGSTOP)."""
+    """Test-only faults of the Dask worker itself (:data:`FAULTS_ENV`): ``kill_worker`` ends this worker's
+    process when the config is run, ``hang_worker`` freezes it (SIGSTOP)."""
     from tensorlang.space import config_key
-    from tuner.measure import FAULTS_ENV
     faults = json.loads(os.environ.get(FAULTS_ENV, "{}"))
     fault = faults.get(config_key(job.get("config") or {}))
     if phase == "run" and fault == "kill_worker":
