@@ -3,7 +3,7 @@
     tensorlang tasks MODEL [--threads N] [--db PATH] [--repeat N] [--json]
     tensorlang tune-model MODEL --trials N [--strategy S] [--cost-model M] [--seed N] [--db PATH] [--jobs N]
                           [--threads N] [--timeout S] [--batch N] [--round-robin] [--no-transfer] [--no-variants]
-                          [--retime-top K] [--no-measure] [--rounds R] [--plot FILE] [--json]
+                          [--retime-top K] [--no-measure] [--rounds R] [--no-torch-compile] [--plot FILE] [--json]
 
 MODEL is a ``.pt2`` file (``torch.export.save``) or a saved model (``model.save``). ``tuner/cli.py`` parses the
 flags and reports errors; these functions do the work and return the JSON object of ``--json``.
@@ -61,6 +61,8 @@ def add_parsers(sub, common) -> None:
     m.add_argument("--no-measure", action="store_true",
                    help="skip timing the model end to end at the end (tuned, zero-trial, torch)")
     m.add_argument("--rounds", type=int, default=5, help="alternating rounds of the end-to-end timing (default 5)")
+    m.add_argument("--no-torch-compile", action="store_true",
+                   help="leave torch.compile out of the end-to-end timing (inductor compiles for a while)")
     m.add_argument("--plot", help="write a PNG of the estimated end-to-end latency against trials")
 
 
@@ -158,7 +160,7 @@ def cmd_tune_model(args) -> dict:
                          scheduler="round-robin" if args.round_robin else "gradient", transfer=not args.no_transfer,
                          variants=not args.no_variants, batch=args.batch, timeout=args.timeout,
                          retime_top=args.retime_top, measure=not args.no_measure, rounds=args.rounds,
-                         progress=sys.stderr)
+                         torch_compile=not args.no_torch_compile, progress=sys.stderr)
     report = summary.to_json()
     say = (lambda *a: print(*a, file=sys.stderr)) if args.json else print
     if summary.interrupted:
