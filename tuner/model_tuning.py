@@ -639,7 +639,7 @@ def tune_model(model, trials: int, *, strategy: str = "xgb-genetic", cost_model:
                db=None, jobs: int | None = None, threads: int | None = None, scheduler: str = "gradient",
                transfer: bool = True, variants: bool = True, batch: int = 16, timeout: float = 10.0,
                retime_top: int = 3, measure: bool = True, rounds: int = 5, min_time: float = 0.1,
-               progress=sys.stderr, runner_factory=None, max_open_runners: int = 2, torch_module=None,
+               progress=sys.stderr, runner_factory=None, max_open_runners: int = 4, torch_module=None,
                torch_compile: bool = True, datasets=None, name: str | None = None,
                on_round=None) -> ModelTuneSummary:
     """Tune a whole model until its tasks hold `trials` records in all (see the module docstring); returns a
