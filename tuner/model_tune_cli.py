@@ -276,7 +276,10 @@ def plot_model_curve(summary, path: str) -> None:
                        label=f"{name}, measured ({v['median_s'] * 1e3:.2f} ms)")
     ax.set_xlabel("trials (all tasks)")
     ax.set_ylabel("end-to-end latency (ms)")
-    ax.set_title(f"{summary.model}: {summary.scheduler} scheduler, {summary.threads} threads")
+    if summary.warmup_trials is not None:
+        ax.axvline(summary.warmup_trials, linestyle=":", linewidth=1, color="gray", label="every task tuned once")
+    ax.set_title(f"{summary.model}: {summary.scheduler} scheduler, {summary.threads} "
+                 f"thread{'s' * (summary.threads != 1)}")
     ax.grid(alpha=0.3)
     ax.legend(loc="upper right", fontsize=8)
     fig.tight_layout()

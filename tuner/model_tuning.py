@@ -115,6 +115,7 @@ class ModelTuneSummary:
     variant_how: str = ""
     variants: list = field(default_factory=list)
     curve: list = field(default_factory=list)
+    warmup_trials: int | None = None  # the trial count when every task had had its first round
     rounds: list = field(default_factory=list)
     latency: dict = field(default_factory=dict)
     max_abs_diff: dict = field(default_factory=dict)
@@ -159,7 +160,7 @@ class ModelTuneSummary:
             "variants": [{k: v for k, v in e.items() if k != "model"} for e in self.variants],
             "tasks": [dict(t.__dict__, gflops=t.gflops) for t in self.tasks],
             "estimated_s": {"start": self.curve[0][1] if self.curve else None, "end": self.estimated_s},
-            "curve": [list(p) for p in self.curve], "rounds": self.rounds,
+            "curve": [list(p) for p in self.curve], "warmup_trials": self.warmup_trials, "rounds": self.rounds,
             "latency": {k: {"median_s": v.get("median_s"), "error": v.get("error")} for k, v in self.latency.items()},
             "speedup": self.speedups(), "max_abs_diff": self.max_abs_diff,
             "schedule_sources": self.schedule_sources,
@@ -224,6 +225,7 @@ class TaskSession:
         self.refresh_best()
         self.errors: Counter = Counter()
         self.exhausted = False
+        self.propose_s = 0.0  # seconds in the strategy (proposing, learning), for the summary
 
     def _fits(self, config: dict) -> bool:
         try:
@@ -252,7 +254,9 @@ class TaskSession:
                 configs, self.start = self.start[:n], self.start[n:]
                 done += self._measure(runner, configs, self.start_name)
             if n - done > 0:
+                t0 = time.perf_counter()
                 configs = self.strategy.propose(n - done)
+                self.propose_s += time.perf_counter() - t0
                 if not configs:
                     self.exhausted = done == 0
                 else:
@@ -264,7 +268,9 @@ class TaskSession:
     def _measure(self, runner, configs: list[dict], name: str) -> int:
         batch = []
         runner.measure(configs, on_result=lambda r: batch.append(self._commit(r, name)))
+        t0 = time.perf_counter()
         self.strategy.observe(batch)
+        self.propose_s += time.perf_counter() - t0
         return len(batch)
 
     def _commit(self, result, name: str):
@@ -328,9 +334,10 @@ class RunnerPool:
         pool.close()
     """
 
-    def __init__(self, factory, max_open: int = 2):
+    def __init__(self, factory, max_open: int = 4):
         self.factory, self.max_open = factory, max(1, max_open)
         self.open: OrderedDict = OrderedDict()
+        self.phase_s: Counter = Counter()  # the runners' seconds by phase (build, run), and starting them
 
     def get(self, task: Task):
         """The open runner of `task`, or a new one."""
@@ -339,16 +346,22 @@ class RunnerPool:
             return self.open[task.key]
         while len(self.open) >= self.max_open:
             _, old = self.open.popitem(last=False)
-            old.close()
+            self._close(old)
+        t0 = time.perf_counter()
         runner = self.factory(task)
+        self.phase_s["start runners"] += time.perf_counter() - t0
         self.open[task.key] = runner
         return runner
+
+    def _close(self, runner) -> None:
+        self.phase_s.update(getattr(runner, "phase_s", None) or {})
+        runner.close()
 
     def close(self) -> None:
         """Close every open runner."""
         while self.open:
             _, r = self.open.popitem(last=False)
-            r.close()
+            self._close(r)
 
 
 # ---------------------------------------------------------------- the model
@@ -736,6 +749,8 @@ def tune_model(model, trials: int, *, strategy: str = "xgb-genetic", cost_model:
                     summary.interrupted = True
                 phase["retime"] = time.perf_counter() - t0
             pool.close()
+            phase.update({f"tune: {k}": v for k, v in pool.phase_s.items()})
+            phase["tune: propose"] = sum(s.propose_s for s in sessions)
             pool = None
             for s, r in zip(sessions, reports):
                 r.best_s = s.best_s
@@ -847,6 +862,8 @@ def _rounds(sched: TaskScheduler, sessions: list[TaskSession], reports: list[Tas
                                "trials_after": spent})
         warmup_done = warmup and not sched.warmup_pending()
         warmup = warmup and not warmup_done
+        if warmup_done:
+            summary.warmup_trials = spent
         progress.round(summary, report, added, before, estimate, reports, len(summary.rounds), warmup_done)
         if on_round is not None:
             on_round(summary)
