@@ -315,6 +315,20 @@ def test_a_stored_variant_is_what_from_torch_compiles_afterwards(tmp_path, monke
     assert tl.from_torch(net, args).pass_options_source == "default"
 
 
+def test_records_still_in_the_write_ahead_log_change_the_kernel_cache_key(tmp_path, monkeypatch):
+    from tensorlang.graph import kernels
+    from tuner.database import Database, Record
+    db_path = tmp_path / "t.db"
+    monkeypatch.setenv("TENSORLANG_DB", str(db_path))
+    db = Database(db_path)  # stays open: what it adds sits in the -wal file until the last connection closes
+    db.add(Record("t", "w", {}, {}, {"a": 1}, None, (1e-3,)))
+    before = kernels.database_fingerprint()
+    db.add(Record("t", "w", {}, {}, {"a": 2}, None, (1e-3,)))
+    assert os.path.exists(str(db_path) + "-wal")
+    assert kernels.database_fingerprint() != before
+    db.close()
+
+
 def _records(db_path) -> int:
     if not os.path.exists(db_path):
         return 0
@@ -399,6 +413,28 @@ def test_kill_9_of_a_tune_model_process_group_loses_nothing_and_a_rerun_resumes(
     assert _records(db_path) == n + 2
 
 
+@pytest.mark.slow
+def test_ctrl_c_stops_tune_model_keeps_its_records_and_says_how_to_resume(small_pt2, tmp_path):
+    db_path = tmp_path / "t.db"
+    proc = subprocess.Popen([sys.executable, "-m", "tuner.cli", "tune-model", str(small_pt2), "--trials", "400",
+                             "--batch", "2", "--jobs", "1", "--threads", "1", "--db", str(db_path), "--no-transfer",
+                             "--json"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 300
+        while _records(db_path) < 3:
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.5)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err[-2000:]
+    data = json.loads(out)
+    assert data["interrupted"] is True and data["trials"] == _records(db_path) >= 3
+    assert "interrupted: " in err and "resume with: tensorlang tune-model" in err and "Traceback" not in err
+
+
 # ---------------------------------------------------------------- the commands
 
 
@@ -435,6 +471,16 @@ def test_tune_model_command_prints_a_summary_and_a_plot(small_pt2, tmp_path):
                    "--no-measure")
     assert r.returncode == 0, r.stderr
     assert "6 trials" in r.stdout and "(0 in this run)" in r.stdout
+    # tensorlang compile, and tl.load_model of what it wrote, compile every kernel with its tuned schedule
+    env = dict(os.environ, TENSORLANG_DB=str(tmp_path / "t.db"), TENSORLANG_NUM_THREADS="1")
+    r = tensorlang("compile", small_pt2, "-o", tmp_path / "out", "--json", env=env)
+    assert r.returncode == 0, r.stderr
+    compiled = json.loads(r.stdout)
+    assert compiled["schedules"] == {"tuned": compiled["kernels"]}
+    code = ("import tensorlang as tl; m = tl.load_model({!r}); "
+            "print(sorted({{s.kernel.schedule_source for s in m.steps}}))").format(compiled["files"]["model"])
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env)
+    assert r.returncode == 0 and r.stdout.strip() == "['tuned']", r.stderr
 
 
 @pytest.mark.parametrize("argv, message", [
