@@ -740,6 +740,10 @@ def tune_model(model, trials: int, *, strategy: str = "xgb-genetic", cost_model:
                 summary.interrupted = True
             finally:
                 progress.close()
+                # every record a session committed counts, those of a round cut short too
+                summary.trials_done = sum(s.trials for s in sessions) - summary.trials_before
+                for s, r in zip(sessions, reports):
+                    r.trials = s.trials
             phase["tune"] = time.perf_counter() - t0
             if not summary.interrupted:
                 t0 = time.perf_counter()

@@ -119,8 +119,8 @@ def time_alternating(contenders: list[tuple[str, object]], rounds: int = 5, min_
                     if time.perf_counter() - t0 >= min_time:
                         break
                 times[name].append((time.perf_counter() - t0) / calls)
-            except (TensorlangError, MemoryError) as e:
-                errors[name] = f"{type(e).__name__}: {e}"
+            except Exception as e:  # a contender that fails (torch.compile at run time, say) is reported, not fatal
+                errors[name] = f"{type(e).__name__}: {str(e).strip().splitlines()[0][:200] if str(e).strip() else ''}"
     return {name: {"median_s": statistics.median(times[name]) if times[name] else None, "times": times[name],
                    "error": errors.get(name)} for name, _ in contenders}
 
