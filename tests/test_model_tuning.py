@@ -435,6 +435,28 @@ def test_ctrl_c_stops_tune_model_keeps_its_records_and_says_how_to_resume(small_
     assert "interrupted: " in err and "resume with: tensorlang tune-model" in err and "Traceback" not in err
 
 
+@pytest.mark.slow
+def test_tune_model_measures_on_a_dask_cluster_through_its_runner_factory(small_pt2, tmp_path):
+    pytest.importorskip("distributed")
+    from dask_cluster import LocalDask
+    from tuner.cluster import Cluster, DaskRunner
+    from tuner.model_tuning import tune_model
+    runners = []
+    with LocalDask(tmp_path / "dask") as dk:
+        dk.start_scheduler()
+        dk.start_worker("a", cpu=0)
+        dk.wait_for_workers(1)
+        with Cluster(dk.address) as cluster:
+            def factory(task):
+                runners.append(DaskRunner(task, cluster, seed=0))
+                return runners[-1]
+            s = tune_model(small_pt2, trials=6, db=str(tmp_path / "t.db"), threads=1, batch=2, variants=False,
+                           transfer=False, measure=False, retime_top=0, progress=None, runner_factory=factory)
+    assert s.trials_done == 6 and not s.errors and all(t.best_s for t in s.tasks[:3])
+    assert runners and sum(sum(r.measured_by.values()) for r in runners) == 6
+    assert _records(tmp_path / "t.db") == 6
+
+
 # ---------------------------------------------------------------- the commands
 
 

@@ -3,7 +3,8 @@
     tensorlang tasks MODEL [--threads N] [--db PATH] [--repeat N] [--json]
     tensorlang tune-model MODEL --trials N [--strategy S] [--cost-model M] [--seed N] [--db PATH] [--jobs N]
                           [--threads N] [--timeout S] [--batch N] [--round-robin] [--no-transfer] [--no-variants]
-                          [--retime-top K] [--no-measure] [--rounds R] [--no-torch-compile] [--plot FILE] [--json]
+                          [--retime-top K] [--no-measure] [--rounds R] [--no-torch-compile] [--plot FILE]
+                          [--cluster tcp://HOST:8786] [--json]
 
 MODEL is a ``.pt2`` file (``torch.export.save``) or a saved model (``model.save``). ``tuner/cli.py`` parses the
 flags and reports errors; these functions do the work and return the JSON object of ``--json``.
@@ -64,6 +65,8 @@ def add_parsers(sub, common) -> None:
     m.add_argument("--no-torch-compile", action="store_true",
                    help="leave torch.compile out of the end-to-end timing (inductor compiles for a while)")
     m.add_argument("--plot", help="write a PNG of the estimated end-to-end latency against trials")
+    from tuner.cluster_cli import add_cluster_flags
+    add_cluster_flags(m)  # --cluster: every task's runner measures on the Dask cluster's workers
 
 
 def _check(args) -> None:
@@ -152,15 +155,31 @@ def cmd_tune_model(args) -> dict:
 
         tensorlang tune-model mnist.pt2 --trials 200 --json
     """
+    from tuner.cluster_cli import open_cluster
     from tuner.model_tuning import tune_model
     _check(args)
     path = _db_path(args)
-    summary = tune_model(args.model, args.trials, strategy=args.strategy, cost_model=args.cost_model, seed=args.seed,
-                         db=path, jobs=args.jobs, threads=args.threads,
-                         scheduler="round-robin" if args.round_robin else "gradient", transfer=not args.no_transfer,
-                         variants=not args.no_variants, batch=args.batch, timeout=args.timeout,
-                         retime_top=args.retime_top, measure=not args.no_measure, rounds=args.rounds,
-                         torch_compile=not args.no_torch_compile, progress=sys.stderr)
+    cluster = open_cluster(args)  # None: measure on this machine
+    factory = None
+    if cluster is not None:
+        from tuner.cluster import DaskRunner
+        from tuner.measure import MeasureOptions
+        options = MeasureOptions(run_timeout=args.timeout)
+
+        def factory(task):
+            return DaskRunner(task, cluster, options, seed=args.seed)
+        print(f"measuring on the Dask cluster at {cluster.address}", file=sys.stderr)
+    try:
+        summary = tune_model(args.model, args.trials, strategy=args.strategy, cost_model=args.cost_model,
+                             seed=args.seed, db=path, jobs=args.jobs, threads=args.threads,
+                             scheduler="round-robin" if args.round_robin else "gradient",
+                             transfer=not args.no_transfer, variants=not args.no_variants, batch=args.batch,
+                             timeout=args.timeout, retime_top=args.retime_top, measure=not args.no_measure,
+                             rounds=args.rounds, torch_compile=not args.no_torch_compile, progress=sys.stderr,
+                             runner_factory=factory)
+    finally:
+        if cluster is not None:
+            cluster.close()
     report = summary.to_json()
     say = (lambda *a: print(*a, file=sys.stderr)) if args.json else print
     if summary.interrupted:
