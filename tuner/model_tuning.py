@@ -411,18 +411,14 @@ class ModelSource:
     def compile(self, options: dict | None):
         """A fresh model of the imported graph under pass `options` (None: those the database chose)."""
         from tensorlang.graph import compile_graph
-        from tensorlang.graph.serialize import graph_from_json
-        if self.snapshot is None:
-            import tensorlang as tl
-            from tensorlang.graph.serialize import graph_to_json
-            return tl.Model(_copy_graph(self.model.graph, graph_to_json, graph_from_json),
-                            model_bytes=self.model.model_bytes)
+        from tensorlang.graph.serialize import graph_from_json, graph_to_json
+        if self.snapshot is None:  # a saved model: its optimised graph again, kernels chosen now
+            from tensorlang.graph.model import Model
+            graph = self.model.graph
+            return Model(graph_from_json(graph_to_json(graph), {c.name: c.data for c in graph.constants}),
+                         model_bytes=self.model.model_bytes)
         data, constants = self.snapshot
         return compile_graph(graph_from_json(data, constants), pass_options=options)
-
-
-def _copy_graph(graph, to_json, from_json):
-    return from_json(to_json(graph), {c.name: c.data for c in graph.constants})
 
 
 def _is_saved_model(path: str) -> bool:
@@ -681,19 +677,21 @@ def tune_model(model, trials: int, *, strategy: str = "xgb-genetic", cost_model:
     check_arguments(trials, batch, seed, threads, jobs, scheduler, strategy, cost_model, timeout)
     t_start = time.perf_counter()
     threads = threads or num_threads()
-    database = db if isinstance(db, Database) else Database(db)
-    if database.path == ":memory:":
+    where = db.path if isinstance(db, Database) else db
+    if where is not None and os.fspath(where) == ":memory:":
         raise UsageError("model tuning needs a database file: the compiled model reads its tuned schedules and pass "
                          "options from it")
+    database = db if isinstance(db, Database) else Database(db)
     progress = Progress(progress, total=trials)
-    src = resolve_model(model, name)
-    if torch_module is not None:
-        src.torch_module = torch_module
-    summary = ModelTuneSummary(src.name, src.key, threads, str(database.path), trials, scheduler, strategy,
-                               cost_model, seed)
-    phase = summary.phase_s
-    pool = None
+    pool = summary = None
     try:
+        with environment(database.path, threads):  # a saved model compiles its kernels as it loads
+            src = resolve_model(model, name)
+        if torch_module is not None:
+            src.torch_module = torch_module
+        summary = ModelTuneSummary(src.name, src.key, threads, str(database.path), trials, scheduler, strategy,
+                                   cost_model, seed)
+        phase = summary.phase_s
         with environment(database.path, threads):
             t0 = time.perf_counter()
             tuned_model, baseline = _choose_variant(src, database, threads, variants, summary, progress, rounds,
@@ -769,7 +767,8 @@ def tune_model(model, trials: int, *, strategy: str = "xgb-genetic", cost_model:
             pool.close()
         if not isinstance(db, Database):
             database.close()
-        summary.wall_s = time.perf_counter() - t_start
+        if summary is not None:
+            summary.wall_s = time.perf_counter() - t_start
     return summary
 
 
