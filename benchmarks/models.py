@@ -5,6 +5,14 @@ compile time cold and warm (fresh processes, an empty then a filled kernel cache
 saved model in a fresh process where torch cannot be imported.
 
     python benchmarks/models.py [--models mnist,resnet18,...] [--threads 2] [--rounds 5] [--json]
+    python benchmarks/models.py --models resnet18,mobilenet_v2,bert_layer --threads 1,2 --tune 2000 --db models.db
+
+With ``--tune TRIALS`` each model is first exported to a .pt2 file and tuned with ``tensorlang tune-model`` for each
+thread count (``--threads`` takes a list; the records go to ``--db``, default a file in the work folder; a second
+run with the same database resumes, and with as many trials does nothing more), and then measured as above with that
+database, so that the compiled model has the tuned pass variant and schedules. The table at the end holds the bars
+of issue 21 (ResNet-18 at least 1.5x torch eager and torch.compile, MobileNetV2 1.2x torch.compile, the BERT layer
+1.1x torch.compile, on 1 and 2 threads).
 
 Speed figures on a shared machine are noisy: compare only the ratios of one run, and read `tensorlang bench-model`
 for one model at a time. The models are defined in tests/reference_models.py.
@@ -86,8 +94,8 @@ def _timed(fn, min_time: float) -> float:
             return (time.perf_counter() - t0) / calls
 
 
-def bench_model(name: str, threads: int, rounds: int, min_time: float) -> dict:
-    """Everything the module's docstring lists, for one model."""
+def bench_model(name: str, threads: int, rounds: int, min_time: float, db: str | None = None) -> dict:
+    """Everything the module's docstring lists, for one model (with the tuning database `db`, when given)."""
     import torch
 
     import reference_models as R
@@ -95,6 +103,8 @@ def bench_model(name: str, threads: int, rounds: int, min_time: float) -> dict:
     work = tempfile.mkdtemp(prefix="tensorlang-bench-models-")
     saved = os.path.join(work, f"{name}.tlm")
     env = dict(os.environ, TENSORLANG_KERNEL_CACHE=os.path.join(work, "kernels"), TENSORLANG_NUM_THREADS=str(threads))
+    if db is not None:
+        env["TENSORLANG_DB"] = os.environ["TENSORLANG_DB"] = os.path.abspath(db)
     code = COMPILE.format(tests=os.path.join(ROOT, "tests"), name=name, kwargs=KWARGS[name], saved=saved)
     cold = _python(code, env)
     warm = _python(code, env)
@@ -136,13 +146,60 @@ def bench_model(name: str, threads: int, rounds: int, min_time: float) -> dict:
         for n, fn in contenders:
             times[n].append(_timed(fn, min_time))
     med = {n: statistics.median(t) for n, t in times.items()}
-    return {"model": name, "max_rel_error": max(errors), "correct": max(errors) <= 1e-3,
+    return {"model": name, "threads": threads, "max_rel_error": max(errors), "correct": max(errors) <= 1e-3,
             "median_s": med, "spread_s": {n: [min(t), max(t)] for n, t in times.items()}, "not_run": notes,
             "tensorlang_vs_eager": med["torch eager"] / med["tensorlang"],
             "arena_bytes": model.plan.arena_bytes, "model_intermediate_bytes": model.model_bytes,
             "value_bytes": model.plan.value_bytes, "arena_ratio": model.plan.arena_bytes / model.model_bytes,
             "compile_cold": cold, "compile_warm": warm, "peak_rss_mib": rss["peak_rss_mib"],
             "kernels": len(model.steps), "schedules": sorted({s.kernel.schedule_source for s in model.steps})}
+
+
+EXPORT = r"""
+import sys, torch
+sys.path.insert(0, {tests!r})
+import reference_models as R
+module, args = R.MODELS[{name!r}](**{kwargs!r})
+torch.export.save(torch.export.export(module, args), {path!r})
+"""
+
+#: issue 21's bars: model -> {contender: the least tensorlang must be faster by}
+BARS = {"resnet18": {"torch eager": 1.5, "torch.compile": 1.5}, "mobilenet_v2": {"torch.compile": 1.2},
+        "bert_layer": {"torch.compile": 1.1}}
+
+
+def tune_model_first(name: str, threads: int, trials: int, db: str, work: str) -> dict:
+    """Export the model to a .pt2 file and run `tensorlang tune-model` on it (progress on this stderr); its JSON."""
+    pt2 = os.path.join(work, f"{name}.pt2")
+    if not os.path.exists(pt2):
+        subprocess.run([sys.executable, "-c", EXPORT.format(tests=os.path.join(ROOT, "tests"), name=name,
+                                                            kwargs=KWARGS[name], path=pt2)], check=True, cwd=ROOT)
+    r = subprocess.run([sys.executable, "-m", "tuner.cli", "tune-model", pt2, "--trials", str(trials), "--threads",
+                        str(threads), "--db", db, "--no-measure", "--json"], stdout=subprocess.PIPE, text=True,
+                       cwd=ROOT)
+    if r.returncode != 0:
+        raise RuntimeError(f"tune-model {name} failed (exit {r.returncode})")
+    return json.loads(r.stdout)
+
+
+def bars_table(results: list) -> list[str]:
+    """Lines: for each model and thread count, tensorlang against torch eager and torch.compile, and the bar."""
+    lines = [f"{'model':14} {'threads':>7} {'tensorlang':>11} {'eager':>10} {'compile':>10} {'x eager':>8} "
+             f"{'x compile':>9}  bar"]
+    for r in results:
+        m = r["median_s"]
+        t, e, c = m.get("tensorlang"), m.get("torch eager"), m.get("torch.compile")
+        xe = e / t if e and t else None
+        xc = c / t if c and t else None
+        bars = BARS.get(r["model"], {})
+        met = []
+        for k, v in bars.items():
+            x = xe if k == "torch eager" else xc
+            met.append(f"{k} {v}x: {'met' if x and x >= v else 'NOT met'}")
+        fmt = lambda v: f"{v * 1e3:8.2f} ms" if v else "         -"  # noqa: E731
+        lines.append(f"{r['model']:14} {r['threads']:>7} {fmt(t):>11} {fmt(e):>10} {fmt(c):>10} "
+                     f"{(f'{xe:.2f}x' if xe else '-'):>8} {(f'{xc:.2f}x' if xc else '-'):>9}  {'; '.join(met)}")
+    return lines
 
 
 def main(argv=None) -> int:
@@ -154,7 +211,9 @@ def main(argv=None) -> int:
     """
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--models", default=",".join(KWARGS), help=f"comma-separated, from {', '.join(KWARGS)}")
-    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--threads", default="2", help="thread counts, comma-separated (default 2)")
+    p.add_argument("--tune", type=int, metavar="TRIALS", help="tune each model first (tensorlang tune-model)")
+    p.add_argument("--db", help="the tuning database of --tune (default: a file in a new temporary folder)")
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--min-time", type=float, default=0.2, help="seconds per contender per round")
     p.add_argument("--json", action="store_true")
@@ -163,14 +222,29 @@ def main(argv=None) -> int:
     for n in names:
         if n not in KWARGS:
             p.error(f"--models: unknown model {n!r}; models: {', '.join(KWARGS)}")
+    try:
+        thread_counts = [int(t) for t in args.threads.split(",") if t.strip()]
+    except ValueError:
+        p.error(f"--threads: expected integers separated by commas, got {args.threads!r}")
+    db = args.db
+    if args.tune:
+        work = tempfile.mkdtemp(prefix="tensorlang-bench-tune-")
+        db = os.path.abspath(db or os.path.join(work, "models.db"))
+        for n in names:
+            for threads in thread_counts:
+                print(f"tuning {n} on {threads} thread(s), {args.tune} trials, records in {db} ...", file=sys.stderr)
+                tuned = tune_model_first(n, threads, args.tune, db, work)
+                print(f"  {tuned['trials']} trials, estimated {tuned['estimated_s']['end'] * 1e3:.3f} ms, "
+                      f"{tuned['wall_s']:.0f} s", file=sys.stderr)
     base_rss = _python(BASELINE_RSS, dict(os.environ))["peak_rss_mib"]
     results = []
-    for n in names:
-        r = bench_model(n, args.threads, args.rounds, args.min_time)
+    for n, threads in [(n, t) for n in names for t in thread_counts]:
+        r = bench_model(n, threads, args.rounds, args.min_time, db)
         results.append(r)
         if not args.json:
             m = r["median_s"]
-            print(f"{n}: {r['kernels']} kernels ({', '.join(r['schedules'])} schedules), max error "
+            print(f"{n}, {threads} thread(s): {r['kernels']} kernels ({', '.join(r['schedules'])} schedules), "
+                  "max error "
                   f"{r['max_rel_error']:.1e} x max(1, |ref|) ({'correct' if r['correct'] else 'WRONG'})")
             print("  time: " + ", ".join(f"{k} {v * 1e3:.2f} ms" for k, v in m.items())
                   + f"; tensorlang {r['tensorlang_vs_eager']:.2f}x torch eager"
@@ -185,8 +259,10 @@ def main(argv=None) -> int:
                   f"{w['compile_s']:.2f}; {w['cached']}/{w['kernels']} kernels from the cache)")
             print(f"  peak RSS running the saved model in a fresh process without torch: {r['peak_rss_mib']:.0f} MiB "
                   f"(python + numpy + tensorlang alone: {base_rss:.0f} MiB)")
+    if not args.json:
+        print("\n".join(bars_table(results)))
     if args.json:
-        print(json.dumps({"threads": args.threads, "baseline_rss_mib": base_rss, "results": results}))
+        print(json.dumps({"threads": thread_counts, "baseline_rss_mib": base_rss, "db": db, "results": results}))
     return 0 if all(r["correct"] for r in results) else 1
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 _LAZY = {
     "tune": ("tuner.tuning", "tune"),
+    "tune_model": ("tuner.model_tuning", "tune_model"),
     "Tuner": ("tuner.tuning", "Tuner"),
     "Task": ("tuner.task", "Task"),
     "Database": ("tuner.database", "Database"),

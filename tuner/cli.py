@@ -10,6 +10,7 @@
     tensorlang dataset export WORKLOAD -o FILE.csv         a task's records as a dataset for offline replay
     tensorlang costmodel eval --dataset FILE.csv           rank held-out configs with each cost model
     tensorlang export WORKLOAD --format so|o|c|ll|asm -o DIR  the kernel ahead of time, a header, an example program
+    tensorlang tasks MODEL / tune-model MODEL --trials N  a model's tuning tasks; tune them all (model_tune_cli.py)
 
 Every command takes `--json` and then prints one JSON object on stdout. Bad flags name the flag and the
 legal values; errors never end in a traceback.
@@ -570,6 +571,8 @@ def make_parser() -> argparse.ArgumentParser:
     ex.add_argument("--db", help=f"tuning database for --best {DB_DEFAULT}")
     from tuner.model_cli import add_parsers  # compile, bench-model, show-model
     add_parsers(sub, common)
+    from tuner.model_tune_cli import add_parsers as add_model_tuning  # tasks, tune-model
+    add_model_tuning(sub, common)
     return p
 
 
@@ -657,7 +660,8 @@ COMMANDS["export"] = cmd_export
 
 def _model_commands():
     from tuner.model_cli import COMMANDS as model_commands
-    return model_commands
+    from tuner.model_tune_cli import COMMANDS as model_tuning_commands
+    return {**model_commands, **model_tuning_commands}
 
 
 COMMANDS.update(_model_commands())

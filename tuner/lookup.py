@@ -39,6 +39,11 @@ def tuned_schedule(op, sizes: dict, *, db=None, threads: int, **_) -> "tl.Schedu
         stamp = os.stat(path).st_mtime_ns
     except OSError:
         return None
+    try:  # records not yet checkpointed into the file are in its write-ahead log
+        wal = os.stat(path + "-wal")
+        stamp = (stamp, wal.st_size, wal.st_mtime_ns)
+    except OSError:
+        pass
     t = host_target()
     key = task_key(op.source, sizes, {"triple": t.triple, "cpu": t.cpu, "features": t.features}, threads)
     with _lock:

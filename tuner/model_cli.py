@@ -115,7 +115,8 @@ def _describe(model) -> dict:
             "kernels": len(model.steps), "distinct_kernels": len(model.tasks()),
             "arena_bytes": plan.arena_bytes, "value_bytes": plan.value_bytes, "model_bytes": model.model_bytes,
             "constant_bytes": model.graph.constant_bytes(),
-            "schedules": _count(s.kernel.schedule_source for s in model.steps)}
+            "schedules": _count(s.kernel.schedule_source for s in model.steps),
+            "pass_options": model.pass_options, "pass_options_source": model.pass_options_source}
 
 
 def _count(items) -> dict:
@@ -156,6 +157,9 @@ def cmd_compile(args) -> dict:
     if not args.json:
         print(f"compiled {args.model} in {seconds:.2f} s: {result['nodes']} ops in {result['kernels']} kernels "
               f"({result['distinct_kernels']} distinct; schedules {result['schedules']})")
+        if model.pass_options_source == "tuned":  # chosen by tensorlang tune-model (tensorlang/graph/pass_options.py)
+            from tensorlang.graph.pass_options import describe_pass_options
+            print(f"passes: {describe_pass_options(model.pass_options)} (tuned)")
         print(f"memory: {model.plan.describe()}"
               + (f"; the model's intermediate tensors take {model.model_bytes / 2**20:.1f} MiB"
                  if model.model_bytes else ""))

@@ -23,23 +23,40 @@ from .ir import Graph, Node, TensorType, Value
 from .model import Model
 
 
-def compile_graph(graph: Graph, *, passes=None, skip=(), print_passes: bool | None = None, inplace: bool = True,
-                  out=None) -> Model:
+def compile_graph(graph: Graph, *, passes=None, skip=(), pass_options: dict | None = None,
+                  print_passes: bool | None = None, inplace: bool = True, out=None) -> Model:
     """Optimise `graph` in place with the pass pipeline (`passes`, default all of `passes.PIPELINE` but those
-    named in `skip`) and compile it into a Model. `print_passes` (or TENSORLANG_PRINT_PASSES=1) prints what each
-    pass changed to `out` (default stderr).
+    named in `skip`, with `pass_options`: see `tensorlang.graph.pass_options`) and compile it into a Model.
+    When the caller gives none of `passes`, `skip` and `pass_options`, the pass options come from the registered
+    pass option sources (those model tuning measured and stored for this graph), else the defaults;
+    `model.pass_options` and `model.pass_options_source` ("tuned", "given" or "default") say which.
+    `print_passes` (or TENSORLANG_PRINT_PASSES=1) prints what each pass changed to `out` (default stderr).
 
     Example::
 
         model = compile_graph(graph, skip=("layout",), print_passes=True)
+        model = compile_graph(graph, pass_options={"layout_block": 8})
     """
+    from .pass_options import check_pass_options, choose_pass_options, graph_key
     from .passes import run_pipeline, select
+    from .serialize import graph_to_json
     from .verify import verify
     t0 = time.perf_counter()
     verify(graph)
     imported = intermediate_bytes(graph)
-    reports = run_pipeline(graph, passes if passes is not None else select(skip), print_passes, out)
-    return Model(graph, reports, time.perf_counter() - t0, inplace=inplace, model_bytes=imported)
+    key = graph_key(graph)
+    # the graph as imported, so that model tuning can compile it again under other pass options (constants shared)
+    source = (graph_to_json(graph), {c.name: c.data for c in graph.constants})
+    if passes is None and not skip and pass_options is None:
+        options, origin = choose_pass_options(key)
+    else:
+        options = check_pass_options(pass_options or {})
+        origin = "given" if pass_options else "default"
+    reports = run_pipeline(graph, passes if passes is not None else select(skip, options), print_passes, out)
+    model = Model(graph, reports, time.perf_counter() - t0, inplace=inplace, model_bytes=imported)
+    model.graph_key, model.pass_options, model.pass_options_source = key, options, origin
+    model.source_graph = source
+    return model
 
 
 def intermediate_bytes(graph: Graph) -> int:

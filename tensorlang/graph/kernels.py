@@ -131,7 +131,12 @@ def database_fingerprint() -> str:
         st = os.stat(path)
     except OSError:
         return f"{path}:none"
-    return f"{path}:{st.st_size}:{st.st_mtime_ns}"
+    try:  # records committed but not yet checkpointed live in the write-ahead log (a tuner still running)
+        wal = os.stat(path + "-wal")
+        log = f":{wal.st_size}:{wal.st_mtime_ns}"
+    except OSError:
+        log = ""
+    return f"{path}:{st.st_size}:{st.st_mtime_ns}{log}"
 
 
 def _key(text: str, target, threads: int) -> str:
@@ -207,8 +212,11 @@ def compile_program(text: str) -> CompiledKernel:
     from ..target import host_target, target_machine
     from ..threadpool import num_threads
     threads = num_threads()  # schedules (tuned or picked) are for a thread count
+    # keyed by the tuning database's state too: a model compiled again after tuning in this process gets the tuned
+    # schedules, not the kernels compiled before
+    memory_key = (text, threads, database_fingerprint())
     with _lock:
-        hit = _memory.get((text, threads))
+        hit = _memory.get(memory_key)
     if hit is not None:
         return hit
     target = host_target()
@@ -226,4 +234,4 @@ def compile_program(text: str) -> CompiledKernel:
                 obj = target_machine(target).emit_object(kernel._module)
             _store(folder, key, compiled, obj)
     with _lock:
-        return _memory.setdefault((text, threads), compiled)
+        return _memory.setdefault(memory_key, compiled)

@@ -126,6 +126,12 @@ class Model:
             self.steps.append(Step(node, program, kernel, args))
         self._arenas: list[np.ndarray] = []
         self._arena_lock = threading.Lock()
+        # set by compile_graph (a model loaded from a file has its passes' results baked in): the imported graph's
+        # key, the pass options used and where they came from, the imported graph (JSON and constants)
+        self.graph_key: str | None = None
+        self.pass_options: dict | None = None
+        self.pass_options_source: str | None = None
+        self.source_graph: tuple | None = None
         self.compile_seconds = (compile_seconds or 0.0) + time.perf_counter() - t0
 
     def _slot(self, v) -> tuple[int, int]:

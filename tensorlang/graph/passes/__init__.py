@@ -68,16 +68,33 @@ def print_requested(flag: bool | None = None) -> bool:
     raise UsageError(f"TENSORLANG_PRINT_PASSES={text!r}: set it to 1 (print what each pass changed) or 0")
 
 
-def select(skip=()) -> list:
-    """The pipeline without the passes named in `skip` (names from PASS_NAMES), or UsageError.
+def select(skip=(), options: dict | None = None) -> list:
+    """The pipeline without the passes named in `skip` (names from PASS_NAMES), with the pass `options` of
+    `tensorlang.graph.pass_options` (``layout_block``: 0 leaves the layout pass out, else its block;
+    ``fuse_reductions``), or UsageError.
 
     >>> [n for n, _ in select(skip=("layout", "fusion"))][-1]
     'dce_again'
+    >>> "layout" in [n for n, _ in select(options={"layout_block": 0})]
+    False
     """
+    import functools
+
+    from ..pass_options import check_pass_options
     unknown = set(skip) - set(PASS_NAMES)
     if unknown:
         raise UsageError(f"unknown pass {sorted(unknown)[0]!r}; passes: {', '.join(PASS_NAMES)}")
-    return [(n, f) for n, f in PIPELINE if n.removesuffix("_again") not in skip]
+    options = check_pass_options(options or {})
+    out = []
+    for n, f in PIPELINE:
+        if n.removesuffix("_again") in skip or (n == "layout" and options.get("layout_block") == 0):
+            continue
+        if n == "layout" and options.get("layout_block"):
+            f = functools.partial(layout.run, block=options["layout_block"])
+        if n == "fusion" and options.get("fuse_reductions") is False:
+            f = functools.partial(fusion.run, fuse_reductions=False)
+        out.append((n, f))
+    return out
 
 
 def run_pipeline(graph, passes=None, print_passes: bool | None = None, out=None) -> list[PassReport]:

@@ -141,8 +141,10 @@ class _Groups:
         return True
 
 
-def run(graph: Graph) -> list[str]:
-    """Fuse the graph's nodes by the rules above; one line per fused node made.
+def run(graph: Graph, fuse_reductions: bool = True) -> list[str]:
+    """Fuse the graph's nodes by the rules above; one line per fused node made. ``fuse_reductions=False`` leaves
+    rule 2 out (a reduction and its elementwise producer stay two kernels: a pass option that model tuning
+    measures, see `tensorlang.graph.pass_options`).
 
     Example::
 
@@ -166,7 +168,7 @@ def run(graph: Graph) -> list[str]:
                 views = gs.views_between(p.outputs[0], n)
                 if gs.try_merge(gs.of(p), gs.of(n), views):
                     break
-        elif kind == "reduce":
+        elif kind == "reduce" and fuse_reductions:
             for v in n.inputs[:1]:
                 p = _producer(v) if v is not None else None
                 if p is None or _kind(p) not in ("elementwise", "injective") or gs.master(gs.of(p)) is not None:

@@ -1,0 +1,143 @@
+"""Transfer between tasks: trials to 95% of each task's best, with and without the shared cost model, over the tasks
+of a network (ResNet-18 by default).
+
+    python benchmarks/transfer.py [--model resnet18] [--trials 128] [--tasks 0] [--threads 2] [--seed 0]
+                                  [--batch 16] [--workdir DIR] [--json]
+
+The model's tasks (as ``tensorlang tasks`` lists them, the largest share of time first; ``--tasks N`` keeps the N
+largest, 0 all) are tuned one after the other, ``--trials`` each, twice from empty databases:
+
+- without transfer: each task's xgb-genetic search with a cost model of its own (random proposals until 8 of its
+  configs are measured), as ``tensorlang tune`` does;
+- with transfer: every task's search asks one shared model, trained on the shipped datasets and on the records of
+  the tasks tuned before it (and its own), as ``tensorlang tune-model`` does by default.
+
+Both measure the auto-scheduler's zero-trial pick first. For each task the reference best is the faster of the two
+runs' bests; "trials to 95%" is the first trial after which the run's best time is within 1/0.95 of it (a run that
+never gets there counts its whole budget, marked ``>``). The speedup of a task is the trials without transfer over
+the trials with it; the table ends with the median over tasks (the bar: at least 1.5x). It times kernels: run it on
+a quiet machine, and read one run's ratios only.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+
+
+def model_task_list(name: str, threads: int, limit: int):
+    """The model's tasks, the largest share of a profile run first (the first `limit`; 0: all)."""
+    import reference_models as R
+
+    import tensorlang as tl
+    from tuner.model_tasks import model_tasks, profile_tasks
+    module, args = R.MODELS[name]()
+    model = tl.from_torch(module, args)
+    tasks = model_tasks(model, threads)
+    profile_tasks(model, tasks)
+    tasks.sort(key=lambda t: -t.weight * t.seconds_now)
+    return tasks[:limit] if limit else tasks
+
+
+def tune_tasks(tasks, db_path: str, transfer: bool, trials: int, batch: int, seed: int, jobs: int | None) -> list:
+    """Tune each task for `trials` in order; return each task's best-so-far time after every trial."""
+    from tuner.database import Database
+    from tuner.model_tuning import LocalRunners, TaskSession
+    from tuner.transfer import SharedCostModel, default_datasets, prior_rows
+    db = Database(db_path)
+    shared = SharedCostModel("xgb", seed, prior_rows(db, datasets=default_datasets())) if transfer else None
+    factory = LocalRunners(jobs, seed=seed)
+    curves = []
+    for k, t in enumerate(tasks):
+        session = TaskSession(t, db, "xgb-genetic", "xgb", seed, shared)
+        runner = factory(t.task)
+        t0 = time.perf_counter()
+        try:
+            while session.trials < trials:
+                if session.run_round(min(batch, trials - session.trials), runner) == 0:
+                    break
+        finally:
+            runner.close()
+        best, curve = float("inf"), []
+        for r in db.records(t.key):
+            if r.ok and r.median_s < best:
+                best = r.median_s
+            curve.append(best)
+        curves.append(curve)
+        print(f"  {'with' if transfer else 'without'} transfer: task {k} {t.name}: best {best * 1e3:.4f} ms after "
+              f"{len(curve)} trials ({time.perf_counter() - t0:.0f} s)", file=sys.stderr, flush=True)
+    db.close()
+    return curves
+
+
+def trials_to(curve: list, target: float) -> tuple[int, bool]:
+    """(the first trial, counting from 1, after which the best-so-far time is at most `target`; whether it got
+    there): a curve that never gets there gives its length and False.
+
+    >>> trials_to([3.0, 2.0, 1.0], 2.0), trials_to([3.0, 2.5], 2.0)
+    ((2, True), (2, False))
+    """
+    for i, v in enumerate(curve):
+        if v <= target:
+            return i + 1, True
+    return len(curve), False
+
+
+def main(argv=None) -> int:
+    """Run both arms and print the table (or JSON).
+
+    Example::
+
+        python benchmarks/transfer.py --trials 32 --tasks 3
+    """
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--model", default="resnet18")
+    p.add_argument("--trials", type=int, default=128, help="trials per task in each arm (default 128)")
+    p.add_argument("--tasks", type=int, default=0, help="keep the N tasks with the largest share (0: all)")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--batch", type=int, default=16, help="trials per round (default 16)")
+    p.add_argument("--jobs", type=int, help="build processes (default: the CPU count)")
+    p.add_argument("--workdir", help="folder for the two databases (default: a new temporary folder)")
+    p.add_argument("--json", action="store_true")
+    args = p.parse_args(argv)
+    os.environ["TENSORLANG_NUM_THREADS"] = str(args.threads)
+    work = args.workdir or tempfile.mkdtemp(prefix="tensorlang-transfer-")
+    os.makedirs(work, exist_ok=True)
+    tasks = model_task_list(args.model, args.threads, args.tasks)
+    print(f"{args.model}: {len(tasks)} tasks, {args.trials} trials each, per arm; databases in {work}",
+          file=sys.stderr)
+    without = tune_tasks(tasks, os.path.join(work, "without.db"), False, args.trials, args.batch, args.seed,
+                         args.jobs)
+    with_ = tune_tasks(tasks, os.path.join(work, "with.db"), True, args.trials, args.batch, args.seed, args.jobs)
+    rows = []
+    for t, a, b in zip(tasks, without, with_):
+        best = min(a[-1], b[-1])
+        na, reached_a = trials_to(a, best / 0.95)
+        nb, reached_b = trials_to(b, best / 0.95)
+        rows.append({"task": t.name, "weight": t.weight, "best_ms": best * 1e3, "without": na, "without_reached":
+                     reached_a, "with": nb, "with_reached": reached_b, "speedup": na / nb})
+    median = statistics.median(r["speedup"] for r in rows) if rows else None
+    out = {"model": args.model, "trials": args.trials, "threads": args.threads, "seed": args.seed, "tasks": rows,
+           "median_speedup": median, "workdir": work}
+    if args.json:
+        print(json.dumps(out))
+        return 0
+    print(f"{'task':48} {'calls':>5} {'best ms':>9} {'without':>8} {'with':>6} {'speedup':>8}")
+    for r in rows:
+        mark = lambda n, ok: f"{'' if ok else '>'}{n}"  # noqa: E731
+        print(f"{r['task']:48} {r['weight']:>5} {r['best_ms']:9.4f} {mark(r['without'], r['without_reached']):>8} "
+              f"{mark(r['with'], r['with_reached']):>6} {r['speedup']:7.2f}x")
+    print(f"median speedup in trials to 95% of each task's best: {median:.2f}x (bar: 1.5x)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

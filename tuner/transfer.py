@@ -1,0 +1,385 @@
+"""Transfer between tasks: one cost model trained on the measurements of every task, so that later tasks start warm.
+
+Alone, a task's model-guided search measures random configs until its cost model has seen a few of its own
+(``min_train``), and its model knows only that task. In model tuning every task's search asks one
+:class:`SharedCostModel` instead (as Ansor shares one XGBoost model between the tasks of a network): it is
+trained on the rows of
+
+- every task of this run (each task's measured configs: loop-IR features, throughput divided by that task's best),
+- the tasks tuned before, in the tuning database (up to ``per_task`` records of each, the best and a spread of the
+  rest, for this CPU), and
+- the shipped datasets (``datasets/*.csv``: thousands of measured matmul and conv2d configs; up to ``per_dataset``
+  rows of each),
+
+with throughput normalised per task, so that rows of different tasks share one scale (the best of each task
+scores 1, a failed config 0). The loop-IR features describe what a schedule does (vector width, parallel work,
+register tile, footprints per cache level) in terms that mean the same in every program, which is what lets a
+ranking learned on one convolution guide the first trials of the next. The model is retrained once per round (when
+a task's rows changed). With it, a task's very first proposals are ranked by the model
+(:class:`TransferGenetic`, ``min_train=0``) instead of drawn at random.
+
+The features of earlier records and datasets are computed once and kept in the kernel cache folder
+(``transfer/`` in it), keyed by what they were computed from and the compiler's code.
+
+Example::
+
+    prior = prior_rows(db, exclude=(), datasets=default_datasets())
+    shared = SharedCostModel("xgb", seed=0, prior=prior)
+    strategy = TransferGenetic(task.space, seed=0, cost_model=shared.view(task.key), featurize=featurize)
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import pathlib
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from tuner.costmodel import CostModel, make_cost_model, normalise_per_task
+from tuner.strategies import ModelGuidedGenetic
+
+
+@dataclass
+class PriorData:
+    """Training rows from elsewhere: features ``X``, normalised throughputs ``y``, a task id per row (``groups``)
+    and, per source, how many rows it gave (``sources``: name -> count).
+
+    Example::
+
+        >>> PriorData.empty().n
+        0
+    """
+
+    X: np.ndarray
+    y: np.ndarray
+    groups: np.ndarray
+    sources: dict = field(default_factory=dict)
+
+    @staticmethod
+    def empty() -> "PriorData":
+        """No rows."""
+        from tuner.features import FEATURE_NAMES
+        return PriorData(np.zeros((0, len(FEATURE_NAMES))), np.zeros(0), np.zeros(0, dtype=object), {})
+
+    @property
+    def n(self) -> int:
+        """Rows."""
+        return int(self.X.shape[0])
+
+
+class SharedCostModel:
+    """One cost model of kind ``kind`` (``make_cost_model``) trained on the prior rows and every task's rows; a
+    task's strategy uses :meth:`view` (a :class:`CostModel` whose ``fit`` hands that task's rows in and whose
+    ``predict`` asks the shared model). Retrained lazily, when rows changed, at the next prediction. A task's own
+    rows replace its prior rows (from the database) once it has any.
+
+    Example::
+
+        >>> rng = np.random.default_rng(0)
+        >>> shared = SharedCostModel("xgb", seed=0)
+        >>> a, b = shared.view("a"), shared.view("b")
+        >>> X = rng.random((20, 3))
+        >>> a.fit(X, X[:, 0] / X[:, 0].max())
+        >>> b.trained, bool(b.predict(X[:2]).shape == (2,)), shared.fits
+        (True, True, 1)
+    """
+
+    def __init__(self, kind: str = "xgb", seed: int = 0, prior: PriorData | None = None):
+        self.kind = kind
+        self.model = make_cost_model(kind, seed)
+        self.prior = prior if prior is not None else PriorData.empty()
+        self.rows: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        self.fits = 0
+        self._dirty = self.prior.n > 0
+
+    def set_rows(self, task_id: str, X: np.ndarray, y: np.ndarray) -> None:
+        """Replace the rows of one task (its features and throughputs normalised by its best)."""
+        self.rows[task_id] = (np.asarray(X, dtype=np.float64), np.asarray(y, dtype=np.float64))
+        self._dirty = True
+
+    def training_set(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(X, y, groups) the model trains on: the prior rows of tasks without rows of their own, then every task's
+        rows."""
+        Xs, ys, gs = [], [], []
+        if self.prior.n:
+            keep = np.array([g not in self.rows for g in self.prior.groups], dtype=bool)
+            Xs, ys, gs = [self.prior.X[keep]], [self.prior.y[keep]], [self.prior.groups[keep]]
+        for task_id, (X, y) in self.rows.items():
+            if len(X):
+                Xs.append(X)
+                ys.append(y)
+                gs.append(np.array([task_id] * len(X), dtype=object))
+        if not Xs:
+            return np.zeros((0, 0)), np.zeros(0), np.zeros(0, dtype=object)
+        return np.vstack(Xs), np.concatenate(ys), np.concatenate(gs)
+
+    def ensure_trained(self) -> None:
+        """Retrain if rows changed since the last fit."""
+        if not self._dirty:
+            return
+        X, y, groups = self.training_set() if self.prior.n or self.rows else (np.zeros((0, 1)), None, None)
+        if len(X):
+            self.model.fit(X, y, groups)
+            self.fits += 1
+        self._dirty = False
+
+    @property
+    def trained(self) -> bool:
+        """Whether the shared model can rank (after retraining on what changed)."""
+        self.ensure_trained()
+        return self.model.trained
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        """Scores of feature rows (higher = faster)."""
+        self.ensure_trained()
+        return self.model.predict(X)
+
+    def view(self, task_id: str) -> "TaskView":
+        """The :class:`CostModel` one task's strategy uses."""
+        return TaskView(self, task_id)
+
+
+class TaskView(CostModel):
+    """One task's window on a :class:`SharedCostModel`: ``fit`` stores the task's rows in it, ``predict`` asks it.
+
+    Example::
+
+        >>> v = SharedCostModel("none").view("t")
+        >>> v.fit(np.ones((2, 3)), np.ones(2)); v.predict(np.ones((1, 3))).tolist()
+        [0.0]
+    """
+
+    def __init__(self, shared: SharedCostModel, task_id: str):
+        super().__init__(shared.model.seed)
+        self.shared, self.task_id = shared, task_id
+        self.name = f"shared {shared.kind}"
+
+    @property
+    def trained(self) -> bool:
+        """Whether the shared model can rank."""
+        return self.shared.trained
+
+    def fit(self, X, y, groups=None) -> None:
+        """Hand this task's rows to the shared model (it retrains at the next prediction)."""
+        self.shared.set_rows(self.task_id, X, y)
+
+    def predict(self, X) -> np.ndarray:
+        """The shared model's scores."""
+        return self.shared.predict(np.asarray(X, dtype=np.float64))
+
+
+class TransferGenetic(ModelGuidedGenetic):
+    """``xgb-genetic`` for a shared, pre-trained model: ranks candidates by the model from the first proposal
+    (``min_train=0``); before a task has a valid measurement of its own, its proposals are the best-predicted of a
+    pool of random configs (plus the usual share of random exploration).
+
+    Example::
+
+        strategy = TransferGenetic(task.space, seed=0, cost_model=shared.view(task.key), featurize=featurize)
+    """
+
+    name = "xgb-genetic"
+
+    def __init__(self, space, seed: int = 0, cost_model=None, featurize=None, min_train: int = 0, **kw):
+        super().__init__(space, seed, cost_model=cost_model, featurize=featurize, min_train=min_train, **kw)
+
+    def _propose(self, n: int) -> list[dict]:
+        if self._dirty:
+            self._train()
+        if any(o.valid for o in self.history) or not self.cost_model.trained:
+            return super()._propose(n)
+        n_explore = int(round(n * self.exploration))
+        pool = self.random_unseen(self.population * (self.generations + 1))
+        scores = self.predict(pool)
+        order = np.argsort(-scores, kind="stable")
+        picks = [pool[i] for i in order if scores[i] > -1][: n - n_explore]
+        chosen = {_key(c) for c in picks}
+        return picks + [c for c in pool if _key(c) not in chosen][: n - len(picks)]
+
+
+def _key(config: dict) -> str:
+    from tensorlang.space import config_key
+    return config_key(config)
+
+
+# ---------------------------------------------------------------- prior rows and their feature cache
+
+
+def default_datasets() -> list[pathlib.Path]:
+    """The shipped datasets (``datasets/*.csv`` beside the package; none when tensorlang is installed without
+    them).
+
+    >>> all(p.suffix == ".csv" for p in default_datasets())
+    True
+    """
+    folder = pathlib.Path(__file__).resolve().parent.parent / "datasets"
+    return sorted(folder.glob("*.csv")) if folder.is_dir() else []
+
+
+def _cache_folder() -> pathlib.Path | None:
+    from tensorlang.graph.kernels import cache_dir
+    folder = cache_dir()
+    return None if folder is None else folder / "transfer"
+
+
+def _fingerprint() -> str:
+    from tensorlang.graph.kernels import code_fingerprint
+    h = hashlib.sha256(code_fingerprint().encode())
+    h.update(pathlib.Path(__file__).with_name("features.py").read_bytes())
+    return h.hexdigest()[:16]
+
+
+def _cached(name: str, compute):
+    """(X, y) from the cache file `name` or `compute()` (then stored; a folder that cannot be written is no error)."""
+    folder = _cache_folder()
+    path = None if folder is None else folder / f"{name}-{_fingerprint()}.npz"
+    if path is not None and path.is_file():
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                return z["X"], z["y"]
+        except (OSError, ValueError, KeyError):
+            pass
+    X, y = compute()
+    if path is not None:
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(f".tmp{os.getpid()}.npz")
+            np.savez(tmp, X=X, y=y)
+            os.replace(tmp, path)
+        except OSError:
+            pass
+    return X, y
+
+
+def sample_rows(gflops: list, n: int) -> list[int]:
+    """Indices of at most `n` rows to learn from: the best quarter of `n` by throughput, then rows spread evenly
+    over the rest (in their order), so the sample holds the top and the range. Deterministic.
+
+    >>> sample_rows([1.0, 5.0, None, 3.0, 2.0], 3)
+    [1, 0, 3]
+    """
+    order = sorted(range(len(gflops)), key=lambda i: -(gflops[i] or 0.0))
+    if len(order) <= n:
+        return order
+    top = order[: max(1, n // 4)]
+    rest = [i for i in range(len(gflops)) if i not in set(top)]
+    k = n - len(top)
+    picks = [rest[int(j * len(rest) / k)] for j in range(k)]
+    return top + picks
+
+
+def _features_of(schedules: list) -> tuple[list[int], list[np.ndarray]]:
+    from tuner import features
+    keep, rows = [], []
+    for i, s in enumerate(schedules):
+        try:
+            rows.append(features.of_schedule(s()))
+            keep.append(i)
+        except Exception:  # a record another version of the compiler wrote may not lower now: leave it out
+            continue
+    return keep, rows
+
+
+def dataset_rows(path, per_dataset: int = 256) -> tuple[np.ndarray, np.ndarray]:
+    """(features, throughput / the dataset's best) of up to `per_dataset` rows of a dataset file (see
+    :func:`sample_rows`), computed from each config's schedule in the dataset's search space.
+
+    Example::
+
+        X, y = dataset_rows("datasets/matmul_512.csv", per_dataset=64)
+    """
+    from tuner.dataset import Dataset
+    from tuner.task import Task
+    data = pathlib.Path(path).read_bytes()
+    name = f"dataset-{hashlib.sha256(data).hexdigest()[:16]}-{per_dataset}"
+
+    def compute():
+        ds = Dataset.load(os.fspath(path))
+        task = Task.create(ds.workload, sizes=ds.sizes, threads=int(ds.header.get("threads") or 1),
+                           space=ds.header.get("space", "hand"))
+        rows = ds.rows()
+        picks = sample_rows([g for _, g, _ in rows], per_dataset)
+        makers = [lambda c=rows[i][0]: task.space.schedule(task.op, task.sizes, c) for i in picks]
+        keep, feats = _features_of(makers)
+        g = [rows[picks[i]][1] or 0.0 for i in keep]
+        if not feats:
+            return PriorData.empty().X, np.zeros(0)
+        return np.array(feats), normalise_per_task(g)
+    return _cached(name, compute)
+
+
+def record_rows(db, task_key: str, per_task: int = 32) -> tuple[np.ndarray, np.ndarray]:
+    """(features, throughput / the task's best) of up to `per_task` of a task's records in the database `db`.
+
+    Example::
+
+        X, y = record_rows(Database(), task.key)
+    """
+    import tensorlang as tl
+    records = [r for r in db.records(task_key) if r.schedule]
+    if not records:
+        return PriorData.empty().X, np.zeros(0)
+    name = f"records-{task_key}-{records[-1].id}-{len(records)}-{per_task}"
+
+    def compute():
+        picks = sample_rows([r.gflops for r in records], per_task)
+        op = tl.Schedule.from_json(records[picks[0]].schedule).op
+        makers = [lambda r=records[i]: tl.Schedule.from_json(r.schedule, op) for i in picks]
+        keep, feats = _features_of(makers)
+        if not feats:
+            return PriorData.empty().X, np.zeros(0)
+        return np.array(feats), normalise_per_task([records[picks[i]].gflops or 0.0 for i in keep])
+    return _cached(name, compute)
+
+
+def prior_rows(db, datasets=(), per_task: int = 32, per_dataset: int = 256, target: dict | None = None,
+               progress=None) -> PriorData:
+    """The prior rows of transfer: up to `per_task` records of every task in the database `db` measured on this
+    CPU (`target`: its description, default this machine's), and up to `per_dataset` rows of each dataset file in
+    `datasets`. ``progress(text)`` hears what is being read.
+
+    Example::
+
+        prior = prior_rows(Database(), datasets=default_datasets())
+        print(prior.sources)     # {'database': 640, 'matmul_512.csv': 256, ...}
+    """
+    from tuner.task import _target
+    target = target or _target()
+    Xs, ys, gs, sources = [], [], [], {}
+    tasks = [t for t in db.tasks() if t["valid"] and t["target"].get("cpu") == target.get("cpu")]
+    if tasks and progress:
+        progress(f"features of earlier records: {len(tasks)} tasks")
+    n_db = 0
+    for t in tasks:
+        X, y = record_rows(db, t["task_key"], per_task)
+        if len(X):
+            Xs.append(X)
+            ys.append(y)
+            gs.append(np.array([t["task_key"]] * len(X), dtype=object))
+            n_db += len(X)
+    if tasks:
+        sources["database"] = n_db
+    for path in datasets:
+        if progress:
+            progress(f"features of dataset {pathlib.Path(path).name}")
+        X, y = dataset_rows(path, per_dataset)
+        if len(X):
+            Xs.append(X)
+            ys.append(y)
+            gs.append(np.array([f"dataset:{pathlib.Path(path).name}"] * len(X), dtype=object))
+        sources[pathlib.Path(path).name] = len(X)
+    if not Xs:
+        return PriorData(PriorData.empty().X, np.zeros(0), np.zeros(0, dtype=object), sources)
+    return PriorData(np.vstack(Xs), np.concatenate(ys), np.concatenate(gs), sources)
+
+
+def describe_prior(prior: PriorData) -> str:
+    """One line: where the prior rows came from.
+
+    >>> describe_prior(PriorData(np.zeros((3, 2)), np.zeros(3), np.zeros(3), {"database": 1, "m.csv": 2}))
+    '3 rows (database 1, m.csv 2)'
+    """
+    parts = ", ".join(f"{k} {v}" for k, v in prior.sources.items())
+    return f"{prior.n} rows ({parts})" if parts else f"{prior.n} rows"
+
