@@ -886,7 +886,7 @@ def test_cli_a_damaged_database_names_the_file_and_the_record(tmp_path, monkeypa
 def test_cli_bayesian_takes_any_optuna_sampler(tmp_path):
     db = tmp_path / "sampler.db"
     r = tensorlang("tune", "matmul", "--preset", "small", "--trials", "3", "--strategy", "bayesian", "--sampler",
-                   "RandomSampler", "--db", db, "--jobs", "1", "--no-baselines", "--json")
+                   "RandomSampler", "--db", db, "--jobs", "1", "--no-baselines", "--no-hand-start", "--json")
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert out["trials"] == 3 and out["best"]["strategy"] == "bayesian"
