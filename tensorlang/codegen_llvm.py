@@ -788,6 +788,21 @@ class _Emitter:
         y = b.select(b.fcmp_ordered("<", ax, c(0.625)), small, b.select(b.fcmp_unordered("uno", x, x), x, big))
         return self.b.call(self.intrinsic("llvm.copysign", t, [t, t], [t]), [y, x])  # odd: tanh(-0.0) is -0.0
 
+    def float_to_int(self, v: ll.Value, src: str, dst: str, t: ll.Type) -> ll.Value:
+        """Float to signed int as ``llvm.fptosi.sat`` computes it (toward zero, saturating, NaN gives 0), spelled
+        out in compares and selects. Not the intrinsic: LLVM's InstCombine folds a vector select of two
+        fptosi.sat calls of different source types (f64 and f32) into an invalid shufflevector and aborts the
+        process (found by the random-program fuzz, issue 18: ``select(c, i32(X[1 - i]), i32(Z[i]))``
+        vectorized)."""
+        b = self.b
+        half = 2 ** (DTYPES[dst].itemsize * 8 - 1)
+        low = b.fcmp_ordered("<", v, self.const(src, -float(half), v))
+        high = b.fcmp_ordered(">=", v, self.const(src, float(half), v))
+        outside = b.or_(b.or_(low, high), b.fcmp_unordered("uno", v, v))
+        r = b.fptosi(b.select(outside, self.const(src, 0.0, v), v), t)  # NaN stays 0
+        r = b.select(high, self.const(dst, half - 1, r), r)
+        return b.select(low, self.const(dst, -half, r), r)
+
     def cast(self, v: ll.Value, src: str, dst: str) -> ll.Value:
         b = self.b
         if src == dst:
@@ -798,7 +813,9 @@ class _Emitter:
             t = ll.VectorType(t, v.type.count)
         if s.is_float and d.is_float:
             return b.fpext(v, t) if d.itemsize > s.itemsize else b.fptrunc(v, t)
-        if s.is_float:  # saturating, NaN -> 0: never undefined behaviour
+        if s.is_float and dst in ("i32", "i64"):  # saturating, NaN -> 0: never undefined behaviour
+            return self.float_to_int(v, src, dst, t)
+        if s.is_float:
             f = self.intrinsic("llvm.fptosi.sat", t, [v.type], [t, v.type])
             return b.call(f, [v])
         if src == "bool":

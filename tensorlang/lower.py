@@ -17,6 +17,7 @@ def s(X: f32[2, 3], T: f32[2]):
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -30,6 +31,7 @@ from .loopnest import LoopNest, substitute, variables
 from .primitives import Annotate, Fuse, Reorder, Split
 from .program import Access, Binary, Call, Expr, IndexExpr, IntValue, Literal, Unary
 from .simplify import _linear, simplify, simplify_divmod
+from .tighten import tighten_loops
 
 STACK_LIMIT_BYTES = 32 * 1024
 
@@ -855,4 +857,5 @@ def lower(bound: BoundOp, state=None) -> ir.Func:
     if state is None:
         from .schedule import ScheduleState
         state = ScheduleState(bound)
-    return Lowerer(bound, state).function()
+    func = Lowerer(bound, state).function()
+    return dataclasses.replace(func, body=tighten_loops(func.body))

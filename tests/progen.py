@@ -412,6 +412,12 @@ class Bin(Node):
                     frac = np.abs(q - np.round(q))
                 if np.any((frac > 0) & (frac < 1e-5 * (1.0 + np.abs(q)))):
                     raise Reject("floor of a near-integer quotient")
+                exact = ctx.state.get("exact", set())
+                if (not (_exact_value(self.a, exact) and _exact_value(self.b, exact))
+                        and np.any((frac == 0) & (np.asarray(a) != 0))):
+                    # an integer quotient of values that rounding may move (a sum of quotients, say, that the
+                    # oracle lands on a multiple and the kernel one ulp beside it): the floor jumps by one
+                    raise Reject("floor of an integer quotient of rounded values")
             r = np.floor_divide(a, b) if op == "//" else np.mod(a, b)
         elif op == "/":  # true division, a float in any stage (numpy's, and the DSL's: `/` never truncates)
             r = np.true_divide(np.asarray(a, np.float64), b)
@@ -643,9 +649,11 @@ class Program:
         for decl in self.inputs:
             a = np.asarray(inputs[decl.name])
             tensors[decl.name] = a.astype(np.int64 if decl.dtype == "i32" else np.float64)
-        state = {"mag": 0.0}
+        state = {"mag": 0.0, "exact": {decl.name for decl in self.inputs}}
         for st in self.stages:
             tensors[st.name] = self._eval_stage(st, tensors, state)
+            if st.op != "*=" and _exact_value(st.expr, state["exact"]):
+                state["exact"].add(st.name)
         self.magnitude = state["mag"]
         names = [s.name for s in self.stages] if return_all else self.outputs
         return {n: tensors[n].astype(NP_DTYPES[self.stage(n).dtype]) for n in names}
@@ -700,6 +708,33 @@ MAX_EXTENT = 9
 BIG_SIZE_VALUES = [16, 17, 8, 31, 33, 9]  # for the occasional program with longer loops
 BIG_MAX_EXTENT = 40
 MAX_POINTS = 100_000  # iteration points of one stage; bigger examples are rejected
+
+
+def _exact_value(node, exact_tensors) -> bool:
+    """Whether `node` has the same value in any evaluation order and float precision the compiler may use: inputs
+    (multiples of 1/8), small grid literals, indices and sizes, combined by + - * max min abs neg select // % and
+    whole powers, and reads of stages that are exact themselves (`exact_tensors`). A `/`, a function or a
+    product reduction rounds, so a floor or modulo of such a value can jump where the oracle's value and the
+    kernel's differ by one ulp."""
+    if isinstance(node, Lit):
+        v = node.value
+        return isinstance(v, int) or (math.isfinite(v) and float(v * 64).is_integer())
+    if isinstance(node, (Var, Size)):
+        return True
+    if isinstance(node, Read):
+        return node.tensor in exact_tensors
+    if isinstance(node, Un):
+        return node.op in ("abs", "neg") and _exact_value(node.x, exact_tensors)
+    if isinstance(node, Bin):
+        if node.op == "**":
+            return isinstance(node.b, Lit) and node.b.value in (2, 3) and _exact_value(node.a, exact_tensors)
+        return (node.op in ("+", "-", "*", "max", "min", "//", "%") and _exact_value(node.a, exact_tensors)
+                and _exact_value(node.b, exact_tensors))
+    if isinstance(node, Sel):
+        return _exact_value(node.a, exact_tensors) and _exact_value(node.b, exact_tensors)
+    if isinstance(node, Cast):
+        return _exact_value(node.x, exact_tensors)
+    return False
 
 
 def _int_exact(node):

@@ -11,6 +11,8 @@ Environment:
 * ``TENSORLANG_FUZZ_RANDOM=1`` -- explore new random examples instead of the fixed (derandomized) CI set.
 * ``TENSORLANG_FUZZ_SLICE_SEED=N`` -- the seed of the fresh slice (``test_random_program_fresh_slice``: 2000
   examples that CI adds to its fixed set, drawn from a seed derived from the commit; see ``fuzzenv.py``).
+* ``TENSORLANG_FUZZ_TRACE=PATH`` -- before each build, write the program and sizes to PATH, so that a crash of the
+  process (an abort in LLVM, a segfault) leaves the program that caused it.
 
 Reproduce a failure by pasting the noted DSL text into ``check_text(text, sizes, seed)``.
 """
@@ -34,6 +36,7 @@ from oracle import assert_close
 
 FUZZ_EXAMPLES = fuzzenv.count("TENSORLANG_FUZZ_EXAMPLES", 500)
 DERANDOMIZE = not fuzzenv.flag("TENSORLANG_FUZZ_RANDOM")
+TRACE = fuzzenv.path("TENSORLANG_FUZZ_TRACE")  # a file: the program about to be compiled, if the process dies
 SLICE_EXAMPLES = 2000  # the fresh slice (see fuzzenv.py): about 30 s of one core
 EPS32 = float(np.finfo(np.float32).eps)
 
@@ -58,6 +61,9 @@ def _oracle_len(prog, expected):
 def run_compiled(text, sizes, inputs):
     import tensorlang as tl
 
+    if TRACE:
+        with open(TRACE, "w") as f:
+            f.write(f"{text}\nsizes = {sizes}\n")
     op = tl.op(text)
     kernel = tl.build(op, **sizes)
     outs = kernel(*[inputs[name] for name in op.inputs])
@@ -558,3 +564,42 @@ def test_padded_max_reduction_builds_without_aborting_llvm():
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert p.returncode == 0, p.stderr[-500:]
     assert float(p.stdout) == 27.0
+
+
+def test_oracle_rejects_a_floor_of_an_integer_quotient_of_rounded_values():
+    """Found by the random-mode fuzz on another CPU (issue 18): ``T1[...] % (abs(Y[...]) + 1)`` where T1 was a min
+    over a sum of quotients. The oracle's T1 landed exactly on -2.75, a multiple of the divisor (modulo 0), the
+    kernel's one ulp beside it (modulo 2.7499995): both right, and 2.75 apart. Such a program is rejected, not
+    failed; the same modulo of exact values (inputs, sums, products) stays in."""
+    ctx = progen.Ctx({}, {}, {"T": np.array(-2.75), "X": np.array(-2.75)}, "float",
+                     {"mag": 0.0, "exact": {"X"}})
+    den = progen.Bin("+", progen.Un("abs", progen.Lit(1.75)), progen.Lit(1))
+    with pytest.raises(progen.Reject, match="integer quotient of rounded values"):
+        progen.Bin("%", progen.Read("T", ()), den).ev(ctx)
+    assert progen.Bin("%", progen.Read("X", ()), den).ev(ctx) == 0.0
+    assert progen.Bin("//", progen.Read("X", ()), den).ev(ctx) == -1.0
+    # a quotient of rounded values away from an integer is no jump: kept
+    assert progen.Bin("%", progen.Read("T", ()), progen.Lit(2)).ev(ctx) == 1.25
+
+
+def test_regression_vectorized_select_of_casts_from_f64_and_f32_builds():
+    """Found by the random-mode fuzz (issue 18): LLVM's optimizer aborted the process on a vector select of two
+    saturating float-to-int casts of different source types. The casts now keep their meaning (toward zero,
+    saturating, NaN gives 0) in every lane without that intrinsic."""
+    import tensorlang as tl
+
+    op = tl.op("def prog(X: f64[N], Z: f32[N]) -> T:\n"
+               "    T[i] = select(i > 3, i32(X[N - 1 - i]), i32(Z[i])) + i32(Z[i]) * 0\n")
+    s = tl.schedule(op, N=8)
+    s["T"].vectorize("i")
+    X = np.array([np.nan, -np.inf, np.inf, 3e9, -3e9, 2147483647.9, -2147483648.7, -2.5])
+    Z = np.array([np.nan, 2.9, -2.9, 3e9, -3e9, np.inf, -np.inf, 7.5], np.float32)
+    want = [0, 2, -2, 2147483647,  # i <= 3: Z[i] (NaN gives 0, toward zero, saturating)
+            2147483647, 2147483647, -2147483648, 0]  # i > 3: X[7 - i] = 3e9, inf, -inf, NaN
+    assert tl.build(s)(X, Z).tolist() == want
+    assert tl.build(op, schedule="naive", N=8)(X, Z).tolist() == want
+    edge = tl.op("def f(X: f64[N]) -> T:\n    T[i] = i32(X[i])\n")
+    e = tl.schedule(edge, N=4)
+    e["T"].vectorize("i")
+    assert tl.build(e)(np.array([2147483647.9, -2147483648.7, 2147483648.0, -2147483649.0])).tolist() == \
+        [2147483647, -2147483648, 2147483647, -2147483648]

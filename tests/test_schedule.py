@@ -131,7 +131,8 @@ def _split_factor_gt_extent():
 def test_split_factor_larger_than_extent():
     text, _ = run(CASES["split_factor_gt_extent"]())
     assert loop_header(text, "i_o") == "for i_o in 0:1:"
-    assert loop_header(text, "i_i") == "for i_i in 0:16:"
+    # the 3 tail iterations of the split would only fail the guard: lowering drops them (tensorlang/tighten.py)
+    assert loop_header(text, "i_i") == "for i_i in 0:13:"
     assert "if i <= 12:" in text
 
 

@@ -262,6 +262,10 @@ def rule_config(space) -> dict:
                 cfg[f"{st.name}.place"] = "inline"
             elif st.kind == "injective" and windowed(info, st.name):
                 cfg[f"{st.name}.place"] = "root"  # a padded image: computed inside, its halo would be recomputed
+            elif st.kind == "reuse":
+                # a matmul or convolution read by a stage that is no epilogue of it (a permuted write, say): at
+                # the root it gets its own register tile; computed at a reader's loop it gets the reader's
+                cfg[f"{st.name}.place"] = "root"
             else:
                 cfg[f"{st.name}.place"] = "at"
         if f"{st.name}.vec" in cfg:
