@@ -352,6 +352,10 @@ class Un(Node):
             thr = 1e-5 * max(1.0, ctx.state["mag"])
             if np.any((ax > 0) & (ax < thr)):
                 raise Reject("sqrt of a tiny value")
+            if np.any(ax == 0) and not _exact_value(self.x, ctx.state.get("exact", set())):
+                # a zero the oracle reaches exactly (terms that cancel) and the kernel within rounding of it:
+                # sqrt turns its 1e-7 into 3e-4
+                raise Reject("sqrt of a zero of rounded values")
             r = np.sqrt(x)
         else:
             raise AssertionError(self.op)
