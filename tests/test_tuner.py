@@ -978,3 +978,27 @@ def test_a_baseline_that_fails_says_why(monkeypatch):
     text = format_summary(summary, {"trials": 0}, Args())
     assert "the naive loop nest could not be timed next to it (runtime: injected failure)" in text
     assert "the auto-scheduler's pick could not be timed next to it (runtime: injected failure)" in text
+
+
+def test_random_unseen_never_walks_a_huge_space():
+    """Found tuning ResNet-18 with tune-model: where rejection sampling found too few allowed configs, the strategy
+    walked the whole space for the rest, which never ends in a generated space of 10^9 and more configs. It now
+    returns what sampling found (possibly nothing) at once."""
+    from tuner.strategies import WALK_LIMIT, make_strategy
+
+    class Huge:
+        size = WALK_LIMIT * 1000
+        knobs = ()
+
+        def random(self, rng):
+            return {"x": int(rng.integers(1 << 30))}
+
+        def allowed(self, config):
+            return config["x"] % 1000 == 0  # one in a thousand: rejection sampling finds a few
+
+        def allowed_configs(self):
+            raise AssertionError("walked the whole space")
+
+    strategy = make_strategy("random", Huge(), seed=0)
+    got = strategy.random_unseen(50)
+    assert 0 < len(got) < 50 and all(c["x"] % 1000 == 0 for c in got)

@@ -145,6 +145,8 @@ class Strategy:
             if k not in exclude and self.space.allowed(c):
                 exclude.add(k)
                 out.append(c)
+        if self.space.size > WALK_LIMIT:  # a generated space (10^9 configs and more): walking it never ends
+            return out
         free = [c for c in self.space.allowed_configs() if config_key(c) not in exclude]
         picks = self.rng.permutation(len(free))[: n - len(out)] if free else []
         return out + [free[int(i)] for i in picks]
@@ -152,6 +154,10 @@ class Strategy:
     def valid_history(self) -> list[Observation]:
         """The valid observations, best first (ties in observation order)."""
         return sorted((o for o in self.history if o.valid), key=lambda o: -o.gflops)
+
+
+#: the most configs :meth:`Strategy.random_unseen` walks through when rejection sampling finds too few
+WALK_LIMIT = 200_000
 
 
 def featurize_all(featurize: Callable, configs: list[dict]) -> list[np.ndarray | None]:
