@@ -1002,3 +1002,24 @@ def test_random_unseen_never_walks_a_huge_space():
     strategy = make_strategy("random", Huge(), seed=0)
     got = strategy.random_unseen(50)
     assert 0 < len(got) < 50 and all(c["x"] % 1000 == 0 for c in got)
+
+
+def test_tune_works_without_dask_and_cluster_says_what_to_install(tmp_path):
+    """The README's main job installs tensorlang without the cluster extra: `tune` must not import Dask (a fresh
+    clone's `tensorlang tune conv2d` failed with ModuleNotFoundError: distributed), and `--cluster` without it is a
+    flag error that says what to install."""
+    fake = tmp_path / "nodask" / "distributed"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise ModuleNotFoundError(\"No module named 'distributed'\")\n")
+    env = {k: v for k, v in os.environ.items() if k != FAULTS_ENV}
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path / "nodask"), str(ROOT)])
+    run = lambda *a: subprocess.run([sys.executable, "-m", "tuner.cli", *map(str, a)], capture_output=True,  # noqa: E731
+                                    text=True, cwd=ROOT, timeout=300, env=env)
+    r = run("tune", "matmul", "--preset", "small", "--trials", 2, "--db", tmp_path / "t.db", "--no-baselines",
+            "--jobs", 1, "--retime-top", 0)
+    assert r.returncode == 0, r.stderr
+    r = run("tune", "matmul", "--preset", "small", "--trials", 2, "--db", tmp_path / "t.db", "--no-baselines",
+            "--cluster", "tcp://127.0.0.1:8786")
+    assert r.returncode == 2
+    assert "--cluster: tuning on a Dask cluster needs Dask's distributed" in r.stderr
+    assert "pip install 'tensorlang[cluster]'" in r.stderr and "Traceback" not in r.stderr

@@ -28,6 +28,10 @@ def add_cluster_flags(parser) -> None:
                         help="seconds to reach the scheduler, and to wait for a worker with this CPU (default 20)")
 
 
+#: the variable ``--cluster`` falls back to (the same name as :data:`tuner.cluster.ADDRESS_ENV`, which needs Dask)
+ADDRESS_ENV = "TENSORLANG_CLUSTER"
+
+
 def cluster_address(args) -> tuple[str | None, str]:
     """(the scheduler address ``args`` ask for or None: this machine, where it came from: ``--cluster`` or
     ``TENSORLANG_CLUSTER``).
@@ -38,7 +42,6 @@ def cluster_address(args) -> tuple[str | None, str]:
         >>> cluster_address(argparse.Namespace(cluster="tcp://10.0.0.1:8786"))
         ('tcp://10.0.0.1:8786', '--cluster')
     """
-    from tuner.cluster import ADDRESS_ENV
     if getattr(args, "cluster", None) is not None:
         return args.cluster, "--cluster"
     env = os.environ.get(ADDRESS_ENV)
@@ -65,7 +68,11 @@ def open_cluster(args):
     timeout = getattr(args, "cluster_timeout", 20.0)
     if not (isinstance(timeout, (int, float)) and timeout > 0):
         raise TuneFlagError(f"--cluster-timeout: must be a positive number of seconds, got {timeout}")
-    from tuner.cluster import Cluster, ClusterError, ClusterOptions, check_address
+    try:
+        from tuner.cluster import Cluster, ClusterError, ClusterOptions, check_address
+    except ModuleNotFoundError as e:
+        raise TuneFlagError(f"{source}: tuning on a Dask cluster needs Dask's distributed ({e}): "
+                            "pip install 'tensorlang[cluster]'") from None
     try:
         check_address(address)
         return Cluster(address, ClusterOptions(timeout=timeout))

@@ -289,8 +289,10 @@ def _tune(args, workload, task, db, cluster=None) -> dict:
     try:
         summary = tuner.run()
     except TensorlangError as e:
+        if cluster is None:  # (tuner.cluster needs Dask's distributed, an extra)
+            raise
         from tuner.cluster import ClusterError
-        if cluster is None or not isinstance(e, ClusterError) or not e.resumable:
+        if not isinstance(e, ClusterError) or not e.resumable:
             raise
         kept = db.count(task.key) - before  # a cluster that failed mid-run: say what is kept and how to go on
         raise ClusterError(f"{e}; the {kept} records this run measured are kept in {db.path}; once the cluster is "
