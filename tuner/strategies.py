@@ -137,7 +137,9 @@ class Strategy:
         """Up to ``n`` distinct uniformly random configs not yet seen (nor in ``exclude``)."""
         exclude = set(self.seen) | (exclude or set())
         out: list[dict] = []
-        for _ in range(200 * max(n, 1)):  # rejection sampling while the space is far from used up
+        huge = self.space.size > WALK_LIMIT  # a generated space: each `allowed` plans loops (about a millisecond)
+        draws = min(200 * max(n, 1), 2000 + 20 * n) if huge else 200 * max(n, 1)
+        for _ in range(draws):  # rejection sampling while the space is far from used up
             if len(out) >= n:
                 return out
             c = self.space.random(self.rng)
@@ -145,7 +147,7 @@ class Strategy:
             if k not in exclude and self.space.allowed(c):
                 exclude.add(k)
                 out.append(c)
-        if self.space.size > WALK_LIMIT:  # a generated space (10^9 configs and more): walking it never ends
+        if huge:  # a generated space (10^9 configs and more): walking it never ends
             return out
         free = [c for c in self.space.allowed_configs() if config_key(c) not in exclude]
         picks = self.rng.permutation(len(free))[: n - len(out)] if free else []
