@@ -425,7 +425,14 @@ def test_ctrl_c_stops_tune_model_keeps_its_records_and_says_how_to_resume(small_
             assert proc.poll() is None and time.monotonic() < deadline
             time.sleep(0.5)
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=120)
+        try:
+            out, err = proc.communicate(timeout=240)
+        except subprocess.TimeoutExpired:  # say where it is stuck (tuner.cli prints its stacks on SIGUSR1)
+            proc.send_signal(signal.SIGUSR1)
+            time.sleep(3)
+            proc.kill()
+            out, err = proc.communicate()
+            pytest.fail(f"tune-model did not stop within 240 s of Ctrl-C; its stacks:\n{err[-6000:]}")
     finally:
         if proc.poll() is None:
             proc.kill()

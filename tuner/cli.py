@@ -18,7 +18,9 @@ legal values; errors never end in a traceback.
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import json
+import signal
 import sys
 import time
 
@@ -680,6 +682,8 @@ def main(argv: list[str] | None = None) -> int:
     """
     args = make_parser().parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)  # what a "resume with:" line repeats
+    if argv is None and hasattr(signal, "SIGUSR1"):  # `kill -USR1 PID` prints every thread's stack: a stuck run
+        faulthandler.register(signal.SIGUSR1, all_threads=True)
     try:
         result = COMMANDS[args.command](args)
     except TensorlangError as e:  # CLIError, UsageError, DSLError, ...: bad input, one line; a bug keeps its traceback
