@@ -19,14 +19,12 @@ resumes. Run it with nothing else on the machine: it times kernels.
 from __future__ import annotations
 
 import argparse
-import ctypes
 import json
 import os
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 import numpy as np
@@ -61,25 +59,7 @@ RESNET18_CONVS = {  # (C, F, H=W, R=S, stride, pad)
 def fma_peak() -> dict:
     """GFLOPS of fma_peak.py's kernel on 1 and 2 threads (best of 3)."""
     import fma_peak
-    from tensorlang.target import compile_ir, host_target
-    engine, _ = compile_ir(fma_peak.kernel_ir(), host_target())
-    fn = ctypes.CFUNCTYPE(ctypes.c_float, ctypes.c_int64)(engine.get_function_address("peak"))
-    fn(1000)
-    steps = 5_000_000
-    flops = 2 * 16 * fma_peak.CHAINS * steps
-    out = {}
-    for threads in (1, 2):
-        best = 0.0
-        for _ in range(3):
-            pool = [threading.Thread(target=fn, args=(steps,)) for _ in range(threads)]
-            t0 = time.perf_counter()
-            for t in pool:
-                t.start()
-            for t in pool:
-                t.join()
-            best = max(best, threads * flops / (time.perf_counter() - t0) / 1e9)
-        out[threads] = best
-    return out
+    return fma_peak.measure(5_000_000)
 
 
 def tune(task: Task, trials: int, seed: int, db: Database, start: bool = True, log=print):
