@@ -428,11 +428,14 @@ def test_ctrl_c_stops_tune_model_keeps_its_records_and_says_how_to_resume(small_
         try:
             out, err = proc.communicate(timeout=240)
         except subprocess.TimeoutExpired:  # say where it is stuck (tuner.cli prints its stacks on SIGUSR1)
+            with open(f"/proc/{proc.pid}/status") as f:  # SIGINT blocked, ignored or pending?
+                sig = "\n".join(line for line in f.read().splitlines() if line.startswith(("Sig", "ShdPnd")))
             proc.send_signal(signal.SIGUSR1)
             time.sleep(3)
             proc.kill()
             out, err = proc.communicate()
-            pytest.fail(f"tune-model did not stop within 240 s of Ctrl-C; its stacks:\n{err[-6000:]}")
+            pytest.fail(f"tune-model did not stop within 240 s of Ctrl-C; its signal state:\n{sig}\nthe start of "
+                        f"its stderr:\n{err[:3000]}\nits stacks:\n{err[-6000:]}")
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -440,6 +443,28 @@ def test_ctrl_c_stops_tune_model_keeps_its_records_and_says_how_to_resume(small_
     data = json.loads(out)
     assert data["interrupted"] is True and data["trials"] == _records(db_path) >= 3
     assert "interrupted: " in err and "resume with: tensorlang tune-model" in err and "Traceback" not in err
+
+
+def test_a_ctrl_c_that_something_swallowed_still_stops_tune_model_at_the_next_round(small_pt2, tmp_path):
+    # Python drops a KeyboardInterrupt raised inside a finalizer or a callback from C ("Exception ignored");
+    # tuner.interrupt remembers the Ctrl-C and raises it again between rounds
+    from tuner.model_tuning import tune_model
+    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        pytest.skip("this process does not have Python's own SIGINT handler")
+    swallowed = []
+
+    def on_round(summary):
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(1)
+        except KeyboardInterrupt:
+            swallowed.append(len(summary.rounds))  # what a callback from C does with it
+
+    s = tune_model(small_pt2, trials=40, db=str(tmp_path / "t.db"), threads=1, batch=2, variants=False,
+                   transfer=False, measure=False, retime_top=0, progress=None, on_round=on_round)
+    assert swallowed == [1] and s.interrupted and len(s.rounds) == 1
+    assert s.trials_done == s.rounds[0]["trials"] == _records(tmp_path / "t.db") < 40
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # put back
 
 
 @pytest.mark.slow

@@ -41,6 +41,8 @@ import numpy as np
 from tensorlang.errors import TensorlangError, UsageError
 from tensorlang.space import config_key
 from tuner import features as feature_extraction
+from tuner.interrupt import check as check_ctrl_c
+from tuner.interrupt import stops_on_ctrl_c
 from tuner.database import Database
 from tuner.measure import LocalRunner, MeasureOptions
 from tuner.model_tasks import ModelTask, model_tasks, profile_tasks, random_graph_inputs, random_model_inputs
@@ -644,6 +646,7 @@ def check_arguments(trials, batch, seed, threads, jobs, scheduler, strategy, cos
             raise UsageError(f"{kind}: {e}") from None
 
 
+@stops_on_ctrl_c
 def tune_model(model, trials: int, *, strategy: str = "xgb-genetic", cost_model: str = "xgb", seed: int = 0,
                db=None, jobs: int | None = None, threads: int | None = None, scheduler: str = "gradient",
                transfer: bool = True, variants: bool = True, batch: int = 16, timeout: float = 10.0,
@@ -838,6 +841,7 @@ def _rounds(sched: TaskScheduler, sessions: list[TaskSession], reports: list[Tas
     spent = summary.trials_before
     warmup = bool(sched.warmup_pending())
     while spent < trials:
+        check_ctrl_c()
         i = sched.next_task()
         if i is None:
             summary.exhausted = True
@@ -884,6 +888,7 @@ def _retime(sessions, reports, sched, pool, database, top: int, progress) -> Non
         return
     progress.say(f"re-timing the {top} fastest configs of {len(todo)} tasks (3 interleaved rounds each) ...")
     for session, report in todo:
+        check_ctrl_c()
         candidates = session.retime_candidates(top)
         if len(candidates) < 2:
             continue

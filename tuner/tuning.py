@@ -25,6 +25,8 @@ import numpy as np
 import tensorlang as tl
 from tensorlang.errors import UsageError
 from tuner import features as feature_extraction
+from tuner.interrupt import check as check_ctrl_c
+from tuner.interrupt import stops_on_ctrl_c
 from tuner.costmodel import make_cost_model
 from tuner.database import Database, Record
 from tuner.measure import LocalRunner, MeasureOptions, Result
@@ -200,6 +202,7 @@ class Tuner:
             return self._local_runner.features(configs, self.featurize)
         return [self.featurize(c) for c in configs]
 
+    @stops_on_ctrl_c
     def run(self) -> TuneSummary:
         """Tune until the task has ``trials`` records (or the space is exhausted, or Ctrl-C)."""
         t0 = time.perf_counter()
@@ -226,6 +229,7 @@ class Tuner:
             if hasattr(runner, "submit"):  # a cluster: the next round is proposed while the last one measures
                 propose_s += self._run_pipelined(runner, summary, start)
             while not hasattr(runner, "submit") and summary.trials_before + summary.trials_done < self.trials:
+                check_ctrl_c()
                 tp = time.perf_counter()
                 done = summary.trials_before + summary.trials_done
                 # small rounds while the model is young (it learns after every round), then `batch`
@@ -273,6 +277,7 @@ class Tuner:
         spent = 0.0
         proposed = summary.trials_before + summary.trials_done  # records, plus what is in flight
         while True:
+            check_ctrl_c()
             while len(pending) < 2 and not summary.exhausted:
                 left = self.trials - proposed
                 if left <= 0:

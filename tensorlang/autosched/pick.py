@@ -72,6 +72,21 @@ def tile_efficiency(st: StageInfo, vec: str, w: int, rows: dict, lanes: int, pac
     return eff * (fmas / 2) / cycles * min(1.0, fmas / 8)
 
 
+def reuse(st: StageInfo, tensor: str) -> int:
+    """How many times each element of `tensor` is read by stage `st`: the product of the extents of the
+    spatial variables that none of its reads depends on (1: every element read once).
+
+    >>> import tensorlang as tl
+    >>> from tensorlang.autosched.analysis import analyze
+    >>> st = analyze(tl.op("def mv(A: f32[M, K], B: f32[K, N]) -> C:\\n    C[i, j] += A[i, k] * B[k, j]"),
+    ...              {"M": 1, "N": 128, "K": 512}).stage("C")
+    >>> reuse(st, "A"), reuse(st, "B")
+    (128, 1)
+    """
+    used = set().union(*(r.vars for r in st.reads_of(tensor)))
+    return math.prod(st.extents[v] for v in st.spatial if v not in used)
+
+
 def register_tile(st: StageInfo, vec: str, lanes: int, registers: int, reg_values: dict, vws: tuple,
                   packed: set = frozenset()) -> tuple:
     """(vw, {var: rows}, efficiency) for the register tile of a reduction with reuse: the vector width and up to
@@ -140,7 +155,8 @@ def _stage_defaults(space, st: StageInfo, cfg: dict) -> None:
             cfg[f"{n}.{v}.reg"] = r
         ys = set(y_side(st, vec))
         for v in st.spatial:  # other Y-side variables (a batch): one at a time, so the threads can split them
-            if v in ys and v != vec and f"{n}.{v}.block" in knob:
+            # (not one of the register tile's rows: a block of 1 would leave its rows one at a time)
+            if v in ys and v != vec and v not in rows and f"{n}.{v}.block" in knob:
                 cfg[f"{n}.{v}.block"] = 1
         # the X side's rows in blocks of register tiles whose panel (rows x the reduction) fits in 60% of L1 (A's
         # mr x kc panel in BLIS), so that the threads can split the blocks
@@ -165,7 +181,10 @@ def _stage_defaults(space, st: StageInfo, cfg: dict) -> None:
             # L1), or broadcasts along a reduction whose rows lie far apart (A's rows in a matmul)
             moves = any(r.strides.get(vec, 0) for r in reads)
             along_reduction = any(any(abs(r.strides.get(x, 0)) == 1 for x in st.reduction) for r in reads)
-            cfg[f"{n}.pack.{t}"] = bool(moves or along_reduction)
+            # a copy pays only when the copied panel is read again: a read that every spatial variable moves
+            # (the weights of a matrix-vector product) is read once, and read in place where it is contiguous
+            once = reuse(st, t) == 1 and all(abs(r.strides.get(vec, 0)) <= 1 for r in reads)
+            cfg[f"{n}.pack.{t}"] = bool(moves or along_reduction) and not once
         if f"{n}.ku" in knob:
             inner = st.extents[st.reduction[-1]]
             values = knob[f"{n}.ku"].values
@@ -192,7 +211,9 @@ def _balanced_parallel(space, st: StageInfo, cfg: dict) -> str:
     of some spatial variable, largest first, changed in `cfg` so that one does): every thread the same number of
     iterations, or at least eight each."""
     choices, balanced = _parallel_choices(space, st, cfg, with_balance=True)
-    if balanced or choices[0] == "none" or space.threads == 1:
+    # balanced, or too little work for threads (also "balanced"); with no parallel loop at all (every block the
+    # whole extent, or a reduction block outermost), a block of a spatial variable makes one
+    if balanced or space.threads == 1:
         return choices[0]
     knob = {k.name: k for k in space.roles[st.name].knobs}
     for v in sorted(st.spatial, key=lambda v: -st.extents[v]):
