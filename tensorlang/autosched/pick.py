@@ -155,8 +155,7 @@ def _stage_defaults(space, st: StageInfo, cfg: dict) -> None:
             cfg[f"{n}.{v}.reg"] = r
         ys = set(y_side(st, vec))
         for v in st.spatial:  # other Y-side variables (a batch): one at a time, so the threads can split them
-            # (not one of the register tile's rows: a block of 1 would leave its rows one at a time)
-            if v in ys and v != vec and v not in rows and f"{n}.{v}.block" in knob:
+            if v in ys and v != vec and f"{n}.{v}.block" in knob:
                 cfg[f"{n}.{v}.block"] = 1
         # the X side's rows in blocks of register tiles whose panel (rows x the reduction) fits in 60% of L1 (A's
         # mr x kc panel in BLIS), so that the threads can split the blocks
@@ -216,20 +215,22 @@ def _balanced_parallel(space, st: StageInfo, cfg: dict) -> str:
     if balanced or space.threads == 1:
         return choices[0]
     knob = {k.name: k for k in space.roles[st.name].knobs}
-    for v in sorted(st.spatial, key=lambda v: -st.extents[v]):
-        name = f"{st.name}.{v}.block"
-        if name not in knob:
-            continue
-        E = st.extents[v]
-        for B in sorted(knob[name].values, reverse=True):
-            n = -(-E // B)
-            if B >= E or (n % space.threads and n < 8 * space.threads):
+    # blocks that divide the extent first (112 in blocks of 96 gives one thread 96 rows and the other 16)
+    for exact in (True, False):
+        for v in sorted(st.spatial, key=lambda v: -st.extents[v]):
+            name = f"{st.name}.{v}.block"
+            if name not in knob:
                 continue
-            trial = {**cfg, name: B}
-            got, ok = _parallel_choices(space, st, trial, with_balance=True)
-            if ok:
-                cfg[name] = B
-                return got[0]
+            E = st.extents[v]
+            for B in sorted(knob[name].values, reverse=True):
+                n = -(-E // B)
+                if B >= E or (n % space.threads and n < 8 * space.threads) or (exact and E % B):
+                    continue
+                trial = {**cfg, name: B}
+                got, ok = _parallel_choices(space, st, trial, with_balance=True)
+                if ok:
+                    cfg[name] = B
+                    return got[0]
     return choices[0]
 
 
