@@ -414,11 +414,18 @@ def test_kill_9_of_a_tune_model_process_group_loses_nothing_and_a_rerun_resumes(
 
 
 @pytest.mark.slow
+def _sigint_as_in_a_terminal():
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_stops_tune_model_keeps_its_records_and_says_how_to_resume(small_pt2, tmp_path):
     db_path = tmp_path / "t.db"
+    # as a terminal starts it: with SIGINT not ignored (a suite started in the background by a non-interactive
+    # shell, `pytest &`, runs with SIGINT and SIGQUIT ignored, and so would the command, rightly deaf to Ctrl-C)
     proc = subprocess.Popen([sys.executable, "-m", "tuner.cli", "tune-model", str(small_pt2), "--trials", "400",
                              "--batch", "2", "--jobs", "1", "--threads", "1", "--db", str(db_path), "--no-transfer",
-                             "--json"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                             "--json"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=_sigint_as_in_a_terminal)
     try:
         deadline = time.monotonic() + 300
         while _records(db_path) < 3:
@@ -449,8 +456,9 @@ def test_a_ctrl_c_that_something_swallowed_still_stops_tune_model_at_the_next_ro
     # Python drops a KeyboardInterrupt raised inside a finalizer or a callback from C ("Exception ignored");
     # tuner.interrupt remembers the Ctrl-C and raises it again between rounds
     from tuner.model_tuning import tune_model
-    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
-        pytest.skip("this process does not have Python's own SIGINT handler")
+    # Python's own handler, as a program started from a terminal has (a suite started with `pytest &` from a
+    # non-interactive shell inherits SIGINT ignored; the tuner then leaves it so)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     swallowed = []
 
     def on_round(summary):
@@ -460,11 +468,14 @@ def test_a_ctrl_c_that_something_swallowed_still_stops_tune_model_at_the_next_ro
         except KeyboardInterrupt:
             swallowed.append(len(summary.rounds))  # what a callback from C does with it
 
-    s = tune_model(small_pt2, trials=40, db=str(tmp_path / "t.db"), threads=1, batch=2, variants=False,
-                   transfer=False, measure=False, retime_top=0, progress=None, on_round=on_round)
+    try:
+        s = tune_model(small_pt2, trials=40, db=str(tmp_path / "t.db"), threads=1, batch=2, variants=False,
+                       transfer=False, measure=False, retime_top=0, progress=None, on_round=on_round)
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # put back
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert swallowed == [1] and s.interrupted and len(s.rounds) == 1
     assert s.trials_done == s.rounds[0]["trials"] == _records(tmp_path / "t.db") < 40
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # put back
 
 
 @pytest.mark.slow
