@@ -21,18 +21,18 @@ found through the entry point group ``tensorlang.schedule_sources`` (tensorlang'
 """
 from __future__ import annotations
 
-import functools
 import threading
 
-from .errors import BuildError, UsageError
+from .errors import BuildError
 from .schedule import Schedule
+from .sources import SourceRegistry
 
 SOURCES = ("tuned", "hand", "auto", "naive", "given")
 ENTRY_POINT_GROUP = "tensorlang.schedule_sources"
 ORDER = ("tuned", "hand")  # the registered sources tried first, in this order; others follow by name
 
-_registered: dict = {}
-_lock = threading.Lock()
+_REGISTRY = SourceRegistry("schedule source", ENTRY_POINT_GROUP, first=ORDER)
+_lock = threading.Lock()  # the cache of picks
 
 
 def register_schedule_source(name: str, fn) -> None:
@@ -43,10 +43,7 @@ def register_schedule_source(name: str, fn) -> None:
     True
     >>> unregister_schedule_source("never")
     """
-    if not callable(fn):
-        raise UsageError(f"register_schedule_source({name!r}): the source must be callable")
-    with _lock:
-        _registered[name] = fn
+    _REGISTRY.register(name, fn, "register_schedule_source")
 
 
 def unregister_schedule_source(name: str) -> None:
@@ -54,14 +51,7 @@ def unregister_schedule_source(name: str) -> None:
 
     >>> unregister_schedule_source("no such source")
     """
-    with _lock:
-        _registered.pop(name, None)
-
-
-@functools.lru_cache(maxsize=1)
-def _entry_points() -> dict:
-    from importlib.metadata import entry_points
-    return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
+    _REGISTRY.unregister(name)
 
 
 def sources() -> dict:
@@ -70,18 +60,7 @@ def sources() -> dict:
     >>> list(sources())[:2]
     ['tuned', 'hand']
     """
-    found = {}
-    for name, ep in _entry_points().items():
-        if name not in _registered:
-            try:
-                found[name] = ep.load()
-            except Exception as e:  # a broken plug-in is the user's to fix, and they must hear of it
-                raise UsageError(f"schedule source {name!r} (entry point {ep.value}) cannot be loaded: "
-                                 f"{type(e).__name__}: {e}") from None
-    with _lock:
-        found.update(_registered)
-    names = [n for n in ORDER if n in found] + sorted(n for n in found if n not in ORDER)
-    return {n: found[n] for n in names}
+    return _REGISTRY.sources()
 
 
 _picks: dict = {}  # (program key, sizes, threads, target) -> the pick's primitives (the most recent 256)

@@ -29,12 +29,11 @@ floor above), so the tuner registers a source through the entry point group ``te
 """
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
-import threading
 
 from ..errors import UsageError
+from ..sources import SourceRegistry
 
 ENTRY_POINT_GROUP = "tensorlang.pass_options"
 #: the options and what each holds
@@ -42,8 +41,7 @@ OPTIONS = {"layout_block": "the layout pass's block (2 to 64, a power of two), 0
            "fuse_reductions": "whether a reduction takes in its elementwise producer (True or False)"}
 LAYOUT_BLOCKS = (2, 4, 8, 16, 32, 64)
 
-_registered: dict = {}
-_lock = threading.Lock()
+_REGISTRY = SourceRegistry("pass option source", ENTRY_POINT_GROUP)
 
 
 def check_pass_options(options) -> dict:
@@ -118,10 +116,7 @@ def register_pass_option_source(name: str, fn) -> None:
     True
     >>> unregister_pass_option_source("never")
     """
-    if not callable(fn):
-        raise UsageError(f"register_pass_option_source({name!r}): the source must be callable")
-    with _lock:
-        _registered[name] = fn
+    _REGISTRY.register(name, fn, "register_pass_option_source")
 
 
 def unregister_pass_option_source(name: str) -> None:
@@ -129,14 +124,7 @@ def unregister_pass_option_source(name: str) -> None:
 
     >>> unregister_pass_option_source("no such source")
     """
-    with _lock:
-        _registered.pop(name, None)
-
-
-@functools.lru_cache(maxsize=1)
-def _entry_points() -> dict:
-    from importlib.metadata import entry_points
-    return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
+    _REGISTRY.unregister(name)
 
 
 def sources() -> dict:
@@ -145,17 +133,7 @@ def sources() -> dict:
     >>> isinstance(sources(), dict)
     True
     """
-    found = {}
-    for name, ep in _entry_points().items():
-        if name not in _registered:
-            try:
-                found[name] = ep.load()
-            except Exception as e:  # a broken plug-in is the user's to fix, and they must hear of it
-                raise UsageError(f"pass option source {name!r} (entry point {ep.value}) cannot be loaded: "
-                                 f"{type(e).__name__}: {e}") from None
-    with _lock:
-        found.update(_registered)
-    return {n: found[n] for n in sorted(found)}
+    return _REGISTRY.sources()
 
 
 def choose_pass_options(key: str, threads: int | None = None) -> tuple[dict, str]:
