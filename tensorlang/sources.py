@@ -36,7 +36,7 @@ class SourceRegistry:
         self._registered: dict = {}
         self._lock = threading.Lock()
 
-    def register(self, name: str, fn, caller: str) -> None:
+    def register(self, name: str, fn, caller: str = "register") -> None:
         """Add (or replace) the source `name`; `caller` names the public function, for the error.
 
         >>> SourceRegistry("source", "g").register("x", 1, "register_source")
