@@ -416,8 +416,9 @@ class Lowerer:
     @staticmethod
     def extent_over(e: ir.Expr, free: set[str], ranges: dict, whole: tuple) -> tuple[ir.Expr, int]:
         """The smallest value of `e` as an expression of the loops not in `free`, and a constant bound on the
-        number of values it takes while the `free` loops run; `whole` (start, constant extent) when `e` is not
-        affine in the free loops (a fused loop)."""
+        number of values it takes while the `free` loops run (a term of the free loops alone that is not affine,
+        as `rs // 3` of a fused loop, counts with its bounds); `whole` (start, constant extent) when a term mixes
+        the free loops with others."""
         terms, c = _linear(simplify(e))
         fixed = {}
         lo, span = c, 0
@@ -425,9 +426,13 @@ class Lowerer:
             if not (variables(atom) & free):
                 fixed[atom] = coef
                 continue
-            if not isinstance(atom, ir.Var):
-                return whole
-            a, b = ranges[atom.name]
+            if isinstance(atom, ir.Var):
+                a, b = ranges[atom.name]
+            else:  # a term of the free loops alone (`rs // 3` of a fused loop): its bounds over them
+                bounds = interval(atom, ranges) if not (variables(atom) - free) else None
+                if bounds is None:
+                    return whole
+                a, b = bounds
             lo += min(coef * a, coef * b)
             span += abs(coef) * (b - a)
         m: ir.Expr = ir.IntImm(lo)
