@@ -47,13 +47,11 @@ from dataclasses import dataclass
 
 from tensorlang.errors import TensorlangError
 from tuner import cluster_worker as cw
+from tuner.cluster_cli import ADDRESS_ENV  # the variable --cluster falls back to (spelled where no Dask is needed)
 from tuner.measure import MeasureOptions, RETIME_OPTIONS, Result
 
 __all__ = ["ADDRESS_ENV", "ClusterError", "ClusterOptions", "Cluster", "DaskRunner", "Batch", "WorkerInfo",
            "check_address", "measure_many"]
-
-ADDRESS_ENV = "TENSORLANG_CLUSTER"
-"""The environment variable ``tensorlang tune`` and ``compare`` read when ``--cluster`` is not given."""
 
 
 class ClusterError(TensorlangError):

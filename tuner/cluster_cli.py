@@ -28,7 +28,7 @@ def add_cluster_flags(parser) -> None:
                         help="seconds to reach the scheduler, and to wait for a worker with this CPU (default 20)")
 
 
-#: the variable ``--cluster`` falls back to (the same name as :data:`tuner.cluster.ADDRESS_ENV`, which needs Dask)
+#: the variable ``--cluster`` falls back to (here, not in tuner.cluster, which needs Dask; that module re-exports it)
 ADDRESS_ENV = "TENSORLANG_CLUSTER"
 
 

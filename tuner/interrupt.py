@@ -43,13 +43,13 @@ def ctrl_c_stops():
     if (threading.current_thread() is threading.main_thread()
             and signal.getsignal(signal.SIGINT) is signal.default_int_handler):
         previous = signal.signal(signal.SIGINT, _on_sigint)
-    _pressed.clear()
+        _pressed.clear()
     try:
         yield
     finally:
-        if previous is not None:
+        if previous is not None:  # the outermost block only: a nested one keeps the outer's Ctrl-C
             signal.signal(signal.SIGINT, previous)
-        _pressed.clear()
+            _pressed.clear()
 
 
 def check() -> None:
