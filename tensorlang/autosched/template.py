@@ -353,9 +353,13 @@ def pack_layout(st: StageInfo, tensor: str, plan: LoopPlan, at: str) -> tuple:
     for d, how in placed.items():
         if how == "outer":  # its inner part never came: keep the dimension whole
             layout = [(k, 0) if k == d else (k, b) for k, b in layout]
-    # the vectorized variable's dimension goes innermost, so that the vector loads from the copy are contiguous
+    # the vectorized variable's dimension goes innermost, so that the vector loads from the copy are contiguous;
+    # also a window's (w + s: consecutive w, consecutive elements)
     vec = plan.vectorize and plan.levels[plan.vectorize][0]
     d = read.plain_dim(vec) if vec else None
+    if vec and d is None:
+        with_vec = [k for k, (terms, _) in enumerate(read.dims) if any(v == vec for v, _ in terms)]
+        d = with_vec[0] if len(with_vec) == 1 else None
     if d is not None and layout and layout[-1] != (d, 0) and (d, 0) in layout:
         layout = [e for e in layout if e != (d, 0)] + [(d, 0)]
     return tuple(layout)
