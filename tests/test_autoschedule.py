@@ -196,6 +196,28 @@ def test_softmax_statistics_are_computed_per_row():
     assert sp.plans(cfg)["Y"].levels[attach["mx"]][0] == "n"  # a loop over rows, not inside one
 
 
+@pytest.mark.parametrize("D", [256, 200, 40])
+def test_a_stage_inside_a_row_loop_takes_its_vector_width(D):
+    # the row statistics of softmax, computed in Y's row loop, accumulate in vw lanes (four vectors at 64: the
+    # max's and the add's latency hidden, as the hand schedule does); they were always one vector of 16, and
+    # their vw knob a dead one that canonical() threw away
+    import schedules
+    w = schedules.get("softmax")
+    op = tl.op(w.source)
+    sizes = {"N": 6, "D": D}
+    sp = generated_space(op, sizes, threads=2)
+    for vw in sp.knob("sm.vw").values:
+        cfg = {**sp.default(), "sm.vw": vw, "mx.vw": vw}
+        assert sp.canonical(cfg)["sm.vw"] == vw
+        s = sp.schedule(op, sizes, cfg)
+        width = vw if D >= vw else 16
+        assert f"allocate sm_acc: f32[{width}]" in s.lower() and f"allocate mx_acc: f32[{width}]" in s.lower()
+        X = w.make_inputs(sizes, np.random.default_rng(vw))[0]
+        out = np.full((6, D), np.nan, np.float32)
+        tl.build(s)(X, out=out)
+        assert_close(out, w.reference(X, **sizes), reduction_len=D)
+
+
 def test_constraint_rules_out_register_tiles_beyond_the_registers():
     op = tl.op(MM)
     sp = generated_space(op, {"M": 256, "N": 256, "K": 256}, threads=1)

@@ -337,8 +337,9 @@ class GeneratedSpace(Space):
             n = st.name
             names = [k.name for k in role.knobs if not k.name.endswith(".place")]
             if self.placement(out, n) not in ("root",):
-                for k in names:
-                    out[k] = first[k]
+                for k in names:  # computed inside another stage's loops, it uses only its vector width
+                    if not (k == f"{n}.vw" and self.placement(out, n) == "at" and _inside_vectorizes(st, role.lanes)):
+                        out[k] = first[k]
                 continue
             vec = out.get(f"{n}.vec")
             if vec is None and f"{n}.vw" in out:
@@ -503,7 +504,8 @@ class GeneratedSpace(Space):
             apply_plan(s, plan)
         for st in self.info.stages:
             if self.placement(cfg, st.name) == "at":
-                _schedule_inside(s, st, self.roles[st.name].lanes)
+                role = self.roles[st.name]
+                _schedule_inside(s, st, role.lanes, cfg.get(f"{st.name}.vw", role.lanes))
         for st in reversed(self.info.stages):
             if self.placement(cfg, st.name) == "at":
                 anchor = self.anchors(cfg)[st.name]
@@ -528,20 +530,30 @@ class GeneratedSpace(Space):
         return tuple(st.name for st in self.info.stages)
 
 
-def _schedule_inside(s, st: StageInfo, lanes: int) -> None:
-    """The loops of a stage computed inside another's: its innermost contiguous variable vectorized (a
-    reduction's into vector accumulators)."""
+def _inside_vectorizes(st: StageInfo, lanes: int) -> bool:
+    """Whether :func:`_schedule_inside` vectorizes stage `st` (and so uses its vector width knob)."""
+    if st.kind == "reduce" and any(any(abs(r.strides.get(v, 0)) == 1 for r in st.reads) and st.extents[v] >= lanes
+                                   for v in st.reduction):
+        return True
+    return not st.reduction and any(st.out_strides[v] == 1 and st.extents[v] >= 2 for v in st.spatial)
+
+
+def _schedule_inside(s, st: StageInfo, lanes: int, width: int | None = None) -> None:
+    """The loops of a stage computed inside another's: its innermost contiguous variable vectorized `width`
+    elements wide (a reduction's into that many vector accumulator lanes: at 4 x 16, four independent vectors
+    hide the latency of the max or the add), `lanes` where the variable is shorter than `width`."""
     h = s[st.name]
+    width = width or lanes
     if st.kind == "reduce":
         for v in reversed(st.reduction):
             if any(abs(r.strides.get(v, 0)) == 1 for r in st.reads) and st.extents[v] >= lanes:
-                _, vi = h.split(v, lanes)
+                _, vi = h.split(v, width if st.extents[v] >= width else lanes)
                 h.reorder(*[q for q in h.loops() if q != vi], vi)
                 h.vectorize(vi)
                 return
     inner = [v for v in st.spatial if st.out_strides[v] == 1 and st.extents[v] >= 2]
     if inner and not st.reduction:
-        _, vi = h.split(inner[0], lanes)
+        _, vi = h.split(inner[0], width if st.extents[inner[0]] >= width else lanes)
         h.vectorize(vi)
 
 
