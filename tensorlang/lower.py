@@ -359,7 +359,10 @@ class Lowerer:
             for lc, copy in self.copies_at(copies, lp.name, ranges, threads):
                 body = ir.Allocate(lc.buffer, ir.seq(copy, body))
             # producers computed here come first: a cache_read at this loop may copy what they compute
-            producers = self.producers_at(name, lp.name, exprs, ranges, prefix, loops[:depth + 1])
+            # an index guarded where it is bound never leaves its domain where the stage reads
+            kept = {v: (domains[v][0].value, domains[v][1].value) for v in guarded_vars
+                    if all(isinstance(b, ir.IntImm) for b in domains[v])}
+            producers = self.producers_at(name, lp.name, exprs, ranges, prefix, loops[:depth + 1], kept)
             body = ir.seq(*(stmt for _, _, stmt in producers), body)
             for p, region, _ in producers:
                 if self.stored_here(p, region):  # the producer's buffer holds just its region, in this loop
@@ -440,10 +443,23 @@ class Lowerer:
             m = ir.BinOp("+", m, ir.BinOp("*", atom, ir.const(coef)))
         return simplify(m), span + 1
 
-    def region_of(self, s, tensor: str, exprs: dict, free: set[str], ranges: dict) -> Region:
-        """The part of `tensor` that stage `s` reads while the `free` loops run (one min and extent a dimension)."""
+    def region_of(self, s, tensor: str, exprs: dict, free: set[str], ranges: dict,
+                  kept: dict | None = None) -> Region:
+        """The part of `tensor` that stage `s` reads while the `free` loops run (one min and extent a dimension).
+        An index variable in `kept` (var -> (lo, hi): guarded to its domain wherever `s` reads) that the free
+        loops alone move counts with its values in the domain only (j of a split by 4 with one iteration: 0, not
+        0 to 3)."""
         shape = self.bound.shapes[tensor]
         env = exprs
+        if kept:
+            env, ranges, free = dict(exprs), dict(ranges), set(free)
+            for v, (lo, hi) in kept.items():
+                e = exprs.get(v)
+                r = interval(e, ranges) if e is not None and variables(e) and variables(e) <= free else None
+                if r is not None and (r[0] < lo or r[1] > hi) and max(r[0], lo) <= min(r[1], hi):
+                    atom = ir.Var(f"{v}:in-domain")
+                    env[v], ranges[atom.name] = atom, (max(r[0], lo), min(r[1], hi))
+                    free.add(atom.name)
         per_dim: list[list] = [[] for _ in shape]
         for a in s.accesses():
             if a.tensor != tensor:
@@ -471,10 +487,12 @@ class Lowerer:
         return Region(mins, exts)
 
     def producers_at(self, consumer: str, axis: str, exprs: dict, ranges: dict, prefix: str,
-                     outer_loops: list) -> list[ir.Stmt]:
+                     outer_loops: list, kept: dict | None = None) -> list[ir.Stmt]:
         """Producers computed at loop `axis` of `consumer`, each over the region that the consumer's inner loops
         and the other stages computed there read: (name, region, statements) each. Inside a parallel loop, the
-        regions of different iterations must not overlap (else two threads would write the same elements)."""
+        regions of different iterations must not overlap (else two threads would write the same elements).
+        `kept`: the consumer's index variables that a guard keeps in their domain (var -> (lo, hi)), wherever the
+        consumer reads (the tail of a split loop reads nothing)."""
         attached = self.attached.get((consumer, axis), [])
         if not attached:
             return []
@@ -484,7 +502,7 @@ class Lowerer:
         free = {prefix + lp.name for lp in nest.loops[i + 1:]}
         regions: dict[str, Region] = {}
         for p in reversed(attached):  # readers come after what they read: their regions are known first
-            parts = self.regions_read(cons, lambda t: self.region_of(cons, t, exprs, free, ranges), p)
+            parts = self.regions_read(cons, lambda t: self.region_of(cons, t, exprs, free, ranges, kept), p)
             for r in attached:
                 if r != p:
                     parts += self.regions_read(self.bound.stages[r].stage,

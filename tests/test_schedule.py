@@ -2111,6 +2111,38 @@ def test_fused_reduction_loops_keep_a_compute_at_region_disjoint_across_a_parall
         s2["O"].parallel("h")
 
 
+
+SPLIT_TAIL_PROGRAM = """\
+def prog(X: f64[N, 2], Y: f64[N, M], Z: f64[M, K, N]) -> T1:
+    T0[i, j] += X[i, j + r + 1] * Y[s, i] where i in 0:1, j in 0:2
+    T1[i, j] = select(min(T0[i, j + i], Z[i, 2*j + i, j + i + 1]) < min(X[j, i + 1], T0[j, i + j]), \\
+        log(abs(f64(X[j, i])) + 1), T0[i, i]) where i in 0:N+2, j in {J}
+"""
+
+
+def test_a_split_tail_does_not_widen_a_compute_at_region_across_a_parallel_loop():
+    """Issue 18, random-mode schedule fuzz (seed 2653242877): T0 computed at T1's parallel loop i, then T1's j (one
+    iteration) split by 4 was refused ("the parts of T0 that its iterations need overlap"): the region analysis
+    took j = j_o*4 + j_i over 0..3, so T0[j, i + j] spanned columns i..i+3 for every i. The tail iterations are
+    guarded (j <= 0) and read nothing: j counts with its domain only, column i alone. Where j really takes two
+    values the columns do overlap, and the split is refused as before."""
+    op = tl.op(SPLIT_TAIL_PROGRAM.format(J="0:1"))
+    s = tl.schedule(op, N=2, M=2, K=7)
+    s["T0"].compute_at(s["T1"], "i")
+    s["T1"].parallel("i")
+    s["T1"].split("j", 4)
+    s.lowered(strict=True)
+    rng = np.random.default_rng(0)
+    X, Y, Z = rng.standard_normal((2, 2)), rng.standard_normal((2, 2)), rng.standard_normal((2, 7, 2))
+    want = tl.build(op, schedule="naive", N=2, M=2, K=7)(X, Y, Z)
+    np.testing.assert_allclose(tl.build(s)(X, Y, Z), want, rtol=1e-12)
+    op2 = tl.op(SPLIT_TAIL_PROGRAM.format(J="0:2"))
+    s2 = tl.schedule(op2, N=2, M=2, K=7)
+    s2["T0"].compute_at(s2["T1"], "i")
+    with pytest.raises(tl.ScheduleError, match=r"parallel\(T1, i\): .*overlap"):
+        s2["T1"].parallel("i")
+
+
 # ---- proofs of range that used to need a guard (found by the schedule fuzzer) ----
 
 def test_cache_write_below_a_split_tail_is_guarded_where_the_index_is_bound():
