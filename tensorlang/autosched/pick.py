@@ -28,7 +28,7 @@ import itertools
 import math
 
 from .analysis import StageInfo
-from .space import epilogue_producer
+from .space import epilogue_producer, packable
 from .template import y_side
 
 
@@ -138,6 +138,10 @@ def _stage_defaults(space, st: StageInfo, cfg: dict) -> None:
             scored.append((round(e, 2), -i, v))
         if scored:
             vec = max(scored)[2]
+    elif vec is not None and any(abs(r.strides.get(vec, 0)) > 1 and not packable(st, r.tensor) for r in st.reads):
+        # a gather in every vector (a pool's window at stride 2): LLVM's loop vectorizer does better on the plain
+        # loop (two loads and a shuffle for a stride of 2); maxpool 56 x 56 x 64 ran 5x slower vectorized by hand
+        vec = None
     cfg[f"{n}.vec"] = vec
     for v in st.spatial:
         if f"{n}.{v}.reg" in knob:
@@ -193,6 +197,10 @@ def _stage_defaults(space, st: StageInfo, cfg: dict) -> None:
                 next((v for v in (4, 2) if v in values and inner % v == 0), 1)
     elif vec in st.reduction:
         cfg[f"{n}.vw"] = vws[-1]  # several vector accumulators hide the add's latency
+    elif cfg.get(f"{n}.place") == "at":
+        # inside a reader's loops it covers the reader's tile, which may be narrower than two vectors (a vector
+        # wider than the region it computes is mostly masked: 13x slower on `elementwise`'s T1 at 64)
+        cfg[f"{n}.vw"] = vws[0]
     else:
         cfg[f"{n}.vw"] = vws[min(1, len(vws) - 1)]
     if st.kind != "reuse":  # a transposing copy is the search's to try (it needs blocks to copy)
