@@ -206,6 +206,36 @@ def _stage_defaults(space, st: StageInfo, cfg: dict) -> None:
     if st.kind != "reuse":  # a transposing copy is the search's to try (it needs blocks to copy)
         for t in packable_reads:
             cfg[f"{n}.pack.{t}"] = False
+    if st.kind == "injective" and vec is not None:
+        _transpose_tiles(space, st, cfg, knob, L)
+
+
+def _transpose_tiles(space, st: StageInfo, cfg: dict, knob: dict, lanes: int) -> None:
+    """A stage that writes along one variable and reads along another, touching more cache lines in a run of the
+    written one than L1 keeps (a transpose): both in blocks of one vector (`lanes` elements, or the largest block
+    below), and no vector of gathers, so that each line is read and written whole while it is in L1. Vectors of
+    gathers along 1,024 elements of a transpose touch 1,024 lines before coming back to the next element of each,
+    all 4 KB apart (one L1 set of 12 ways): blocks run 10x faster. A short run (NCHW to NCHW16c: 16 channels), or
+    one whose lines fit in half of L1 and fall in different sets (NCHW16c to NCHW: 112 lines 64 bytes apart),
+    keeps its vectors, 1.7x to 2x faster there than blocks."""
+    from ..dtypes import DTYPES
+    n, vec = st.name, cfg[f"{st.name}.vec"]
+    for r in st.reads:
+        stride = abs(r.strides.get(vec, 0)) * DTYPES[space.info.bound.dtypes[r.tensor]].itemsize
+        if stride <= 64:
+            continue  # lanes that share lines
+        lines, ways = st.extents[vec], 12
+        if lines <= (ways if stride % 4096 == 0 else space.l1 // 128):
+            continue
+        along = next((v for v, step in r.strides.items() if abs(step) == 1 and v in st.spatial), None)
+        if along is None or along == vec:
+            continue
+        for v in (vec, along):
+            name = f"{n}.{v}.block"
+            if name in knob:
+                cfg[name] = max((b for b in knob[name].values if b <= lanes), default=knob[name].values[0])
+        cfg[f"{n}.vec"] = None
+        return
 
 
 PARALLEL_WORK = 1 << 16
