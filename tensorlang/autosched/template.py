@@ -358,8 +358,7 @@ def pack_layout(st: StageInfo, tensor: str, plan: LoopPlan, at: str) -> tuple:
     vec = plan.vectorize and plan.levels[plan.vectorize][0]
     d = read.plain_dim(vec) if vec else None
     if vec and d is None:
-        with_vec = [k for k, (terms, _) in enumerate(read.dims) if any(v == vec for v, _ in terms)]
-        d = with_vec[0] if len(with_vec) == 1 else None
+        d = read.dim_of(vec)
     if d is not None and layout and layout[-1] != (d, 0) and (d, 0) in layout:
         layout = [e for e in layout if e != (d, 0)] + [(d, 0)]
     return tuple(layout)
