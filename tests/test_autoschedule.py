@@ -262,6 +262,22 @@ def test_the_pick_blocks_a_long_transpose_and_keeps_vectors_on_a_short_one():
     sp2 = generated_space(op2, {"N": 1, "CB": 2, "H": 4, "W": 112, "V": 16}, threads=2)
     assert sp2.default()["Y.vec"] == "w"
 
+
+def test_the_pick_keeps_a_thin_x_blocks_vector_side_in_l2():
+    # matmul 1024: X blocks of two register tiles each swept the whole packed B (4 MB, from L3); the reduction
+    # is blocked so that B's block fits half of L2 (1.6x faster on two threads), and the X blocks grow with it
+    import math
+    sp = generated_space(tl.op(MM), {"M": 1024, "N": 1024, "K": 1024}, threads=2)
+    cfg = sp.default()
+    b_block = min(cfg["C.j.block"], 1024) * cfg["C.k.block"] * 4
+    assert b_block <= sp.l2 // 2 and cfg["C.k.block"] >= 128, cfg
+    assert math.ceil(cfg["C.i.block"] / cfg["C.i.reg"]) > 2, cfg
+    # a convolution's X blocks hold many register tiles: its packed filters stay whole along the channels
+    import schedules
+    w = schedules.get("conv2d")
+    sizes = {"N": 1, "C": 128, "H": 28, "W": 28, "F": 128, "R": 3, "S": 3, "stride": 1, "pad": 1, "dil": 1}
+    assert generated_space(tl.op(w.source), sizes, threads=2).default()["O.c.block"] == 128
+
 def test_constraint_rules_out_register_tiles_beyond_the_registers():
     op = tl.op(MM)
     sp = generated_space(op, {"M": 256, "N": 256, "K": 256}, threads=1)

@@ -320,8 +320,9 @@ class GeneratedSpace(Space):
 
     def canonical(self, config: dict) -> dict:
         """`config` with the knobs it leaves unused at their first values: the template knobs of a stage that is
-        not at the root, the register tile of the vector variable, the vector width of a stage with nothing
-        vectorized. Configs that differ only there schedule alike; the tuner measures the canonical one.
+        not at the root (but the vector width of one computed inside another's loops, which vectorizes it), the
+        register tile of the vector variable, the vector width of a stage with nothing vectorized. Configs that
+        differ only there schedule alike; the tuner measures the canonical one.
 
         >>> import tensorlang as tl
         >>> op = tl.op("def f(A: f32[N]) -> C:\\n    B[i] = A[i] + 1.0\\n    C[i] = B[i] * 2.0")
