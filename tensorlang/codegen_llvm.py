@@ -50,6 +50,26 @@ def ll_type(dtype: str) -> ll.Type:
 _CONSTANTS: dict[tuple, ll.Constant] = {}
 
 
+def vector_pieces(w: int, chunk: int) -> list[tuple[int, int]]:
+    """(first lane, lanes) of each vector a vectorized loop of `w` lanes is emitted as: chunks of `chunk` lanes
+    (one register), and a rest split into powers of two. A vector of 3, 5 or 7 lanes is legal LLVM, but the x86
+    backend aborts the process on some shuffles of them (`combineX86ShufflesRecursively`: "Can only combine
+    shuffles upto size of the root op", found by the random-program fuzz on a `<3 x float>` load widened to 4).
+    A piece of one lane is emitted as scalar code.
+
+    >>> vector_pieces(48, 16), vector_pieces(7, 16), vector_pieces(20, 16)
+    ([(0, 16), (16, 16), (32, 16)], [(0, 4), (4, 2), (6, 1)], [(0, 16), (16, 4)])
+    """
+    out = []
+    for start in range(0, w, chunk):
+        n = min(chunk, w - start)
+        while n:
+            p = 1 << (n.bit_length() - 1)
+            out.append((start, p))
+            start, n = start + p, n - p
+    return out
+
+
 def constant(t: ll.Type, value, lanes: int = 0) -> ll.Constant:
     """The constant `value` of scalar type `t`, or, with `lanes`, the vector of `lanes` copies of it; a list
     `value` with `lanes` is a vector of those elements. Made once and shared (llvmlite then formats it once too:
@@ -335,12 +355,15 @@ class _Emitter:
         chunk = self.chunk_lanes(s.body, w)
         old = self.vars.get(s.var.name)
         self._addr_cache = {}  # symbolic addresses (in terms of the lane variable) serve every chunk
-        for start in range(0, w, chunk):  # lanes [start, start + n) as one vector; iterations are independent
-            n = min(chunk, w - start)
+        for start, n in vector_pieces(w, chunk):  # lanes [start, start + n) as one vector; iterations independent
             base = self.b.add(lo, I64(start), flags=["nsw"]) if start else lo
-            ramp = self.b.add(self.splat(base, n), constant(I64, list(range(n)), n), flags=["nsw"])
-            self.vars[s.var.name] = ramp
-            self.lanes, self.lane_var = n, s.var.name
+            if n == 1:  # one lane: scalar code (a one-lane gather is no vector load)
+                self.vars[s.var.name] = base
+                self.lanes, self.lane_var = 0, None
+            else:
+                ramp = self.b.add(self.splat(base, n), constant(I64, list(range(n)), n), flags=["nsw"])
+                self.vars[s.var.name] = ramp
+                self.lanes, self.lane_var = n, s.var.name
             self.stmt(s.body)
         self.lanes, self.lane_var = 0, None
         self.unbind(s.var.name, old)

@@ -582,6 +582,40 @@ def test_oracle_rejects_a_floor_of_an_integer_quotient_of_rounded_values():
     assert progen.Bin("%", progen.Read("T", ()), progen.Lit(2)).ev(ctx) == 1.25
 
 
+ODD_LANES_PROGRAM = """\
+def prog(X: f32[N], Y: f32[N + 2, N + 1], Z: f32[N]) -> (T0, T1):
+    T0[i] += f64(X[i]) * f64(Y[r, r]) where i in 0:N-1, r in 0:N+2
+    T1[i, j, k] = select(f32(T0[i]) < 1 + Z[2*i] <= Y[i, i] + X[i], X[2*i], X[i]) where i in 0:4, j in 0:N, k in 0:N
+"""
+
+
+def test_regression_a_vectorized_loop_of_three_lanes_builds():
+    """Found by the random-mode fuzz (issue 18, seed 1647079122, the zero-trial pick's schedule): T0's loop of 3
+    lanes became a `<3 x float>` load, which LLVM widened to 4 lanes for T1's vectors; the x86 backend then aborted
+    the process (combineX86ShufflesRecursively: "Can only combine shuffles upto size of the root op"). A loop's
+    lanes now go as vectors of powers of two (3 = 2 + 1). Built in a child process first, so that a regression
+    fails this test instead of killing the test run."""
+    import subprocess
+    import sys
+
+    import tensorlang as tl
+
+    code = ("import tensorlang as tl, sys\nop = tl.op(sys.stdin.read())\ns = tl.schedule(op, N=4)\n"
+            "s['T0'].vectorize('i')\ns['T1'].vectorize('k')\ntl.build(s)\nprint('built')\n")
+    done = subprocess.run([sys.executable, "-c", code], input=ODD_LANES_PROGRAM, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0 and "built" in done.stdout, done.stderr[-2000:]
+    op = tl.op(ODD_LANES_PROGRAM)
+    s = tl.schedule(op, N=4)
+    s["T0"].vectorize("i")
+    s["T1"].vectorize("k")
+    rng = np.random.default_rng(0)
+    X, Y, Z = (rng.standard_normal(n).astype(np.float32) for n in ((4,), (6, 5), (4,)))
+    got, want = tl.build(s)(X, Y, Z), tl.build(op, schedule="naive", N=4)(X, Y, Z)
+    np.testing.assert_array_equal(got[1], want[1])
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-12)
+
+
 def test_regression_vectorized_select_of_casts_from_f64_and_f32_builds():
     """Found by the random-mode fuzz (issue 18): LLVM's optimizer aborted the process on a vector select of two
     saturating float-to-int casts of different source types. The casts now keep their meaning (toward zero,

@@ -518,7 +518,8 @@ def _vectorize_whole_loop():
 def test_vectorize_whole_loop_f64():
     text, k = run(CASES["vectorize_whole_loop"]())
     assert loop_header(text, "i") == "for i in 0:5:  # vectorized"
-    assert "<5 x double>" in llvm(k)
+    # five lanes as vectors of powers of two (an odd-width vector can abort LLVM's x86 backend)
+    assert "<4 x double>" in llvm(k) and "<5 x" not in llvm(k)  # the fifth lane as scalar code
 
 
 @case("vectorize_i32")
@@ -547,7 +548,8 @@ def test_vectorize_transpose_scatter():
     assert loop_header(text, "j") == "for j in 0:7:  # vectorized"
     ll = llvm(k)
     assert "llvm.masked.scatter" in ll
-    assert "llvm.masked.gather" not in ll and "load <7 x float>" in ll   # A[i, j] is contiguous in j
+    # A[i, j] is contiguous in j: 7 lanes as 4 + 2 (+ 1 scalar), each a plain vector load
+    assert "llvm.masked.gather" not in ll and "load <4 x float>" in ll and "load <2 x float>" in ll
 
 
 @case("vectorize_gather")
@@ -561,7 +563,7 @@ def test_vectorize_transpose_gather():
     text, k = run(CASES["vectorize_gather"]())
     ll = llvm(k)
     assert "llvm.masked.gather" in ll
-    assert "llvm.masked.scatter" not in ll and "store <5 x float>" in ll
+    assert "llvm.masked.scatter" not in ll and "store <4 x float>" in ll  # 5 lanes: 4 (+ 1 scalar)
 
 
 @case("vectorize_broadcast")
@@ -606,7 +608,7 @@ def test_vectorize_output_loop_inside_reduction_loop():
     s = CASES["vectorize_in_reduction"]()
     text, k = run(s)
     assert encloses(text, "k", "n") and "# vectorized" in loop_header(text, "n")
-    assert "<7 x double>" in llvm(k)
+    assert "<4 x double>" in llvm(k) and "<2 x double>" in llvm(k)  # 7 lanes: 4 + 2 (+ 1 scalar)
 
 
 @case("vectorize_innermost_reduction")
