@@ -27,6 +27,7 @@ from __future__ import annotations
 import itertools
 import math
 
+from ..dtypes import DTYPES
 from .analysis import StageInfo
 from .space import epilogue_producer, packable
 from .template import y_side
@@ -271,7 +272,6 @@ def _transpose_tiles(space, st: StageInfo, cfg: dict, knob: dict, lanes: int) ->
     all 4 KB apart (one L1 set of 12 ways): blocks run 10x faster. A short run (NCHW to NCHW16c: 16 channels), or
     one whose lines fit in half of L1 and fall in different sets (NCHW16c to NCHW: 112 lines 64 bytes apart),
     keeps its vectors, 1.7x to 2x faster there than blocks."""
-    from ..dtypes import DTYPES
     n, vec = st.name, cfg[f"{st.name}.vec"]
     for r in st.reads:
         stride = abs(r.strides.get(vec, 0)) * DTYPES[space.info.bound.dtypes[r.tensor]].itemsize

@@ -339,7 +339,8 @@ class GeneratedSpace(Space):
             names = [k.name for k in role.knobs if not k.name.endswith(".place")]
             if self.placement(out, n) not in ("root",):
                 for k in names:  # computed inside another stage's loops, it uses only its vector width
-                    if not (k == f"{n}.vw" and self.placement(out, n) == "at" and _inside_vectorizes(st, role.lanes)):
+                    if not (k == f"{n}.vw" and self.placement(out, n) == "at"
+                            and _inside_vector_var(st, role.lanes) is not None):
                         out[k] = first[k]
                 continue
             vec = out.get(f"{n}.vec")
@@ -531,31 +532,31 @@ class GeneratedSpace(Space):
         return tuple(st.name for st in self.info.stages)
 
 
-def _inside_vectorizes(st: StageInfo, lanes: int) -> bool:
-    """Whether :func:`_schedule_inside` vectorizes stage `st` (and so uses its vector width knob)."""
-    if st.kind == "reduce" and any(any(abs(r.strides.get(v, 0)) == 1 for r in st.reads) and st.extents[v] >= lanes
-                                   for v in st.reduction):
-        return True
-    return not st.reduction and any(st.out_strides[v] == 1 and st.extents[v] >= 2 for v in st.spatial)
+def _inside_vector_var(st: StageInfo, lanes: int) -> str | None:
+    """The variable :func:`_schedule_inside` vectorizes in a stage computed inside another's loops (its innermost
+    contiguous reduction variable of at least `lanes` elements, or, without reductions, its first spatial variable
+    contiguous in the output), or None (nothing vectorized, so its vector width knob is unused)."""
+    if st.kind == "reduce":
+        for v in reversed(st.reduction):
+            if any(abs(r.strides.get(v, 0)) == 1 for r in st.reads) and st.extents[v] >= lanes:
+                return v
+    inner = [v for v in st.spatial if st.out_strides[v] == 1 and st.extents[v] >= 2]
+    return inner[0] if inner and not st.reduction else None
 
 
 def _schedule_inside(s, st: StageInfo, lanes: int, width: int | None = None) -> None:
     """The loops of a stage computed inside another's: its innermost contiguous variable vectorized `width`
     elements wide (a reduction's into that many vector accumulator lanes: at 4 x 16, four independent vectors
     hide the latency of the max or the add), `lanes` where the variable is shorter than `width`."""
-    h = s[st.name]
+    v = _inside_vector_var(st, lanes)
+    if v is None:
+        return
     width = width or lanes
-    if st.kind == "reduce":
-        for v in reversed(st.reduction):
-            if any(abs(r.strides.get(v, 0)) == 1 for r in st.reads) and st.extents[v] >= lanes:
-                _, vi = h.split(v, width if st.extents[v] >= width else lanes)
-                h.reorder(*[q for q in h.loops() if q != vi], vi)
-                h.vectorize(vi)
-                return
-    inner = [v for v in st.spatial if st.out_strides[v] == 1 and st.extents[v] >= 2]
-    if inner and not st.reduction:
-        _, vi = h.split(inner[0], width if st.extents[inner[0]] >= width else lanes)
-        h.vectorize(vi)
+    h = s[st.name]
+    _, vi = h.split(v, width if st.extents[v] >= width else lanes)
+    if v in st.reduction:
+        h.reorder(*[q for q in h.loops() if q != vi], vi)
+    h.vectorize(vi)
 
 
 def generated_space(op, sizes: dict, threads: int | None = None) -> GeneratedSpace:
