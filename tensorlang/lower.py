@@ -287,6 +287,9 @@ class Lowerer:
         # the write-back); one bound inside is guarded at the write-back itself
         guarded_vars = self.global_index_vars(value, orig) | set(s.red_vars) | \
             (set(s.all_vars) if local is None else {v for v in s.lhs_vars if depth_of[v] <= cw_depth})
+        # an index guarded where it is bound never leaves its domain where the stage reads
+        kept = {v: (domains[v][0].value, domains[v][1].value) for v in guarded_vars
+                if all(isinstance(b, ir.IntImm) for b in domains[v])}
 
         def bounds_checks(v) -> list[ir.Expr]:
             """The comparisons that keep index v in its domain, leaving out those its loops cannot break."""
@@ -359,9 +362,6 @@ class Lowerer:
             for lc, copy in self.copies_at(copies, lp.name, ranges, threads):
                 body = ir.Allocate(lc.buffer, ir.seq(copy, body))
             # producers computed here come first: a cache_read at this loop may copy what they compute
-            # an index guarded where it is bound never leaves its domain where the stage reads
-            kept = {v: (domains[v][0].value, domains[v][1].value) for v in guarded_vars
-                    if all(isinstance(b, ir.IntImm) for b in domains[v])}
             producers = self.producers_at(name, lp.name, exprs, ranges, prefix, loops[:depth + 1], kept)
             body = ir.seq(*(stmt for _, _, stmt in producers), body)
             for p, region, _ in producers:
