@@ -694,8 +694,9 @@ class _Emitter:
             return b.sub(a, c, flags=flags)
         if op == "*":
             return b.mul(a, c, flags=flags)
-        if op in ("min", "max"):
-            return b.select(b.icmp_signed("<" if op == "min" else ">", a, c), a, c)
+        if op in ("min", "max"):  # the intrinsic reads each operand once (see fminmax)
+            t = a.type
+            return b.call(self.intrinsic("llvm.smin" if op == "min" else "llvm.smax", t, [t, t], [t]), [a, c])
         if op == "/":  # the DSL refuses `/` of integers (it would truncate where numpy gives a float)
             raise TypeError(f"codegen: `/` of {dtype} values (the DSL gives `/` a float type)")
         if op in ("//", "%"):
@@ -724,14 +725,15 @@ class _Emitter:
         raise TypeError(f"codegen: int op {op}")
 
     def fminmax(self, op: str, a: ll.Value, c: ll.Value) -> ll.Value:
-        """max/min of floats as numpy computes them (a NaN in either operand gives NaN), by compare and select.
+        """max/min of floats as numpy computes them (a NaN in either operand gives NaN): llvm.maximum/minimum.
 
-        Not llvm.maxnum/minnum: LLVM 22's loop vectorizer miscompiles reductions over those (drops the last
-        iterations, or aborts on an assertion)."""
-        b = self.b
-        better = b.fcmp_ordered(">" if op == "max" else "<", a, c)
-        keep_a = b.or_(better, b.fcmp_unordered("uno", a, a))
-        return b.select(keep_a, a, c)
+        Not llvm.maxnum/minnum (they drop a NaN; LLVM 22's loop vectorizer also miscompiled reductions over them)
+        and not a compare and select: that reads each operand three times, and a reduction that LLVM unrolls into
+        a chain of them, invariant in the loop it vectorizes, made the vectorizer walk every path of the chain
+        (vputils::isSingleScalar, 4**length: fuzz find (7) of issue 18 never finished building)."""
+        t = a.type
+        f = self.intrinsic("llvm.maximum" if op == "max" else "llvm.minimum", t, [t, t], [t])
+        return self.b.call(f, [a, c])
 
     def call(self, fn: str, args: list[ll.Value], dtype: str) -> ll.Value:
         t = args[0].type

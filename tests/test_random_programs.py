@@ -531,7 +531,8 @@ def test_regression_rank0_input_literal_rhs_and_inf():
 # ------------------------------------------------------------------------------------------ regressions
 # Found by test_random_program: LLVM 22's loop vectorizer miscompiled `max=` / `min=` reductions emitted with
 # `llvm.maxnum` / `llvm.minnum` (dropped the last iterations, or aborted the process on an assertion). The
-# combine is now emitted as compare + select.
+# combine was then emitted as compare + select, and is now llvm.maximum / llvm.minimum (NaN-propagating, like
+# numpy; see test_regression_a_min_reduction_invariant_in_the_vectorized_loop_builds for why not compare + select).
 @pytest.mark.parametrize("n", [7, 9, 13])
 def test_max_reduction_keeps_its_last_iterations(n):
     X = np.full(n, -3.0, np.float32)
@@ -617,28 +618,43 @@ def test_regression_a_vectorized_loop_of_three_lanes_builds():
     np.testing.assert_allclose(got[0], want[0], rtol=1e-12)
 
 
-UNROLLER_HANG_PROGRAM = """\
+INVARIANT_CHAIN_PROGRAM = """\
 def prog(T0: f32[5], Y: f32[2]) -> T2:
     T1[i] = T0[i] * 2.0 where i in 0:5
     T2[i, j] min= T1[i] + T1[r] + Y[s] where i in 0:7, j in 0:4, s in 0:5
 """
 
 
-@pytest.mark.xfail(strict=True, raises=subprocess.TimeoutExpired,
-                   reason="issue 18, fuzz find (7), not fixed yet: LLVM's O2 pipeline does not finish on this naive "
-                          "nest (24 minutes in the fuzz); with loop_unrolling off it builds in 0.1 s")
-def test_known_llvm_unroller_hang_on_a_padded_min_reduction():
-    """Found by the random-mode schedule fuzz (seed 1561768615) on the naive nest of a larger program, reduced by
-    hand: a min-reduction over padded reads of an intermediate (T1[i] for i up to 6 of 5, Y[s] for s up to 4 of 2)
-    inside a loop j that nothing reads. Without T1 (an input instead), without j, or without Y, it builds in 0.1 s;
-    LLVM's loop vectorizer plus its loop unroller (both, in O2) never finish. Built in a child process with a
-    timeout; strict, so that this test fails once the hang is gone and the mark must go."""
+@pytest.mark.parametrize("op, dtype, window", [("min", "f32", 5), ("max", "f32", 9), ("min", "i32", 9)])
+def test_regression_a_min_reduction_invariant_in_the_vectorized_loop_builds(op, dtype, window):
+    """Found by the random-mode schedule fuzz (seed 1561768615; issue 18, find (7)): the naive nest of a larger
+    program never finished building (24 minutes), reduced by hand to the first case. LLVM unrolls the r and s loops
+    into one chain of min updates that does not depend on j, then vectorizes j and walks every path through that
+    chain (vputils::isSingleScalar); a compare-and-select min reads the accumulator three times, 4**25 paths. min
+    and max are now llvm.minimum/maximum (and smin/smax for integers), one read each. Longer windows (81-long
+    chains) and max and integers too. Built in a child process with a timeout, then checked against numpy."""
     import sys
 
+    import tensorlang as tl
+
+    if dtype == "f32":
+        text = INVARIANT_CHAIN_PROGRAM.replace("min=", f"{op}=").replace("0:5\n", f"0:{window}\n")
+    else:
+        text = (f"def prog(T0: i32[5], Y: i32[2]) -> T2:\n    T1[i] = T0[i] * 2 where i in 0:5\n"
+                f"    T2[i, j] {op}= T1[i] + T1[r] + Y[s] where i in 0:7, j in 0:4, s in 0:{window}\n")
     code = "import sys, tensorlang as tl\ntl.build(tl.op(sys.stdin.read()), schedule='naive')\nprint('built')\n"
-    done = subprocess.run([sys.executable, "-c", code], input=UNROLLER_HANG_PROGRAM, capture_output=True,
-                          text=True, timeout=20)
+    done = subprocess.run([sys.executable, "-c", code], input=text, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and "built" in done.stdout, done.stderr[-2000:]
+    rng, np_dtype = np.random.default_rng(3), {"f32": np.float32, "i32": np.int32}[dtype]
+    T0 = (rng.integers(-9, 9, 5) if dtype == "i32" else rng.standard_normal(5)).astype(np_dtype)
+    Y = (rng.integers(-9, 9, 2) if dtype == "i32" else rng.standard_normal(2)).astype(np_dtype)
+    T1 = T0 * 2
+    padded_T1 = np.concatenate([T1, np.zeros(2, np_dtype)])  # T1[i] for i in 5:7 reads as 0 (outside T1)
+    padded_Y = np.concatenate([Y, np.zeros(window - 2, np_dtype)])
+    terms = padded_T1[:, None, None] + T1[None, :, None] + padded_Y[None, None, :]
+    want = np.broadcast_to((terms.min if op == "min" else terms.max)(axis=(1, 2))[:, None], (7, 4))
+    got = tl.build(tl.op(text), schedule="naive")(T0, Y)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
 
 
 def test_regression_vectorized_select_of_casts_from_f64_and_f32_builds():
