@@ -657,6 +657,39 @@ def test_regression_a_min_reduction_invariant_in_the_vectorized_loop_builds(op, 
     np.testing.assert_allclose(got, want, rtol=1e-6)
 
 
+def test_regression_slp_vectorizer_miscompiled_a_clamp_of_selects_over_a_cached_input():
+    """Found by the random-mode fuzz (seed 42393584; issue 18, find (8)): the zero-trial pick of this program (r
+    split and unrolled, j vectorized six lanes wide, Y copied into a local buffer at r's outer loop) gave 1 where
+    numpy gives -1 in two elements. The loop IR was right, unoptimized LLVM IR ran right, and LLVM 22's O2 with its
+    SLP vectorizer off ran right: the SLP vectorizer miscompiled it. It is off now (tensorlang.target.optimize)."""
+    import tensorlang as tl
+
+    op = tl.op("def prog(st: int, X: i32[N], Y: i32[N + 1], Z: i32[N]) -> T0:\n"
+               "    T0[i, j] *= max(min(select(0 > X[r] + Y[r], Z[i + j] + X[i], select(X[st*i + j] > X[r + i], "
+               "select(X[r] > X[i + 1] + X[i], X[j], X[i]), 1 + X[i + j])), 1), -1) where r in 0:6\n")
+    s = tl.schedule(op, N=6, st=1)
+    t = s["T0"]
+    ro, ri = t.split("r", 6)
+    t.reorder(ro, "i", ri, "j")
+    t.unroll(ri)
+    t.vectorize("j")
+    t.cache_read("Y", ro)
+    X, Y, Z = np.int32([2, 1, 0, -2, -1, -3]), np.int32([-3, -3, -2, 2, 1, 3, 0]), np.int32([1, 3, 2, 1, 0, 0])
+    i = 0  # st = 1: X[st*i + j] is X[i + j]
+    terms = [[max(min(Z[i + j] + X[i] if 0 > X[r] + Y[r] else
+                      (X[j] if X[r] > X[i + 1] + X[i] else X[i]) if X[i + j] > X[r + i] else 1 + X[i + j], 1), -1)
+              for r in range(6)] for j in range(6)]
+    want = np.array([np.prod(t, dtype=np.int32) for t in terms], np.int32).reshape(1, 6)
+    assert want.tolist() == [[1, 1, 1, 1, 0, -1]]
+    np.testing.assert_array_equal(tl.build(s)(X, Y, Z), want)
+    rng = np.random.default_rng(0)
+    naive = tl.build(op, schedule="naive", N=6, st=1)
+    for _ in range(20):
+        X, Z, Y = rng.integers(-3, 4, 6, dtype=np.int32), rng.integers(-3, 4, 6, dtype=np.int32), \
+            rng.integers(-3, 4, 7, dtype=np.int32)
+        np.testing.assert_array_equal(tl.build(s)(X, Y, Z), naive(X, Y, Z))
+
+
 def test_regression_vectorized_select_of_casts_from_f64_and_f32_builds():
     """Found by the random-mode fuzz (issue 18): LLVM's optimizer aborted the process on a vector select of two
     saturating float-to-int casts of different source types. The casts now keep their meaning (toward zero,
