@@ -236,11 +236,13 @@ class Lowerer:
                     for v in s.all_vars}
         red_loops = {prefix + lp.name for lp in loops if lp.reduction}
         constraints = []  # (depth, condition, involves a reduction loop): tails of splits of split loops
+        tails = []  # (e, bound): e < bound wherever the stage reads (a tail of a split loop reads nothing)
         for e, bound in nest.constraints:
             e = simplify(substitute(e, var))
             vs = variables(e)
             depth = max([loop_depth[n] for n in vs if n in loop_depth], default=-1)
             constraints.append((depth, ir.Cmp("<", e, ir.const(bound)), bool(vs & red_loops)))
+            tails.append((e, bound))
         out = self.buffers[name]
         out_idx = tuple(orig[v] for v in s.lhs_vars)
         cw_depth = nest.index("cache_write", st.cache_write) if st.cache_write else None
@@ -362,7 +364,7 @@ class Lowerer:
             for lc, copy in self.copies_at(copies, lp.name, ranges, threads):
                 body = ir.Allocate(lc.buffer, ir.seq(copy, body))
             # producers computed here come first: a cache_read at this loop may copy what they compute
-            producers = self.producers_at(name, lp.name, exprs, ranges, prefix, loops[:depth + 1], kept)
+            producers = self.producers_at(name, lp.name, exprs, ranges, prefix, loops[:depth + 1], kept, tails)
             body = ir.seq(*(stmt for _, _, stmt in producers), body)
             for p, region, _ in producers:
                 if self.stored_here(p, region):  # the producer's buffer holds just its region, in this loop
@@ -444,22 +446,40 @@ class Lowerer:
         return simplify(m), span + 1
 
     def region_of(self, s, tensor: str, exprs: dict, free: set[str], ranges: dict,
-                  kept: dict | None = None) -> Region:
+                  kept: dict | None = None, tails: list | None = None) -> Region:
         """The part of `tensor` that stage `s` reads while the `free` loops run (one min and extent a dimension).
         An index variable in `kept` (var -> (lo, hi): guarded to its domain wherever `s` reads) that the free
         loops alone move counts with its values in the domain only (j of a split by 4 with one iteration: 0, not
-        0 to 3)."""
+        0 to 3). Likewise the tails of splits of split loops (`tails`: (e, bound), e < bound wherever `s` reads):
+        a sum of free loops that a tail bounds counts with the values it takes below the bound (i_i of a split by
+        3 split again by 4: 0 to 2, not 0 to 3), in every index that holds it."""
         shape = self.bound.shapes[tensor]
         env = exprs
-        if kept:
+        if kept or tails:
             env, ranges, free = dict(exprs), dict(ranges), set(free)
-            for v, (lo, hi) in kept.items():
-                e = exprs.get(v)
-                r = interval(e, ranges) if e is not None and variables(e) and variables(e) <= free else None
-                if r is not None and (r[0] < lo or r[1] > hi) and max(r[0], lo) <= min(r[1], hi):
-                    atom = ir.Var(f"{v}:in-domain")
-                    env[v], ranges[atom.name] = atom, (max(r[0], lo), min(r[1], hi))
-                    free.add(atom.name)
+        for v, (lo, hi) in (kept or {}).items():
+            e = exprs.get(v)
+            r = interval(e, ranges) if e is not None and variables(e) and variables(e) <= free else None
+            if r is not None and (r[0] < lo or r[1] > hi) and max(r[0], lo) <= min(r[1], hi):
+                atom = ir.Var(f"{v}:in-domain")
+                env[v], ranges[atom.name] = atom, (max(r[0], lo), min(r[1], hi))
+                free.add(atom.name)
+        for k, (e, bound) in enumerate(tails or ()):
+            terms, const = _linear(e)
+            r = interval(e, ranges)
+            if not terms or not variables(e) <= free or r is None or r[1] < bound or r[0] >= bound:
+                continue
+            atom = ir.Var(f"tail{k}:in-domain")  # the tail's sum of loops, less its constant, below the bound
+            ranges[atom.name], free = (r[0] - const, bound - 1 - const), free | {atom.name}
+            for v, ev in env.items():
+                vterms, vconst = _linear(ev)
+                ratios = {vterms.get(a, 0) / c for a, c in terms.items()}
+                if len(ratios) == 1 and (m := ratios.pop()) == int(m) and m != 0:
+                    rest = [ir.BinOp("*", a, ir.const(c)) for a, c in vterms.items() if a not in terms]
+                    new_ev: ir.Expr = ir.BinOp("*", atom, ir.const(int(m)))
+                    for t in rest:
+                        new_ev = ir.BinOp("+", new_ev, t)
+                    env[v] = simplify(ir.BinOp("+", new_ev, ir.const(vconst)))
         per_dim: list[list] = [[] for _ in shape]
         for a in s.accesses():
             if a.tensor != tensor:
@@ -487,12 +507,13 @@ class Lowerer:
         return Region(mins, exts)
 
     def producers_at(self, consumer: str, axis: str, exprs: dict, ranges: dict, prefix: str,
-                     outer_loops: list, kept: dict | None = None) -> list[ir.Stmt]:
+                     outer_loops: list, kept: dict | None = None, tails: list | None = None) -> list[ir.Stmt]:
         """Producers computed at loop `axis` of `consumer`, each over the region that the consumer's inner loops
         and the other stages computed there read: (name, region, statements) each. Inside a parallel loop, the
         regions of different iterations must not overlap (else two threads would write the same elements).
         `kept`: the consumer's index variables that a guard keeps in their domain (var -> (lo, hi)), wherever the
-        consumer reads (the tail of a split loop reads nothing)."""
+        consumer reads (the tail of a split loop reads nothing); `tails`: the consumer's tails of splits of split
+        loops (see region_of)."""
         attached = self.attached.get((consumer, axis), [])
         if not attached:
             return []
@@ -502,7 +523,7 @@ class Lowerer:
         free = {prefix + lp.name for lp in nest.loops[i + 1:]}
         regions: dict[str, Region] = {}
         for p in reversed(attached):  # readers come after what they read: their regions are known first
-            parts = self.regions_read(cons, lambda t: self.region_of(cons, t, exprs, free, ranges, kept), p)
+            parts = self.regions_read(cons, lambda t: self.region_of(cons, t, exprs, free, ranges, kept, tails), p)
             for r in attached:
                 if r != p:
                     parts += self.regions_read(self.bound.stages[r].stage,

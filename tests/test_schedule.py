@@ -2145,6 +2145,31 @@ def test_a_split_tail_does_not_widen_a_compute_at_region_across_a_parallel_loop(
         s2["T1"].parallel("i")
 
 
+
+def test_a_split_of_a_split_tail_does_not_widen_a_compute_at_region_across_a_parallel_loop():
+    """Issue 18, random-mode schedule fuzz (seed 869164965, find (9)): T1's i split by 3, T0 computed at the outer
+    loop i_o, i_o parallel, then the inner i_i (3 iterations) split by 4 was refused ("the parts of T0 that its
+    iterations need overlap"): the region analysis took i_i = i_i_o*4 + i_i_i over 0..3, so the rows of T0 that
+    iteration i_o reads ran to i_o*3 + 3, the first row of the next. The tail (i_i < 3) is guarded and reads
+    nothing: i_i counts with 0..2 only. Where the reads really overlap (T0[i + 1] besides T0[i]) the parallel loop
+    is refused as before."""
+    source = "def f(X: f32[N]) -> T1:\n    T0[i] = X[i] * 2.0\n    T1[i] = T0[i]{extra} where i in 0:6\n"
+    op = tl.op(source.format(extra=" * 3.0"))
+    s = tl.schedule(op, N=7)
+    s["T1"].split("i", 3, outer="i_o", inner="i_i")
+    s["T0"].compute_at(s["T1"], "i_o")
+    s["T1"].parallel("i_o")
+    s["T1"].split("i_i", 4)
+    s.lowered(strict=True)
+    X = np.random.default_rng(0).standard_normal(7).astype(np.float32)
+    np.testing.assert_allclose(tl.build(s)(X), X[:6] * 6.0, rtol=1e-6)
+    op2 = tl.op(source.format(extra=" + T0[i + 1]"))
+    s2 = tl.schedule(op2, N=7)
+    s2["T1"].split("i", 3, outer="i_o", inner="i_i")
+    s2["T0"].compute_at(s2["T1"], "i_o")
+    with pytest.raises(tl.ScheduleError, match=r"parallel\(T1, i_o\): .*overlap"):
+        s2["T1"].parallel("i_o")
+
 # ---- proofs of range that used to need a guard (found by the schedule fuzzer) ----
 
 def test_cache_write_below_a_split_tail_is_guarded_where_the_index_is_bound():
