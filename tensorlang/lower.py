@@ -466,6 +466,7 @@ class Lowerer:
                 free.add(atom.name)
         for k, (e, bound) in enumerate(tails or ()):
             terms, const = _linear(e)
+            terms = {a: c for a, c in terms.items() if c}
             r = interval(e, ranges)
             if not terms or not variables(e) <= free or r is None or r[1] < bound or r[0] >= bound:
                 continue
