@@ -695,8 +695,7 @@ class _Emitter:
         if op == "*":
             return b.mul(a, c, flags=flags)
         if op in ("min", "max"):  # the intrinsic reads each operand once (see fminmax)
-            t = a.type
-            return b.call(self.intrinsic("llvm.smin" if op == "min" else "llvm.smax", t, [t, t], [t]), [a, c])
+            return self.call_intrinsic("llvm.smin" if op == "min" else "llvm.smax", [a, c])
         if op == "/":  # the DSL refuses `/` of integers (it would truncate where numpy gives a float)
             raise TypeError(f"codegen: `/` of {dtype} values (the DSL gives `/` a float type)")
         if op in ("//", "%"):
@@ -731,9 +730,12 @@ class _Emitter:
         and not a compare and select: that reads each operand three times, and a reduction that LLVM unrolls into
         a chain of them, invariant in the loop it vectorizes, made the vectorizer walk every path of the chain
         (vputils::isSingleScalar, 4**length: fuzz find (7) of issue 18 never finished building)."""
-        t = a.type
-        f = self.intrinsic("llvm.maximum" if op == "max" else "llvm.minimum", t, [t, t], [t])
-        return self.b.call(f, [a, c])
+        return self.call_intrinsic("llvm.maximum" if op == "max" else "llvm.minimum", [a, c])
+
+    def call_intrinsic(self, name: str, args: list[ll.Value]) -> ll.Value:
+        """A call of an LLVM intrinsic overloaded on its arguments' one type (e.g. llvm.smax.v16i32)."""
+        t = args[0].type
+        return self.b.call(self.intrinsic(name, t, [t] * len(args), [t]), args)
 
     def call(self, fn: str, args: list[ll.Value], dtype: str) -> ll.Value:
         t = args[0].type
