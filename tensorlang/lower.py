@@ -574,11 +574,16 @@ class Lowerer:
         for t in reader.reads():
             if t == tensor:
                 out.append(region_read(t))
-            elif t in self.state.stages and self.state.stages[t].attach[0] == "inline":
-                inlined = region_read(t)
+            elif t in self.inlined and self.reads_through_inlined(t, tensor):
+                inlined = region_read(t)  # only on the way to `tensor`: the region may need a reader's region
                 out += self.regions_read(self.bound.stages[t].stage,
                                          lambda u, t=t, inlined=inlined: self.region_via(t, inlined, u), tensor)
         return out
+
+    def reads_through_inlined(self, name: str, tensor: str) -> bool:
+        """Whether inlined stage `name` reads `tensor`, directly or through other inlined stages."""
+        return any(u == tensor or (u in self.inlined and self.reads_through_inlined(u, tensor))
+                   for u in self.bound.stages[name].stage.reads())
 
     def region_via(self, reader: str, reader_region: Region, tensor: str) -> Region:
         """The part of `tensor` that stage `reader` reads while it computes `reader_region`."""

@@ -365,3 +365,18 @@ def test_normalise_per_task():
     assert normalise_per_task([1.0, 4.0]).tolist() == [0.25, 1.0]
     with pytest.raises(ValueError, match="one task id per throughput"):
         normalise_per_task([1.0, 2.0], [0])
+
+
+def test_a_compiler_bug_in_a_config_warns_and_does_not_stop_featurizing(monkeypatch):
+    """A config whose scheduling hits an internal error (BERT's layer norm met a KeyError in lowering, fifth session
+    of 2026-11-26, and `tune-model` died) counts as unschedulable, with a warning naming the error."""
+    from tuner.task import Task
+    t = Task.create("matmul", preset="small", threads=1)
+    cfg = t.space.config_at(0)
+    assert features.of_config(t.space, t.op, t.sizes, cfg) is not None
+
+    def broken(op, sizes, config):
+        raise KeyError("t3")
+    monkeypatch.setattr(t.space, "schedule", broken)
+    with pytest.warns(RuntimeWarning, match=r"internal error \(KeyError: 't3'\)"):
+        assert features.of_config(t.space, t.op, t.sizes, cfg) is None

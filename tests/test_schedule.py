@@ -2212,3 +2212,26 @@ def test_compute_at_region_outside_the_producer_is_dead_code():
         T = np.array([X[2 * i] + X[i] for i in range(n) if 2 * i < n], dtype=np.float32)
         want = np.array([T[i - 2] if 0 <= i - 2 < len(T) else 0.0 for i in range(5)], dtype=np.float32)
         np.testing.assert_array_equal(tl.build(s)(X), want)
+
+
+def test_stages_computed_at_one_loop_read_through_an_inlined_stage():
+    """Found by tuning BERT's layer norm (`tune-model`, fifth session of 2026-11-26): `v` reads the inlined `m`, which
+    reads `s`; with `s`, `v` and `w` computed at O's loop `i`, the region of `w` asked for `m`'s region through `v`,
+    whose region was not known yet, and lowering died with KeyError 'v'. An inlined stage's region is now taken only
+    on the way to the tensor asked for."""
+    op = tl.op("""
+def ln(X: f32[R, D]) -> O:
+    s[i] += X[i, r]
+    m[i] = s[i] * 0.125
+    v[i] += (X[i, r] - m[i]) * (X[i, r] - m[i])
+    w[i] = 1.0 / sqrt(v[i] * 0.125 + 1.0)
+    O[i, j] = (X[i, j] - m[i]) * w[i]
+""")
+    sch = tl.schedule(op, R=5, D=8)
+    sch["m"].compute_inline()
+    for name in ("w", "v", "s"):
+        sch[name].compute_at(sch["O"], "i")
+    sch["O"].parallel("i")
+    X = np.random.default_rng(0).standard_normal((5, 8)).astype(np.float32)
+    m = X.mean(1, keepdims=True)
+    assert_close(tl.build(sch)(X), (X - m) / np.sqrt(((X - m) ** 2).mean(1, keepdims=True) + 1), reduction_len=8)

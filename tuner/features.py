@@ -93,6 +93,7 @@ Example::
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -633,6 +634,11 @@ def of_config(space, op, sizes: dict, config: dict) -> np.ndarray | None:
     try:
         return of_schedule(space.schedule(op, sizes, config))
     except tl.ScheduleError:
+        return None
+    except Exception as e:  # a compiler bug must not stop the tuning: say so, and count the config as unschedulable
+        warnings.warn(f"tensorlang: scheduling a config of the search space failed with an internal error "
+                      f"({type(e).__name__}: {e}); the tuner counts such configs as ones that cannot be scheduled. "
+                      "Please report it with the config.", RuntimeWarning, stacklevel=2)
         return None
 
 
