@@ -246,7 +246,9 @@ def main(argv=None) -> int:
             print(f"{n}, {threads} thread(s): {r['kernels']} kernels ({', '.join(r['schedules'])} schedules), "
                   "max error "
                   f"{r['max_rel_error']:.1e} x max(1, |ref|) ({'correct' if r['correct'] else 'WRONG'})")
-            print("  time: " + ", ".join(f"{k} {v * 1e3:.2f} ms" for k, v in m.items())
+            sp = r["spread_s"]
+            print("  time (median, min-max over the rounds): " + ", ".join(
+                f"{k} {v * 1e3:.2f} ms ({sp[k][0] * 1e3:.2f}-{sp[k][1] * 1e3:.2f})" for k, v in m.items())
                   + f"; tensorlang {r['tensorlang_vs_eager']:.2f}x torch eager"
                   + ("".join(f"; {k}: {v}" for k, v in r["not_run"].items())))
             print(f"  memory: arena {r['arena_bytes'] / 2**20:.2f} MiB = {r['arena_ratio']:.3f}x the model's "
