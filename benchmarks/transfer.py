@@ -2,7 +2,7 @@
 of a network (ResNet-18 by default).
 
     python benchmarks/transfer.py [--model resnet18] [--trials 128] [--tasks 0] [--threads 2] [--seed 0]
-                                  [--batch 16] [--workdir DIR] [--json]
+                                  [--batch 16] [--workdir DIR] [--reuse] [--no-retime] [--json]
 
 The model's tasks (as ``tensorlang tasks`` lists them, the largest share of time first; ``--tasks N`` keeps the N
 largest, 0 all) are tuned one after the other, ``--trials`` each, twice from empty databases:
@@ -12,11 +12,16 @@ largest, 0 all) are tuned one after the other, ``--trials`` each, twice from emp
 - with transfer: every task's search asks one shared model, trained on the shipped datasets and on the records of
   the tasks tuned before it (and its own), as ``tensorlang tune-model`` does by default.
 
-Both measure the auto-scheduler's zero-trial pick first. For each task the reference best is the faster of the two
-runs' bests; "trials to 95%" is the first trial after which the run's best time is within 1/0.95 of it (a run that
-never gets there counts its whole budget, marked ``>``). The speedup of a task is the trials without transfer over
-the trials with it; the table ends with the median over tasks (the bar: at least 1.5x). It times kernels: run it on
-a quiet machine, and read one run's ratios only.
+Both measure the auto-scheduler's zero-trial pick first (``--reuse``: an arm whose database in ``--workdir`` holds
+``--trials`` records of every task is not run again). After each trial of a task, each arm deploys its best config
+so far; every config that was ever a task's best, in either arm, is timed again task by task, both arms' configs
+side by side in 3 interleaved rounds (``tuner.run_curves.retime_steps``): the arms run many minutes apart, and a
+cloud guest's speed drifts by several percent in that time, as much as the 5% that "95%" allows. For each task
+the reference best is the faster of the two arms' last deployed configs at those times; "trials to 95%" is the
+first trial after which the arm's deployed config is within 1/0.95 of it (a run that never gets there counts its
+whole budget, marked ``>``). ``--no-retime`` uses the times each arm measured instead. The speedup of a task is
+the trials without transfer over the trials with it; the table ends with the median over tasks (the bar: at least
+1.5x). It times kernels: run it on a quiet machine, and read one run's ratios only.
 """
 from __future__ import annotations
 
@@ -46,17 +51,18 @@ def model_task_list(name: str, threads: int, limit: int):
     return tasks[:limit] if limit else tasks
 
 
-def tune_tasks(tasks, db_path: str, transfer: bool, trials: int, batch: int, seed: int, jobs: int | None) -> list:
-    """Tune each task for `trials` in order; return each task's best-so-far time after every trial."""
+def tune_tasks(tasks, db_path: str, transfer: bool, trials: int, batch: int, seed: int, jobs: int | None) -> None:
+    """Tune each task for `trials` in order (a task that already holds them is skipped), records in `db_path`."""
     from tuner.database import Database
     from tuner.model_tuning import LocalRunners, TaskSession
     from tuner.transfer import SharedCostModel, default_datasets, prior_rows
     db = Database(db_path)
     shared = SharedCostModel("xgb", seed, prior_rows(db, datasets=default_datasets())) if transfer else None
     factory = LocalRunners(jobs, seed=seed)
-    curves = []
     for k, t in enumerate(tasks):
         session = TaskSession(t, db, "xgb-genetic", "xgb", seed, shared)
+        if session.trials >= trials:
+            continue
         runner = factory(t.task)
         t0 = time.perf_counter()
         try:
@@ -65,16 +71,49 @@ def tune_tasks(tasks, db_path: str, transfer: bool, trials: int, batch: int, see
                     break
         finally:
             runner.close()
-        best, curve = float("inf"), []
-        for r in db.records(t.key):
-            if r.ok and r.median_s < best:
-                best = r.median_s
-            curve.append(best)
-        curves.append(curve)
-        print(f"  {'with' if transfer else 'without'} transfer: task {k} {t.name}: best {best * 1e3:.4f} ms after "
-              f"{len(curve)} trials ({time.perf_counter() - t0:.0f} s)", file=sys.stderr, flush=True)
+        best = "none valid" if session.best_s is None else f"{session.best_s * 1e3:.4f} ms"
+        print(f"  {'with' if transfer else 'without'} transfer: task {k} {t.name}: best {best} after "
+              f"{session.trials} trials ({time.perf_counter() - t0:.0f} s)", file=sys.stderr, flush=True)
     db.close()
-    return curves
+
+
+def deployed(db_path: str, tasks) -> list[list]:
+    """Per task, after each of its trials, its best record so far: ``BestStep`` (``trials`` counting the task's
+    own records from 1), or None before its first valid record.
+
+    Example::
+
+        steps = deployed("with.db", tasks)
+    """
+    from tuner.database import Database
+    from tuner.run_curves import BestStep
+    out = []
+    with Database(db_path, read_only=True) as db:
+        for t in tasks:
+            best, curve = None, []
+            for n, r in enumerate(db.records(t.key), 1):
+                if r.ok and (best is None or r.median_s < best.seconds):
+                    best = BestStep(n, t.key, r.config_key(), dict(r.config), r.median_s)
+                curve.append(best)
+            out.append(curve)
+    return out
+
+
+def valued(curve: list, retimed: dict | None) -> list[float]:
+    """The time of each trial's deployed config: the arm's own, or with `retimed` its time measured again (a
+    config missing there keeps the previous value; inf before the first).
+
+    >>> from tuner.run_curves import BestStep
+    >>> a, b = BestStep(1, "t", "x", {}, 3.0), BestStep(2, "t", "y", {}, 2.0)
+    >>> valued([None, a, b, b], None), valued([None, a, b], {("t", "y"): 2.5})
+    ([inf, 3.0, 2.0, 2.0], [inf, inf, 2.5])
+    """
+    out, last = [], float("inf")
+    for s in curve:
+        if s is not None:
+            last = s.seconds if retimed is None else retimed.get((s.task_key, s.config_key), last)
+        out.append(last)
+    return out
 
 
 def trials_to(curve: list, target: float) -> tuple[int, bool]:
@@ -106,6 +145,8 @@ def main(argv=None) -> int:
     p.add_argument("--batch", type=int, default=16, help="trials per round (default 16)")
     p.add_argument("--jobs", type=int, help="build processes (default: the CPU count)")
     p.add_argument("--workdir", help="folder for the two databases (default: a new temporary folder)")
+    p.add_argument("--reuse", action="store_true", help="use the records already in --workdir's databases")
+    p.add_argument("--no-retime", action="store_true", help="use the times each arm measured")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
     os.environ["TENSORLANG_NUM_THREADS"] = str(args.threads)
@@ -114,18 +155,31 @@ def main(argv=None) -> int:
     tasks = model_task_list(args.model, args.threads, args.tasks)
     print(f"{args.model}: {len(tasks)} tasks, {args.trials} trials each, per arm; databases in {work}",
           file=sys.stderr)
-    without = tune_tasks(tasks, os.path.join(work, "without.db"), False, args.trials, args.batch, args.seed,
-                         args.jobs)
-    with_ = tune_tasks(tasks, os.path.join(work, "with.db"), True, args.trials, args.batch, args.seed, args.jobs)
+    arms = {}
+    for name, transfer in (("without", False), ("with", True)):
+        path = os.path.join(work, f"{name}.db")
+        if not args.reuse and os.path.exists(path):
+            raise SystemExit(f"transfer.py: {path} exists: pass --reuse to use its records, or another --workdir")
+        tune_tasks(tasks, path, transfer, args.trials, args.batch, args.seed, args.jobs)
+        arms[name] = deployed(path, tasks)
+    retimed = None
+    if not args.no_retime:
+        from tuner.run_curves import retime_steps
+        ever = [[x for curve in arm for x in curve if x is not None] for arm in arms.values()]
+        n = len({(x.task_key, x.config_key) for e in ever for x in e})
+        print(f"timing again the {n} configs that were a task's best ...", file=sys.stderr, flush=True)
+        retimed = retime_steps(tasks, ever)
     rows = []
-    for t, a, b in zip(tasks, without, with_):
+    for t, a, b in zip(tasks, arms["without"], arms["with"]):
+        a, b = valued(a, retimed), valued(b, retimed)
         best = min(a[-1], b[-1])
         na, reached_a = trials_to(a, best / 0.95)
         nb, reached_b = trials_to(b, best / 0.95)
         rows.append({"task": t.name, "weight": t.weight, "best_ms": best * 1e3, "without": na, "without_reached":
                      reached_a, "with": nb, "with_reached": reached_b, "speedup": na / nb})
     median = statistics.median(r["speedup"] for r in rows) if rows else None
-    out = {"model": args.model, "trials": args.trials, "threads": args.threads, "seed": args.seed, "tasks": rows,
+    out = {"model": args.model, "trials": args.trials, "threads": args.threads, "seed": args.seed,
+           "times": "own" if retimed is None else "retimed", "tasks": rows,
            "median_speedup": median, "workdir": work}
     if args.json:
         print(json.dumps(out))
@@ -135,7 +189,8 @@ def main(argv=None) -> int:
         mark = lambda n, ok: f"{'' if ok else '>'}{n}"  # noqa: E731
         print(f"{r['task']:48} {r['weight']:>5} {r['best_ms']:9.4f} {mark(r['without'], r['without_reached']):>8} "
               f"{mark(r['with'], r['with_reached']):>6} {r['speedup']:7.2f}x")
-    print(f"median speedup in trials to 95% of each task's best: {median:.2f}x (bar: 1.5x)")
+    print(f"median speedup in trials to 95% of each task's best ({'own' if retimed is None else 'retimed'} times): "
+          f"{median:.2f}x (bar: 1.5x)")
     return 0
 
 

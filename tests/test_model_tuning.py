@@ -144,6 +144,27 @@ def test_a_shared_model_trained_on_other_tasks_ranks_a_new_task():
     assert shared.fits == 2 and len(shared.training_set()[0]) == 210
 
 
+def test_a_tasks_own_rows_take_over_its_scores_from_the_shared_model_as_they_come():
+    from tuner.costmodel import ranking_quality
+    from tuner.transfer import PriorData, SharedCostModel
+    rng = np.random.default_rng(1)
+    Xa = rng.random((2000, 4))
+    ya = Xa[:, 0] / Xa[:, 0].max()          # the other tasks: feature 0 is fast
+    Xb = rng.random((300, 4))
+    yb = (1.2 - Xb[:, 0]) / 1.2             # this task: the opposite
+    shared = SharedCostModel("xgb", seed=0, prior=PriorData(Xa, ya, np.array(["a"] * 2000, dtype=object)))
+    view = shared.view("b", own_rows=16)
+    test_rows = rng.random((200, 4))
+    truth = (1.2 - test_rows[:, 0]) / 1.2
+    view.fit(Xb[:4], yb[:4])                # below MIN_OWN: the shared model alone
+    assert view.own_share() == 0.0
+    assert ranking_quality(truth, view.predict(test_rows))["spearman"] < -0.5
+    view.fit(Xb, yb)                        # 300 rows of its own: 300 / 316 of the score is the task's model
+    assert view.own_share() == pytest.approx(300 / 316)
+    assert ranking_quality(truth, view.predict(test_rows))["spearman"] > 0.8
+    assert len(shared.training_set()[0]) == 2300  # the shared model still learns from the task's rows
+
+
 def test_transfer_genetic_proposes_the_best_predicted_before_any_measurement():
     from tensorlang.space import Knob, Space
     from tuner.transfer import PriorData, SharedCostModel, TransferGenetic
@@ -339,6 +360,42 @@ def _records(db_path) -> int:
         return 0
     finally:
         con.close()
+
+
+def test_run_curves_value_each_runs_deployed_configs_at_times_measured_again_side_by_side(tmp_path):
+    import tensorlang as tl
+    from tuner.database import Database, Record
+    from tuner.model_tasks import model_tasks
+    from tuner.run_curves import best_steps, latency_curve, retime_steps
+    from tuner.strategies import RandomSearch
+    from tuner.tuning import hand_start_configs
+    net, args = small_net()
+    tasks = model_tasks(tl.from_torch(net, args, pass_options={"layout_block": 0}), threads=1)
+    task = max(tasks, key=lambda t: t.flops).task
+    configs = hand_start_configs(task) + RandomSearch(task.space, seed=0).random_unseen(2)
+    assert len(configs) == 3
+    runs = {"a": [(configs[0], 2.0), (configs[1], 1.0), (configs[2], 1.5)], "b": [(configs[2], 3.0)]}
+    steps = {}
+    for name, timed in runs.items():
+        with Database(tmp_path / f"{name}.db") as db:
+            for c, t in timed:
+                db.add(Record(task.key, task.workload, {}, {}, c, None, (t,), flops=task.flops))
+        steps[name] = best_steps(tmp_path / f"{name}.db")
+    assert [len(s) for s, _ in steps.values()] == [2, 1] and [n for _, n in steps.values()] == [3, 1]
+    retimed = retime_steps(tasks, [s for s, _ in steps.values()], rounds=2, jobs=1)
+    keys = {(task.key, s.config_key) for ss, _ in steps.values() for s in ss}
+    assert set(retimed) == keys and all(0 < v < 1.0 for v in retimed.values())
+    weights = {t.task.key: t.weight for t in tasks}
+    start = {t.task.key: 1.0 for t in tasks}
+    own = latency_curve(steps["a"][0], weights, start)
+    again = latency_curve(steps["a"][0], weights, start, retimed)
+    w = weights[task.key]
+    rest = sum(weights.values()) - w
+    assert own == [(0, rest + w), (1, rest + 2.0 * w), (2, rest + 1.0 * w)]
+    last = (task.key, steps["a"][0][-1].config_key)
+    assert again[-1] == (2, pytest.approx(rest + w * retimed[last]))
+    with pytest.raises(UsageError, match="tasks the model does not have"):
+        latency_curve(steps["a"][0], {}, {})
 
 
 @pytest.mark.slow
