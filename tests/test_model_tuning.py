@@ -69,6 +69,22 @@ def test_a_task_whose_curve_flattened_gives_way():
     assert s.next_task() == 1
 
 
+def test_a_large_task_whose_fastest_configs_agree_gives_way_to_a_small_task_still_spread_wide():
+    # ResNet-18's case: a 2-call task at 0.5 ms after 100 trials whose 8 fastest configs lie within 0.4% (its curve
+    # is flat), against a 1-call task at 0.06 ms after its warm-up whose fastest lie 10% apart. The forward guess
+    # c * r / n alone would promise the large task 0.16 ms a round and starve the small one.
+    s = TaskScheduler([TaskState(2, 1e9, None, 6e-4), TaskState(1, 1e8, None, 1e-4)], round_trials=16)
+    s.record(0, 100, 5.0e-4, times=[5.0e-4 + k * 2.5e-7 for k in range(8)] + [7e-4] * 92)
+    s.record(1, 16, 6.0e-5, times=[6.0e-5 * (1 + 0.1 * k) for k in range(16)])
+    assert s.states[0].spread == pytest.approx(2.5e-7) and s.states[1].spread == pytest.approx(6e-6)
+    assert s.next_task() == 1
+    # and the invalid configs of a round (None) and one without times (its best stands for them) are taken
+    s.record(1, 16, 5.0e-5, times=[None] * 15 + [5.0e-5])
+    assert s.states[1].lowest[0] == 5.0e-5
+    s.record(0, 16, 4.0e-4)
+    assert s.states[0].lowest[0] == 4.0e-4 and len(s.states[0].lowest) == 8
+
+
 def test_a_slow_task_of_a_group_is_pushed_towards_its_group_best():
     # same kind, same FLOPs: task 1 runs at a quarter of task 0's throughput, so it has room to gain
     s = TaskScheduler([TaskState(1, 1e9, "conv", 4e-3), TaskState(1, 1e9, "conv", 4e-3)], round_trials=8)

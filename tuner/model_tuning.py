@@ -228,6 +228,7 @@ class TaskSession:
         self.errors: Counter = Counter()
         self.exhausted = False
         self.propose_s = 0.0  # seconds in the strategy (proposing, learning), for the summary
+        self.round_times: list[float | None] = []  # the last round's measured seconds (None: invalid), in order
 
     def _fits(self, config: dict) -> bool:
         try:
@@ -248,6 +249,7 @@ class TaskSession:
         """Measure up to `n` configs (the start configs first, then the strategy's proposals) through `runner`,
         committing each record as it comes; returns how many were measured (0: the space is used up)."""
         self.featurize.runner = runner
+        self.round_times: list[float | None] = []
         done = 0
         try:
             if self.best_s is not None and hasattr(runner, "best_s"):
@@ -279,6 +281,7 @@ class TaskSession:
         rec = record_of(self.task, result, name, self.seed, self.trials)
         self.db.add(rec)
         self.trials += 1
+        self.round_times.append(rec.median_s if rec.ok else None)
         if rec.ok:
             if self.best_s is None or rec.median_s < self.best_s:
                 self.best, self.best_s = rec, rec.median_s
@@ -859,7 +862,7 @@ def _rounds(sched: TaskScheduler, sessions: list[TaskSession], reports: list[Tas
         added = session.run_round(n, runner)
         spent += added
         summary.trials_done += added
-        sched.record(i, added, session.best_s, exhausted=session.exhausted)
+        sched.record(i, added, session.best_s, exhausted=session.exhausted, times=session.round_times)
         if session.exhausted:
             report.note = "its search space is used up"
         report.trials, report.best_s = session.trials, session.best_s

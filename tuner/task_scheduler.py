@@ -11,16 +11,22 @@ scheduler (Zheng et al., OSDI 2020, section 6), each round goes to the task whos
 
 - ``w_i``: dL/dc_i, the chain rule through the weighted sum;
 - ``backward_i``: the slope of task i's best-so-far curve over its last ``window`` rounds (seconds per trial, <= 0);
-- ``next_i``: an optimistic guess of ``c_i`` after one more round: ``min(c_i - c_i * r / n_i, beta * flops_i /
-  best_group_flops)``, with ``n_i`` the task's trials so far (a best-so-far curve that falls like ``1/n`` falls by
-  about ``c_i * r / n_i`` in ``r`` more trials) and the second term the time the task would take at ``1/beta`` of the
-  best throughput reached by a task of its kind (its *group*: the same program kind, as
-  ``convolution_blocked_relu``): a task far slower than a similar one has room to gain.
+- ``next_i``: a guess of ``c_i`` after one more round, fitted to the task's own measurements: ``c_i - f_i *
+  max(spread_i, c_i - beta * flops_i / best_group_flops)`` with ``f_i = r / (n_i + r)`` (``n_i`` the task's trials
+  so far). ``spread_i`` is the mean gap between the task's fastest measured times (the fastest 8): if the next
+  trials were drawn like the earlier ones, one of ``r`` more beats all ``n_i`` with probability about ``f_i``, and
+  by about that gap. A task still spread wide (few trials, a search that keeps finding faster regions) is promised
+  much; a task whose fastest configs lie within the noise of one another, little, however long it takes. The
+  second term is the room to the time the task would take at ``1/beta`` of the best throughput reached by a task of
+  its kind (its *group*: the same program kind, as ``convolution_blocked_relu``). With fewer than 3 valid times
+  the whole ``c_i`` is the room.
 
-Since both terms scale with ``w_i * c_i``, a task's gain is proportional to its share of the model's time: the
-scheduler spends trials where the time is, and where the curve still falls. A task that keeps far below its
-group's throughput after many more rounds than the others leaves the group (it is not similar after all); a task
-whose search space is used up is dead. ``strategy="round-robin"`` gives the rounds in turn instead (to compare).
+Both terms are seconds of the model's time: the scheduler spends trials where the time is and where the task's own
+measurements say it still falls. (Ansor's forward term, ``c_i * r / n_i``, assumes every task's whole time is
+room: it kept promising a large task on a flat curve more than a small task had left to give, and starved five of
+ResNet-18's tasks.) A task that keeps far below its group's throughput after many more rounds than the others
+leaves the group (it is not similar after all); a task whose search space is used up is dead.
+``strategy="round-robin"`` gives the rounds in turn instead (to compare).
 
 Example::
 
@@ -42,13 +48,15 @@ import numpy as np
 from tensorlang.errors import UsageError
 
 STRATEGIES = ("gradient", "round-robin")
+LOWEST_KEPT = 8  # the fastest times a task keeps, for the spread of its forward term
 
 
 @dataclass
 class TaskState:
     """What the scheduler knows of one task: weight, FLOPs of one call, similarity group, trials so far, best
     seconds so far (``math.inf`` before a valid measurement), the seconds of one call in a profile run (used until
-    then), the best after each round ``[(trials, best_s)]``, and whether it is dead (nothing left to try).
+    then), the best after each round ``[(trials, best_s)]``, its fastest valid times (sorted, at most
+    ``LOWEST_KEPT``), and whether it is dead (nothing left to try).
 
     Example::
 
@@ -63,6 +71,7 @@ class TaskState:
     trials: int = 0
     best_s: float = math.inf
     history: list = field(default_factory=list)
+    lowest: list = field(default_factory=list)
     dead: bool = False
 
     @property
@@ -76,6 +85,30 @@ class TaskState:
     def rounds(self) -> int:
         """Rounds the task has had."""
         return len(self.history)
+
+    def keep_times(self, times) -> None:
+        """Add valid measured seconds to the task's fastest times (None and non-finite ones are skipped).
+
+        Example::
+
+            >>> st = TaskState(1, 1.0); st.keep_times([3.0, None, 1.0, 2.0]); st.lowest
+            [1.0, 2.0, 3.0]
+        """
+        ok = [float(t) for t in times if t is not None and math.isfinite(t) and t > 0]
+        self.lowest = sorted(self.lowest + ok)[:LOWEST_KEPT]
+
+    @property
+    def spread(self) -> float | None:
+        """The mean gap between the task's fastest measured times (None with fewer than 3).
+
+        Example::
+
+            >>> st = TaskState(1, 1.0); st.keep_times([1.0, 1.5, 3.0]); st.spread
+            1.0
+        """
+        if len(self.lowest) < 3:
+            return None
+        return (self.lowest[-1] - self.lowest[0]) / (len(self.lowest) - 1)
 
 
 class TaskScheduler:
@@ -126,8 +159,10 @@ class TaskScheduler:
         """
         return [i for i, s in enumerate(self.states) if s.trials == 0 and not s.dead]
 
-    def record(self, index: int, trials: int, best_s: float | None, exhausted: bool = False) -> None:
-        """After a round of task ``index``: ``trials`` more trials, its best seconds now (None: still none valid);
+    def record(self, index: int, trials: int, best_s: float | None, exhausted: bool = False,
+               times: list | None = None) -> None:
+        """After a round of task ``index``: ``trials`` more trials, its best seconds now (None: still none valid),
+        ``times`` the round's measured seconds (None for an invalid config; left out, the best stands for them);
         ``exhausted``: its search space is used up (the task is dead from now on).
 
         Example::
@@ -138,6 +173,7 @@ class TaskScheduler:
         """
         st = self.states[index]
         st.trials += trials
+        st.keep_times(times if times is not None else [best_s])
         if best_s is not None and best_s < st.best_s:
             st.best_s = best_s
         st.history.append((st.trials, st.best_s))
@@ -160,6 +196,7 @@ class TaskScheduler:
             (5, 1.0, [(2, 3.0), (4, 1.0), (5, 1.0)])
         """
         st = self.states[index]
+        st.keep_times(records_best)
         best = math.inf
         for k, t in enumerate(records_best, 1):
             if t is not None and t < best:
@@ -175,8 +212,11 @@ class TaskScheduler:
 
             >>> s = TaskScheduler([TaskState(1, 1e6, trials=16, best_s=1e-3), TaskState(1, 1e6, trials=16,
             ...                                                                          best_s=2e-3)])
+            >>> [round(g * 1e3, 3) for g in s.gradients()]  # no spread known yet: the whole time is room
+            [-0.4, -0.8]
+            >>> s.states[1].keep_times([2e-3, 2.1e-3, 2.2e-3])  # task 1's fastest lie 5% apart
             >>> [round(g * 1e3, 3) for g in s.gradients()]
-            [-0.8, -1.6]
+            [-0.4, -0.04]
         """
         out = []
         r = self.round_trials
@@ -190,11 +230,12 @@ class TaskScheduler:
                 (t1, b1), (t0, b0) = s.history[-1], s.history[-1 - self.window]
                 if t1 > t0 and math.isfinite(b1) and math.isfinite(b0):
                     backward = (b1 - b0) / (t1 - t0)
-            next_cost = c - c * r / max(s.trials, r)
+            room = s.spread if s.spread is not None else c
             best_flops = self._group_best_flops(i)
             if best_flops:
-                next_cost = min(next_cost, self.beta * s.flops / best_flops)
-            out.append(s.weight * (self.alpha * r * backward + (1 - self.alpha) * min(0.0, next_cost - c)))
+                room = max(room, c - self.beta * s.flops / best_flops)
+            forward = -min(room, c) * r / (s.trials + r)
+            out.append(s.weight * (self.alpha * r * backward + (1 - self.alpha) * forward))
         return out
 
     def _group(self, index: int) -> list[int]:
