@@ -19,6 +19,11 @@ over tasks of calls x best time, after each record that lowered a task's best) i
 Round-robin's final latency is the target; the ratio is the trials the gradient run needed to get there over
 round-robin's budget (a run that never gets there counts as 1.0 and is marked). The bar: at most 0.6, the median
 over 3 seeds of the re-timed ratio, ResNet-18, 2000 trials. It times kernels: run it on a quiet machine.
+
+Beside each seed it prints the ceiling of any scheduler on round-robin's own run: the fewest trials in which some
+allocation of rounds over the tasks reaches round-robin's final latency, each task's best after n trials read off
+round-robin's records (``tuner.run_curves.hindsight_trials``), and round-robin's own latency at 0.6x its
+trials.
 """
 from __future__ import annotations
 
@@ -64,7 +69,7 @@ def main(argv=None) -> int:
     import tensorlang as tl
     from tuner.database import Database
     from tuner.model_tasks import model_tasks, profile_tasks
-    from tuner.run_curves import best_steps, latency_curve, retime_steps
+    from tuner.run_curves import best_steps, hindsight_trials, latency_curve, retime_steps, task_curves
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--model", default="resnet18")
     p.add_argument("--trials", type=int, default=2000)
@@ -112,6 +117,16 @@ def main(argv=None) -> int:
             row[label] = {"round_robin_s": target, "gradient_s": gr[-1][1], "gradient_trials_to_target": reached,
                           "trials": spent, "ratio": (reached if reached is not None else spent) / spent,
                           "reached": reached is not None, "round_robin_curve": rr, "gradient_curve": gr}
+            if label == "own":
+                round_trials = max(1, min(args.batch, args.trials // len(tasks)))
+                ceiling = hindsight_trials(task_curves(os.path.join(work, f"rr-{seed}.db")), weights, target,
+                                           round_trials)
+                at = [lat for t, lat in rr if t <= 0.6 * spent][-1]
+                row[label].update(hindsight_trials=ceiling, round_robin_at_0_6_s=at)
+                print(f"seed {seed}: the ceiling on round-robin's own task curves: "
+                      + (f"{ceiling} trials ({ceiling / spent:.2f}x)" if ceiling else "never")
+                      + f"; round-robin itself at {int(0.6 * spent)} trials: {at * 1e3:.3f} ms "
+                      f"({at / target - 1:+.1%})", file=sys.stderr, flush=True)
             print(f"seed {seed} ({label} times): round-robin {target * 1e3:.3f} ms after {spent} trials; the "
                   "gradient rule " + (f"got there after {reached} ({reached / spent:.2f}x)" if reached is not None
                                       else f"did not get there ({gr[-1][1] * 1e3:.3f} ms)"),
@@ -131,6 +146,11 @@ def main(argv=None) -> int:
             to = x["gradient_trials_to_target"]
             print(f"{r['seed']:>4} {label:>8} {x['round_robin_s'] * 1e3:11.3f} ms {x['gradient_s'] * 1e3:9.3f} ms "
                   f"{to if to is not None else '>' + str(x['trials']):>13} {x['ratio']:6.2f}")
+    for r in results:
+        x = r["own"]
+        print(f"seed {r['seed']}: a scheduler that knew round-robin's task curves in advance needs "
+              f"{x['hindsight_trials'] or '>' + str(x['trials'])} trials to its latency; round-robin at 0.6x its "
+              f"trials is {x['round_robin_at_0_6_s'] / x['round_robin_s'] - 1:+.1%} from it")
     for label in labels:
         print(f"median over {args.seeds} seeds ({label} times): the gradient rule reaches round-robin's "
               f"{args.trials}-trial latency in {medians[label]:.2f}x its trials (bar: at most 0.6x)")

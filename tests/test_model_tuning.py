@@ -128,6 +128,29 @@ def test_the_gradient_rule_reaches_round_robins_latency_in_fewer_trials():
     assert reached <= 0.7 * 800, (reached, target, grad[-1])
 
 
+def test_the_hindsight_ceiling_never_needs_more_than_the_run_and_finds_the_wasted_rounds(tmp_path):
+    from tuner.database import Database, Record
+    from tuner.run_curves import hindsight_trials, task_curves
+    # a round-robin run over three tasks, 4 rounds of 4 each: "flat" stops improving after its first round, "slow"
+    # improves every round, "tiny" weighs little
+    times = {"flat": [3.0, 2.0, 2.5, 2.2] + [2.1] * 12, "slow": [4.0 - 0.2 * k for k in range(16)],
+             "tiny": [0.3] * 8 + [0.1] * 8}
+    with Database(tmp_path / "rr.db") as db:
+        for rnd in range(4):
+            for key, ts in times.items():
+                for k, t in enumerate(ts[rnd * 4:rnd * 4 + 4]):
+                    db.add(Record(key, "w", {}, {}, {"n": rnd * 4 + k}, None, (t,)))
+    curves = task_curves(tmp_path / "rr.db")
+    assert curves["flat"][-1] == 2.0 and curves["slow"][-1] == pytest.approx(1.0) and len(curves["tiny"]) == 16
+    weights = {"flat": 1, "slow": 1, "tiny": 1}
+    final = sum(c[-1] for c in curves.values())
+    # round-robin's own allocation is one of those tried: never more than its 48 trials
+    assert hindsight_trials(curves, weights, final, round_trials=4) <= 48
+    # "flat" needs 1 round, "tiny" 3, "slow" all 4: 32 trials
+    assert hindsight_trials(curves, weights, final, round_trials=4) == 32
+    assert hindsight_trials(curves, weights, final - 0.01, round_trials=4) is None
+
+
 def test_restore_rebuilds_rounds_from_records():
     s = TaskScheduler([TaskState(1, 1.0)], round_trials=3)
     s.restore(0, [None, 5.0, 4.0, 6.0, 3.0])

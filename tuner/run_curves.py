@@ -14,6 +14,12 @@ Example::
     steps, trials = best_steps("rr-0.db")
     curve = latency_curve(steps, weights, start_s)                      # the run's own times
     curve = latency_curve(steps, weights, start_s, retimed)             # the times measured again
+    ceiling = hindsight_trials(task_curves("rr-0.db"), weights, curve[-1][1])  # the fewest trials any
+                                                                         # allocation of its rounds needed
+
+:func:`hindsight_trials` is the ceiling of any task scheduler on a run's own per-task curves: the fewest trials in
+which some allocation of rounds over the tasks (each task's best after ``n`` of its own trials read off the run)
+reaches a target latency.
 """
 from __future__ import annotations
 
@@ -70,6 +76,60 @@ def best_steps(db_or_path) -> tuple[list[BestStep], int]:
             best[r.task_key] = r.median_s
             steps.append(BestStep(n, r.task_key, r.config_key(), dict(r.config), r.median_s))
     return steps, len(records)
+
+
+def task_curves(db_or_path) -> dict[str, list[float]]:
+    """Each task's best-so-far curve in a run's database: ``{task key: [best seconds after each of its own
+    trials]}`` (``math.inf`` until its first valid record).
+
+    >>> from tuner.database import Database, Record
+    >>> db = Database(":memory:")
+    >>> for task, vec, t in (("a", 4, 3.0), ("b", 4, 1.0), ("a", 8, 2.0), ("a", 16, 2.5)):
+    ...     _ = db.add(Record(task, "w", {}, {}, {"vec": vec}, None, (t,)))
+    >>> task_curves(db)
+    {'a': [3.0, 2.0, 2.0], 'b': [1.0]}
+    """
+    from tuner.database import Database
+    db = Database(db_or_path, read_only=True) if not isinstance(db_or_path, Database) else db_or_path
+    try:
+        records = db.records()
+    finally:
+        if db is not db_or_path:
+            db.close()
+    out: dict[str, list[float]] = {}
+    for r in records:
+        curve = out.setdefault(r.task_key, [])
+        prev = curve[-1] if curve else math.inf
+        curve.append(min(prev, r.median_s) if r.ok else prev)
+    return out
+
+
+def hindsight_trials(curves: dict, weights: dict, target: float, round_trials: int = 16) -> int | None:
+    """The fewest trials in which an allocation of rounds of ``round_trials`` over the tasks reaches ``target``
+    seconds of ``sum(weight x best)``, each task's best after ``n`` trials read off ``curves``
+    (:func:`task_curves`; every task gets at least one round, none more than its curve holds). A scheduler that
+    knew every curve in advance needs this many; None: no allocation gets there.
+
+    >>> curves = {"a": [4.0] * 16 + [2.0] * 16, "b": [1.0] * 16 + [0.9] * 16}
+    >>> hindsight_trials(curves, {"a": 1, "b": 1}, 3.0)  # a's second round gives 2.0, b's only 0.1
+    48
+    >>> hindsight_trials(curves, {"a": 1, "b": 1}, 2.5) is None
+    True
+    """
+    best = {0: 0.0}  # trials spent -> the lowest latency so far over the tasks done
+    for key, curve in curves.items():
+        if not curve:
+            continue
+        points = sorted({min(n, len(curve)) for n in range(round_trials, len(curve) + round_trials, round_trials)})
+        options = [(n, weights[key] * curve[n - 1]) for n in points]
+        nxt: dict[int, float] = {}
+        for spent, lat in best.items():
+            for n, part in options:
+                if lat + part < nxt.get(spent + n, math.inf):
+                    nxt[spent + n] = lat + part
+        best = nxt
+    reached = [spent for spent, lat in best.items() if lat <= target * (1 + 1e-12)]
+    return min(reached) if reached else None
 
 
 def latency_curve(steps: list[BestStep], weights: dict, start_s: dict, retimed: dict | None = None) -> list:
