@@ -26,7 +26,7 @@ class ModelTask:
     """One tuning task of a model: the :class:`Task`, its weight (kernel calls per model run), the FLOPs of one
     call (counted from its program, as its tuning records count them), the indices of its calls in
     ``model.steps``, the schedule source its kernels have now ("auto", "tuned", ...) and, after
-    :func:`profile_tasks`, the seconds of one call now (the median over its calls).
+    :func:`profile_tasks`, the seconds of one call now (the median over its calls) and of all its calls together.
 
     Example::
 
@@ -42,6 +42,7 @@ class ModelTask:
     steps: list = field(default_factory=list)
     schedule_source: str = "auto"
     seconds_now: float | None = None
+    seconds_calls: float | None = None
 
     @property
     def name(self) -> str:
@@ -129,7 +130,8 @@ def random_graph_inputs(graph, seed: int = 0) -> list[np.ndarray]:
 
 def profile_tasks(model, tasks: list[ModelTask], inputs: list | None = None, repeat: int = 5) -> float:
     """Time every kernel call of `model` (a profile run, `repeat` runs, median per call) and set each task's
-    ``seconds_now`` (the median over its calls); returns the model's total (the sum over all calls).
+    ``seconds_now`` (the median over its calls) and ``seconds_calls`` (the sum over its calls); returns the model's
+    total (the sum over all calls).
 
     Example::
 
@@ -139,6 +141,7 @@ def profile_tasks(model, tasks: list[ModelTask], inputs: list | None = None, rep
     times = model.profile_flat(inputs if inputs is not None else random_model_inputs(model), repeat=repeat)
     for t in tasks:
         t.seconds_now = float(np.median([times[i] for i in t.steps]))
+        t.seconds_calls = float(sum(times[i] for i in t.steps))
     return float(sum(times))
 
 
@@ -163,10 +166,18 @@ def tasks_table(rows: list[dict]) -> str:
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in table)
 
 
+def _share(t: ModelTask, total_s: float | None) -> float | None:
+    if not total_s:
+        return None
+    if t.seconds_calls is not None:  # identical calls at different places of the model can take different times
+        return t.seconds_calls / total_s
+    return t.weight * t.seconds_now / total_s if t.seconds_now is not None else None
+
+
 def task_rows(tasks: list[ModelTask], total_s: float | None, db=None) -> list[dict]:
     """One JSON-able row per task (``tensorlang tasks --json``): index, name, kind, task key, weight, MFLOP of one
-    call, schedule source, ms of one call now, share of the model's time (weight x time / total), and with a
-    database ``db`` the trials recorded and the best record's ms.
+    call, schedule source, ms of one call now, share of the model's time (its calls' time over ``total_s``; before
+    a profile, weight x time of one call), and with a database ``db`` the trials recorded and the best record's ms.
 
     Example::
 
@@ -177,7 +188,7 @@ def task_rows(tasks: list[ModelTask], total_s: float | None, db=None) -> list[di
         row = {"index": i, "name": t.name, "kind": t.kind, "task_key": t.key, "weight": t.weight,
                "mflop": t.flops / 1e6, "schedule_source": t.schedule_source,
                "ms_now": None if t.seconds_now is None else t.seconds_now * 1e3,
-               "share": (t.weight * t.seconds_now / total_s) if t.seconds_now is not None and total_s else None,
+               "share": _share(t, total_s),
                "trials": 0, "best_ms": None}
         if db is not None:
             row["trials"] = db.count(t.key)
