@@ -77,28 +77,6 @@ def tune_tasks(tasks, db_path: str, transfer: bool, trials: int, batch: int, see
     db.close()
 
 
-def deployed(db_path: str, tasks) -> list[list]:
-    """Per task, after each of its trials, its best record so far: ``BestStep`` (``trials`` counting the task's
-    own records from 1), or None before its first valid record.
-
-    Example::
-
-        steps = deployed("with.db", tasks)
-    """
-    from tuner.database import Database
-    from tuner.run_curves import BestStep
-    out = []
-    with Database(db_path, read_only=True) as db:
-        for t in tasks:
-            best, curve = None, []
-            for n, r in enumerate(db.records(t.key), 1):
-                if r.ok and (best is None or r.median_s < best.seconds):
-                    best = BestStep(n, t.key, r.config_key(), dict(r.config), r.median_s)
-                curve.append(best)
-            out.append(curve)
-    return out
-
-
 def valued(curve: list, retimed: dict | None) -> list[float]:
     """The time of each trial's deployed config: the arm's own, or with `retimed` its time measured again (a
     config missing there keeps the previous value; inf before the first).
@@ -155,16 +133,17 @@ def main(argv=None) -> int:
     tasks = model_task_list(args.model, args.threads, args.tasks)
     print(f"{args.model}: {len(tasks)} tasks, {args.trials} trials each, per arm; databases in {work}",
           file=sys.stderr)
+    from tuner.run_curves import deployed_steps, retime_steps
     arms = {}
     for name, transfer in (("without", False), ("with", True)):
         path = os.path.join(work, f"{name}.db")
         if not args.reuse and os.path.exists(path):
             raise SystemExit(f"transfer.py: {path} exists: pass --reuse to use its records, or another --workdir")
         tune_tasks(tasks, path, transfer, args.trials, args.batch, args.seed, args.jobs)
-        arms[name] = deployed(path, tasks)
+        steps = deployed_steps(path)  # per task, after each of its trials, the config the arm would deploy
+        arms[name] = [steps.get(t.key, []) for t in tasks]
     retimed = None
     if not args.no_retime:
-        from tuner.run_curves import retime_steps
         ever = [[x for curve in arm for x in curve if x is not None] for arm in arms.values()]
         n = len({(x.task_key, x.config_key) for e in ever for x in e})
         print(f"timing again the {n} configs that were a task's best ...", file=sys.stderr, flush=True)

@@ -166,18 +166,10 @@ def tasks_table(rows: list[dict]) -> str:
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in table)
 
 
-def _share(t: ModelTask, total_s: float | None) -> float | None:
-    if not total_s:
-        return None
-    if t.seconds_calls is not None:  # identical calls at different places of the model can take different times
-        return t.seconds_calls / total_s
-    return t.weight * t.seconds_now / total_s if t.seconds_now is not None else None
-
-
 def task_rows(tasks: list[ModelTask], total_s: float | None, db=None) -> list[dict]:
     """One JSON-able row per task (``tensorlang tasks --json``): index, name, kind, task key, weight, MFLOP of one
-    call, schedule source, ms of one call now, share of the model's time (its calls' time over ``total_s``; before
-    a profile, weight x time of one call), and with a database ``db`` the trials recorded and the best record's ms.
+    call, schedule source, ms of one call now, share of the model's time (its calls' time over ``total_s``, after
+    :func:`profile_tasks`), and with a database ``db`` the trials recorded and the best record's ms.
 
     Example::
 
@@ -188,7 +180,8 @@ def task_rows(tasks: list[ModelTask], total_s: float | None, db=None) -> list[di
         row = {"index": i, "name": t.name, "kind": t.kind, "task_key": t.key, "weight": t.weight,
                "mflop": t.flops / 1e6, "schedule_source": t.schedule_source,
                "ms_now": None if t.seconds_now is None else t.seconds_now * 1e3,
-               "share": _share(t, total_s),
+               # its calls' own time: identical calls at different places of the model can take different times
+               "share": t.seconds_calls / total_s if t.seconds_calls is not None and total_s else None,
                "trials": 0, "best_ms": None}
         if db is not None:
             row["trials"] = db.count(t.key)

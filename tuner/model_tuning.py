@@ -249,7 +249,7 @@ class TaskSession:
         """Measure up to `n` configs (the start configs first, then the strategy's proposals) through `runner`,
         committing each record as it comes; returns how many were measured (0: the space is used up)."""
         self.featurize.runner = runner
-        self.round_times: list[float | None] = []
+        self.round_times = []
         done = 0
         try:
             if self.best_s is not None and hasattr(runner, "best_s"):

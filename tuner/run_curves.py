@@ -49,6 +49,16 @@ class BestStep:
     seconds: float
 
 
+def _records(db_or_path) -> list:
+    """Every record of a run's database (a path, opened read-only and closed again, or an open Database), in the
+    order measured."""
+    from tuner.database import Database
+    if isinstance(db_or_path, Database):
+        return db_or_path.records()
+    with Database(db_or_path, read_only=True) as db:
+        return db.records()
+
+
 def best_steps(db_or_path) -> tuple[list[BestStep], int]:
     """The records of a run's database (a path or a :class:`tuner.database.Database`) that lowered their task's
     best time, in the order measured, and the number of records (the run's trials, for a run from an empty
@@ -62,13 +72,7 @@ def best_steps(db_or_path) -> tuple[list[BestStep], int]:
     >>> [(s.trials, s.task_key, s.config["vec"], s.seconds) for s in steps], n
     ([(1, 'a', 4, 3.0), (2, 'b', 4, 1.0), (3, 'a', 8, 2.0)], 4)
     """
-    from tuner.database import Database
-    db = Database(db_or_path, read_only=True) if not isinstance(db_or_path, Database) else db_or_path
-    try:
-        records = db.records()
-    finally:
-        if db is not db_or_path:
-            db.close()
+    records = _records(db_or_path)
     best: dict[str, float] = {}
     steps = []
     for n, r in enumerate(records, 1):
@@ -76,6 +80,29 @@ def best_steps(db_or_path) -> tuple[list[BestStep], int]:
             best[r.task_key] = r.median_s
             steps.append(BestStep(n, r.task_key, r.config_key(), dict(r.config), r.median_s))
     return steps, len(records)
+
+
+def deployed_steps(db_or_path) -> dict[str, list]:
+    """Per task of a run's database, after each of its own trials, its best record so far (the config the run
+    would deploy): a :class:`BestStep` whose ``trials`` counts the task's own records from 1, or None before its
+    first valid record.
+
+    >>> from tuner.database import Database, Record
+    >>> db = Database(":memory:")
+    >>> for task, vec, t in (("a", 4, None), ("b", 4, 1.0), ("a", 8, 2.0), ("a", 16, 2.5)):
+    ...     bad = {"error_kind": "wrong", "error": "wrong output"} if t is None else {}
+    ...     _ = db.add(Record(task, "w", {}, {}, {"vec": vec}, None, (t,) if t else (), **bad))
+    >>> {k: [s and (s.trials, s.config["vec"]) for s in v] for k, v in deployed_steps(db).items()}
+    {'a': [None, (2, 8), (2, 8)], 'b': [(1, 4)]}
+    """
+    out: dict[str, list] = {}
+    for r in _records(db_or_path):
+        curve = out.setdefault(r.task_key, [])
+        best = curve[-1] if curve else None
+        if r.ok and (best is None or r.median_s < best.seconds):
+            best = BestStep(len(curve) + 1, r.task_key, r.config_key(), dict(r.config), r.median_s)
+        curve.append(best)
+    return out
 
 
 def task_curves(db_or_path) -> dict[str, list[float]]:
@@ -89,19 +116,7 @@ def task_curves(db_or_path) -> dict[str, list[float]]:
     >>> task_curves(db)
     {'a': [3.0, 2.0, 2.0], 'b': [1.0]}
     """
-    from tuner.database import Database
-    db = Database(db_or_path, read_only=True) if not isinstance(db_or_path, Database) else db_or_path
-    try:
-        records = db.records()
-    finally:
-        if db is not db_or_path:
-            db.close()
-    out: dict[str, list[float]] = {}
-    for r in records:
-        curve = out.setdefault(r.task_key, [])
-        prev = curve[-1] if curve else math.inf
-        curve.append(min(prev, r.median_s) if r.ok else prev)
-    return out
+    return {k: [math.inf if s is None else s.seconds for s in steps] for k, steps in deployed_steps(db_or_path).items()}
 
 
 def hindsight_trials(curves: dict, weights: dict, target: float, round_trials: int = 16) -> int | None:
