@@ -70,6 +70,7 @@ def main(argv=None) -> int:
     from tuner.database import Database
     from tuner.model_tasks import model_tasks, profile_tasks
     from tuner.run_curves import best_steps, hindsight_trials, latency_curve, retime_steps, task_curves
+    from tuner.task_scheduler import round_size
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--model", default="resnet18")
     p.add_argument("--trials", type=int, default=2000)
@@ -118,9 +119,8 @@ def main(argv=None) -> int:
                           "trials": spent, "ratio": (reached if reached is not None else spent) / spent,
                           "reached": reached is not None, "round_robin_curve": rr, "gradient_curve": gr}
             if label == "own":
-                round_trials = max(1, min(args.batch, args.trials // len(tasks)))
                 ceiling = hindsight_trials(task_curves(os.path.join(work, f"rr-{seed}.db")), weights, target,
-                                           round_trials)
+                                           round_size(args.batch, args.trials, len(tasks)))
                 at = [lat for t, lat in rr if t <= 0.6 * spent][-1]
                 row[label].update(hindsight_trials=ceiling, round_robin_at_0_6_s=at)
                 print(f"seed {seed}: the ceiling on round-robin's own task curves: "

@@ -48,7 +48,7 @@ from tuner.measure import LocalRunner, MeasureOptions
 from tuner.model_tasks import ModelTask, model_tasks, profile_tasks, random_graph_inputs, random_model_inputs
 from tuner.task import Task
 from tuner.task_scheduler import STRATEGIES as SCHEDULERS
-from tuner.task_scheduler import TaskScheduler, TaskState
+from tuner.task_scheduler import TaskScheduler, TaskState, round_size
 from tuner.tuning import hand_start_configs, observation_of, record_of, start_name
 
 
@@ -720,8 +720,7 @@ def tune_model(model, trials: int, *, strategy: str = "xgb-genetic", cost_model:
                        enumerate(zip(tasks, sessions))]
             summary.tasks = reports
             states = [TaskState(t.weight, t.flops, t.kind, t.seconds_now) for t in tasks]
-            round_trials = max(1, min(batch, trials // max(1, len(tasks))))
-            sched = TaskScheduler(states, scheduler, round_trials=round_trials, seed=seed)
+            sched = TaskScheduler(states, scheduler, round_trials=round_size(batch, trials, len(tasks)), seed=seed)
             for i, s in enumerate(sessions):
                 sched.restore(i, s.earlier_best)
                 if s.best_s is not None:  # the time of the record tl.build compiles (its re-timing's, if any)

@@ -111,6 +111,15 @@ class TaskState:
         return (self.lowest[-1] - self.lowest[0]) / (len(self.lowest) - 1)
 
 
+def round_size(batch: int, trials: int, n_tasks: int) -> int:
+    """Trials in one round: `batch`, fewer when the budget of `trials` cannot give each of `n_tasks` a round of it.
+
+    >>> round_size(16, 2000, 19), round_size(16, 64, 19), round_size(16, 5, 19)
+    (16, 3, 1)
+    """
+    return max(1, min(batch, trials // max(1, n_tasks)))
+
+
 class TaskScheduler:
     """Chooses the task of each round (see the module docstring). ``strategy``: "gradient" or "round-robin";
     ``alpha`` weighs the backward slope against the forward guess; ``beta`` bounds the throughput a task may hope
