@@ -144,6 +144,28 @@ def test_convolution_vectorizes_the_filters_and_packs_them():
     assert "Wt_O_local" in sp.schedule(op, w.sizes(), cfg).lower()
 
 
+def test_the_start_configs_are_the_pick_then_one_register_tile_per_vector_width():
+    import schedules
+    from tuner.task import Task
+    from tuner.tuning import hand_start_configs
+    w = schedules.get("conv2d")
+    sizes = {"N": 1, "C": 256, "H": 14, "W": 14, "F": 512, "R": 3, "S": 3, "stride": 2, "pad": 1, "dil": 1}
+    sp = generated_space(tl.op(w.source), sizes, threads=1)
+    starts = sp.variants()
+    assert starts[0] == sp.default() and starts == sp.variants()  # the pick first; deterministic
+    widths = [c["O.vw"] for c in starts]
+    assert sorted(widths) == sorted(sp.knob("O.vw").values) and len(set(widths)) == len(widths)
+    assert all(sp.allowed(c) for c in starts)
+    for c in starts:  # each the best tile the rules find at its width, within the registers
+        vecs = -(-c["O.vw"] // sp.roles["O"].lanes)
+        assert vecs * c["O.h.reg"] * c["O.w.reg"] <= sp.registers - 4
+    task = Task.create("conv2d", sizes=sizes, threads=1, space="generated")
+    assert hand_start_configs(task) == task.space.variants()
+    # a program without a reduction that has reuse has one start: the pick
+    ln = generated_space(tl.op(schedules.get("layernorm").source), schedules.get("layernorm").sizes(), threads=1)
+    assert ln.variants() == [ln.default()]
+
+
 GROUPED = """\
 def grouped_conv(I: f32[N, C, H, W], Wt: f32[F, CG, R, S], G: int, FG: int) -> O:
     P[n, c, y, x] = I[n, c, y - 1, x - 1] where y in 0:H+2, x in 0:W+2

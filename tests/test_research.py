@@ -503,7 +503,7 @@ def test_dataset_export_and_info_commands(tmp_path, capsys):
     for r in records:
         g, kind = ds.lookup(r.config)
         assert (g == pytest.approx(r.gflops)) if r.ok else (kind == r.error_kind)
-    # the generated space's first trial is the auto-scheduler's zero-trial pick
+    # the generated space's first round is the auto-scheduler's zero-trial pick and its variants
     assert ds.header["note"] == "six random configs" and ds.header["strategies"] == ["auto", "random"]
     assert ds.header["space"] == "generated"
     assert main(["dataset", "info", out]) == 0

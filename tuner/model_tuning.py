@@ -300,7 +300,7 @@ class TaskSession:
                 break
             out.setdefault(rec.config_key(), rec.config)
         measured = {r.config_key() for r in valid}
-        for c in self.start_configs:
+        for c in self.start_configs[:1]:  # the pick (or hand config); the other start configs by speed
             if config_key(c) in measured:
                 out.setdefault(config_key(c), c)
         return list(out.values())

@@ -88,8 +88,8 @@ def record_of(task: Task, r: Result, strategy: str, seed: int, trial: int) -> Re
 
 def hand_start_configs(task: Task) -> list[dict]:
     """The configs ``tensorlang tune`` measures before its strategy proposes: the workload's hand config, when
-    the task's space is the workload's hand-written one and holds it; the rules' zero-trial pick in a generated
-    space (else none).
+    the task's space is the workload's hand-written one and holds it; in a generated space the rules' zero-trial
+    pick, then the pick at each other vector width of its register tiles (else none).
 
     Example::
 
@@ -102,8 +102,7 @@ def hand_start_configs(task: Task) -> list[dict]:
     """
     from tensorlang.autosched.space import GeneratedSpace
     if isinstance(task.space, GeneratedSpace):
-        cfg = task.space.default()
-        return [cfg] if task.space.allowed(cfg) else []
+        return [cfg for cfg in task.space.variants() if task.space.allowed(cfg)]
     w = task.workload_def
     cfg = w.hand_config(task.sizes) if w.hand_config is not None else None
     if cfg is None or w.space is None or not task.space.same_as(w.space(task.sizes)) \
@@ -307,8 +306,9 @@ class Tuner:
 
     def retime_candidates(self) -> list[dict]:
         """The ``retime_top`` fastest distinct configs of the task's records, plus the winner of its last
-        re-timing and the ``start`` configs (either may have measured slower than these in its own short
-        trial: the hand config then still competes). Records whose config today's space refuses (measured with
+        re-timing and the first ``start`` config (either may have measured slower than these in its own short
+        trial: the hand config, or the rules' pick, then still competes; the other start configs only by their
+        speed). Records whose config today's space refuses (measured with
         another version of the space) are left out: they cannot be built again."""
         out: dict[str, dict] = {}
         valid = sorted((r for r in self.db.records(self.task.key, valid_only=True) if self._fits(r.config)),
@@ -318,7 +318,7 @@ class Tuner:
                 break
             out.setdefault(rec.config_key(), rec.config)
         measured = {rec.config_key() for rec in valid}
-        for c in self.start if self.retime_top else ():
+        for c in self.start[:1] if self.retime_top else ():
             if config_key(c) in measured:
                 out.setdefault(config_key(c), c)
         last = self.db.retimed(self.task.key, current_only=False)

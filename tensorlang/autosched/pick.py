@@ -175,11 +175,13 @@ def _x_block(space, st: StageInfo, cfg: dict, knob: dict, rows: dict, ys: set, r
                                       default=st.extents[row])
 
 
-def _stage_defaults(space, st: StageInfo, cfg: dict) -> None:
+def _stage_defaults(space, st: StageInfo, cfg: dict, vw: int | None = None) -> None:
     role = space.roles[st.name]
     n, L = st.name, role.lanes
     knob = {k.name: k for k in role.knobs}
     vws = knob[f"{n}.vw"].values
+    if st.kind == "reuse" and vw in vws:  # a variant of the pick: the register tile at this vector width
+        vws = (vw,)
     vec = role.vecs[0]
     packable_reads = {t for t in dict.fromkeys(r.tensor for r in st.reads) if f"{n}.pack.{t}" in knob}
     if st.kind == "reuse":  # the candidate whose best register tile runs closest to the FMA peak
@@ -349,9 +351,10 @@ def _parallel_choices(space, st: StageInfo, cfg: dict, with_balance: bool = Fals
     return good + ok + ["none"]
 
 
-def rule_config(space) -> dict:
+def rule_config(space, vw: int | None = None) -> dict:
     """The rules' config of a :class:`~tensorlang.autosched.space.GeneratedSpace` (see the module's docstring):
-    deterministic, allowed by the space's constraint, and one that schedules.
+    deterministic, allowed by the space's constraint, and one that schedules. With `vw`, the register tiles of
+    the reductions with reuse are the best the rules find at that vector width (see :func:`rule_variants`).
 
     >>> import tensorlang as tl
     >>> from tensorlang.autosched.space import generated_space
@@ -382,11 +385,43 @@ def rule_config(space) -> dict:
             else:
                 cfg[f"{st.name}.place"] = "at"
         if f"{st.name}.vec" in cfg:
-            _stage_defaults(space, st, cfg)
+            _stage_defaults(space, st, cfg, vw)
     for st in info.stages:
         if f"{st.name}.parallel" in cfg:
             cfg[f"{st.name}.parallel"] = _balanced_parallel(space, st, cfg)
     return _until_it_schedules(space, cfg)
+
+
+def rule_variants(space) -> list[dict]:
+    """The rules' pick first, then the pick at each other vector width of the register tiles of the reductions
+    with reuse (a matmul's, a convolution's): the configs a tuner measures before its strategy proposes, one per
+    register-tile shape, so that search starts in every basin the rules' model cannot rank by itself. (The model
+    counts FMAs against loads; it does not see register allocation or the cost of packing a wide vector block:
+    on ResNet-18's 3x3 stride-2 convolution at 14x14 -> 7x7 its pick, 4 vectors x 7 pixels, ran at 55 GFLOPS, the
+    one-vector tile at 85, and 200 trials of search from the pick alone never left its basin.) Deterministic,
+    distinct, each allowed and one that schedules.
+
+    >>> import tensorlang as tl
+    >>> from tensorlang.autosched.space import generated_space
+    >>> op = tl.op("def mm(A: f32[M, K], B: f32[K, N]) -> C:\\n    C[i, j] += A[i, k] * B[k, j]")
+    >>> vs = rule_variants(generated_space(op, {"M": 256, "N": 256, "K": 256}, threads=2))
+    >>> vs[0] == rule_config(generated_space(op, {"M": 256, "N": 256, "K": 256}, threads=2)), len(vs) > 1
+    (True, True)
+    """
+    from ..space import config_key
+    out = [rule_config(space)]
+    widths: list[int] = []
+    for st in space.info.stages:
+        if st.kind == "reuse" and f"{st.name}.vw" in out[0] and out[0].get(f"{st.name}.vec") in st.spatial:
+            widths += [w for w in space.knob(f"{st.name}.vw").values if w not in widths]
+    seen = {config_key(out[0])}
+    for w in widths:
+        cfg = rule_config(space, w)
+        k = config_key(cfg)
+        if k not in seen and space.allowed(cfg):
+            seen.add(k)
+            out.append(cfg)
+    return out
 
 
 def windowed(info, name: str) -> bool:

@@ -522,6 +522,12 @@ class GeneratedSpace(Space):
         from .pick import rule_config
         return rule_config(self)
 
+    def variants(self) -> list[dict]:
+        """The rules' pick, then the pick at each other vector width of its register tiles (see
+        :func:`tensorlang.autosched.pick.rule_variants`): what a tuner measures first."""
+        from .pick import rule_variants
+        return rule_variants(self)
+
     def random(self, rng: np.random.Generator) -> dict:
         """A random config: placements first, then every knob uniformly."""
         return super().random(rng)
