@@ -361,7 +361,31 @@ def pack_layout(st: StageInfo, tensor: str, plan: LoopPlan, at: str) -> tuple:
         d = read.dim_of(vec)
     if d is not None and layout and layout[-1] != (d, 0) and (d, 0) in layout:
         layout = [e for e in layout if e != (d, 0)] + [(d, 0)]
-    return tuple(layout)
+    return tuple(_source_order_before_vector(layout, len(read.shape)))
+
+
+def _source_order_before_vector(layout: list, rank: int) -> list:
+    """`layout` with the whole dimensions just before the innermost one in the source's order, where they are
+    the source's last dimensions and the innermost one is not among them (a transposing copy: a convolution's
+    filters `Wt[f, c, r, s]` packed `f` innermost as [c][r][s][f], not [r][s][c][f]). The copy then reads them as
+    one contiguous dimension and transposes it with the innermost in registers (`lower._transposed_copy`); the
+    reads from the copy keep their order, one constant stride apart.
+
+    >>> _source_order_before_vector([(2, 0), (3, 0), (1, 0), (0, 0)], 4)
+    [(1, 0), (2, 0), (3, 0), (0, 0)]
+    >>> _source_order_before_vector([(0, 4), (1, 0), (0, 0)], 2)  # A's panels of a matmul: as they were
+    [(0, 4), (1, 0), (0, 0)]
+    """
+    if len(layout) < 3 or layout[-1][1] != 0:
+        return layout
+    run = 0
+    while run < len(layout) - 1 and layout[-2 - run][1] == 0:
+        run += 1
+    for m in range(run, 1, -1):  # the longest run of whole dims just before the innermost that is a suffix
+        dims = [d for d, _ in layout[-1 - m:-1]]
+        if sorted(dims) == list(range(rank - m, rank)) and layout[-1][0] < rank - m:
+            return layout[:-1 - m] + [(d, 0) for d in sorted(dims)] + layout[-1:]
+    return layout
 
 
 def apply_plan(s, plan: LoopPlan) -> None:
