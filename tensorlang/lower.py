@@ -624,7 +624,8 @@ class Lowerer:
         The innermost loop is the buffer's innermost dimension (contiguous stores); the loops around it go by their
         step in the tensor, largest outermost, so that the reads run along its rows (B's panels copied row by row
         of B, not panel by panel: 2.2% of the matmul's time to 1.4%). With `threads`, the outermost copy loop
-        (when it has more than one iteration) is parallel."""
+        (when it has more than one iteration) is parallel. A transposing copy goes in tiles transposed in registers
+        (:func:`_transposed_copy`)."""
         out = []
         for tensor, (axis, lc) in copies.items():
             if axis != loop_name:
@@ -640,8 +641,9 @@ class Lowerer:
                 else:
                     logical[d] = pv
             glob = tuple(simplify(ir.BinOp("+", m, logical[d])) for d, m in enumerate(lc.region.mins))
-            fast = _transposed_copy(lc, src, pvars, glob, ranges, threads)
-            if fast is not None:
+            inside = _copy_inside(lc, src.shape, ranges)
+            fast = _transposed_copy(lc, src, pvars, glob, ranges, threads, checked=inside is not None)
+            if fast is not None and inside is None:
                 out.append((lc, fast))
                 continue
             body: ir.Stmt = ir.Store(lc.buffer, tuple(pvars), ir.Load(src, glob, pad=True))
@@ -649,9 +651,8 @@ class Lowerer:
                 ext = lc.buffer.shape[i]
                 kind = "parallel" if threads and depth == 0 and ext > 1 else "serial"
                 body = ir.For(pvars[i], ir.const(0), ir.const(ext), body, kind)
-            inside = _copy_inside(lc, src.shape, ranges)
             if inside is not None:  # the same copy twice: where the test holds, no read needs its padding guard
-                body = ir.If(inside, body, body)
+                body = ir.If(inside, fast if fast is not None else body, body)
             out.append((lc, body))
         return out
 
@@ -661,17 +662,20 @@ TRANSPOSE_TILE = 16
 
 
 def _transposed_copy(lc: LocalCopy, src: ir.Buffer, pvars: list, glob: tuple, ranges: dict,
-                     threads: bool) -> ir.Stmt | None:
+                     threads: bool, checked: bool = False) -> ir.Stmt | None:
     """A copy whose innermost local dimension is strided in the source (the filters `Wt[f, c, r, s]` of a
     convolution packed as `[c][r][s][f]`, `f` innermost) written as tiles the code generator transposes in
     registers (`codegen_llvm._Emitter.transposed_tile`), or None where the copy is not one.
 
     It is one when the local dimensions just inside the innermost one are whole, in the source's order, and are
-    the source's last dimensions, wholly covered (their mins 0): read as one dimension of the source (a view of
-    it with those merged: contiguous) and of the local buffer (stride: the innermost extent), the copy is a
+    the source's last dimensions, wholly covered but the first (a block of a matmul's reduction, say): read as
+    one dimension of the source (a view of it with those merged: a contiguous run) and of the local buffer
+    (stride: the innermost extent), the copy is a
     transpose of that merged dimension Q and the innermost one V. Tiles of 16 x 16 of it (the read contiguous
     along Q, the write along V), then what is left of Q and of V in plain loops; the whole copy provably inside
-    the source, so nothing is guarded. 4-byte elements, Q and V of at least one tile.
+    the source, so nothing is guarded, or `checked`: run only where the test of `_copy_inside` holds (the last
+    block of a reduction that a block does not divide keeps the guarded copy). 4-byte elements, Q and V of at
+    least one tile.
 
     Before and after, `Wt: f32[512, 256, 3, 3]` copied at `f_b` (64 filters):
 
@@ -698,15 +702,17 @@ def _transposed_copy(lc: LocalCopy, src: ir.Buffer, pvars: list, glob: tuple, ra
     k = rank - m  # the merged source dims are k .. rank-1
     if m == 0 or d_v >= k:
         return None
-    for d in range(k, rank):
+    for d in range(k + 1, rank):  # wholly copied, so that the merged region is one contiguous run of the source
         lo = interval(lc.region.mins[d], ranges)
         if lo != (0, 0) or shape[len(parts) - 1 - (rank - d)] != src.shape[d]:
             return None
-    Q, V, T = math.prod(src.shape[k:]), shape[-1], TRANSPOSE_TILE
+    inner = math.prod(src.shape[k + 1:])
+    Q, V, T = shape[len(parts) - 1 - (rank - k)] * inner, shape[-1], TRANSPOSE_TILE
     if Q < T or V < T:
         return None
+    start = simplify(ir.BinOp("*", lc.region.mins[k], ir.const(inner)))  # where the run begins (a block of k)
     outer = list(range(len(parts) - 1 - m))  # the local dims outside the merged ones
-    src_view = ir.Buffer(src.name, src.dtype, tuple(src.shape[:k]) + (Q,), src.role)
+    src_view = ir.Buffer(src.name, src.dtype, tuple(src.shape[:k]) + (math.prod(src.shape[k:]),), src.role)
     dst_view = ir.Buffer(lc.buffer.name, lc.buffer.dtype, tuple(shape[i] for i in outer) + (Q, V),
                          lc.buffer.role)
     pv = pvars[-1]
@@ -714,7 +720,7 @@ def _transposed_copy(lc: LocalCopy, src: ir.Buffer, pvars: list, glob: tuple, ra
     def copy(q: ir.Expr, v: ir.Expr) -> ir.Stmt:
         g = [ir.substitute(glob[d], {pv.name: v}) for d in range(k)]
         return ir.Store(dst_view, tuple(pvars[i] for i in outer) + (q, v),
-                        ir.Load(src_view, tuple(simplify(x) for x in g) + (q,)))
+                        ir.Load(src_view, tuple(simplify(x) for x in g) + (simplify(ir.BinOp("+", start, q)),)))
 
     def loops(body: ir.Stmt, spans: list) -> ir.Stmt:
         for var, lo, ext, kind in reversed(spans):
@@ -739,9 +745,10 @@ def _transposed_copy(lc: LocalCopy, src: ir.Buffer, pvars: list, glob: tuple, ra
     for var, ext in spans:
         env[var.name] = (0, ext - 1)
     env[q.name], env[v.name] = (0, Q - 1), (0, V - 1)
-    for d in range(k):  # every read provably inside the source: nothing to guard
-        r = interval(simplify(ir.substitute(glob[d], {pv.name: v})), env)
-        if r is None or r[0] < 0 or r[1] > src.shape[d] - 1:
+    reads = [simplify(ir.substitute(glob[d], {pv.name: v})) for d in range(k)] + [simplify(ir.BinOp("+", start, q))]
+    for x, n in zip(reads, src_view.shape):  # every read provably inside the source: nothing to guard
+        r = interval(x, env)
+        if not checked and (r is None or r[0] < 0 or r[1] > n - 1):
             return None
     for i, (var, ext) in reversed(list(enumerate(spans))):
         kind = "parallel" if threads and i == 0 and ext > 1 else "serial"

@@ -543,3 +543,19 @@ def test_a_transposing_copy_stays_inside_its_buffers_under_asan(tmp_path):
     assert r.returncode == 0, r.stderr[-3000:]
     got = np.frombuffer((tmp_path / "out.bin").read_bytes(), np.float32).reshape(M, N)
     assert_close(got, (A.astype(np.float64) @ B.T.astype(np.float64)).astype(np.float32), K)
+
+
+def test_a_transposing_copy_of_a_reduction_block_is_transposed_in_registers(tmp_path):
+    """B[j, k] copied per block of 32 of k (K = 80: the last block reads past B, so it stays a guarded copy)."""
+    M, N, K = 3, 40, 80
+    s = tl.schedule(tl.op(MT), M=M, N=N, K=K)
+    ko, _ = s["C"].split("k", 32)
+    s["C"].reorder(ko, "i", "j", "k_i")
+    s["C"].cache_read("B", ko, layout=((1, 0), (0, 0)))
+    func = s.lowered()
+    assert "B_C_local_q_o" in str(func)
+    rng = np.random.default_rng(1)
+    A, B = rng.standard_normal((M, K), dtype=np.float32), rng.standard_normal((N, K), dtype=np.float32)
+    want = (A.astype(np.float64) @ B.T.astype(np.float64)).astype(np.float32)
+    assert_close(tl.build(s)(A, B), want, K)
+    assert_close(CKernels({"mt": func}, tmp_path, jobs=1).run("mt", [A, B])[0], want, K)
