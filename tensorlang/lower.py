@@ -716,23 +716,35 @@ def _transposed_copy(lc: LocalCopy, src: ir.Buffer, pvars: list, glob: tuple, ra
     dst_view = ir.Buffer(lc.buffer.name, lc.buffer.dtype, tuple(shape[i] for i in outer) + (Q, V),
                          lc.buffer.role)
     pv = pvars[-1]
+    q, v = ir.Var(f"{lc.buffer.name}_q"), ir.Var(f"{lc.buffer.name}_v")
+
+    def reads(q: ir.Expr, v: ir.Expr) -> tuple:
+        """The view's indices of the element the copy stores at (q, v)."""
+        return tuple(simplify(ir.substitute(glob[d], {pv.name: v})) for d in range(k)) + \
+            (simplify(ir.BinOp("+", start, q)),)
+
+    if not checked:  # every read provably inside the source, so that nothing is guarded
+        env = {**ranges, **{pvars[i].name: (0, shape[i] - 1) for i in outer}, q.name: (0, Q - 1), v.name: (0, V - 1)}
+        for x, n in zip(reads(q, v), src_view.shape):
+            r = interval(x, env)
+            if r is None or r[0] < 0 or r[1] > n - 1:
+                return None
 
     def copy(q: ir.Expr, v: ir.Expr) -> ir.Stmt:
-        g = [ir.substitute(glob[d], {pv.name: v}) for d in range(k)]
-        return ir.Store(dst_view, tuple(pvars[i] for i in outer) + (q, v),
-                        ir.Load(src_view, tuple(simplify(x) for x in g) + (simplify(ir.BinOp("+", start, q)),)))
+        return ir.Store(dst_view, tuple(pvars[i] for i in outer) + (q, v), ir.Load(src_view, reads(q, v)))
 
     def loops(body: ir.Stmt, spans: list) -> ir.Stmt:
         for var, lo, ext, kind in reversed(spans):
             body = ir.For(var, ir.const(lo), ir.const(ext), body, kind)
         return body
 
-    q, v = ir.Var(f"{lc.buffer.name}_q"), ir.Var(f"{lc.buffer.name}_v")
     qo, qi, vo, vi = (ir.Var(f"{lc.buffer.name}_{n}") for n in ("q_o", "q_i", "v_o", "v_i"))
     Qm, Vm = Q // T * T, V // T * T
     tile_q = simplify(ir.BinOp("+", ir.BinOp("*", qo, ir.const(T)), qi))
     tile_v = simplify(ir.BinOp("+", ir.BinOp("*", vo, ir.const(T)), vi))
-    spans = [(pvars[i], shape[i]) for i in outer]
+    # with `threads`, the outermost loop with more than one iteration is parallel, as for any copy
+    spans = [(pvars[i], 0, shape[i], "parallel" if threads and n == 0 and shape[i] > 1 else "serial")
+             for n, i in enumerate(outer)]
     first = "parallel" if threads and not spans and Qm // T > 1 else "serial"
     pieces = [loops(copy(tile_q, tile_v), [(qo, 0, Qm // T, first), (vo, 0, Vm // T, "serial"),
                                            (qi, 0, T, "serial"), (vi, 0, T, "vectorized")])]
@@ -740,20 +752,7 @@ def _transposed_copy(lc: LocalCopy, src: ir.Buffer, pvars: list, glob: tuple, ra
         pieces.append(loops(copy(q, v), [(q, 0, Qm, "serial"), (v, Vm, V - Vm, "serial")]))
     if Qm < Q:
         pieces.append(loops(copy(q, v), [(q, Qm, Q - Qm, "serial"), (v, 0, V, "serial")]))
-    body = ir.seq(*pieces)
-    env = dict(ranges)
-    for var, ext in spans:
-        env[var.name] = (0, ext - 1)
-    env[q.name], env[v.name] = (0, Q - 1), (0, V - 1)
-    reads = [simplify(ir.substitute(glob[d], {pv.name: v})) for d in range(k)] + [simplify(ir.BinOp("+", start, q))]
-    for x, n in zip(reads, src_view.shape):  # every read provably inside the source: nothing to guard
-        r = interval(x, env)
-        if not checked and (r is None or r[0] < 0 or r[1] > n - 1):
-            return None
-    for i, (var, ext) in reversed(list(enumerate(spans))):
-        kind = "parallel" if threads and i == 0 and ext > 1 else "serial"
-        body = ir.For(var, ir.const(0), ir.const(ext), body, kind)
-    return body
+    return loops(ir.seq(*pieces), spans)
 
 
 def _copy_order(pvars: list, glob: tuple, shape: tuple) -> list[int]:
