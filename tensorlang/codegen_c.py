@@ -56,6 +56,7 @@ from . import ir
 from .dtypes import DTYPES
 from .errors import BuildError
 from .simplify import _linear, simplify
+from .codegen_llvm import RELEASE_SUFFIX, WORKSPACE_MIN_BYTES
 
 #: C type of each dtype in memory (bool is one byte, as LLVM stores an i1).
 C_TYPES = {"f32": "float", "f64": "double", "i32": "int32_t", "i64": "int64_t", "bool": "uint8_t"}
@@ -305,6 +306,7 @@ class _Emitter:
         self.func, self.name, self.vbytes = func, name, vector_bytes
         self.body: list[str] = []
         self.depth = 1
+        self.workspace: list[str] = []          # static slots of the temporaries kept between calls
         self.helpers: dict[str, str] = {}      # helper name -> its C definition, in order of first use
         self.scopes: list[set] = []            # C names declared in each open block
         self.vars: dict[str, str] = {}         # IR variable -> C name
@@ -365,9 +367,17 @@ class _Emitter:
 """
         helpers = [t for t in self.helpers.values() if t]
         out = [head] + [h.rstrip() + "\n" for h in helpers]
+        if self.workspace:
+            out.append("/* temporaries kept between calls (one per allocation site; NULL while a call holds it) */\n" +
+                       "".join(f"static void *{w};\n" for w in self.workspace))
         out.append(f"int32_t {self.name}({sig})\n{{\n    int32_t status = 0;")
         out.append("\n".join(self.body))
         out.append("    return status;\n}\n")
+        frees = "".join(f"    free(__atomic_exchange_n(&{w}, NULL, __ATOMIC_ACQ_REL));\n" for w in self.workspace)
+        dtor = "__attribute__((destructor)) " if self.workspace else ""
+        what = " (also run when the library is unloaded)" if frees else ": none"
+        out.append(f"/* frees the temporaries {self.name} keeps between calls{what} */\n"
+                   f"{dtor}void {self.name}{RELEASE_SUFFIX}(void)\n{{\n{frees}}}\n")
         return "\n".join(out)
 
     # ---- names ----
@@ -775,10 +785,20 @@ class _Emitter:
         else:
             nbytes = max(_ALIGN, -(-buf.size * DTYPES[buf.dtype].itemsize // _ALIGN) * _ALIGN)
             c = self.declare(buf.name, self.ptrs)
-            self.line(f"{ctype} *restrict {c} = {self.need('tl_alloc')}({nbytes});  /* {shape} */")
+            slot = None
+            if nbytes >= WORKSPACE_MIN_BYTES:  # kept between calls, as the LLVM backend does (see its allocate)
+                slot = f"tl_workspace_{len(self.workspace)}"
+                self.workspace.append(slot)
+                self.line(f"{ctype} *restrict {c} = {self.need('tl_workspace_take')}(&{slot}, {nbytes});"
+                          f"  /* {shape} */")
+            else:
+                self.line(f"{ctype} *restrict {c} = {self.need('tl_alloc')}({nbytes});  /* {shape} */")
             self.open_block(f"if ({c} != NULL) {{")
             self.stmt(s.body)
-            self.line(f"free({c});")
+            if slot is not None:
+                self.line(f"free(__atomic_exchange_n(&{slot}, (void *){c}, __ATOMIC_ACQ_REL));")
+            else:
+                self.line(f"free({c});")
             self.close_block("} else {")
             self.depth += 1
             self.fail()
@@ -1192,6 +1212,11 @@ def _helper(name: str, em: _Emitter) -> str:
     if name == "TL_ALIGNED":
         return ("#if defined(__GNUC__)\n#define TL_ALIGNED __attribute__((aligned(64)))\n#else\n"
                 "#define TL_ALIGNED\n#endif\n")
+    if name == "tl_workspace_take":
+        return ("/* the block a call of this kernel left in *slot (taking it), else a fresh one of nbytes, or NULL */\n"
+                f"static void *tl_workspace_take(void **slot, size_t nbytes)\n{{\n"
+                "    void *p = __atomic_exchange_n(slot, NULL, __ATOMIC_ACQ_REL);\n"
+                f"    return p != NULL ? p : {em.need('tl_alloc')}(nbytes);\n}}\n")
     if name == "tl_alloc":
         return ("/* 64-byte aligned memory for a temporary buffer, or NULL */\n"
                 "static void *tl_alloc(size_t nbytes)\n{\n    void *p = NULL;\n"

@@ -38,6 +38,7 @@ import tempfile
 
 import numpy as np
 
+from .codegen_llvm import RELEASE_SUFFIX
 from .codegen_c import find_c_compiler
 from .dtypes import DTYPES
 from .errors import BuildError, UsageError
@@ -213,8 +214,9 @@ def _compile_llvm(func, meta_json: str | None, target, fmt: str):
     from .codegen_llvm import I8, PTR, emit_module
     from .target import _lock, optimized_module, target_machine
     module = emit_module(func, vector_bits=target.vector_bits())
+    public = (func.name, func.name + RELEASE_SUFFIX)
     for f in module.functions:  # outlined parallel bodies are private to the library
-        if f.name != func.name and not f.is_declaration:
+        if f.name not in public and not f.is_declaration:
             f.linkage = "internal"
     if meta_json is not None:
         data = bytearray(meta_json.encode() + b"\0")
@@ -387,6 +389,10 @@ extern "C" {{
 #endif
 
 {_prototype(meta)}
+
+/* Frees the temporary buffers of 64 KiB or more that {n} keeps from one call to the next (a later call allocates
+   them again); also run when the library is unloaded. */
+void {n}{RELEASE_SUFFIX}(void);
 
 /* JSON that describes the kernel (program, sizes, schedule, buffers, target); tensorlang.load() reads it. */
 const char *{n}{META_SUFFIX}(void);

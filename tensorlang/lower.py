@@ -101,14 +101,34 @@ def _in_domain(indices, shape) -> ir.Expr:
                      for ix, ext in zip(indices, shape))
 
 
+def _at_least(a: ir.Expr, b: ir.Expr, ranges: dict) -> bool:
+    """Whether `a >= b` for every value of the loops in `ranges`: from the bounds of `a - b` after the terms the
+    two share cancel (`T1.j + j_t*32 >= j_t*32` for `T1.j` in 0:32), with `min(x, y)` on the larger side proven
+    for `x` and `y` each.
+
+    >>> from tensorlang.ir import Var, BinOp, const
+    >>> jt = BinOp("*", Var("j_t"), const(32))
+    >>> _at_least(BinOp("+", Var("j"), jt), jt, {"j": (0, 31)}), _at_least(jt, BinOp("+", Var("j"), jt), {"j": (0, 31)})
+    (True, False)
+    """
+    if isinstance(a, ir.BinOp) and a.op == "min":
+        return _at_least(a.a, b, ranges) and _at_least(a.b, b, ranges)
+    if isinstance(b, ir.BinOp) and b.op == "max":
+        return _at_least(a, b.a, ranges) and _at_least(a, b.b, ranges)
+    r = interval(simplify(ir.BinOp("-", a, b)), ranges)
+    return r is not None and r[0] >= 0
+
+
 @dataclass
 class Region:
     """Per dimension: the smallest index (an expression of outer loops), and a constant extent that bounds it;
-    `inside[d]` when that smallest index is provably >= 0 (no clamping at the start of the dimension)."""
+    `inside[d]` when that smallest index is provably >= 0 (no clamping at the start of the dimension), `ends[d]`
+    when its last index is provably below the dimension's size (no clamping at the end)."""
 
     mins: list
     extents: list
     inside: tuple = ()
+    ends: tuple = ()
 
 
 @dataclass
@@ -188,8 +208,9 @@ class Lowerer:
             axes.append((v, 0, region.extents[d], False))
             lo = region.mins[d] if d < len(region.inside) and region.inside[d] else \
                 simplify(ir.BinOp("max", region.mins[d], ir.const(0)))
-            hi = simplify(ir.BinOp("min", ir.BinOp("+", region.mins[d], ir.const(region.extents[d] - 1)),
-                                   ir.const(bs.shape[d] - 1)))
+            last = ir.BinOp("+", region.mins[d], ir.const(region.extents[d] - 1))
+            hi = simplify(last) if d < len(region.ends) and region.ends[d] else \
+                simplify(ir.BinOp("min", last, ir.const(bs.shape[d] - 1)))
             domains[v] = (lo, hi)
         for v in s.red_vars:
             lo, ext = bs.ranges[v]
@@ -296,11 +317,10 @@ class Lowerer:
         def bounds_checks(v) -> list[ir.Expr]:
             """The comparisons that keep index v in its domain, leaving out those its loops cannot break."""
             lo, hi = domains[v]
-            r = interval(exprs[v], ranges)
             out = []
-            if r is None or not isinstance(lo, ir.IntImm) or r[0] < lo.value:
+            if not _at_least(exprs[v], lo, ranges):
                 out.append(ir.Cmp(">=", orig[v], lo))
-            if r is None or not isinstance(hi, ir.IntImm) or r[1] > hi.value:
+            if not _at_least(hi, exprs[v], ranges):
                 out.append(ir.Cmp("<=", orig[v], hi))
             return out
 
@@ -533,7 +553,10 @@ class Lowerer:
             for other in parts[1:]:
                 region = _union(region, other, self.bound.shapes[p])
             starts = [interval(m, ranges) for m in region.mins]
-            region = Region(region.mins, region.extents, tuple(r is not None and r[0] >= 0 for r in starts))
+            shape = self.bound.shapes[p]
+            region = Region(region.mins, region.extents, tuple(r is not None and r[0] >= 0 for r in starts),
+                            tuple(r is not None and r[1] + ext <= n
+                                  for r, ext, n in zip(starts, region.extents, shape)))
             regions[p] = region
             for lp in outer_loops:
                 if lp.kind == "parallel" and not _disjoint(region, prefix + lp.name):

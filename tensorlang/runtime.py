@@ -22,7 +22,7 @@ from .errors import BuildError
 from .ir import Func
 from .program import Op
 from .schedule import Schedule
-from .target import Target, compile_ir, host_target, target_machine
+from .target import MachineCode, Target, compile_ir, host_target, target_machine
 
 CACHE_SIZE = 64
 """How many of the kernels most recently built or found :func:`build` keeps alive (about 1 MB each with its
@@ -69,16 +69,15 @@ class Kernel:
         self.target = target
         self.compile_seconds = compile_seconds
         self._llvm_ir = llvm_ir
-        self._engine = engine  # keeps the machine code alive
+        self._engine = MachineCode(engine, func.name)  # keeps the machine code alive, frees its workspace
         self._module = module_ref
         bound = schedule.bound
         self.input_shapes = {p.name: bound.shapes[p.name] for p in self.op.params}
         self.output_shapes = {o: bound.shapes[o] for o in self.op.outputs}
         self.input_dtypes = {p.name: DTYPES[p.dtype].numpy for p in self.op.params}
         self.output_dtypes = {o: DTYPES[bound.dtypes[o]].numpy for o in self.op.outputs}
-        address = engine.get_function_address(func.name)
         n = len(func.params)
-        self._fn = ctypes.CFUNCTYPE(ctypes.c_int32, *([ctypes.c_void_p] * n))(address)
+        self._fn = ctypes.CFUNCTYPE(ctypes.c_int32, *([ctypes.c_void_p] * n))(self._engine.address)
 
     @property
     def sizes(self) -> dict:

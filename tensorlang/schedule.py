@@ -519,9 +519,12 @@ class StageHandle:
             for y in 0:H+2:              allocate P: f32[3]
               P[y] = I[y-1]              for P_y in 0:3:
             for h in 0:H:                  P.y = P_y + h
-              O[h] = P[h]+P[h+2]           if P.y <= min(h + 2, H + 1):
-                                             P[P_y] = I[P.y - 1]
+              O[h] = P[h]+P[h+2]           P[P_y] = I[P.y - 1]
                                          O[h] = P[0] + P[2]
+
+        Where the part may run past the stage's end (a consumer loop of more iterations than the stage has rows
+        to spare), its indices are guarded (``if P.y <= min(h + 2, H + 1):``); where the loops prove they cannot,
+        as here, no guard is written.
 
         The stage's buffer then holds just that part, inside the loop (as Halide stores a stage where it is
         computed), where every start of the part is provably >= 0, no read of the stage may fall outside its

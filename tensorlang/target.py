@@ -183,6 +183,39 @@ def load_object(data: bytes, target: Target):
         return engine
 
 
+class MachineCode:
+    """Machine code in an LLVM engine, and the kernel function `name` in it; frees the temporaries the kernel
+    keeps between calls (its `NAME_release_workspace`, see `codegen_llvm._Emitter.allocate`) before the code goes.
+    Hold it as long as the function may run.
+
+    >>> import tensorlang as tl
+    >>> from tensorlang.codegen_llvm import emit_module
+    >>> s = tl.schedule(tl.op("def f(A: f32[N]) -> C:\\n    B[i] = A[i] * 2.0\\n    C[i] = B[i] + 1.0"), N=65536)
+    >>> engine, _ = compile_ir(str(emit_module(s.lowered(), host_target().triple)), host_target())
+    >>> code = MachineCode(engine, "f")
+    >>> code.address != 0
+    True
+    >>> del code  # frees the kept block, then the engine
+    """
+
+    def __init__(self, engine, name: str):
+        import ctypes
+
+        from .codegen_llvm import RELEASE_SUFFIX
+        self.engine = engine
+        self.address = engine.get_function_address(name)
+        release = engine.get_function_address(name + RELEASE_SUFFIX)  # none in object files made before it was
+        self._release = ctypes.CFUNCTYPE(None)(release) if release else None
+
+    def release(self) -> None:
+        """Free the temporaries the kernel keeps (a later call allocates them again)."""
+        if self._release is not None:
+            self._release()
+
+    def __del__(self):
+        self.release()
+
+
 @functools.lru_cache(maxsize=None)
 def cache_sizes() -> tuple[int, int]:
     """(L1 data cache, L2 cache) of this machine's first CPU in bytes, from /sys (32 KiB and 1 MiB where it does

@@ -161,9 +161,17 @@ def test_the_start_configs_are_the_pick_then_one_register_tile_per_vector_width(
         assert vecs * c["O.h.reg"] * c["O.w.reg"] <= sp.registers - 4
     task = Task.create("conv2d", sizes=sizes, threads=1, space="generated")
     assert hand_start_configs(task) == task.space.variants()
-    # a program without a reduction that has reuse has one start: the pick
+    # a program without a reduction that has reuse: the pick, then the pick with one of the stages it computes
+    # inside another's loops at the root instead (the rules may move what that stage's readers need with it)
     ln = generated_space(tl.op(schedules.get("layernorm").source), schedules.get("layernorm").sizes(), threads=1)
-    assert ln.variants() == [ln.default()]
+    starts = ln.variants()
+    assert starts[0] == ln.default() and 1 < len(starts) <= 4
+    for c in starts[1:]:
+        moved = [k for k in c if k.endswith(".place") and c[k] != starts[0][k]]
+        assert moved and all(c[k] == "root" for k in moved) and ln.allowed(c), c
+    # nothing to move, no reuse: one start
+    one = generated_space(tl.op("def f(A: f32[N, M]) -> B:\n    B[i, j] = exp(A[i, j])"), {"N": 64, "M": 64}, 1)
+    assert one.variants() == [one.default()]
 
 
 GROUPED = """\
@@ -268,6 +276,22 @@ def test_the_pick_gives_a_stage_inside_a_tile_one_vector():
     sp = generated_space(tl.op(w.source), {"N": 64, "M": 256}, threads=2)
     cfg = sp.default()
     assert cfg["T1.place"] == "at" and cfg["T1.vw"] == sp.knob("T1.vw").values[0]
+
+
+def test_a_stage_inside_a_tile_that_never_runs_past_its_end_is_not_guarded():
+    # T1 and T2 of `elementwise` computed at E's 32-wide tiles of 1,024 columns: the tiles' columns j_t*32 ..
+    # j_t*32 + 31 stay inside; a guard there kept T1's vector loop from vectorizing (the pick ran 1.4x slower)
+    import schedules
+    w = schedules.get("elementwise")
+    op = tl.op(w.source)
+    for sizes, guarded in (({"N": 8, "M": 1024}, False), ({"N": 8, "M": 1000}, True)):
+        sp = generated_space(op, sizes, threads=2)
+        cfg = sp.default()
+        assert cfg["T1.place"] == "at" and cfg["T2.place"] == "at"
+        s = sp.schedule(op, sizes, cfg)
+        assert ("if T1:j" in s.lower()) == guarded, s.lower()
+        A, B = w.make_inputs(sizes, np.random.default_rng(0))
+        assert_close(tl.build(s)(A, B), w.reference(A, B, **sizes))
 
 
 def test_the_pick_blocks_a_long_transpose_and_keeps_vectors_on_a_short_one():

@@ -1024,6 +1024,16 @@ def _blur_i32_at():
 def test_compute_at_int_padding_stage():
     text, _ = run(CASES["blur_i32_at"]())
     assert loop_header(text, "P.i") == "for P.i in 0:6:" and encloses(text, "i_o", "P.i")
+    # the last block's rows (16 .. 21) run past P's 19: they are guarded
+    assert "if P:i <= min(i_o*4 + 5, 18):" in text
+
+
+def test_compute_at_writes_no_guard_where_the_loops_prove_the_part_inside():
+    s = new("blur_i32", N=16)  # blocks of 4 rows: P's rows i_o*4 .. i_o*4 + 5 <= 17 < 18, never past its end
+    s["B"].split("i", 4)
+    s["P"].compute_at(s["B"], "i_o")
+    text, _ = run(s)
+    assert "P[P.i] = A[P:i - 1] (0 outside)" in text and "if " not in text
 
 
 # =====================================================================================================
@@ -1951,7 +1961,8 @@ def test_doc_compute_at():
     s["P"].compute_at(s["B"], "i")
     text = s.lower()
     assert encloses(text, "i", "P.i") and loop_header(text, "P.i") == "for P.i in 0:3:"
-    assert "P:i = P.i + i" in text and "min(i + 2, 7)" in text   # h .. min(h+2, H+1)
+    # rows i .. i+2 of P, never past its end (i + 2 <= 7): no guard
+    assert "P:i = P.i + i" in text and "min(" not in text and "if " not in text
     assert "allocate P: i32[3]" in text and "B[i] = P[0] + 2*P[1] + P[2]" in text  # stored in the loop
 
 

@@ -273,7 +273,7 @@ def run_handler(init: dict):
     import ctypes
 
     os.environ["TENSORLANG_NUM_THREADS"] = str(init["threads"])
-    from tensorlang.target import host_target, load_object
+    from tensorlang.target import MachineCode, host_target, load_object
     target = host_target()
     inputs = [np.load(p) for p in init["inputs"]]
     expected = [np.load(p) for p in init["expected"]]
@@ -284,9 +284,8 @@ def run_handler(init: dict):
     def handle(request: dict) -> dict:
         opts = request["options"]
         args = [a.ctypes.data for a in arrays]  # from the arrays this handler holds: the kernel gets addresses only
-        engine = load_object(request["object"], target)
-        fn = ctypes.CFUNCTYPE(ctypes.c_int32, *([ctypes.c_void_p] * len(args)))(
-            engine.get_function_address(request["name"]))
+        code = MachineCode(load_object(request["object"], target), request["name"])  # frees its workspace when done
+        fn = ctypes.CFUNCTYPE(ctypes.c_int32, *([ctypes.c_void_p] * len(args)))(code.address)
         fault = faults.get(request["key"])
         if fault == "segfault":
             ctypes.string_at(0)
@@ -326,7 +325,7 @@ def run_handler(init: dict):
                     break
                 if best and sorted(times)[len(times) // 2] > opts["coarse_factor"] * best:
                     break  # clearly not a contender: min_runs are enough to rank it
-        del engine
+        del code
         return {"times": times}
 
     return handle

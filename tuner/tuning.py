@@ -89,7 +89,8 @@ def record_of(task: Task, r: Result, strategy: str, seed: int, trial: int) -> Re
 def hand_start_configs(task: Task) -> list[dict]:
     """The configs ``tensorlang tune`` measures before its strategy proposes: the workload's hand config, when
     the task's space is the workload's hand-written one and holds it; in a generated space the rules' zero-trial
-    pick, then the pick at each other vector width of its register tiles (else none).
+    pick, then the pick at each other vector width of its register tiles and with stages moved to the root
+    (else none).
 
     Example::
 

@@ -351,10 +351,11 @@ def _parallel_choices(space, st: StageInfo, cfg: dict, with_balance: bool = Fals
     return good + ok + ["none"]
 
 
-def rule_config(space, vw: int | None = None) -> dict:
+def rule_config(space, vw: int | None = None, place: dict | None = None) -> dict:
     """The rules' config of a :class:`~tensorlang.autosched.space.GeneratedSpace` (see the module's docstring):
     deterministic, allowed by the space's constraint, and one that schedules. With `vw`, the register tiles of
-    the reductions with reuse are the best the rules find at that vector width (see :func:`rule_variants`).
+    the reductions with reuse are the best the rules find at that vector width; `place` overrides the rules'
+    placement of the stages it names (stage -> "root", "at", ...; see :func:`rule_variants`).
 
     >>> import tensorlang as tl
     >>> from tensorlang.autosched.space import generated_space
@@ -370,7 +371,9 @@ def rule_config(space, vw: int | None = None) -> dict:
     for st in info.stages:
         role = space.roles[st.name]
         if f"{st.name}.place" in cfg:
-            if "epilogue" in role.placements:
+            if place and st.name in place:
+                cfg[f"{st.name}.place"] = place[st.name]
+            elif "epilogue" in role.placements:
                 cfg[f"{st.name}.place"] = "epilogue"
             elif st.name in producers:
                 cfg[f"{st.name}.place"] = "root"  # its reader is computed in its write-back
@@ -394,12 +397,16 @@ def rule_config(space, vw: int | None = None) -> dict:
 
 def rule_variants(space) -> list[dict]:
     """The rules' pick first, then the pick at each other vector width of the register tiles of the reductions
-    with reuse (a matmul's, a convolution's): the configs a tuner measures before its strategy proposes, one per
-    register-tile shape, so that search starts in every basin the rules' model cannot rank by itself. (The model
-    counts FMAs against loads; it does not see register allocation or the cost of packing a wide vector block:
-    on ResNet-18's 3x3 stride-2 convolution at 14x14 -> 7x7 its pick, 4 vectors x 7 pixels, ran at 55 GFLOPS, the
-    one-vector tile at 85, and 200 trials of search from the pick alone never left its basin.) Deterministic,
-    distinct, each allowed and one that schedules.
+    with reuse (a matmul's, a convolution's), then the pick with each stage it computes inside another's loops
+    or inlines computed at the root instead (at most :data:`PLACEMENT_VARIANTS` of those): the configs a tuner
+    measures before its strategy proposes, one per register-tile shape and per placement, so that search starts
+    in every basin the rules' model cannot rank by itself, as Ansor's sketches each seed its population. (The
+    model counts FMAs against loads; it does not see register allocation or the cost of packing a wide vector
+    block: on ResNet-18's 3x3 stride-2 convolution at 14x14 -> 7x7 its pick, 4 vectors x 7 pixels, ran at 55
+    GFLOPS, the one-vector tile at 85, and 200 trials of search from the pick alone never left its basin. Nor
+    does it see what one loop of tanh and exp costs against two: `elementwise` with its tanh stage at the root
+    ran 1.2x faster than inlined or inside the reader's tiles, a config 17 of 200 trials visited, never with
+    good tiles.) Deterministic, distinct, each allowed and one that schedules.
 
     >>> import tensorlang as tl
     >>> from tensorlang.autosched.space import generated_space
@@ -415,13 +422,19 @@ def rule_variants(space) -> list[dict]:
         if st.kind == "reuse" and f"{st.name}.vw" in out[0] and out[0].get(f"{st.name}.vec") in st.spatial:
             widths += [w for w in space.knob(f"{st.name}.vw").values if w not in widths]
     seen = {config_key(out[0])}
-    for w in widths:
-        cfg = rule_config(space, w)
+    candidates = [rule_config(space, w) for w in widths]
+    moved = [st.name for st in space.info.stages if out[0].get(f"{st.name}.place") in ("at", "inline")
+             and "root" in space.roles[st.name].placements]
+    candidates += [rule_config(space, place={name: "root"}) for name in moved[:PLACEMENT_VARIANTS]]
+    for cfg in candidates:
         k = config_key(cfg)
         if k not in seen and space.allowed(cfg):
             seen.add(k)
             out.append(cfg)
     return out
+
+
+PLACEMENT_VARIANTS = 3  # stages moved to the root, one per start config: the first round stays a few trials
 
 
 def windowed(info, name: str) -> bool:

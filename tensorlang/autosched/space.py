@@ -523,8 +523,9 @@ class GeneratedSpace(Space):
         return rule_config(self)
 
     def variants(self) -> list[dict]:
-        """The rules' pick, then the pick at each other vector width of its register tiles (see
-        :func:`tensorlang.autosched.pick.rule_variants`): what a tuner measures first."""
+        """The rules' pick, then the pick at each other vector width of its register tiles and with each stage it
+        inlines or computes inside another's loops at the root (see :func:`tensorlang.autosched.pick.rule_variants`):
+        what a tuner measures first."""
         from .pick import rule_variants
         return rule_variants(self)
 

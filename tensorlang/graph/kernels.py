@@ -153,7 +153,7 @@ def _function(address: int, n_args: int):
 
 
 def _load(folder: pathlib.Path, key: str, text: str, target) -> CompiledKernel | None:
-    from ..target import load_object
+    from ..target import MachineCode, load_object
     meta_path, obj_path = folder / f"{key}.json", folder / f"{key}.o"
     try:
         meta = json.loads(meta_path.read_text())
@@ -165,14 +165,13 @@ def _load(folder: pathlib.Path, key: str, text: str, target) -> CompiledKernel |
         return None
     t0 = time.perf_counter()
     try:
-        engine = load_object(data, target)
-        address = engine.get_function_address(meta["name"])
+        code = MachineCode(load_object(data, target), meta["name"])
     except Exception:  # an object file LLVM refuses: compile again (and overwrite it)
         return None
-    if not address:
+    if not code.address:
         return None
-    return CompiledKernel(meta["name"], text, meta["n_args"], _function(address, meta["n_args"]),
-                          meta["schedule_source"], meta["schedule"], time.perf_counter() - t0, True, engine)
+    return CompiledKernel(meta["name"], text, meta["n_args"], _function(code.address, meta["n_args"]),
+                          meta["schedule_source"], meta["schedule"], time.perf_counter() - t0, True, code)
 
 
 def _store(folder: pathlib.Path, key: str, kernel: CompiledKernel, obj: bytes) -> None:
