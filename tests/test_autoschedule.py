@@ -624,3 +624,29 @@ def test_task_of_any_program_and_tuner_tune_on_dsl_text(tmp_path):
     assert best.ok and best.workload == "scale_add"
     with pytest.raises(tl.UsageError, match="a program has no presets"):
         tuner.tune(PROGRAM, trials=3, preset="small")
+
+
+def test_search_keeps_a_proposal_in_each_rival_basin():
+    # the start variants are four loop structures (register tiles at four vector widths); the pick leads, two
+    # variants come within 0.85 of it: each round keeps one proposal in each of those two, none in the fourth
+    import schedules
+    from tuner.strategies import RIVAL_SHARE, ModelGuidedGenetic, Observation
+    w = schedules.get("conv2d")
+    sizes = {"N": 1, "C": 256, "H": 14, "W": 14, "F": 512, "R": 3, "S": 3, "stride": 2, "pad": 1, "dil": 1}
+    sp = generated_space(tl.op(w.source), sizes, threads=1)
+    starts = sp.variants()
+    assert len({sp.basin(c) for c in starts}) == len(starts) == 4
+    g = ModelGuidedGenetic(sp, seed=0, featurize=lambda c: np.array(sp.encode(c), float))
+    speeds = [86.8, 75.0, 81.8, 54.3]
+    assert all(s >= RIVAL_SHARE * speeds[0] for s in speeds[1:3]) and speeds[3] < RIVAL_SHARE * speeds[0]
+    rng = np.random.default_rng(0)
+    history = [Observation(c, s) for c, s in zip(starts, speeds)]
+    history += [Observation(sp.random(rng), 5.0 + i) for i in range(8)]  # slow ones: the model trains
+    g.observe(history)
+    proposed = g.propose(16)
+    assert len(proposed) == 16 and len({str(sorted(c.items())) for c in proposed}) == 16
+    rival = [sp.basin(c) for c in proposed[:2]]
+    assert rival == [sp.basin(starts[2]), sp.basin(starts[1])], rival  # the better rival first
+    assert all(sp.allowed(c) for c in proposed[:2])
+    # a small proposal, or a space without basins (a hand-written one), gets none
+    assert g._rival_picks(3) == []

@@ -522,6 +522,26 @@ class GeneratedSpace(Space):
         from .pick import rule_config
         return rule_config(self)
 
+    def basin(self, config: dict) -> tuple:
+        """The config's sketch, in Ansor's word: every stage's placement and vectorized variable, and the vector width
+        of each reduction with reuse (the register tile's shape). Configs of one basin differ in tiles, blocks,
+        orders and annotations, which search moves through by small steps; another basin is another loop
+        structure. `tuner.strategies.ModelGuidedGenetic` keeps searching the best rival basins.
+
+        >>> import tensorlang as tl
+        >>> op = tl.op("def mm(A: f32[M, K], B: f32[K, N]) -> C:\\n    C[i, j] += A[i, k] * B[k, j]")
+        >>> sp = generated_space(op, {"M": 256, "N": 256, "K": 256}, threads=2)
+        >>> sp.basin(sp.default()) == sp.basin({**sp.default(), "C.ku": 1}), len(set(map(sp.basin, sp.variants())))
+        (True, 4)
+        """
+        return tuple(config.get(k) for k in self._basin_knobs)
+
+    @cached_property
+    def _basin_knobs(self) -> tuple:
+        reuse = {st.name for st in self.info.stages if st.kind == "reuse"}
+        return tuple(k.name for k in self.knobs if k.name.endswith((".place", ".vec"))
+                     or (k.name.endswith(".vw") and k.name[:-3] in reuse))
+
     def variants(self) -> list[dict]:
         """The rules' pick, then the pick at each other vector width of its register tiles and with each stage it
         inlines or computes inside another's loops at the root (see :func:`tensorlang.autosched.pick.rule_variants`):
