@@ -53,10 +53,10 @@ from pathlib import Path
 import numpy as np
 
 from . import ir
+from .codegen_llvm import RELEASE_SUFFIX, WORKSPACE_MIN_BYTES
 from .dtypes import DTYPES
 from .errors import BuildError
 from .simplify import _linear, simplify
-from .codegen_llvm import RELEASE_SUFFIX, WORKSPACE_MIN_BYTES
 
 #: C type of each dtype in memory (bool is one byte, as LLVM stores an i1).
 C_TYPES = {"f32": "float", "f64": "double", "i32": "int32_t", "i64": "int64_t", "bool": "uint8_t"}

@@ -161,6 +161,13 @@ def emit_module(func: ir.Func, triple: str = "", data_layout: str = "", vector_b
     return module
 
 
+def _declare(module: ll.Module, name: str, ret: ll.Type, args: list[ll.Type]):
+    """The function `name` of `module`, declared (as returning `ret` from `args`) where the module lacks it."""
+    if name in module.globals:
+        return module.globals[name]
+    return ll.Function(module, ll.FunctionType(ret, args), name=name)
+
+
 def _workspace_slots(module: ll.Module) -> list:
     return [g for g in module.global_values if g.name.startswith("tl.workspace.")]
 
@@ -178,7 +185,7 @@ def _release_function(module: ll.Module, name: str) -> None:
     slots = _workspace_slots(module)
     fn = ll.Function(module, ll.FunctionType(ll.VoidType(), []), name=name + RELEASE_SUFFIX)
     b = ll.IRBuilder(fn.append_basic_block("entry"))
-    free = module.globals.get("free") or ll.Function(module, ll.FunctionType(ll.VoidType(), [PTR]), name="free")
+    free = _declare(module, "free", ll.VoidType(), [PTR])
     for slot in slots:
         b.call(free, [b.atomic_rmw("xchg", slot, ll.Constant(PTR, None), "acq_rel")])
     b.ret_void()
@@ -261,9 +268,7 @@ class _Emitter:
         return ll.Function(self.module, ll.FunctionType(ret, args), name=full)
 
     def extern(self, name: str, ret: ll.Type, args: list[ll.Type]):
-        if name in self.module.globals:
-            return self.module.globals[name]
-        return ll.Function(self.module, ll.FunctionType(ret, args), name=name)
+        return _declare(self.module, name, ret, args)
 
     def fail_if(self, cond: ll.Value) -> None:
         if self.fail_block is None:

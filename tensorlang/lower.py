@@ -549,11 +549,11 @@ class Lowerer:
                 if r != p:
                     parts += self.regions_read(self.bound.stages[r].stage,
                                                lambda t, r=r: self.region_via(r, regions[r], t), p)
+            shape = self.bound.shapes[p]
             region = parts[0]
             for other in parts[1:]:
-                region = _union(region, other, self.bound.shapes[p])
+                region = _union(region, other, shape)
             starts = [interval(m, ranges) for m in region.mins]
-            shape = self.bound.shapes[p]
             region = Region(region.mins, region.extents, tuple(r is not None and r[0] >= 0 for r in starts),
                             tuple(r is not None and r[1] + ext <= n
                                   for r, ext, n in zip(starts, region.extents, shape)))
