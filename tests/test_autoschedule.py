@@ -650,3 +650,26 @@ def test_search_keeps_a_proposal_in_each_rival_basin():
     assert all(sp.allowed(c) for c in proposed[:2])
     # a small proposal, or a space without basins (a hand-written one), gets none
     assert g._rival_picks(3) == []
+
+
+def test_search_proposes_canonical_configs_so_one_search_round_fills_a_proposal():
+    # dense + bias + GELU: with the epilogue fused, Y's tile knobs are unused; children that differ from a measured
+    # config only there are that config again. The search proposes canonical configs, so one round of it fills a
+    # proposal (it used to run ten rounds and more: 1.2 s of proposing per trial)
+    from tuner.strategies import ModelGuidedGenetic, Observation
+    sp = generated_space(tl.op(DENSE), {"M": 128, "N": 3072, "K": 768}, threads=2)
+    g = ModelGuidedGenetic(sp, seed=0, featurize=lambda c: np.array(sp.encode(c), float))
+    rng = np.random.default_rng(0)
+    history = [Observation(c, 100.0 - i) for i, c in enumerate(sp.variants())]
+    history += [Observation(sp.canonical(sp.random(rng)), 5.0 + i) for i in range(8)]
+    g.observe(history)
+    rounds = []
+    inner = g._propose
+    g._propose = lambda n: rounds.append(n) or inner(n)
+    proposed = g.propose(16)
+    assert len(proposed) == 16 and all(sp.canonical(c) == c for c in proposed)
+    assert rounds == [16], rounds
+    genes = np.array([sp.encode(o.config) for o in history])
+    kids = g.children(genes, np.array([o.gflops for o in history]), 32, set())
+    assert len(kids) == 32 and all(sp.canonical(c) == c for c in kids)
+    assert all(sp.canonical(c) == c for c in g.random_unseen(8))

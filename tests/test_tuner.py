@@ -1027,6 +1027,9 @@ def test_random_unseen_never_walks_a_huge_space():
         def allowed(self, config):
             return config["x"] % 1000 == 0  # one in a thousand: rejection sampling finds a few
 
+        def canonical(self, config):
+            return config
+
         def allowed_configs(self):
             raise AssertionError("walked the whole space")
 
