@@ -81,6 +81,32 @@ def _constant(value, dtype: str) -> ir.Expr:
     return ir.IntImm(int(value), dtype)
 
 
+def _scale_factor(value: ir.Expr) -> tuple[ir.Expr, ir.FloatImm] | None:
+    """``value`` as ``rest * c``, with ``c`` a floating-point constant that multiplies the whole of it (a factor
+    of its top-level product), or None. A sum over a register tile accumulates ``rest`` and scales once as it
+    writes the tile back: ``sum(q * k * 0.125)`` is ``0.125 * sum(q * k)`` up to rounding, and the multiply
+    inside the loop would turn each fused multiply-add into two operations.
+
+    >>> r, c = _scale_factor(ir.BinOp("*", ir.BinOp("*", ir.Var("q", "f32"), ir.Var("k", "f32")), ir.FloatImm(0.125)))
+    >>> str(r), c.value
+    ('q*k', 0.125)
+    >>> _scale_factor(ir.BinOp("+", ir.Var("q", "f32"), ir.FloatImm(1.0))) is None
+    True
+    """
+    if not (isinstance(value, ir.BinOp) and value.op == "*"):
+        return None
+    if isinstance(value.b, ir.FloatImm):
+        return value.a, value.b
+    if isinstance(value.a, ir.FloatImm):
+        return value.b, value.a
+    for inner, other, left in ((value.a, value.b, True), (value.b, value.a, False)):
+        got = _scale_factor(inner)
+        if got is not None:
+            rest, c = got
+            return (ir.BinOp("*", rest, other) if left else ir.BinOp("*", other, rest)), c
+    return None
+
+
 #: The dtype a computation of weak values only (literals, sizes, index values: Python numbers) is done in where it
 #: meets no tensor, in a cast's argument or a comparison: exactly, as Python would (`f64(0.1)` is the double 0.1,
 #: `f64(N * N)` does not wrap at 2**31).
@@ -284,6 +310,11 @@ class Lowerer:
         value = ValueLowering(self, bs, orig, exprs, copies, ranges)(s.rhs, s.dtype)
         epilogue = self.epilogue_store(name, orig, ranges) if name in self.epilogue else None
         tbuf, tidx = local if local is not None else (out, out_idx)
+        scale = None  # a constant factor of a sum into a register tile: applied once, as the tile is written back
+        if s.reduce_op == "+" and local is not None:
+            got = _scale_factor(value)
+            if got is not None:
+                value, scale = got
         if s.reduce_op is None:
             core: ir.Stmt = ir.Store(tbuf, tidx, value)
             identity = None
@@ -357,7 +388,7 @@ class Lowerer:
                 buf, idx = local
                 inner = loops[depth + 1:]
                 init = [] if identity is None else [tile(inner, ir.Store(buf, idx, identity), False)]
-                back = ir.Load(buf, idx)
+                back = ir.Load(buf, idx) if scale is None else ir.BinOp("*", ir.Load(buf, idx), scale)
 
                 def write(value):
                     return tile(inner, ir.Store(out, out_idx, value), True)

@@ -109,6 +109,8 @@ PROGRAMS: dict[str, Program] = {p.op.name: p for p in [
             lambda A, B, **_: _f32(A.astype(np.float64) @ B.astype(np.float64)), lambda s: s["K"]),
     Program("def mm64(A: f64[M, K], B: f64[K, N]) -> C:\n    C[m, n] += A[m, k] * B[k, n]\n",
             lambda A, B, **_: A @ B, lambda s: s["K"]),
+    Program("def mms(A: f32[M, K], B: f32[K, N]) -> C:\n    C[m, n] += A[m, k] * 0.125 * B[k, n]\n",
+            lambda A, B, **_: _f32(A.astype(np.float64) @ B.astype(np.float64) * 0.125), lambda s: s["K"]),
     Program("def mmi(A: i32[M, K], B: i32[K, N]) -> C:\n    C[m, n] += A[m, k] * B[k, n]\n",
             lambda A, B, **_: (A.astype(np.int64) @ B.astype(np.int64)).astype(np.int32), exact=True),
     Program("def tr(A: f32[M, N]) -> B:\n    B[j, i] = A[i, j]\n", lambda A, **_: A.T.copy(), exact=True),

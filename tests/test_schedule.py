@@ -1207,6 +1207,30 @@ def test_cache_write_init_folded_into_first_write_back_of_every_outer_reduction_
     run(CASES["cw_two_reductions_outside"](), seed=3)
 
 
+@case("cw_scaled_sum")
+def _cw_scaled_sum():
+    s = new("mms", M=13, N=37, K=19)
+    s["C"].tile("m", "n", 4, 16)
+    s["C"].split("k", 8)
+    s["C"].reorder("m_o", "k_o", "n_o", "k_i", "m_i", "n_i")
+    s["C"].cache_write("n_o")
+    s["C"].vectorize("n_i")
+    return s
+
+
+def test_cache_write_scales_a_sum_once_as_it_writes_the_tile_back():
+    # C += A * 0.125 * B: the tile accumulates A * B (one fused multiply-add per element) and the constant
+    # multiplies each write-back, the first (which stores) and the later ones (which add), k split with a tail
+    text, _ = run(CASES["cw_scaled_sum"]())
+    assert "C_local[m_i, n_i] = C_local[m_i, n_i] + A[m, k]*B[k, n]" in text
+    assert "C[m, n] = C_local[m_i, n_i]*0.125f" in text
+    assert "C[m, n] = C[m, n] + C_local[m_i, n_i]*0.125f" in text
+    # without a register tile the sum is left as written
+    s = new("mms", M=13, N=37, K=19)
+    text, _ = run(s)
+    assert "C[m, n] = C[m, n] + A[m, k]*0.125f*B[k, n]" in text
+
+
 @case("cw_max_reduction_outside")
 def _cw_max_reduction_outside():
     s = new("rowmaxi", M=21, K=10)
