@@ -54,6 +54,34 @@ def clear_cache() -> None:
         _recent.clear()
 
 
+def _data_offset() -> int | None:
+    """Where an ndarray's data pointer lies in its object: numpy's array struct puts it right after the object
+    header, which CPython's ``id`` addresses. Probed on two arrays (one a view at an offset); None where this
+    interpreter lays arrays out otherwise, and then :func:`data_address` asks ``a.ctypes.data``."""
+    base = np.empty(4, np.float32)
+    for off in (16, 32):
+        if all(ctypes.c_void_p.from_address(id(a) + off).value == a.ctypes.data for a in (base, base[1:])):
+            return off
+    return None
+
+
+_DATA_OFFSET = _data_offset()
+_from_address = ctypes.c_void_p.from_address
+
+
+def data_address(a: np.ndarray) -> int:
+    """The address of ``a``'s first element, as ``a.ctypes.data`` but about five times faster (0.2 against 1 µs:
+    a kernel call passes one per argument, and small kernels run in 20 µs).
+
+    >>> a = np.arange(4, dtype=np.float32)
+    >>> data_address(a) == a.ctypes.data and data_address(a[1:]) == a.ctypes.data + 4
+    True
+    """
+    if _DATA_OFFSET is None:
+        return a.ctypes.data
+    return _from_address(id(a) + _DATA_OFFSET).value or 0
+
+
 class Kernel:
     """A compiled program for fixed sizes: call it with numpy arrays (inputs in parameter order).
 
@@ -78,6 +106,13 @@ class Kernel:
         self.output_dtypes = {o: DTYPES[bound.dtypes[o]].numpy for o in self.op.outputs}
         n = len(func.params)
         self._fn = ctypes.CFUNCTYPE(ctypes.c_int32, *([ctypes.c_void_p] * n))(self._engine.address)
+        self._set_specs()
+
+    def _set_specs(self) -> None:
+        """What a call checks, in parameter order (see the fast path of ``__call__``)."""
+        self._in_specs = tuple((tuple(self.input_shapes[p]), np.dtype(self.input_dtypes[p])) for p in self.op.inputs)
+        self._out_specs = tuple((tuple(self.output_shapes[o]), np.dtype(self.output_dtypes[o]))
+                                for o in self.op.outputs)
 
     @property
     def sizes(self) -> dict:
@@ -85,6 +120,21 @@ class Kernel:
         return dict(self.schedule.sizes)
 
     def __call__(self, *inputs, out=None):
+        if out is None and len(inputs) == len(self._in_specs):
+            # the common call, checked in a few attribute reads per array; anything unusual (a subclass, a wrong
+            # shape or dtype, a strided view) goes the long way below, which says what is wrong
+            for a, (shape, dtype) in zip(inputs, self._in_specs):
+                if type(a) is not np.ndarray or a.shape != shape or a.dtype != dtype or not a.flags.c_contiguous:
+                    break
+            else:
+                try:
+                    outs = [np.empty(shape, dtype) for shape, dtype in self._out_specs]
+                except MemoryError:
+                    outs = self._outputs(None, inputs)  # raises the error that names the output
+                status = self._fn(*map(data_address, inputs), *map(data_address, outs))
+                if status != 0:
+                    raise MemoryError(f"{self.op.name}: the kernel could not allocate its temporary buffers")
+                return outs[0] if len(outs) == 1 else tuple(outs)
         names = self.op.inputs
         if len(inputs) != len(names):
             raise BuildError(f"{self.op.name}: expected {len(names)} input array{'s' if len(names) != 1 else ''} "
@@ -92,7 +142,7 @@ class Kernel:
         for name, a in zip(names, inputs):
             self._check(name, a, self.input_shapes[name], self.input_dtypes[name], "input")
         outs = self._outputs(out, inputs)
-        status = self._fn(*[a.ctypes.data for a in inputs], *[o.ctypes.data for o in outs])
+        status = self._fn(*map(data_address, inputs), *map(data_address, outs))
         if status != 0:
             raise MemoryError(f"{self.op.name}: the kernel could not allocate its temporary buffers")
         return outs[0] if len(outs) == 1 else tuple(outs)
@@ -254,6 +304,7 @@ class LoadedKernel(Kernel):
         self._fn = getattr(lib, meta["name"])
         self._fn.restype = ctypes.c_int32
         self._fn.argtypes = [ctypes.c_void_p] * (len(meta["inputs"]) + len(meta["outputs"]))
+        self._set_specs()
 
     @property
     def sizes(self) -> dict:
