@@ -153,8 +153,11 @@ def test_the_start_configs_are_the_pick_then_one_register_tile_per_vector_width(
     sp = generated_space(tl.op(w.source), sizes, threads=1)
     starts = sp.variants()
     assert starts[0] == sp.default() and starts == sp.variants()  # the pick first; deterministic
-    widths = [c["O.vw"] for c in starts]
+    tiles = [c for c in starts if c["P.place"] == starts[0]["P.place"]]
+    widths = [c["O.vw"] for c in tiles]
     assert sorted(widths) == sorted(sp.knob("O.vw").values) and len(set(widths)) == len(widths)
+    # then the pick with its padded image (at the root) inlined instead
+    assert starts[0]["P.place"] == "root" and [c["P.place"] for c in starts[len(tiles):]] == ["inline"]
     assert all(sp.allowed(c) for c in starts)
     for c in starts:  # each the best tile the rules find at its width, within the registers
         vecs = -(-c["O.vw"] // sp.roles["O"].lanes)
@@ -634,7 +637,7 @@ def test_search_keeps_a_proposal_in_each_rival_basin():
     w = schedules.get("conv2d")
     sizes = {"N": 1, "C": 256, "H": 14, "W": 14, "F": 512, "R": 3, "S": 3, "stride": 2, "pad": 1, "dil": 1}
     sp = generated_space(tl.op(w.source), sizes, threads=1)
-    starts = sp.variants()
+    starts = sp.variants()[:4]  # the four register-tile widths (the fifth inlines the padded image)
     assert len({sp.basin(c) for c in starts}) == len(starts) == 4
     g = ModelGuidedGenetic(sp, seed=0, featurize=lambda c: np.array(sp.encode(c), float))
     speeds = [86.8, 75.0, 81.8, 54.3]
@@ -673,3 +676,22 @@ def test_search_proposes_canonical_configs_so_one_search_round_fills_a_proposal(
     kids = g.children(genes, np.array([o.gflops for o in history]), 32, set())
     assert len(kids) == 32 and all(sp.canonical(c) == c for c in kids)
     assert all(sp.canonical(c) == c for c in g.random_unseen(8))
+
+
+def test_a_short_window_has_every_tap_unrolled_and_the_pick_takes_it():
+    # depthwise 3x3: ku offers 9 (3 x 3 taps: every reduction loop unrolled) beside 1, 2, 3; the pick takes it
+    # (1.3x faster on two Zen 4 cores: the taps' offsets fold); a convolution over channels is offered no such value
+    import schedules
+    w = schedules.get("depthwise_conv2d")
+    sizes = {"N": 1, "C": 4, "H": 13, "W": 19, "R": 3, "S": 3, "stride": 1, "pad": 1}
+    op = tl.op(w.source)
+    sp = generated_space(op, sizes, threads=1)
+    assert sp.knob("O.ku").values == (1, 2, 3, 9) and sp.default()["O.ku"] == 9
+    for place in ("root", "inline"):
+        cfg = sp.canonical({**sp.default(), "P.place": place})
+        text = sp.schedule(op, sizes, cfg).lower()
+        assert "for r in 0:3:  # unrolled" in text and "for s in 0:3:  # unrolled" in text, text
+        inputs = w.make_inputs(sizes, np.random.default_rng(1))
+        assert_close(tl.build(sp.schedule(op, sizes, cfg))(*inputs), w.reference(*inputs, **sizes), 9)
+    conv = generated_space(tl.op(schedules.get("conv2d").source), schedules.get("conv2d").sizes(), threads=1)
+    assert max(conv.knob("O.ku").values) <= 8

@@ -28,6 +28,8 @@ iterations than threads, and placements the loop nests cannot hold.
 """
 from __future__ import annotations
 
+import math
+
 from functools import cached_property
 
 import numpy as np
@@ -158,8 +160,15 @@ def _rblock_values(extent: int) -> tuple:
     return tuple(v for v in (32, 64, 128, 256, 512, 1024) if v < extent) + (extent,)
 
 
-def _ku_values(extent: int) -> tuple:
-    return tuple(sorted({v for v in (1, 2, 4, 8) if v <= extent} | ({extent} if extent <= 16 else set())))
+def _ku_values(extent: int, taps: int = 0) -> tuple:
+    """Unrolling of the innermost reduction loop: 1, 2, 4, 8 up to its extent, the extent itself up to 16, and
+    ``taps`` (the product of every reduction extent, where there are several) up to 16: all of them unrolled.
+
+    >>> _ku_values(3, 9), _ku_values(64, 64 * 9)
+    ((1, 2, 3, 9), (1, 2, 4, 8))
+    """
+    all_taps = {taps} if extent < taps <= 16 else set()
+    return tuple(sorted({v for v in (1, 2, 4, 8) if v <= extent} | ({extent} if extent <= 16 else set()) | all_taps))
 
 
 def _rotations(names: tuple) -> tuple:
@@ -200,7 +209,10 @@ class StageRole:
         if st.reduction:
             self.knobs.append(Knob(f"{n}.red_order", _rotations(st.reduction), "order of the reduction loops"))
             inner = max(st.extents[r] for r in st.reduction)
-            self.knobs.append(Knob(f"{n}.ku", _ku_values(inner), "unrolling of the innermost reduction loop"))
+            taps = math.prod(st.extents[r] for r in st.reduction) if len(st.reduction) > 1 else 0
+            self.knobs.append(Knob(f"{n}.ku", _ku_values(inner, taps),
+                                   "unrolling of the innermost reduction loop (the product of every reduction "
+                                   "extent: all of them)"))
             if st.kind == "reuse" and len(st.spatial) > 1:
                 self.knobs.append(Knob(f"{n}.tile_order", ("y_first", "x_first"),
                                        "which side's register-tile loops run outside"))

@@ -47,9 +47,10 @@ class TileConfig:
     tile of other spatial variables (unrolled); ``block``: the level-0 block of each spatial variable in
     elements (rounded up to whole register tiles); ``rblock``: the block of each reduction variable;
     ``red_order``: the reduction variables, outermost first; ``ku``: how far the innermost reduction loop is
-    unrolled; ``tile_order``: "y_first" or "x_first" (the level-1 loops); ``parallel``: "none", "outerK" (the
-    first K leading spatial loops, fused) or "innerK" (the first K X-side block loops after the reduction
-    blocks); ``pack``: the tensors copied into a blocked layout (cache_read).
+    unrolled (at least the product of every reduction extent: all of them); ``tile_order``: "y_first" or
+    "x_first" (the level-1 loops); ``parallel``: "none", "outerK" (the first K leading spatial loops, fused) or
+    "innerK" (the first K X-side block loops after the reduction blocks); ``pack``: the tensors copied into a
+    blocked layout (cache_read).
     """
 
     vec: str | None = None
@@ -197,6 +198,10 @@ def plan_loops(st: StageInfo, cfg: TileConfig, lanes: int) -> LoopPlan:
     one_iteration = red_order[0] if (needs_loop and no_y_block and no_r_block and red_order and not red_vec) \
         else None
     red_names: dict[str, dict[str, str]] = {}
+    # ku at least the product of every reduction extent (offered where that is at most 16): every reduction loop
+    # unrolled, as a 3x3 window's taps are (their guards and offsets then fold per tap)
+    unroll_all = len(red_order) > 1 and not red_vec and cfg.ku > 1 and \
+        cfg.ku >= math.prod(st.extents[r] for r in red_order)
     for n, r in enumerate(red_order):
         E = st.extents[r]
         names = {}
@@ -229,6 +234,9 @@ def plan_loops(st: StageInfo, cfg: TileConfig, lanes: int) -> LoopPlan:
             else:
                 names["vec"] = cur
                 plan.extents[cur] = cur_ext
+        elif unroll_all:
+            names["unroll"] = cur
+            plan.extents[cur] = cur_ext
         elif innermost and 1 < cfg.ku < cur_ext:
             o, i = fresh(f"{r}_o"), fresh(f"{r}_u")
             plan.splits.append((cur, cfg.ku, o, i))
