@@ -695,3 +695,5 @@ def test_a_short_window_has_every_tap_unrolled_and_the_pick_takes_it():
         assert_close(tl.build(sp.schedule(op, sizes, cfg))(*inputs), w.reference(*inputs, **sizes), 9)
     conv = generated_space(tl.op(schedules.get("conv2d").source), schedules.get("conv2d").sizes(), threads=1)
     assert max(conv.knob("O.ku").values) <= 8
+    # and its pick is as before: the innermost loop (s, 3) is neither among the values nor divided by 4 or 2
+    assert conv.default()["O.ku"] == 1

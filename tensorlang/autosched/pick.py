@@ -250,8 +250,9 @@ def _stage_defaults(space, st: StageInfo, cfg: dict, vw: int | None = None) -> N
             # a short window's taps all unrolled (the space offers their product up to 16: depthwise 3x3 1.3x
             # faster); else a short loop unrolled whole; else the largest of 4 and 2 that divides it (a tail would
             # put a guard in the hot loop)
-            if values[-1] > inner:
-                cfg[f"{n}.ku"] = values[-1]
+            taps = math.prod(st.extents[r] for r in st.reduction)
+            if len(st.reduction) > 1 and taps in values and taps > max(st.extents[r] for r in st.reduction):
+                cfg[f"{n}.ku"] = taps
             else:
                 cfg[f"{n}.ku"] = inner if inner in values and inner <= 8 else \
                     next((v for v in (4, 2) if v in values and inner % v == 0), 1)
