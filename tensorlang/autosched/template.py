@@ -198,10 +198,10 @@ def plan_loops(st: StageInfo, cfg: TileConfig, lanes: int) -> LoopPlan:
     one_iteration = red_order[0] if (needs_loop and no_y_block and no_r_block and red_order and not red_vec) \
         else None
     red_names: dict[str, dict[str, str]] = {}
-    # ku at least the product of every reduction extent (offered where that is at most 16): every reduction loop
-    # unrolled, as a 3x3 window's taps are (their guards and offsets then fold per tap)
-    unroll_all = len(red_order) > 1 and not red_vec and cfg.ku > 1 and \
-        cfg.ku >= math.prod(st.extents[r] for r in red_order)
+    # ku at least the product of every reduction extent, where that exceeds the longest (as the space offers it,
+    # up to 16): every reduction loop unrolled, as a 3x3 window's taps are (their guards and offsets fold per tap)
+    taps = math.prod(st.extents[r] for r in red_order)
+    unroll_all = len(red_order) > 1 and not red_vec and cfg.ku >= taps > max(st.extents[r] for r in red_order)
     for n, r in enumerate(red_order):
         E = st.extents[r]
         names = {}
