@@ -59,8 +59,25 @@ class LocalDask:
         return proc
 
     def start_scheduler(self, env: dict | None = None, port: int | None = None) -> str:
-        """Start the scheduler on loopback (on ``port``, else a free one) and return its address."""
-        self.port = port or self.port or free_port()
+        """Start the scheduler on loopback (on ``port``, else a free one) and return its address. A port this
+        picked can be taken between the pick and the scheduler's bind (by another test's process on the same
+        machine: seen once in CI as "[Errno 98] Address already in use"): then it tries up to two other ports."""
+        chosen = port or self.port
+        log = self.folder / "scheduler.log"
+        for attempt in range(3):
+            start = log.stat().st_size if log.exists() else 0
+            try:
+                return self._start_scheduler_on(chosen or free_port(), env)
+            except RuntimeError:
+                with open(log, "rb") as f:  # what this attempt wrote
+                    f.seek(start)
+                    taken = b"Address already in use" in f.read()
+                if chosen is not None or attempt == 2 or not taken:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _start_scheduler_on(self, port: int, env: dict | None) -> str:
+        self.port = port
         file = self.folder / "scheduler.json"
         if file.exists():
             file.unlink()

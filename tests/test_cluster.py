@@ -552,3 +552,22 @@ def test_a_candidate_that_kills_its_workers_is_recorded_lost(tmp_path):
     assert all(r.ok or r.error_kind == "lost" for r in records.values())
     assert sum(r.ok for r in records.values()) >= 5
     check_records(records.values(), task)
+
+
+def test_the_test_scheduler_moves_to_another_port_when_its_pick_is_taken(tmp_path, monkeypatch):
+    # CI once lost a test to a port taken between free_port() and the scheduler's bind (another test's process):
+    # the helper tries another port then, and only for a port it picked itself
+    import socket
+
+    import dask_cluster
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        taken = busy.getsockname()[1]
+        picks = iter([taken])
+        monkeypatch.setattr(dask_cluster, "free_port", lambda: next(picks, None) or free_port())
+        with LocalDask(tmp_path / "dask") as dk:
+            address = dk.start_scheduler()
+            assert address.endswith(f":{dk.port}") and dk.port != taken
+        with LocalDask(tmp_path / "dask2") as dk, pytest.raises(RuntimeError, match="did not start"):
+            dk.start_scheduler(port=taken)  # a port the test asked for is not changed behind its back
