@@ -120,32 +120,29 @@ class Kernel:
         return dict(self.schedule.sizes)
 
     def __call__(self, *inputs, out=None):
-        if out is None and len(inputs) == len(self._in_specs):
-            # the common call, checked in a few attribute reads per array; anything unusual (a subclass, a wrong
-            # shape or dtype, a strided view) goes the long way below, which says what is wrong
-            for a, (shape, dtype) in zip(inputs, self._in_specs):
-                if type(a) is not np.ndarray or a.shape != shape or a.dtype != dtype or not a.flags.c_contiguous:
-                    break
-            else:
-                try:
-                    outs = [np.empty(shape, dtype) for shape, dtype in self._out_specs]
-                except MemoryError:
-                    outs = self._outputs(None, inputs)  # raises the error that names the output
-                status = self._fn(*map(data_address, inputs), *map(data_address, outs))
-                if status != 0:
-                    raise MemoryError(f"{self.op.name}: the kernel could not allocate its temporary buffers")
-                return outs[0] if len(outs) == 1 else tuple(outs)
-        names = self.op.inputs
-        if len(inputs) != len(names):
-            raise BuildError(f"{self.op.name}: expected {len(names)} input array{'s' if len(names) != 1 else ''} "
-                             f"({', '.join(names)}), got {len(inputs)}")
-        for name, a in zip(names, inputs):
-            self._check(name, a, self.input_shapes[name], self.input_dtypes[name], "input")
-        outs = self._outputs(out, inputs)
+        if out is None and self._plain(inputs):
+            try:  # the common call: checked in a few attribute reads per array
+                outs = [np.empty(shape, dtype) for shape, dtype in self._out_specs]
+            except MemoryError:
+                outs = self._outputs(None, inputs)  # raises the error that names the output
+        else:  # anything unusual (a subclass, a wrong shape or dtype, a strided view, out=): checked one by one
+            names = self.op.inputs
+            if len(inputs) != len(names):
+                raise BuildError(f"{self.op.name}: expected {len(names)} input array{'s' if len(names) != 1 else ''}"
+                                 f" ({', '.join(names)}), got {len(inputs)}")
+            for name, a in zip(names, inputs):
+                self._check(name, a, self.input_shapes[name], self.input_dtypes[name], "input")
+            outs = self._outputs(out, inputs)
         status = self._fn(*map(data_address, inputs), *map(data_address, outs))
         if status != 0:
             raise MemoryError(f"{self.op.name}: the kernel could not allocate its temporary buffers")
         return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def _plain(self, inputs: tuple) -> bool:
+        """Whether ``inputs`` are plain C-contiguous ndarrays of the expected shapes and dtypes, in number."""
+        return len(inputs) == len(self._in_specs) and all(
+            type(a) is np.ndarray and a.shape == shape and a.dtype == dtype and a.flags.c_contiguous
+            for a, (shape, dtype) in zip(inputs, self._in_specs))
 
     def _new_output(self, name: str) -> np.ndarray:
         shape, dtype = self.output_shapes[name], np.dtype(self.output_dtypes[name])

@@ -30,7 +30,7 @@ import math
 from ..dtypes import DTYPES
 from .analysis import StageInfo
 from .space import epilogue_producer, packable
-from .template import y_side
+from .template import window_taps, y_side
 
 
 def _round_up(x: int, m: int) -> int:
@@ -250,8 +250,8 @@ def _stage_defaults(space, st: StageInfo, cfg: dict, vw: int | None = None) -> N
             # a short window's taps all unrolled (the space offers their product up to 16: depthwise 3x3 1.3x
             # faster); else a short loop unrolled whole; else the largest of 4 and 2 that divides it (a tail would
             # put a guard in the hot loop)
-            taps = math.prod(st.extents[r] for r in st.reduction)
-            if len(st.reduction) > 1 and taps in values and taps > max(st.extents[r] for r in st.reduction):
+            taps = window_taps(st)
+            if taps in values:
                 cfg[f"{n}.ku"] = taps
             else:
                 cfg[f"{n}.ku"] = inner if inner in values and inner <= 8 else \

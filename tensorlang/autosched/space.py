@@ -28,7 +28,6 @@ iterations than threads, and placements the loop nests cannot hold.
 """
 from __future__ import annotations
 
-import math
 
 from functools import cached_property
 
@@ -39,7 +38,7 @@ from ..errors import ScheduleError, UsageError
 from ..space import Knob, Space, factors
 from ..target import cache_sizes, host_target
 from .analysis import ProgramInfo, StageInfo, analyze
-from .template import LoopPlan, TileConfig, accumulators, apply_plan, chunks, plan_loops
+from .template import LoopPlan, TileConfig, accumulators, apply_plan, chunks, plan_loops, window_taps
 
 PLACEMENT_DOC = "inline into readers, own loops at the root, computed inside its reader's loops, or in the " \
                 "producer's write-back"
@@ -160,15 +159,15 @@ def _rblock_values(extent: int) -> tuple:
     return tuple(v for v in (32, 64, 128, 256, 512, 1024) if v < extent) + (extent,)
 
 
-def _ku_values(extent: int, taps: int = 0) -> tuple:
+def _ku_values(extent: int, taps: int | None = None) -> tuple:
     """Unrolling of the innermost reduction loop: 1, 2, 4, 8 up to its extent, the extent itself up to 16, and
-    ``taps`` (the product of every reduction extent, where there are several) up to 16: all of them unrolled.
+    a window's ``taps`` (:func:`window_taps`): all of them unrolled.
 
-    >>> _ku_values(3, 9), _ku_values(64, 64 * 9)
+    >>> _ku_values(3, 9), _ku_values(64)
     ((1, 2, 3, 9), (1, 2, 4, 8))
     """
-    all_taps = {taps} if extent < taps <= 16 else set()
-    return tuple(sorted({v for v in (1, 2, 4, 8) if v <= extent} | ({extent} if extent <= 16 else set()) | all_taps))
+    return tuple(sorted({v for v in (1, 2, 4, 8) if v <= extent} | ({extent} if extent <= 16 else set()) |
+                        ({taps} if taps else set())))
 
 
 def _rotations(names: tuple) -> tuple:
@@ -209,8 +208,7 @@ class StageRole:
         if st.reduction:
             self.knobs.append(Knob(f"{n}.red_order", _rotations(st.reduction), "order of the reduction loops"))
             inner = max(st.extents[r] for r in st.reduction)
-            taps = math.prod(st.extents[r] for r in st.reduction) if len(st.reduction) > 1 else 0
-            self.knobs.append(Knob(f"{n}.ku", _ku_values(inner, taps),
+            self.knobs.append(Knob(f"{n}.ku", _ku_values(inner, window_taps(st)),
                                    "unrolling of the innermost reduction loop (the product of every reduction "
                                    "extent: all of them)"))
             if st.kind == "reuse" and len(st.spatial) > 1:

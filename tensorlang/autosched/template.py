@@ -39,6 +39,20 @@ from dataclasses import dataclass, field
 from .analysis import StageInfo
 
 
+def window_taps(st: StageInfo) -> int | None:
+    """The product of the stage's reduction extents where there are several, it exceeds the longest and it is at
+    most 16 (a 3x3 window's 9 taps), else None: ``ku`` may then unroll every reduction loop, so that each tap's
+    offsets and guards fold into constants.
+
+    >>> from types import SimpleNamespace as NS
+    >>> window_taps(NS(reduction=("r", "s"), extents={"r": 3, "s": 3})), window_taps(NS(reduction=("c", "r", "s"),
+    ...     extents={"c": 64, "r": 3, "s": 3}))
+    (9, None)
+    """
+    taps = math.prod(st.extents[r] for r in st.reduction)
+    return taps if len(st.reduction) > 1 and max(st.extents[r] for r in st.reduction) < taps <= 16 else None
+
+
 @dataclass(frozen=True)
 class TileConfig:
     """The knob values of one root stage's template.
@@ -198,10 +212,9 @@ def plan_loops(st: StageInfo, cfg: TileConfig, lanes: int) -> LoopPlan:
     one_iteration = red_order[0] if (needs_loop and no_y_block and no_r_block and red_order and not red_vec) \
         else None
     red_names: dict[str, dict[str, str]] = {}
-    # ku at least the product of every reduction extent, where that exceeds the longest (as the space offers it,
-    # up to 16): every reduction loop unrolled, as a 3x3 window's taps are (their guards and offsets fold per tap)
-    taps = math.prod(st.extents[r] for r in red_order)
-    unroll_all = len(red_order) > 1 and not red_vec and cfg.ku >= taps > max(st.extents[r] for r in red_order)
+    # ku at least the window's taps (see window_taps): every reduction loop unrolled
+    taps = window_taps(st)
+    unroll_all = taps is not None and not red_vec and cfg.ku >= taps
     for n, r in enumerate(red_order):
         E = st.extents[r]
         names = {}
