@@ -146,6 +146,8 @@ def test_convolution_vectorizes_the_filters_and_packs_them():
 
 def test_the_start_configs_are_the_pick_then_one_register_tile_per_vector_width():
     import schedules
+    from tensorlang.autosched.pick import MAX_STARTS, x_side_in_l2
+    from tensorlang.space import config_key
     from tuner.task import Task
     from tuner.tuning import hand_start_configs
     w = schedules.get("conv2d")
@@ -153,11 +155,21 @@ def test_the_start_configs_are_the_pick_then_one_register_tile_per_vector_width(
     sp = generated_space(tl.op(w.source), sizes, threads=1)
     starts = sp.variants()
     assert starts[0] == sp.default() and starts == sp.variants()  # the pick first; deterministic
-    tiles = [c for c in starts if c["P.place"] == starts[0]["P.place"]]
+    assert len(starts) == MAX_STARTS and len({config_key(c) for c in starts}) == len(starts)
+    tiles = starts[:len(sp.knob("O.vw").values)]
     widths = [c["O.vw"] for c in tiles]
-    assert sorted(widths) == sorted(sp.knob("O.vw").values) and len(set(widths)) == len(widths)
-    # then the pick with its padded image (at the root) inlined instead
-    assert starts[0]["P.place"] == "root" and [c["P.place"] for c in starts[len(tiles):]] == ["inline"]
+    assert sorted(widths) == sorted(sp.knob("O.vw").values) and all(c["P.place"] == "root" for c in tiles)
+    # then the pick with its padded image (at the root) inlined instead, then each of those with the whole image
+    # (256 KB) held in L2: every output pixel in one block, the channels unblocked, one register tile of filters a
+    # block; then the inlined image at the other widths
+    assert starts[len(tiles)]["P.place"] == "inline" and starts[len(tiles)]["O.vw"] == starts[0]["O.vw"]
+    held = starts[len(tiles) + 1]
+    assert held == x_side_in_l2(sp, starts[0]) and held["P.place"] == "root"
+    assert (held["O.h.block"], held["O.w.block"], held["O.c.block"], held["O.pack.P"]) == (7, 7, 256, False)
+    assert held["O.f.block"] == min(b for b in sp.knob("O.f.block").values if b >= held["O.vw"])
+    assert {k for k in held if held[k] != starts[0][k]} <= {"O.h.block", "O.w.block", "O.c.block", "O.f.block",
+                                                              "O.pack.P", "O.parallel"}
+    assert {(c["P.place"], c["O.vw"]) for c in starts} == {(p, v) for p in ("root", "inline") for v in widths}
     assert all(sp.allowed(c) for c in starts)
     for c in starts:  # each the best tile the rules find at its width, within the registers
         vecs = -(-c["O.vw"] // sp.roles["O"].lanes)
@@ -299,17 +311,26 @@ def test_a_stage_inside_a_tile_that_never_runs_past_its_end_is_not_guarded():
 
 def test_the_pick_blocks_a_long_transpose_and_keeps_vectors_on_a_short_one():
     # vectors of gathers along 1,024 rows 4 KB apart touch more lines than L1 keeps (one set): blocks of a vector
-    # each way, 10x faster; NCHW16c to NCHW reads 112 lines 64 bytes apart, which L1 keeps: vectors stay
+    # each way, copied transposed (in registers) so that the stage keeps a vector of contiguous loads, 8x faster
+    # than blocks of scalars on one thread (which were 10x faster than the gathers); where the space offers no
+    # pack (a read that is no transpose of whole dimensions), blocks of scalars; NCHW16c to NCHW reads 112 lines
+    # 64 bytes apart, which L1 keeps: vectors stay, unpacked
     op = tl.op("def t(X: f32[M, N]) -> Y:\n    Y[j, i] = X[i, j]\n")
     sp = generated_space(op, {"M": 1024, "N": 1024}, threads=2)
     cfg = sp.default()
     lanes = sp.roles["Y"].lanes
-    assert cfg["Y.vec"] is None and cfg["Y.i.block"] <= lanes and cfg["Y.j.block"] <= lanes, cfg
+    assert cfg["Y.vec"] == "i" and cfg["Y.pack.X"] and cfg["Y.vw"] == lanes, cfg
+    assert cfg["Y.i.block"] <= lanes and cfg["Y.j.block"] <= lanes, cfg
     X = np.random.default_rng(0).standard_normal((1024, 1024)).astype(np.float32)
     np.testing.assert_array_equal(tl.build(sp.schedule(op, sp.sizes, cfg))(X), X.T)
+    unpacked = {k.name: k for k in sp.knobs if k.name != "Y.pack.X"}
+    from tensorlang.autosched import pick
+    cfg = dict(cfg, **{"Y.vec": "i", "Y.pack.X": False})
+    pick._transpose_tiles(sp, sp.info.stage("Y"), cfg, unpacked, lanes)
+    assert cfg["Y.vec"] is None and not cfg["Y.pack.X"], cfg
     op2 = tl.op("def f(X: f32[N, CB, H, W, V]) -> Y:\n    Y[n, cb, v, h, w] = X[n, cb, h, w, v]\n")
     sp2 = generated_space(op2, {"N": 1, "CB": 2, "H": 4, "W": 112, "V": 16}, threads=2)
-    assert sp2.default()["Y.vec"] == "w"
+    assert sp2.default()["Y.vec"] == "w" and not sp2.default().get("Y.pack.X")
 
 
 def test_the_pick_keeps_a_thin_x_blocks_vector_side_in_l2():
@@ -627,6 +648,28 @@ def test_task_of_any_program_and_tuner_tune_on_dsl_text(tmp_path):
     assert best.ok and best.workload == "scale_add"
     with pytest.raises(tl.UsageError, match="a program has no presets"):
         tuner.tune(PROGRAM, trials=3, preset="small")
+
+
+def test_a_start_config_holds_the_activations_in_l2_where_they_fit():
+    # dense + bias + GELU at BERT's 128 x 3072 x 768: the activations (384 KB) fit in half of L2, so one start has
+    # them whole (rows and reduction unblocked, read in place) and the weights blocked to one register tile's width;
+    # a matmul 1024 (A: 4 MB) has no such start, and the start is built from the pick alone
+    from tensorlang.autosched.pick import x_side_in_l2
+    sp = generated_space(tl.op(DENSE), {"M": 128, "N": 3072, "K": 768}, threads=2)
+    pick, starts = sp.default(), sp.variants()
+    held = x_side_in_l2(sp, pick)
+    assert held in starts and held != pick and sp.allowed(held)
+    assert (held["D.m.block"], held["D.k.block"], held["D.pack.X"]) == (128, 768, False)
+    assert held["D.n.block"] >= held["D.vw"] and held["D.vw"] == pick["D.vw"] and held["D.pack.W"] == pick["D.pack.W"]
+    mm = generated_space(tl.op("def mm(A: f32[M, K], B: f32[K, N]) -> C:\n    C[i, j] += A[i, k] * B[k, j]"),
+                         {"M": 1024, "N": 1024, "K": 1024}, threads=2)
+    assert x_side_in_l2(mm, mm.default()) == mm.default()
+    rng = np.random.default_rng(0)
+    X, W, b = (rng.standard_normal(s, dtype=np.float32) for s in ((128, 768), (3072, 768), (3072,)))
+    k = tl.build(sp.schedule(sp.op, sp.sizes, held))
+    y = X.astype(np.float64) @ W.T.astype(np.float64) + b
+    want = 0.5 * y * (1 + np.tanh(0.7978845608 * (y + 0.044715 * y ** 3)))
+    np.testing.assert_allclose(k(X, W, b), want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
 
 
 def test_search_keeps_a_proposal_in_each_rival_basin():
