@@ -243,7 +243,10 @@ def _stage_defaults(space, st: StageInfo, cfg: dict, vw: int | None = None) -> N
             # a copy pays only when the copied panel is read again: a read that every spatial variable moves
             # (the weights of a matrix-vector product) is read once, and read in place where it is contiguous
             once = reuse(st, t) == 1 and all(abs(r.strides.get(vec, 0)) <= 1 for r in reads)
-            cfg[f"{n}.pack.{t}"] = bool(moves or along_reduction) and not once
+            # a stage inlined or computed inside another's loops has no buffer to copy from (a 1x1 convolution's
+            # padding stage with no padding, a plain copy, is inlined)
+            elsewhere = t in space.roles and space.placement(cfg, t) != "root"
+            cfg[f"{n}.pack.{t}"] = bool(moves or along_reduction) and not once and not elsewhere
         if f"{n}.ku" in knob:
             inner = st.extents[st.reduction[-1]]
             values = knob[f"{n}.ku"].values
@@ -603,9 +606,14 @@ def _repair(space, cfg: dict) -> dict:
             cfg = _to_root(space, cfg, st.name)
     if not space.problems(cfg):
         return cfg
-    for st in space.info.stages:  # packs that have nowhere to go, or copy what is not at the root: off
-        if any(st.name in p and "pack" in p for p in space.problems(cfg)):
-            cfg = {**cfg, **{k.name: False for k in space.roles[st.name].knobs if ".pack." in k.name}}
+    for st in space.info.stages:  # packs that have nowhere to go, or copy what is not at the root: off (those the
+        # problems name; all of the stage's where none is named)
+        problems = [p for p in space.problems(cfg) if p.startswith(f"{st.name}:") and "pack" in p]
+        if problems:
+            packs = [k.name for k in space.roles[st.name].knobs if ".pack." in k.name]
+            named = [k for k in packs if any(f"pack {k.rsplit('.', 1)[1]}:" in p or f"packs {k.rsplit('.', 1)[1]}," in p
+                                             for p in problems)]
+            cfg = {**cfg, **{k: False for k in (named or packs)}}
     for st in space.info.stages:
         for k in space.roles[st.name].knobs:
             if not space.problems(cfg):
