@@ -271,8 +271,8 @@ def _tune(args, workload, task, db, cluster=None) -> dict:
     if start and all(config_key(c) in measured for c in start):
         say(f"  {what} was measured in an earlier run; it competes again in the final re-timing")
     elif start:
-        more = (f", then {len(start) - 1} variant{'s' * (len(start) > 2)} of it at other vector widths or with a "
-                "stage placed otherwise") if len(start) > 1 else ""
+        more = (f", then {len(start) - 1} variant{'s' * (len(start) > 2)} of it at other vector widths, "
+                "placements or blocks") if len(start) > 1 else ""
         say(f"  {what} is measured first{more} (--no-hand-start: search from nothing)")
     elif not args.no_hand_start and workload.hand_schedule is not None and task.space_used == "hand":
         say("  the hand schedule is not a config of this space at these sizes: search starts from nothing")

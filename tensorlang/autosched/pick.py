@@ -245,8 +245,7 @@ def _stage_defaults(space, st: StageInfo, cfg: dict, vw: int | None = None) -> N
             once = reuse(st, t) == 1 and all(abs(r.strides.get(vec, 0)) <= 1 for r in reads)
             # a stage inlined or computed inside another's loops has no buffer to copy from (a 1x1 convolution's
             # padding stage with no padding, a plain copy, is inlined)
-            elsewhere = t in space.roles and space.placement(cfg, t) != "root"
-            cfg[f"{n}.pack.{t}"] = bool(moves or along_reduction) and not once and not elsewhere
+            cfg[f"{n}.pack.{t}"] = bool(moves or along_reduction) and not once and space.has_buffer(cfg, t)
         if f"{n}.ku" in knob:
             inner = st.extents[st.reduction[-1]]
             values = knob[f"{n}.ku"].values
@@ -606,14 +605,13 @@ def _repair(space, cfg: dict) -> dict:
             cfg = _to_root(space, cfg, st.name)
     if not space.problems(cfg):
         return cfg
-    for st in space.info.stages:  # packs that have nowhere to go, or copy what is not at the root: off (those the
-        # problems name; all of the stage's where none is named)
-        problems = [p for p in space.problems(cfg) if p.startswith(f"{st.name}:") and "pack" in p]
-        if problems:
-            packs = [k.name for k in space.roles[st.name].knobs if ".pack." in k.name]
-            named = [k for k in packs if any(f"pack {k.rsplit('.', 1)[1]}:" in p or f"packs {k.rsplit('.', 1)[1]}," in p
-                                             for p in problems)]
-            cfg = {**cfg, **{k: False for k in (named or packs)}}
+    for st in space.info.stages:  # packs of what is not in memory whole: off; where packs still have nowhere to
+        # go, all of the stage's
+        prefix = f"{st.name}.pack."
+        packs = [k.name for k in space.roles[st.name].knobs if k.name.startswith(prefix)]
+        cfg = {**cfg, **{k: False for k in packs if not space.has_buffer(cfg, k[len(prefix):])}}
+        if any(p.startswith(f"{st.name}:") and "pack" in p for p in space.problems(cfg)):
+            cfg = {**cfg, **{k: False for k in packs}}
     for st in space.info.stages:
         for k in space.roles[st.name].knobs:
             if not space.problems(cfg):

@@ -28,7 +28,6 @@ iterations than threads, and placements the loop nests cannot hold.
 """
 from __future__ import annotations
 
-
 from functools import cached_property
 
 import numpy as np
@@ -366,6 +365,18 @@ class GeneratedSpace(Space):
         role = self.roles[name]
         return cfg.get(f"{name}.place", role.placements[0])
 
+    def has_buffer(self, cfg: dict, tensor: str) -> bool:
+        """Whether `tensor` is in memory whole under `cfg`, so that a pack can copy from it: an input, or a stage
+        computed at the root (not inlined, nor computed inside another's loops).
+
+        >>> import tensorlang as tl
+        >>> sp = generated_space(tl.op("def f(A: f32[N]) -> C:\\n    B[i] = A[i] + 1.0\\n    C[i] = B[i] * 2.0"),
+        ...                      {"N": 64}, threads=1)
+        >>> sp.has_buffer({"B.place": "inline"}, "B"), sp.has_buffer({"B.place": "root"}, "B"), sp.has_buffer({}, "A")
+        (False, True, True)
+        """
+        return tensor not in self.roles or self.placement(cfg, tensor) == "root"
+
     def anchors(self, cfg: dict) -> dict[str, str | None]:
         """For each stage, the root stage whose loops compute it (itself at the root; None when its readers lead
         to several or it is an output computed elsewhere)."""
@@ -468,7 +479,7 @@ class GeneratedSpace(Space):
             role = self.roles[name]
             out += [f"{name}: {p}" for p in plan.problems]
             for tensor, _, _ in plan.packs:
-                if tensor in self.roles and self.placement(cfg, tensor) != "root":
+                if not self.has_buffer(cfg, tensor):
                     out.append(f"{name}: packs {tensor}, which is not computed at the root")
             if accumulators(plan, role.lanes) > self.registers:
                 out.append(f"{name}: {accumulators(plan, role.lanes)} vector accumulators")
