@@ -1,7 +1,8 @@
 """The auto-scheduler's bars (issue 19), each part in one run with its baselines:
 
     python benchmarks/autoschedule.py [--parts peak,builtins,resnet,programs,speed] [--trials 200] [--threads 2]
-                                      [--workloads matmul,conv2d] [--db bench.db] [--seed 0] [--json out.json]
+                                      [--workloads matmul,conv2d] [--layers '3x3 56,3x3/2 56->28']
+                                      [--resnet-threads 1,2] [--db bench.db] [--seed 0] [--json out.json]
 
 - peak: the FMA peak on 1 and 2 threads (benchmarks/fma_peak.py's kernel), read at the start and at the end;
 - builtins: each workload at its default preset tuned --trials in the generated space (from its zero-trial pick)
@@ -123,9 +124,14 @@ def part_builtins(args, db, out, log):
 
 def part_resnet(args, db, out, log):
     out["resnet"] = {}
-    for threads in (1, 2):
+    layers = args.layers.split(",") if args.layers else list(RESNET18_CONVS)
+    unknown = [x for x in layers if x not in RESNET18_CONVS]
+    if unknown:
+        raise SystemExit(f"--layers: no layer {unknown[0]!r}; the layers: {', '.join(RESNET18_CONVS)}")
+    for threads in [int(t) for t in args.resnet_threads.split(",")]:
         with_threads(threads)
-        for label, (C, F, HW, RS, stride, pad) in RESNET18_CONVS.items():
+        for label in layers:
+            C, F, HW, RS, stride, pad = RESNET18_CONVS[label]
             sizes = {"N": 1, "C": C, "H": HW, "W": HW, "F": F, "R": RS, "S": RS, "stride": stride, "pad": pad,
                      "dil": 1}
             task = Task.create("conv2d", sizes=sizes, threads=threads, space="generated")
@@ -214,6 +220,8 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--workloads", help="builtins: these workloads only (comma-separated)")
+    p.add_argument("--layers", help="resnet: these layers only (comma-separated labels, as printed)")
+    p.add_argument("--resnet-threads", default="1,2", help="resnet: the thread counts (default 1,2)")
     p.add_argument("--db", default=os.path.join(HERE, "autoschedule.db"))
     p.add_argument("--json", help="write the results to this file")
     args = p.parse_args()

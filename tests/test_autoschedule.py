@@ -760,3 +760,44 @@ def test_a_short_window_has_every_tap_unrolled_and_the_pick_takes_it():
     assert max(conv.knob("O.ku").values) <= 8
     # and its pick is as before: the innermost loop (s, 3) is neither among the values nor divided by 4 or 2
     assert conv.default()["O.ku"] == 1
+
+
+def test_a_stride_one_window_over_an_inlined_padded_image_is_unrolled_whole():
+    # conv1d with its padding stage inlined: the bounds guards of the padded reads sit in the hot loop unless the
+    # 3-tap window loop is unrolled whole (186 -> 217 GFLOPS on two Zen 4 cores); with the image at the root there
+    # are no guards, and at stride 2 the reads are gathers, so neither unrolls it
+    import schedules
+    from tensorlang.autosched.pick import rule_config
+    w = schedules.get("conv1d")
+    sizes = w.sizes()
+    sp = generated_space(tl.op(w.source), sizes, threads=2)
+    inlined = rule_config(sp, place={"P": "inline"})
+    assert inlined["O.red_order"] == "c,s" and inlined["O.ku"] >= sizes["S"] and sp.allowed(inlined)
+    assert rule_config(sp, place={"P": "root"})["O.ku"] < sizes["S"]
+    assert inlined in sp.variants()
+    I, Wt = w.make_inputs(sizes, np.random.default_rng(0))
+    assert_close(tl.build(sp.schedule(sp.op, sizes, inlined))(I, Wt), w.reference(I, Wt, **sizes))
+    c2 = schedules.get("conv2d")
+    strided = {"N": 1, "C": 64, "H": 56, "W": 56, "F": 128, "R": 3, "S": 3, "stride": 2, "pad": 1, "dil": 1}
+    sp2 = generated_space(tl.op(c2.source), strided, threads=1)
+    assert rule_config(sp2, place={"P": "inline"})["O.ku"] < 3
+
+
+def test_a_start_config_reads_the_image_in_place_where_it_is_too_big_for_l2():
+    # ResNet-18's 3x3 stride-2 convolution 56 -> 28 on one thread: the pick packs the padded image (its rows lie far
+    # apart), which is 861 KB, too big for x_side_in_l2; one start per vector width reads it in place instead
+    # (its basin tuned: 108.7 GFLOPS against the packed basin's 102.7 on one Zen 4 core)
+    import schedules
+    from tensorlang.autosched.pick import x_side_in_place
+    w = schedules.get("conv2d")
+    sizes = {"N": 1, "C": 64, "H": 56, "W": 56, "F": 128, "R": 3, "S": 3, "stride": 2, "pad": 1, "dil": 1}
+    sp = generated_space(tl.op(w.source), sizes, threads=1)
+    pick, starts = sp.default(), sp.variants()
+    assert pick["O.vec"] == "f" and pick["O.pack.P"] and pick["O.pack.Wt"]
+    in_place = x_side_in_place(sp, pick)
+    assert in_place in starts and {k for k in pick if pick[k] != in_place[k]} == {"O.pack.P"}
+    assert in_place["O.pack.Wt"] and sp.allowed(in_place)
+    widths = {c["O.vw"] for c in starts if c["P.place"] == "root" and not c["O.pack.P"]}
+    assert widths == set(sp.knob("O.vw").values)
+    I, Wt = w.make_inputs(sizes, np.random.default_rng(0))
+    assert_close(tl.build(sp.schedule(sp.op, sizes, in_place))(I, Wt), w.reference(I, Wt, **sizes))
