@@ -124,11 +124,8 @@ def part_builtins(args, db, out, log):
 
 def part_resnet(args, db, out, log):
     out["resnet"] = {}
-    layers = args.layers.split(",") if args.layers else list(RESNET18_CONVS)
-    unknown = [x for x in layers if x not in RESNET18_CONVS]
-    if unknown:
-        raise SystemExit(f"--layers: no layer {unknown[0]!r}; the layers: {', '.join(RESNET18_CONVS)}")
-    for threads in [int(t) for t in args.resnet_threads.split(",")]:
+    layers = args.layers or list(RESNET18_CONVS)
+    for threads in args.resnet_threads:
         with_threads(threads)
         for label in layers:
             C, F, HW, RS, stride, pad = RESNET18_CONVS[label]
@@ -213,6 +210,34 @@ def part_speed(args, out, log):
     log(f"  tune conv2d --trials 500: {wall:.0f} s wall, {report['measured_per_s']:.2f} measured per second")
 
 
+def _thread_counts(text: str) -> tuple:
+    """`--resnet-threads`: positive integers, comma-separated (argparse names the flag where one is not).
+
+    >>> _thread_counts("1,2")
+    (1, 2)
+    """
+    try:
+        counts = tuple(int(t) for t in text.split(","))
+    except ValueError:
+        counts = ()
+    if not counts or min(counts) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: give thread counts such as 1,2")
+    return counts
+
+
+def _layers(text: str) -> list:
+    """`--layers`: labels of RESNET18_CONVS, comma-separated (argparse names the flag and the layers otherwise).
+
+    >>> _layers("3x3 56,3x3 7")
+    ['3x3 56', '3x3 7']
+    """
+    layers = text.split(",")
+    unknown = [x for x in layers if x not in RESNET18_CONVS]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"no layer {unknown[0]!r}; the layers: {', '.join(RESNET18_CONVS)}")
+    return layers
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--parts", default="peak,builtins,resnet,programs,speed")
@@ -220,8 +245,9 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--workloads", help="builtins: these workloads only (comma-separated)")
-    p.add_argument("--layers", help="resnet: these layers only (comma-separated labels, as printed)")
-    p.add_argument("--resnet-threads", default="1,2", help="resnet: the thread counts (default 1,2)")
+    p.add_argument("--layers", type=_layers, help="resnet: these layers only (comma-separated labels, as printed)")
+    p.add_argument("--resnet-threads", type=_thread_counts, default=(1, 2),
+                   help="resnet: the thread counts, comma-separated (default 1,2)")
     p.add_argument("--db", default=os.path.join(HERE, "autoschedule.db"))
     p.add_argument("--json", help="write the results to this file")
     args = p.parse_args()

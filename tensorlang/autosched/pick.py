@@ -253,11 +253,9 @@ def _stage_defaults(space, st: StageInfo, cfg: dict, vw: int | None = None) -> N
             # faster); else a short loop unrolled whole; else the largest of 4 and 2 that divides it (a tail would
             # put a guard in the hot loop)
             taps = window_taps(st)
-            guarded = [r for r in st.reads if r.tensor in space.roles and space.placement(cfg, r.tensor) == "inline"
-                       and windowed(space.info, r.tensor) and abs(r.strides.get(vec, 0)) == 1]
             if taps in values:
                 cfg[f"{n}.ku"] = taps
-            elif guarded and inner <= 8 and any(v >= inner for v in values):
+            elif inner <= 8 and any(v >= inner for v in values) and _reads_inlined_window(space, st, cfg, vec):
                 # a padded image inlined into a stride-1 window: its bounds guards are in the hot loop unless the
                 # short window loop is unrolled whole, each tap's guard then folding to a constant offset (conv1d
                 # with its padding inlined: 186 -> 217 GFLOPS, conv2d 119 -> 169 on two Zen 4 cores; at stride 2
@@ -499,13 +497,8 @@ def x_side_in_l2(space, cfg: dict) -> dict:
     (128, 768, True, False)
     """
     out = dict(cfg)
-    for st in space.info.stages:
+    for st, vec, ys, x_reads in _x_sides(space, out):
         n = st.name
-        vec = out.get(f"{n}.vec")
-        if st.kind != "reuse" or space.placement(out, n) != "root" or vec not in st.spatial:
-            continue
-        ys = set(y_side(st, vec))
-        x_reads = [r for r in st.reads if not set(r.vars) & ys]
         held = sum(math.prod(r.shape) * DTYPES[space.info.bound.dtypes[r.tensor]].itemsize for r in x_reads)
         if not x_reads or held > space.l2 // 2:
             continue
@@ -541,16 +534,29 @@ def x_side_in_place(space, cfg: dict) -> dict:
     (False, True)
     """
     out = dict(cfg)
+    for st, _, _, x_reads in _x_sides(space, out):
+        for r in x_reads:
+            if out.get(f"{st.name}.pack.{r.tensor}"):
+                out[f"{st.name}.pack.{r.tensor}"] = False
+    return out
+
+
+def _x_sides(space, cfg: dict):
+    """(stage, vector variable, Y-side variables, X-side reads) of each reduction with reuse at the root whose
+    vector variable is spatial under `cfg`: the X-side reads are those that do not move with any Y-side variable."""
     for st in space.info.stages:
-        n = st.name
-        vec = out.get(f"{n}.vec")
-        if st.kind != "reuse" or space.placement(out, n) != "root" or vec not in st.spatial:
+        vec = cfg.get(f"{st.name}.vec")
+        if st.kind != "reuse" or space.placement(cfg, st.name) != "root" or vec not in st.spatial:
             continue
         ys = set(y_side(st, vec))
-        for r in st.reads:
-            if not set(r.vars) & ys and out.get(f"{n}.pack.{r.tensor}"):
-                out[f"{n}.pack.{r.tensor}"] = False
-    return out
+        yield st, vec, ys, [r for r in st.reads if not set(r.vars) & ys]
+
+
+def _reads_inlined_window(space, st: StageInfo, cfg: dict, vec: str) -> bool:
+    """Whether `st` reads, contiguously along `vec`, a stage that `cfg` inlines and that is read through a window
+    (a padded image: its bounds guards are then in `st`'s loops)."""
+    return any(r.tensor in space.roles and space.placement(cfg, r.tensor) == "inline"
+               and windowed(space.info, r.tensor) and abs(r.strides.get(vec, 0)) == 1 for r in st.reads)
 
 
 def windowed(info, name: str) -> bool:
