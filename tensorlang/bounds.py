@@ -13,7 +13,7 @@ from dataclasses import replace
 from .errors import BuildError
 from .simplify import _linear, simplify
 from .ir import (Allocate, BinOp, Call, Cast, Cmp, Expr, For, Func, If, IntImm, Let, Load, Logic, Neg, Not, Select,
-                 Seq, Store, Var, all_of)
+                 Seq, Store, Var, all_of, substitute)
 
 Interval = tuple[int, int] | None
 
@@ -37,30 +37,48 @@ def interval(e: Expr, env: dict[str, tuple[int, int]]) -> Interval:
 
 
 _FACTS = "#facts"  # env key: the expressions that `if` conditions bound (besides plain variables)
+DEFS = "#defs"  # env key: the Let-bound variables around, by name, each expanded to the loop variables
 
 
 def _linear_fact(e: Expr, env: dict) -> Interval:
-    """Bounds of the sum `e` from a fact about a part of it: `e = key + rest` where a condition bounds `key`
-    and the loop ranges bound `rest`, so that `if i_o*4 - 1 <= 7` proves `A[a + i_o*4 - 1]` for `a in 0:6`."""
+    """Bounds of the sum `e` from facts about parts of it: `e = k1*key1 + k2*key2 + ... + rest` where conditions
+    bound the keys and the loop ranges bound `rest`, so that `if i_o*4 - 1 <= 7` proves `A[a + i_o*4 - 1]` for
+    `a in 0:6`, and `if w <= 111` (w = w_r + w_t*32) proves `P[s + w_r*2 + w_t*64]` for `s in 0:7` and P[229]."""
     terms, const = _linear(e)
+    facts = [(key, _linear(key)) for key in env[_FACTS]]
     out = None
-    for key in env[_FACTS]:
-        kterms, kconst = _linear(key)
-        if not kterms or any(terms.get(a) != c for a, c in kterms.items()):
-            continue
-        lo = hi = const - kconst
-        for atom, c in terms.items():
-            if atom in kterms:
+    for first in range(len(facts)):  # each fact first, then any others that fit what is left
+        left, lo, hi, used = dict(terms), const, const, False
+        for key, (kterms, kconst) in facts[first:] + facts[:first]:
+            k = _multiple(left, kterms)
+            if k is None:
                 continue
+            for a in kterms:
+                del left[a]
+            klo, khi = env[key]
+            lo, hi = lo + min(k * klo, k * khi) - k * kconst, hi + max(k * klo, k * khi) - k * kconst
+            used = True
+        if not used:
+            continue
+        for atom, c in left.items():
             r = interval(atom, env)
             if r is None:
                 break
             lo, hi = lo + min(c * r[0], c * r[1]), hi + max(c * r[0], c * r[1])
         else:
-            klo, khi = env[key]
-            cand = (klo + lo, khi + hi)
-            out = cand if out is None else (max(out[0], cand[0]), min(out[1], cand[1]))
+            out = (lo, hi) if out is None else (max(out[0], lo), min(out[1], hi))
     return out
+
+
+def _multiple(terms: dict, kterms: dict) -> int | None:
+    """k where `terms` holds k times every term of `kterms` (k a nonzero integer), else None."""
+    if not kterms or any(a not in terms for a in kterms):
+        return None
+    a0 = next(iter(kterms))
+    k, rem = divmod(terms[a0], kterms[a0])
+    if rem or k == 0 or any(terms[a] != k * c for a, c in kterms.items()):
+        return None
+    return k
 
 
 def _interval(e: Expr, env) -> Interval:
@@ -103,6 +121,25 @@ def _interval(e: Expr, env) -> Interval:
     return None
 
 
+def assume(cond: Expr, env: dict) -> dict:
+    """The variable bounds `env` inside `if cond` (a new dict; facts the condition proves added, also with the
+    Let-bound variables in it expanded, as indices that were relocated to a local buffer have them).
+
+    >>> from tensorlang.ir import Var, BinOp, Cmp, const
+    >>> x, wb = Var("x"), Var("wb")
+    >>> env = assume(Cmp("<=", x, BinOp("+", BinOp("*", wb, const(64)), const(65))), {"x": (0, 1100), "wb": (0, 15)})
+    >>> interval(BinOp("-", x, BinOp("*", wb, const(64))), env)[1]
+    65
+    """
+    out = _refine(cond, env)
+    defs = env.get(DEFS)
+    if defs:
+        expanded = substitute(cond, defs)
+        if expanded != cond:
+            out = _refine(expanded, out)
+    return out
+
+
 def _refine(cond: Expr, env: dict) -> dict:
     """Inside `if cond`: remember `a < b` (and <=, >, >=, `and`) as a fact bounding expression `a`.
 
@@ -112,6 +149,11 @@ def _refine(cond: Expr, env: dict) -> dict:
         return _refine(cond.b, _refine(cond.a, env))
     if not (isinstance(cond, Cmp) and cond.op in ("<", "<=", ">", ">=")):
         return env
+    upper = cond.op in ("<", "<=")  # a < min(b, c) is a < b and a < c; a > max(b, c) likewise
+    for side in ("b", "a"):
+        x = getattr(cond, side)
+        if isinstance(x, BinOp) and x.op == ("min" if upper == (side == "b") else "max"):
+            return _refine(replace(cond, **{side: x.b}), _refine(replace(cond, **{side: x.a}), env))
     out = dict(env)
     for a, b, upper in ((cond.a, cond.b, cond.op in ("<", "<=")), (cond.b, cond.a, cond.op in (">", ">="))):
         strict = cond.op in ("<", ">")
@@ -129,6 +171,31 @@ def _refine(cond: Expr, env: dict) -> dict:
         else:
             out[key] = (lo, hi)
             out[_FACTS] = out.get(_FACTS, frozenset()) | {key}
+    return _refine_difference(cond, out)
+
+
+def _refine_difference(cond: Cmp, env: dict) -> dict:
+    """Also remember `a - b` (its variable terms, the constant moved across) where both sides vary, so that
+    `if x <= w_b*64 + 65` bounds `x - w_b*64` by 65, which the interval of the right side alone cannot."""
+    a, b = interval(cond.a, env), interval(cond.b, env)
+    if a is None or b is None or b[0] == b[1]:  # not integers we can bound, or nothing to add
+        return env
+    terms, const = _linear(simplify(BinOp("-", cond.a, cond.b)))
+    if not terms:
+        return env
+    key = simplify(BinOp("-", BinOp("-", cond.a, cond.b), IntImm(const)))
+    strict = 1 if cond.op in ("<", ">") else 0
+    lo, hi = interval(key, env) or (-(1 << 62), 1 << 62)
+    if cond.op in ("<", "<="):
+        hi = min(hi, -const - strict)
+    else:
+        lo = max(lo, -const + strict)
+    out = dict(env)
+    if isinstance(key, Var):
+        out[key.name] = (lo, hi)
+    else:
+        out[key] = (lo, hi)
+        out[_FACTS] = out.get(_FACTS, frozenset()) | {key}
     return out
 
 
@@ -187,9 +254,11 @@ class _Checker:
                 inner.pop(s.var.name, None)
             else:
                 inner[s.var.name] = r
+            defs = env.get(DEFS, {})
+            inner[DEFS] = {**defs, s.var.name: substitute(s.value, defs)}
             return replace(s, value=self.expr(s.value, env), body=self.stmt(s.body, inner))
         if isinstance(s, If):
-            inner = _refine(s.cond, env)
+            inner = assume(s.cond, env)
             if any(isinstance(r, tuple) and r[0] > r[1] for r in inner.values()):
                 # the condition can never hold (a compute_at region that misses its producer's domain, say):
                 # nothing inside ever runs, so it is dropped rather than proven

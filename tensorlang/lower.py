@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from . import ir
 from .accumulate import vector_accumulators
 from .bind import BoundOp, BoundStage
-from .bounds import interval
+from .bounds import DEFS, assume, interval
 from .dtypes import DTYPES
 from .errors import BuildError, ScheduleError
 from .loopnest import LoopNest, substitute, variables
@@ -423,9 +423,11 @@ class Lowerer:
                     outer = {orig[v].name: exprs[v] for v in s.all_vars
                              if depth_of[v] <= depth and exprs[v] != orig[v]}  # bound by Lets around `body`
                     moved = _relocate(body, p, stored, region.mins, outer)
-                    if _indices_inside(moved, stored, ranges):  # else a tail loop overshoots the region
+                    if _indices_inside(moved, stored, ranges, outer):  # else a tail loop overshoots the region
                         body = ir.Allocate(stored, moved)
                         self.local_stages.add(p)
+                        continue
+                self.check_shared(p, name, lp.name, region, prefix, loops[:depth + 1])
             body = lets(depth, body, False, False)
             loop = ir.For(var[lp.name], ir.const(lp.lo), ir.const(lp.extent), body, lp.kind)
             if fused_init and depth == first_red:  # initialise just before the reduction loops
@@ -589,13 +591,22 @@ class Lowerer:
                             tuple(r is not None and r[1] + ext <= n
                                   for r, ext, n in zip(starts, region.extents, shape)))
             regions[p] = region
-            for lp in outer_loops:
-                if lp.kind == "parallel" and not _disjoint(region, prefix + lp.name):
-                    raise ScheduleError(f"compute_at({p}, {consumer}, {axis}): {consumer}'s loop {lp.name} is "
-                                        f"parallel, and the parts of {p} that its iterations need overlap (two "
-                                        f"threads would write the same elements); compute {p} at {lp.name} or "
-                                        "outside it, or parallelise another loop")
         return [(p, regions[p], self.stage(p, regions[p])) for p in attached]
+
+    def check_shared(self, producer: str, consumer: str, axis: str, region: Region, prefix: str,
+                     outer_loops: list) -> None:
+        """Refuse a producer computed at loop `axis` of `consumer` into its whole (shared) buffer where the regions
+        of different iterations of an enclosing parallel loop overlap: two threads would write the same elements.
+        (A producer stored in a buffer of its own inside the loop may overlap: each iteration recomputes its part,
+        as Halide's compute_at does over tiles.)"""
+        for lp in outer_loops:
+            if lp.kind == "parallel" and not _disjoint(region, prefix + lp.name):
+                where = "outside it" if lp.name == axis else f"at {lp.name} or outside it"
+                raise ScheduleError(f"compute_at({producer}, {consumer}, {axis}): {consumer}'s loop {lp.name} is "
+                                    f"parallel, and the parts of {producer} that its iterations need overlap in "
+                                    f"{producer}'s whole buffer (two threads would write the same elements; it "
+                                    f"cannot have a buffer of its own there: {self.why_shared(producer, region)}); "
+                                    f"compute {producer} {where}, or parallelise another loop")
 
     def stored_here(self, name: str, region: Region) -> bool:
         """Whether stage `name`, computed at a loop over `region`, can keep just that region in a buffer allocated
@@ -610,6 +621,19 @@ class Lowerer:
         if any(t == name for st in self.state.stages.values() for t, _, _ in st.cache_reads):
             return False
         return not self.read_padded(name)
+
+    def why_shared(self, name: str, region: Region) -> str:
+        """Why stage `name`, computed at a loop over `region`, is not stored in a buffer of its own there (the
+        first condition of stored_here that fails, else a tail loop reading past the region)."""
+        if not region.inside or not all(region.inside):
+            return "its region may start before 0 or end past its shape"
+        if math.prod(region.extents) >= math.prod(self.bound.shapes[name]):
+            return "its region is as large as its whole shape"
+        if any(t == name for st in self.state.stages.values() for t, _, _ in st.cache_reads):
+            return "a cache_read copies it"
+        if self.read_padded(name):
+            return "a read of it may fall outside its domain (padding)"
+        return "a tail loop of a split reads past its region"
 
     def read_padded(self, name: str) -> bool:
         """Whether some read of stage `name` (directly, or through stages inlined into their readers) may fall
@@ -870,9 +894,10 @@ def _relocate(s: ir.Stmt, name: str, local: ir.Buffer, mins: list, defs: dict) -
     return s
 
 
-def _indices_inside(s: ir.Stmt, buf: ir.Buffer, ranges: dict) -> bool:
-    """Whether every access to `buf` in `s` is provably inside it from the loop ranges alone (`ranges`: those of
-    the loops around `s`; the conditions of Ifs are not used), so that the bounds check needs no guard for it."""
+def _indices_inside(s: ir.Stmt, buf: ir.Buffer, ranges: dict, lets: dict) -> bool:
+    """Whether every access to `buf` in `s` is provably inside it from the loop ranges (`ranges`: those of the
+    loops around `s`) and the conditions of the Ifs around it (`lets`: the Let-bound variables around `s`, by
+    name, expanded), so that the bounds check needs no guard for it."""
     def inside(indices, env) -> bool:
         bounds = [interval(i, env) for i in indices]
         return all(r is not None and 0 <= r[0] and r[1] < n for r, n in zip(bounds, buf.shape))
@@ -886,11 +911,14 @@ def _indices_inside(s: ir.Stmt, buf: ir.Buffer, ranges: dict) -> bool:
         if isinstance(x, ir.Store):
             return (x.buffer.name != buf.name or inside(x.indices, env)) and reads_inside([x.value, *x.indices], env)
         if isinstance(x, ir.If):
-            return reads_inside([x.cond], env) and walk(x.then, env) and (x.orelse is None or walk(x.orelse, env))
+            then = assume(x.cond, env)
+            return reads_inside([x.cond], env) and walk(x.then, then) and (x.orelse is None or walk(x.orelse, env))
         if isinstance(x, ir.Allocate):
             return walk(x.body, env)
         if isinstance(x, (ir.For, ir.Let)):
             inner = {k: v for k, v in env.items() if k != x.var.name}
+            if isinstance(x, ir.Let):
+                inner[DEFS] = {**env[DEFS], x.var.name: ir.substitute(x.value, env[DEFS])}
             if isinstance(x, ir.For):
                 lo, ext = interval(x.lo, env), interval(x.extent, env)
                 r = None if lo is None or ext is None else (lo[0], lo[1] + ext[1] - 1)
@@ -901,7 +929,7 @@ def _indices_inside(s: ir.Stmt, buf: ir.Buffer, ranges: dict) -> bool:
             return (isinstance(x, ir.For) or reads_inside([x.value], env)) and walk(x.body, inner)
         return True
 
-    return walk(s, dict(ranges))
+    return walk(s, {**ranges, DEFS: dict(lets)})
 
 
 def _local_index(indices: tuple, mins: list, defs: dict) -> tuple:

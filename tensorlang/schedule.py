@@ -528,10 +528,13 @@ class StageHandle:
 
         The stage's buffer then holds just that part, inside the loop (as Halide stores a stage where it is
         computed), where every start of the part is provably >= 0, no read of the stage may fall outside its
-        domain (padding) or copies it (cache_read), and no tail of a split overshoots the part; else the whole
-        buffer stays at the root. Every reader of this stage must be `consumer` or a stage computed at the same
-        loop (a stage inlined into them reads through). When the loop is inside a parallel loop, the regions of
-        different iterations must not overlap (checked when lowering).
+        domain (padding) or copies it (cache_read), and no tail of a split overshoots the part (a tail's guard
+        counts: ``if P.y <= h*4 + 5`` keeps ``P[P.y - h*4]`` inside 6 rows); else the whole buffer stays at the
+        root. Every reader of this stage must be `consumer` or a stage computed at the same loop (a stage inlined
+        into them reads through). At or inside a parallel loop, each iteration (each thread) computes its part
+        into its own buffer, overlapping its neighbours' parts where the reads do (Halide's recomputation over
+        tiles); a stage whose whole buffer stays at the root there is refused when the parts of different
+        iterations overlap, since two threads would write the same elements (checked when lowering).
         """
         cname = consumer.name if isinstance(consumer, StageHandle) else consumer
         self._s.apply(ComputeAt(self.name, cname, axis))

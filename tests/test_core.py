@@ -99,6 +99,42 @@ def test_bounds_check_guards_unprovable_store_and_load():
         check_bounds(func, strict=True)
 
 
+def _lets_and_guard(buf_len: int, index, guard_rhs, extent_x: int):
+    """for wb in 0:16: for xo in 0:2: for xi in 0:48: x = xi + xo*48 + wb*48; if x <= guard_rhs: X[index] = 1"""
+    X = ir.Buffer("X", "f32", (buf_len,), "stack")
+    wb, xo, xi, x = ir.Var("wb"), ir.Var("xo"), ir.Var("xi"), ir.Var("x")
+    value = ir.BinOp("+", ir.BinOp("+", xi, ir.BinOp("*", xo, ir.const(48))), ir.BinOp("*", wb, ir.const(48)))
+    store = ir.If(ir.Cmp("<=", x, guard_rhs(wb)), ir.Store(X, (index(xi, xo, wb),), ir.FloatImm(1.0)))
+    body = ir.For(xi, ir.const(0), ir.const(extent_x), ir.Let(x, value, store))
+    body = ir.For(wb, ir.const(0), ir.const(16), ir.For(xo, ir.const(0), ir.const(2), body))
+    return ir.Func("f", (), body)
+
+
+def test_bounds_check_uses_a_guard_whose_bound_moves_with_an_outer_loop():
+    """A part of a producer relocated to a buffer of its own inside loop wb (index x - wb*48, with x's Let expanded)
+    is proven inside it by the tail's guard `x <= min(wb*48 + 49, 1025)`, which bounds x - wb*48 by 49; the
+    interval of the guard's right side alone (49 .. 1025) could not. Without the guard's edge, or one element
+    short, it cannot be proven."""
+    rel = lambda xi, xo, wb: ir.BinOp("+", xi, ir.BinOp("*", xo, ir.const(48)))  # noqa: E731
+    edge = lambda wb: ir.BinOp("min", ir.BinOp("+", ir.BinOp("*", wb, ir.const(48)), ir.const(49)),  # noqa: E731
+                               ir.const(1025))
+    assert check_bounds(_lets_and_guard(50, rel, edge, 48), strict=True).guards == 0
+    with pytest.raises(tl.BuildError, match="cannot prove"):
+        check_bounds(_lets_and_guard(49, rel, edge, 48), strict=True)
+    with pytest.raises(tl.BuildError, match="cannot prove"):
+        check_bounds(_lets_and_guard(50, rel, lambda wb: ir.const(1025), 48), strict=True)
+
+
+def test_bounds_check_scales_a_guards_fact():
+    """`if x <= 95 + wb*48` (x = xi + xo*48 + wb*48) bounds twice x's loop part by 2*95 in `X[2*xi + 96*xo + 1]`."""
+    twice = lambda xi, xo, wb: ir.BinOp("+", ir.BinOp("+", ir.BinOp("*", xi, ir.const(2)),  # noqa: E731
+                                                      ir.BinOp("*", xo, ir.const(96))), ir.const(1))
+    edge = lambda wb: ir.BinOp("+", ir.BinOp("*", wb, ir.const(48)), ir.const(60))  # noqa: E731
+    assert check_bounds(_lets_and_guard(122, twice, edge, 48), strict=True).guards == 0
+    with pytest.raises(tl.BuildError, match="cannot prove"):
+        check_bounds(_lets_and_guard(121, twice, edge, 48), strict=True)
+
+
 def test_bounds_check_uses_if_conditions():
     X = ir.Buffer("X", "f32", (10,), "output")
     mo, mi = ir.Var("mo"), ir.Var("mi")
