@@ -1,7 +1,9 @@
 """Bounds check: prove every access inside its buffer, or guard it.
 
 Interval arithmetic over the enclosing loops' ranges (and `Let` values, and `if v < e` guards) bounds each
-index. A store that cannot be proven in range is wrapped in an `If`; a load gets `guard` flags and reads 0
+index. A guard's fact holds on an expression even when its bound moves with an outer loop
+(`if x < min(wb*48 + 49, 1025)` bounds `x - wb*48`), with Let-bound variables expanded and the fact scaled
+to the multiple an index uses. A store that cannot be proven in range is wrapped in an `If`; a load gets `guard` flags and reads 0
 outside. Loads the program allows to fall outside (`pad`, from `where`-widened ranges) are guarded the same
 way without counting as a failure; any other guard is counted in `Func.guards`, and `strict=True` turns it
 into an error (the tests lower that way, so a lowering bug cannot hide behind a guard).
@@ -72,6 +74,7 @@ def _linear_fact(e: Expr, env: dict) -> Interval:
 
 def _multiple(terms: dict, kterms: dict) -> int | None:
     """k where `terms` holds k times every term of `kterms` (k a nonzero integer), else None."""
+    kterms = {a: c for a, c in kterms.items() if c}
     if not kterms or any(a not in terms for a in kterms):
         return None
     a0 = next(iter(kterms))
