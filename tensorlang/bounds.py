@@ -3,10 +3,10 @@
 Interval arithmetic over the enclosing loops' ranges (and `Let` values, and `if v < e` guards) bounds each
 index. A guard's fact holds on an expression even when its bound moves with an outer loop
 (`if x < min(wb*48 + 49, 1025)` bounds `x - wb*48`), with Let-bound variables expanded and the fact scaled
-to the multiple an index uses. A store that cannot be proven in range is wrapped in an `If`; a load gets `guard` flags and reads 0
-outside. Loads the program allows to fall outside (`pad`, from `where`-widened ranges) are guarded the same
-way without counting as a failure; any other guard is counted in `Func.guards`, and `strict=True` turns it
-into an error (the tests lower that way, so a lowering bug cannot hide behind a guard).
+to the multiple an index uses. A store that cannot be proven in range is wrapped in an `If`; a load gets `guard`
+flags and reads 0 outside. Loads the program allows to fall outside (`pad`, from `where`-widened ranges) are
+guarded the same way without counting as a failure; any other guard is counted in `Func.guards`, and
+`strict=True` turns it into an error (the tests lower that way, so a lowering bug cannot hide behind a guard).
 """
 from __future__ import annotations
 

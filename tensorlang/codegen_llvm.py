@@ -33,6 +33,9 @@ F32, F64 = ll.FloatType(), ll.DoubleType()
 PTR = ll.PointerType()
 LL_TYPES = {"f32": F32, "f64": F64, "i32": I32, "i64": I64, "bool": I1}
 FAST = ("contract",)
+# a division may become a multiply by the divisor's reciprocal (one division per loop-invariant or repeated divisor,
+# a constant divisor's reciprocal folded): x/768 and x/sqrt(v) in a loop cost a vdivps a vector otherwise
+DIV_FLAGS = ("contract", "arcp")
 _ALIGN = 64
 PARALLEL_FOR = "tensorlang_parallel_for"
 WORKSPACE_MIN_BYTES = 64 * 1024  # temporaries this large are kept between calls (see `_Emitter.allocate`)
@@ -158,6 +161,7 @@ def emit_module(func: ir.Func, triple: str = "", data_layout: str = "", vector_b
     for defined in module.functions:
         if not defined.is_declaration:
             _realign_stack(defined)
+            _exact_reciprocals(defined)
     return module
 
 
@@ -218,6 +222,21 @@ def _realign_stack(fn: ll.Function) -> None:
     'define i32 @"f"() "stackrealign"'
     """
     set.add(fn.attributes, '"stackrealign"')
+
+
+def _exact_reciprocals(fn: ll.Function) -> None:
+    """Give `fn` the attribute `"reciprocal-estimates"="none"`: a division marked `arcp` (see `DIV_FLAGS`) becomes a
+    multiply by a reciprocal computed with a real division, never by the 12-bit `vrcp14ps` / `vrsqrt14ps` estimates
+    and a Newton step that x86 would use otherwise (1/sqrt(0) would then be NaN, not inf, and 1 ulp less exact).
+
+    >>> m = ll.Module()
+    >>> f = ll.Function(m, ll.FunctionType(I32, []), name="f")
+    >>> _ = ll.IRBuilder(f.append_basic_block()).ret(I32(0))
+    >>> _exact_reciprocals(f)
+    >>> str(f).splitlines()[0]
+    'define i32 @"f"() "reciprocal-estimates"="none"'
+    """
+    set.add(fn.attributes, '"reciprocal-estimates"="none"')
 
 
 def _mangle(t: ll.Type) -> str:
@@ -839,7 +858,7 @@ class _Emitter:
             if op == "*":
                 return b.fmul(a, c, flags=FAST)
             if op == "/":
-                return b.fdiv(a, c, flags=FAST)
+                return b.fdiv(a, c, flags=DIV_FLAGS)
             if op in ("min", "max"):
                 return self.fminmax(op, a, c)
             if op == "**":
