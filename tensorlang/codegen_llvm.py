@@ -143,7 +143,7 @@ def emit_module(func: ir.Func, triple: str = "", data_layout: str = "", vector_b
     >>> [str(emit_module(s.lowered(), vector_bits=bits)).count("fmul contract <") for bits in (256, 0)]
     [4, 1]
     >>> str(emit_module(s.lowered())).splitlines()[4]
-    'define i32 @"f"(ptr noalias %"A", ptr noalias %"B") "stackrealign"'
+    'define i32 @"f"(ptr noalias %"A", ptr noalias %"B") "reciprocal-estimates"="none" "stackrealign"'
     """
     module = ll.Module(name=func.name)
     if triple:
