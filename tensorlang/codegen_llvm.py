@@ -341,12 +341,13 @@ class _Emitter:
             self.store(s)
         elif isinstance(s, ir.For):
             if s.kind == "unrolled":
-                self.unrolled(s)
+                if not self.transposed_store(s):
+                    self.unrolled(s)
             elif s.kind == "vectorized":
                 self.vectorized(s)
             elif s.kind == "parallel":
                 self.parallel(s)
-            elif not self.transposed_tile(s):
+            elif not self.transposed_tile(s) and not self.transposed_store(s):
                 self.loop(s)
         elif isinstance(s, ir.If):
             self.if_(s)
@@ -548,6 +549,100 @@ class _Emitter:
             _, _, lane0 = self.address_parts(st, st.buffer, list(st.indices))
             self.b.store(cols[i], self.pointer(st.buffer, self.expr(lane0)), align=DTYPES[st.buffer.dtype].itemsize)
         self.lanes, self.lane_var, self._addr_cache = 0, None, {}
+        self.unbind(a, old_a)
+        self.unbind(b, old_b)
+        return True
+
+    def transposed_store(self, s: ir.For) -> bool:
+        """Emit `for a in lo:lo+m: for b in lo':lo'+w (vectorized): dst[..] = value` as transposes in registers
+        when the store is contiguous along `a` and strided along `b`, with n/2 <= m <= n for the register's n
+        lanes and w a multiple of n: for each n lanes of `b`, the m values computed as vectors along `b` as
+        written, transposed (n log2(n) two-vector shuffles) and stored as n runs of m elements along `a` (a
+        masked store where m < n), in place of m scatters of n lanes. This is the write-back of a register tile
+        vectorized along one output dimension into a tensor where another is contiguous (a convolution's tile of
+        16 filters x 14 pixels into `O[n, f, h, w]`: 28 scatters of 16 lanes a tile before; ResNet-18's 3x3
+        convolution at 14², one thread, 108.3 -> 111.0 GFLOPS, and 93.7 -> 103.1 with 8 reduction blocks).
+
+        The values are all computed before any is stored, so the value may read the destination only at the
+        element it stores (an update `O[i] = O[i] + t[i]`), and the elements must be distinct (`b`'s stride in
+        the destination at least m). Anything else returns False and is emitted as written::
+
+            for w in 0:14:  # unrolled              14 vectors v[w] = O_local[0, w, 0:16]
+              for f in 0:16:  # vectorized          t = transpose(v[0..13], 2 undefined)
+                O[f, h, w] = O_local[0, w, f]       O[f, h, 0:14] = t[f] (masked), for each f
+        """
+        inner, lets = s.body, []
+        while isinstance(inner, ir.Let):  # index variables defined around or in the vectorized loop (n = ...)
+            lets.append(inner)
+            inner = inner.body
+        if self.lanes or self.mask is not None or not isinstance(inner, ir.For) or inner.kind != "vectorized":
+            return False
+        st = inner.body
+        while isinstance(st, ir.Let):
+            lets.append(st)
+            st = st.body
+        if not (isinstance(s.extent, ir.IntImm) and isinstance(inner.extent, ir.IntImm) and isinstance(st, ir.Store)):
+            return False
+        m, w = s.extent.value, inner.extent.value
+        n = self.chunk_lanes(inner.body, w)
+        if n not in (4, 8, 16) or w % n or not n // 2 <= m <= n:
+            return False
+        if any(ld.buffer.name == st.buffer.name and ld.indices != st.indices for ld in ir.loads(st.value)):
+            return False
+        a, b = s.var.name, inner.var.name
+        saved_defs, saved = dict(self.defs), self.lane_var
+        for let in lets:
+            self.defs[let.var.name] = self.expand(let.value)
+        flat = self.flat_index(st.buffer, st.indices)
+        self.lane_var = a
+        along_a = self.lane_stride(flat)
+        self.lane_var = b
+        along_b = self.lane_stride(flat)
+        self.lane_var = saved
+        if along_a != 1 or along_b is None or abs(along_b) < m:
+            self.defs = saved_defs
+            return False
+
+        def bind_lets() -> list:
+            return [self.bind(let.var.name, self.expr(let.value)) for let in lets]
+
+        def unbind_lets(olds: list) -> None:
+            for let, old in reversed(list(zip(lets, olds))):
+                self.unbind(let.var.name, old)
+
+        t = ll_type(st.buffer.dtype)
+        vt = ll.VectorType(t, n)
+        lo_a, lo_b = self.expr(s.lo), self.expr(inner.lo)
+        old_a, old_b = self.vars.get(a), self.vars.get(b)
+        steps = constant(I64, list(range(n)), n)
+        keep = constant(I1, [1] * m + [0] * (n - m), n)
+        for p in range(0, w, n):  # each register of lanes of b
+            lo_p = self.b.add(lo_b, I64(p), flags=["nsw"]) if p else lo_b
+            rows = []
+            for j in range(m):  # row j: the value at a = lo_a + j, b = lo_p .. lo_p + n - 1
+                self.vars[a] = self.b.add(lo_a, I64(j), flags=["nsw"]) if j else lo_a
+                self.vars[b] = self.b.add(self.splat(lo_p, n), steps, flags=["nsw"])
+                self.lanes, self.lane_var, self._addr_cache = n, b, {}
+                olds = bind_lets()
+                rows.append(self.splat(self.expr(st.value), n))
+                unbind_lets(olds)
+            cols = transpose_vectors(self.b, rows + [ll.Constant(vt, ll.Undefined)] * (n - m))
+            for i in range(n):  # column i: the values at b = lo_p + i, a = lo_a .. lo_a + m - 1 (contiguous)
+                self.vars[b] = self.b.add(lo_p, I64(i), flags=["nsw"]) if i else lo_p
+                self.vars[a] = self.b.add(self.splat(lo_a, n), steps, flags=["nsw"])
+                self.lanes, self.lane_var, self._addr_cache = n, a, {}
+                olds = bind_lets()
+                _, _, lane0 = self.address_parts(st, st.buffer, list(st.indices))
+                ptr = self.pointer(st.buffer, self.expr(lane0), inbounds=m == n)
+                unbind_lets(olds)
+                if m == n:
+                    self.b.store(cols[i], ptr, align=DTYPES[st.buffer.dtype].itemsize)
+                else:
+                    f = self.intrinsic("llvm.masked.store", ll.VoidType(), [vt, PTR, ll.VectorType(I1, n)],
+                                       [vt, PTR])
+                    self.b.call(f, [cols[i], ptr, keep])
+        self.lanes, self.lane_var, self._addr_cache = 0, None, {}
+        self.defs = saved_defs
         self.unbind(a, old_a)
         self.unbind(b, old_b)
         return True

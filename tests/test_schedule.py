@@ -520,6 +520,35 @@ def test_spilled_vector_registers_get_an_aligned_stack():
         assert f"andq\t$-{width}, %rsp" in f, f.splitlines()[0]
 
 
+@pytest.mark.parametrize("tile_n,k_outside", [(14, False), (16, False), (12, True), (9, False), (6, False)])
+def test_a_register_tile_vectorized_across_rows_is_written_back_transposed(tile_n, k_outside):
+    """A tile of one vector of rows (`m`, strided by N in C) x `tile_n` columns (contiguous in C), accumulated in
+    registers: written back as a transpose in registers and runs of `tile_n` columns (masked where fewer than a
+    vector), not a scatter a column; an update (`C = C + C_local`, with the reduction's blocks outside) too.
+    Under half a vector of columns it stays scatters. The same result as numpy either way."""
+    lanes = host_target().vector_bits() // 32
+    s = new("mm", M=2 * lanes, N=3 * tile_n, K=24)
+    c = s["C"]
+    io, ii = c.split("m", lanes)
+    jo, ji = c.split("n", tile_n)
+    if k_outside:
+        ko, ki = c.split("k", 8)
+        c.reorder(ko, io, jo, ki, ji, ii)
+    else:
+        c.reorder(io, jo, "k", ji, ii)
+    c.cache_write(jo)
+    c.unroll(ji)
+    c.vectorize(ii)
+    text, k = run(s)
+    assert ("C[m, n] = C[m, n] + C_local" in text) == k_outside, text
+    asm = k.source("asm")
+    if lanes in (4, 8, 16) and tile_n >= lanes // 2:
+        assert "vscatter" not in asm and re.search(r"vperm[ti]2ps|vunpck|vshuf", asm)
+        assert ("llvm.masked.store" in k.source("llvm")) == (tile_n < lanes)  # masked runs under a vector
+    elif lanes == 16:
+        assert "vscatter" in asm
+
+
 def test_a_division_by_a_row_constant_is_one_reciprocal_a_row():
     """`/ sqrt(var[n] + eps)` inside the vectorized row loop and `/ D` inside the sums: each becomes a multiply by
     a reciprocal (one exact scalar division a row, `vdivss`; no `vdivps` a vector: before, 48 of them a row made
