@@ -160,8 +160,7 @@ def emit_module(func: ir.Func, triple: str = "", data_layout: str = "", vector_b
     _release_function(module, func.name)
     for defined in module.functions:
         if not defined.is_declaration:
-            _realign_stack(defined)
-            _exact_reciprocals(defined)
+            _kernel_attributes(defined)
     return module
 
 
@@ -204,39 +203,29 @@ def _release_function(module: ll.Module, name: str) -> None:
                                     [ll.Constant(entry, [I32(65535), fn, ll.Constant(PTR, None)])])
 
 
-def _realign_stack(fn: ll.Function) -> None:
-    """Give `fn` the `"stackrealign"` attribute: its prologue aligns the stack to what its frame needs (64 bytes where
-    512-bit registers are spilled), so that spills are aligned whatever the caller's stack alignment.
+def _kernel_attributes(fn: ll.Function) -> None:
+    """Give `fn` the string attributes every generated function carries:
 
-    Without it, a function that spills zmm registers keeps the 16-byte alignment the ABI promises, and its spills
-    straddle two cache lines in half the stack positions: the same register-tiled convolution ran in 2.1 ms or in
-    3.1 ms per process (by where ASLR put the main thread's stack, 16 bytes at a time) and in 3.2 to 3.6 ms on every
-    other thread. llvmlite's attribute sets take only a fixed list of names, which lacks this string attribute, so
-    it goes into the set as its IR text.
+    - `"stackrealign"`: its prologue aligns the stack to what its frame needs (64 bytes where 512-bit registers
+      are spilled), so that spills are aligned whatever the caller's stack alignment. Without it, a function that
+      spills zmm registers keeps the 16-byte alignment the ABI promises, and its spills straddle two cache lines in
+      half the stack positions: the same register-tiled convolution ran in 2.1 ms or in 3.1 ms per process (by
+      where ASLR put the main thread's stack, 16 bytes at a time) and in 3.2 to 3.6 ms on every other thread.
+    - `"reciprocal-estimates"="none"`: a division marked `arcp` (see `DIV_FLAGS`) becomes a multiply by a
+      reciprocal computed with a real division, never by the 12-bit `vrcp14ps` / `vrsqrt14ps` estimates and a
+      Newton step that x86 would use otherwise (1/sqrt(0) would then be NaN, not inf, and 1 ulp less exact).
 
-    >>> m = ll.Module()
-    >>> f = ll.Function(m, ll.FunctionType(I32, []), name="f")
-    >>> _ = ll.IRBuilder(f.append_basic_block()).ret(I32(0))
-    >>> _realign_stack(f)
-    >>> str(f).splitlines()[0]
-    'define i32 @"f"() "stackrealign"'
-    """
-    set.add(fn.attributes, '"stackrealign"')
-
-
-def _exact_reciprocals(fn: ll.Function) -> None:
-    """Give `fn` the attribute `"reciprocal-estimates"="none"`: a division marked `arcp` (see `DIV_FLAGS`) becomes a
-    multiply by a reciprocal computed with a real division, never by the 12-bit `vrcp14ps` / `vrsqrt14ps` estimates
-    and a Newton step that x86 would use otherwise (1/sqrt(0) would then be NaN, not inf, and 1 ulp less exact).
+    llvmlite's attribute sets take only a fixed list of names, which lacks these, so they go in as their IR text.
 
     >>> m = ll.Module()
     >>> f = ll.Function(m, ll.FunctionType(I32, []), name="f")
     >>> _ = ll.IRBuilder(f.append_basic_block()).ret(I32(0))
-    >>> _exact_reciprocals(f)
+    >>> _kernel_attributes(f)
     >>> str(f).splitlines()[0]
-    'define i32 @"f"() "reciprocal-estimates"="none"'
+    'define i32 @"f"() "reciprocal-estimates"="none" "stackrealign"'
     """
-    set.add(fn.attributes, '"reciprocal-estimates"="none"')
+    for text in ('"stackrealign"', '"reciprocal-estimates"="none"'):
+        set.add(fn.attributes, text)
 
 
 def _mangle(t: ll.Type) -> str:
@@ -503,6 +492,20 @@ class _Emitter:
         self.lanes, self.lane_var = 0, None
         self.unbind(s.var.name, old)
 
+    def stride_along(self, var: str, flat: ir.Expr) -> int | None:
+        """The step of the flat index `flat` from one lane to the next were `var` the vectorized variable."""
+        saved, self.lane_var = self.lane_var, var
+        step = self.lane_stride(flat)
+        self.lane_var = saved
+        return step
+
+    def lanes_along(self, lane: str, lo_lane: ll.Value, n: int, fixed: str, lo_fixed: ll.Value, k: int) -> None:
+        """Emit what follows as n-lane vectors along `lane` (lo_lane .. lo_lane + n - 1) at `fixed` = lo_fixed + k:
+        one row or column of a tile transposed in registers."""
+        self.vars[fixed] = self.b.add(lo_fixed, I64(k), flags=["nsw"]) if k else lo_fixed
+        self.vars[lane] = self.b.add(self.splat(lo_lane, n), constant(I64, list(range(n)), n), flags=["nsw"])
+        self.lanes, self.lane_var, self._addr_cache = n, lane, {}
+
     def transposed_tile(self, s: ir.For) -> bool:
         """Emit `for a in lo:lo+n: for b in lo':lo'+n (vectorized): dst[..] = src[..]` as a transpose in registers
         when the read is contiguous along `a` and the write along `b` (a copy into a layout whose innermost
@@ -524,28 +527,18 @@ class _Emitter:
         if inner.extent.value != n or n not in (4, 8, 16) or self.chunk_lanes(inner.body, n) != n:
             return False
         ld, a, b = st.value, s.var.name, inner.var.name
-        saved = self.lane_var
-        self.lane_var = a
-        reads_along_a = self.lane_stride(self.flat_index(ld.buffer, ld.indices)) == 1
-        self.lane_var = b
-        writes_along_b = self.lane_stride(self.flat_index(st.buffer, st.indices)) == 1
-        self.lane_var = saved
-        if not (reads_along_a and writes_along_b):
+        if not (self.stride_along(a, self.flat_index(ld.buffer, ld.indices)) == 1
+                and self.stride_along(b, self.flat_index(st.buffer, st.indices)) == 1):
             return False
         lo_a, lo_b = self.expr(s.lo), self.expr(inner.lo)
         old_a, old_b = self.vars.get(a), self.vars.get(b)
-        steps = constant(I64, list(range(n)), n)
         rows = []
         for j in range(n):  # row j: src at b = lo_b + j, a = lo_a .. lo_a + n - 1 (one contiguous vector)
-            self.vars[b] = self.b.add(lo_b, I64(j), flags=["nsw"]) if j else lo_b
-            self.vars[a] = self.b.add(self.splat(lo_a, n), steps, flags=["nsw"])
-            self.lanes, self.lane_var, self._addr_cache = n, a, {}
+            self.lanes_along(a, lo_a, n, b, lo_b, j)
             rows.append(self.load(ld))
         cols = transpose_vectors(self.b, rows)
         for i in range(n):  # column i: dst at a = lo_a + i, b = lo_b .. lo_b + n - 1 (one contiguous vector)
-            self.vars[a] = self.b.add(lo_a, I64(i), flags=["nsw"]) if i else lo_a
-            self.vars[b] = self.b.add(self.splat(lo_b, n), steps, flags=["nsw"])
-            self.lanes, self.lane_var, self._addr_cache = n, b, {}
+            self.lanes_along(b, lo_b, n, a, lo_a, i)
             _, _, lane0 = self.address_parts(st, st.buffer, list(st.indices))
             self.b.store(cols[i], self.pointer(st.buffer, self.expr(lane0)), align=DTYPES[st.buffer.dtype].itemsize)
         self.lanes, self.lane_var, self._addr_cache = 0, None, {}
@@ -590,15 +583,11 @@ class _Emitter:
         if any(ld.buffer.name == st.buffer.name and ld.indices != st.indices for ld in ir.loads(st.value)):
             return False
         a, b = s.var.name, inner.var.name
-        saved_defs, saved = dict(self.defs), self.lane_var
+        saved_defs = dict(self.defs)
         for let in lets:
             self.defs[let.var.name] = self.expand(let.value)
         flat = self.flat_index(st.buffer, st.indices)
-        self.lane_var = a
-        along_a = self.lane_stride(flat)
-        self.lane_var = b
-        along_b = self.lane_stride(flat)
-        self.lane_var = saved
+        along_a, along_b = self.stride_along(a, flat), self.stride_along(b, flat)
         if along_a != 1 or along_b is None or abs(along_b) < m:
             self.defs = saved_defs
             return False
@@ -614,23 +603,18 @@ class _Emitter:
         vt = ll.VectorType(t, n)
         lo_a, lo_b = self.expr(s.lo), self.expr(inner.lo)
         old_a, old_b = self.vars.get(a), self.vars.get(b)
-        steps = constant(I64, list(range(n)), n)
         keep = constant(I1, [1] * m + [0] * (n - m), n)
         for p in range(0, w, n):  # each register of lanes of b
             lo_p = self.b.add(lo_b, I64(p), flags=["nsw"]) if p else lo_b
             rows = []
             for j in range(m):  # row j: the value at a = lo_a + j, b = lo_p .. lo_p + n - 1
-                self.vars[a] = self.b.add(lo_a, I64(j), flags=["nsw"]) if j else lo_a
-                self.vars[b] = self.b.add(self.splat(lo_p, n), steps, flags=["nsw"])
-                self.lanes, self.lane_var, self._addr_cache = n, b, {}
+                self.lanes_along(b, lo_p, n, a, lo_a, j)
                 olds = bind_lets()
                 rows.append(self.splat(self.expr(st.value), n))
                 unbind_lets(olds)
             cols = transpose_vectors(self.b, rows + [ll.Constant(vt, ll.Undefined)] * (n - m))
             for i in range(n):  # column i: the values at b = lo_p + i, a = lo_a .. lo_a + m - 1 (contiguous)
-                self.vars[b] = self.b.add(lo_p, I64(i), flags=["nsw"]) if i else lo_p
-                self.vars[a] = self.b.add(self.splat(lo_a, n), steps, flags=["nsw"])
-                self.lanes, self.lane_var, self._addr_cache = n, a, {}
+                self.lanes_along(a, lo_a, n, b, lo_p, i)
                 olds = bind_lets()
                 _, _, lane0 = self.address_parts(st, st.buffer, list(st.indices))
                 ptr = self.pointer(st.buffer, self.expr(lane0), inbounds=m == n)
