@@ -20,12 +20,12 @@ def _node(g, op, inputs, attrs, name=None):
     return g.add_node(op, inputs, attrs, types, name=name or op.split(".")[0])
 
 
-def random_graph(seed: int) -> Graph:
-    """A random graph (see the module's docstring)."""
+def random_graph(seed: int, spatial: tuple[int, int] = (6, 5)) -> Graph:
+    """A random graph (see the module's docstring) on a batch of 2 images of `spatial` height and width."""
     rng = np.random.default_rng(seed)
     g = Graph(f"random{seed}")
     c = int(rng.choice([4, 8, 16]))
-    x = g.add_input("x", TensorType((2, c, 6, 5), "f32"))
+    x = g.add_input("x", TensorType((2, c, *spatial), "f32"))
     values = [x]
 
     def const(shape, lo=-1.0, hi=1.0):

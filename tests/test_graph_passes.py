@@ -12,8 +12,9 @@ from graphgen import inputs_for, random_graph
 from tensorlang.graph import compile_graph, intermediate_bytes
 from tensorlang.graph.ir import Graph, TensorType
 from tensorlang.graph.ops import get
+from tensorlang.graph.pass_options import check_pass_options, describe_pass_options
 from tensorlang.graph.passes import PIPELINE, cse, dce, fold_batch_norm, fold_constants, fusion, layout, noop, \
-    select, simplify
+    select, simplify, winograd
 from tensorlang.graph.passes.memory_plan import plan_memory
 from tensorlang.graph.verify import GraphError, verify
 
@@ -312,6 +313,75 @@ def test_layout_leaves_convolutions_whose_channels_do_not_divide_by_the_block():
     same_result(build, lambda g: layout.run(g, block=8), expect_change=False)
 
 
+# ---- Winograd ----
+
+def _winograd_everywhere(g):
+    return winograd.run(g, min_channels=1, min_tiles=1)
+
+
+def test_winograd_rewrites_3x3_convolutions_and_their_bias_relu_and_residual_fuse_into_the_output_transform():
+    def build():
+        g = Graph("winograd")
+        x = g.add_input("x", TensorType((2, 8, 6, 10), "f32"))
+        y = node(g, "relu", [node(g, "convolution", [x, const(g, (8, 8, 3, 3)), const(g, (8,))], conv_attrs())])
+        z = node(g, "convolution", [y, const(g, (8, 8, 3, 3)), None], conv_attrs())
+        g.outputs = [node(g, "relu", [node(g, "add.Tensor", [z, x])])]
+        return g
+    changes, g = same_result(build, lambda g: winograd.run(g, min_channels=8, min_tiles=30), rtol=1e-5)
+    assert ops_of(g) == ["winograd_input", "bmm", "winograd_output", "relu",
+                         "winograd_input", "bmm", "winograd_output", "add.Tensor", "relu"]
+    assert changes[0].endswith("30 tiles, weights transformed to [16, 8, 8]"), changes
+    # the transformed weights: G g Gᵀ of the convolution's own weights, [16, F, C]
+    u = g.nodes[1].inputs[0].data
+    assert u.shape == (16, 8, 8) and u.dtype == np.float32
+    # after fusion, bias + ReLU and residual add + ReLU are in the output transforms' write-back
+    changes, g = same_result(build, lambda g: _winograd_everywhere(g) + fusion.run(g), rtol=1e-5)
+    assert [n.attrs["name"] for n in g.nodes if n.body is not None] == \
+        ["winograd_output_relu", "winograd_output_add_relu"], str(g)
+
+
+@pytest.mark.parametrize("case", ["stride 2", "5x5", "odd output", "groups", "dilation", "weights computed",
+                                  "few channels", "few tiles"])
+def test_winograd_leaves_convolutions_it_cannot_or_should_not_rewrite(case):
+    def build():
+        g = Graph("winograd")
+        c, hw = (4, 6) if case != "odd output" else (4, 7)
+        x = g.add_input("x", TensorType((1, c, hw, hw), "f32"))
+        attrs = conv_attrs(groups=2 if case == "groups" else 1)
+        k = 5 if case == "5x5" else 3
+        if case == "stride 2":
+            attrs["stride"] = [2, 2]
+        if case == "dilation":
+            attrs["dilation"], attrs["padding"] = [2, 2], [2, 2]
+        if case == "5x5":
+            attrs["padding"] = [2, 2]
+        w = const(g, (4, c // (2 if case == "groups" else 1), k, k))
+        if case == "weights computed":
+            w = node(g, "neg", [w])
+        g.outputs = [node(g, "convolution", [x, w, None], attrs)]
+        return g
+    thresholds = {"few channels": (8, 1), "few tiles": (1, 10)}.get(case, (1, 1))
+    same_result(build, lambda g: winograd.run(g, *thresholds), expect_change=False)
+
+
+def test_winograd_default_thresholds_take_resnets_56_28_and_14_layers_not_its_7s():
+    def conv(c, hw):
+        g = Graph("w")
+        x = g.add_input("x", TensorType((1, c, hw, hw), "f32"))
+        w = g.add_constant("w", np.zeros((c, c, 3, 3), np.float32))
+        return g.add_node("convolution", [x, w, None], conv_attrs(), [TensorType((1, c, hw, hw), "f32")])
+    shapes = [(64, 56), (128, 28), (256, 14), (512, 7), (512, 8), (32, 56)]
+    assert [winograd.eligible(conv(c, hw)) for c, hw in shapes] == [True, True, True, False, False, False]
+
+
+def test_winograd_pass_option_turns_the_pass_off():
+    assert "winograd" in [n for n, _ in select()]
+    assert "winograd" not in [n for n, _ in select(options={"winograd": False})]
+    assert describe_pass_options({"winograd": False}).endswith(", no Winograd")
+    with pytest.raises(Exception, match="pass option winograd=1: must be True or False"):
+        check_pass_options({"winograd": 1})
+
+
 # ---- the pipeline, the verifier, memory planning ----
 
 def test_pipeline_prints_what_each_pass_changed(capsys):
@@ -367,6 +437,29 @@ def test_every_pass_keeps_what_random_graphs_compute(seed):
             np.testing.assert_allclose(a, b, rtol=2e-4, atol=2e-4 * max(1.0, float(np.max(np.abs(b)))),
                                        err_msg=f"seed {seed}, {label}")
         check_plan(g)
+
+
+@pytest.mark.parametrize("seed", range(FUZZ))
+def test_winograd_keeps_what_random_graphs_compute(seed):
+    """The winograd pass on every 3x3 convolution it can take (thresholds 1), alone and before the rest of the
+    pipeline, on random graphs of 6x8 images (even, so that the rewrite applies)."""
+    ins = inputs_for(random_graph(seed, spatial=(6, 8)), seed)
+    want = compile_graph(random_graph(seed, spatial=(6, 8)), passes=[]).run_flat(ins)
+    rest = [p for p in PIPELINE if p[0] != "winograd"]
+    for label, passes in [("winograd", []), ("winograd + pipeline", rest)]:
+        g = random_graph(seed, spatial=(6, 8))
+        changes = _winograd_everywhere(g)
+        verify(g)
+        model = compile_graph(g, passes=passes)
+        assert all(n.op != "convolution" or not winograd.eligible(n, 1, 1) for n in g.nodes), changes
+        for a, b in zip(model.run_flat(ins), want):
+            np.testing.assert_allclose(a, b, rtol=2e-4, atol=2e-4 * max(1.0, float(np.max(np.abs(b)))),
+                                       err_msg=f"seed {seed}, {label}: {changes}")
+        check_plan(g)
+
+
+def test_the_winograd_fuzz_reaches_the_rewrite():
+    assert sum(bool(_winograd_everywhere(random_graph(s, spatial=(6, 8)))) for s in range(FUZZ)) >= FUZZ // 4
 
 
 def check_plan(g):

@@ -11,6 +11,8 @@ option              meaning
                     absent: the vector width in f32 lanes (16 with AVX-512, 8 with AVX2)
 ``fuse_reductions`` False: a reduction never takes in its elementwise producer (each runs as its own kernel);
                     absent or True: the fusion pass's rule 2 applies
+``winograd``        False: no convolution becomes Winograd F(2x2, 3x3); absent or True: the winograd pass
+                    rewrites the 3x3 convolutions it finds worth it (`passes/winograd.py`)
 ==================  ===========================================================================================
 
 Model tuning (``tensorlang tune-model``) measures the model end to end under each distinct variant and stores the
@@ -38,7 +40,8 @@ from ..sources import SourceRegistry
 ENTRY_POINT_GROUP = "tensorlang.pass_options"
 #: the options and what each holds
 OPTIONS = {"layout_block": "the layout pass's block (2 to 64, a power of two), 0: no layout pass",
-           "fuse_reductions": "whether a reduction takes in its elementwise producer (True or False)"}
+           "fuse_reductions": "whether a reduction takes in its elementwise producer (True or False)",
+           "winograd": "whether 3x3 convolutions may become Winograd F(2x2, 3x3) (True or False)"}
 LAYOUT_BLOCKS = (2, 4, 8, 16, 32, 64)
 
 _REGISTRY = SourceRegistry("pass option source", ENTRY_POINT_GROUP)
@@ -78,7 +81,8 @@ def describe_pass_options(options: dict | None) -> str:
     options = options or {}
     b = options.get("layout_block")
     layout = "layout off" if b == 0 else f"layout NCHW{b}c" if b else "layout NCHW[vector width]c"
-    return layout + (", reductions apart" if options.get("fuse_reductions") is False else ", fuse reductions")
+    return (layout + (", reductions apart" if options.get("fuse_reductions") is False else ", fuse reductions")
+            + (", no Winograd" if options.get("winograd") is False else ""))
 
 
 def graph_key(graph) -> str:

@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 
 from ...errors import UsageError
-from . import cse, dce, fold_batch_norm, fold_constants, fusion, layout, noop, simplify
+from . import cse, dce, fold_batch_norm, fold_constants, fusion, layout, noop, simplify, winograd
 
 #: (name, pass function) in the order `compile_graph` runs them; see README "Models: the graph compiler"
 PIPELINE = [
@@ -29,6 +29,7 @@ PIPELINE = [
     ("simplify", simplify.run),
     ("fold_constants_again", fold_constants.run),
     ("dce_again", dce.run),
+    ("winograd", winograd.run),
     ("layout", layout.run),
     ("fusion", fusion.run),
 ]
@@ -71,10 +72,10 @@ def print_requested(flag: bool | None = None) -> bool:
 def select(skip=(), options: dict | None = None) -> list:
     """The pipeline without the passes named in `skip` (names from PASS_NAMES), with the pass `options` of
     `tensorlang.graph.pass_options` (``layout_block``: 0 leaves the layout pass out, else its block;
-    ``fuse_reductions``), or UsageError.
+    ``fuse_reductions``; ``winograd``: False leaves the winograd pass out), or UsageError.
 
     >>> [n for n, _ in select(skip=("layout", "fusion"))][-1]
-    'dce_again'
+    'winograd'
     >>> "layout" in [n for n, _ in select(options={"layout_block": 0})]
     False
     """
@@ -88,6 +89,8 @@ def select(skip=(), options: dict | None = None) -> list:
     out = []
     for n, f in PIPELINE:
         if n.removesuffix("_again") in skip or (n == "layout" and options.get("layout_block") == 0):
+            continue
+        if n == "winograd" and options.get("winograd") is False:
             continue
         if n == "layout" and options.get("layout_block"):
             f = functools.partial(layout.run, block=options["layout_block"])
