@@ -374,6 +374,19 @@ def test_winograd_default_thresholds_take_resnets_56_28_and_14_layers_not_its_7s
     assert [winograd.eligible(conv(c, hw)) for c, hw in shapes] == [True, True, True, False, False, False]
 
 
+def test_winograd_ops_name_the_node_when_the_shapes_do_not_fit():
+    g = Graph("w")
+    m = g.add_input("m", TensorType((16, 8, 12), "f32"))
+    bad = g.make_node("winograd_output", [m, None], {"tiles": [3, 3], "out": [1, 8, 6, 6]}, [], name="conv_out")
+    with pytest.raises(Exception, match=r"winograd_output \(node conv_out\): products \[16, 8, 12\] do not fit "
+                                        r"the output \[1, 8, 6, 6\] in 2x2 tiles"):
+        get("winograd_output").infer(bad)
+    x = g.add_input("x", TensorType((8, 6, 6), "f32"))
+    bad = g.make_node("winograd_input", [x], {"tiles": [3, 3], "padding": [1, 1]}, [], name="conv_in")
+    with pytest.raises(Exception, match=r"winograd_input \(node conv_in\): input \[8, 6, 6\]: an NCHW tensor"):
+        get("winograd_input").infer(bad)
+
+
 def test_winograd_pass_option_turns_the_pass_off():
     assert "winograd" in [n for n, _ in select()]
     assert "winograd" not in [n for n, _ in select(options={"winograd": False})]
