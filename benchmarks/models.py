@@ -2,7 +2,8 @@
 recurrent net over a list of 10 inputs): correctness against torch eager, speed against torch eager and
 torch.compile (inductor) in alternating rounds, the planned arena against the model's intermediate tensors,
 compile time cold and warm (fresh processes, an empty then a filled kernel cache), and the peak RSS of running the
-saved model in a fresh process where torch cannot be imported.
+saved model in a fresh process where torch cannot be imported. The FMA peak (benchmarks/fma_peak.py's kernel, 1
+and 2 threads) is read at the start and at the end, to show the machine the ratios were measured on.
 
     python benchmarks/models.py [--models mnist,resnet18,...] [--threads 2] [--rounds 5] [--json]
     python benchmarks/models.py --models resnet18,mobilenet_v2,bert_layer --threads 1,2 --tune 2000 --db models.db
@@ -75,6 +76,17 @@ print(json.dumps({"peak_rss_mib": PEAK}))
 """.replace("PEAK", PEAK)
 
 KWARGS = {"mnist": {}, "resnet18": {}, "mobilenet_v2": {}, "bert_layer": {"seq": 128}, "recurrent": {}}
+
+
+def fma_peak() -> dict:
+    """{threads: GFLOPS} of fma_peak.py's kernel on 1 and 2 threads (best of 3).
+
+    Example::
+
+        fma_peak()   # {1: 121.8, 2: 244.0}
+    """
+    import fma_peak as peak
+    return peak.measure(5_000_000)
 
 
 def _python(code: str, env: dict) -> dict:
@@ -226,6 +238,9 @@ def main(argv=None) -> int:
         thread_counts = [int(t) for t in args.threads.split(",") if t.strip()]
     except ValueError:
         p.error(f"--threads: expected integers separated by commas, got {args.threads!r}")
+    peak_start = fma_peak()
+    if not args.json:
+        print(f"FMA peak at the start: {peak_start[1]:.1f} / {peak_start[2]:.1f} GFLOPS on 1 / 2 threads")
     db = args.db
     if args.tune:
         work = tempfile.mkdtemp(prefix="tensorlang-bench-tune-")
@@ -261,10 +276,13 @@ def main(argv=None) -> int:
                   f"{w['compile_s']:.2f}; {w['cached']}/{w['kernels']} kernels from the cache)")
             print(f"  peak RSS running the saved model in a fresh process without torch: {r['peak_rss_mib']:.0f} MiB "
                   f"(python + numpy + tensorlang alone: {base_rss:.0f} MiB)")
+    peak_end = fma_peak()
     if not args.json:
+        print(f"FMA peak at the end: {peak_end[1]:.1f} / {peak_end[2]:.1f} GFLOPS on 1 / 2 threads")
         print("\n".join(bars_table(results)))
     if args.json:
-        print(json.dumps({"threads": thread_counts, "baseline_rss_mib": base_rss, "db": db, "results": results}))
+        print(json.dumps({"threads": thread_counts, "baseline_rss_mib": base_rss, "db": db, "results": results,
+                          "fma_peak_gflops": {"start": peak_start, "end": peak_end}}))
     return 0 if all(r["correct"] for r in results) else 1
 
 
