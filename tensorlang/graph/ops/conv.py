@@ -98,10 +98,20 @@ def _lower(b, node, refs):
         return f"{cast(x.read(xi), xv.dtype, dt)} * {cast(w.read(wi), wv.dtype, dt)}"
     decl = None if groups == 1 or depthwise else (oshape[0], groups, fg, *oshape[2:])
     acc = b.stage(oshape, dt, body, reduce="+", red=red, decl=decl)
-    if bv is None:
-        return [acc]
-    bias = MapRef(refs[2], (f,) + (1,) * k, lambda idx: [idx[0]])  # [F] broadcast along the channel dim
-    return [b.elementwise(oshape, dt, [acc, bias], lambda a, c: f"{a} + {cast(c, bv.dtype, dt)}")]
+    return [acc if bv is None else add_channel_bias(b, acc, refs[2], bv.dtype, oshape)]
+
+
+def add_channel_bias(b, acc, bias_ref, bias_dtype: str, oshape) -> object:
+    """`acc` (an [N, F, *spatial] ref of the program `b` writes) plus a bias [F] broadcast along the channel
+    dimension, as an elementwise ref (a consumer reads it through; nothing is written yet).
+
+    Example::
+
+        out = add_channel_bias(b, acc, refs[2], node.inputs[2].dtype, node.outputs[0].shape)
+    """
+    dt = acc.dtype
+    bias = MapRef(bias_ref, (oshape[1],) + (1,) * (len(oshape) - 2), lambda idx: [idx[0]])
+    return b.elementwise(oshape, dt, [acc, bias], lambda a, c: f"{a} + {cast(c, bias_dtype, dt)}")
 
 
 def _flops(node):

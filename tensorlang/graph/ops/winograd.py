@@ -22,9 +22,10 @@ from __future__ import annotations
 import numpy as np
 
 from ..affine import divmod_aff
-from ..builder import MapRef, cast
+from ..builder import cast
 from . import register
 from .common import fail, out
+from .conv import add_channel_bias
 
 #: F(2x2, 3x3): Bᵀ (4x4), G (4x3), Aᵀ (2x4)
 BT = np.array([[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]], np.float64)
@@ -138,9 +139,7 @@ def _out_lower(b, node, refs):
     y = b.stage((n, f, oh, ow), dt, along_y, decl=(n, f, th, 2, tw, 2))
     if len(node.inputs) < 2 or node.inputs[1] is None:
         return [y]
-    bv = node.inputs[1]
-    bias = MapRef(refs[1], (f, 1, 1), lambda idx: [idx[0]])
-    return [b.elementwise((n, f, oh, ow), dt, [y, bias], lambda a, c: f"{a} + {cast(c, bv.dtype, dt)}")]
+    return [add_channel_bias(b, y, refs[1], node.inputs[1].dtype, (n, f, oh, ow))]
 
 
 def _out_flops(node):

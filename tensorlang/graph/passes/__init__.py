@@ -88,9 +88,8 @@ def select(skip=(), options: dict | None = None) -> list:
     options = check_pass_options(options or {})
     out = []
     for n, f in PIPELINE:
-        if n.removesuffix("_again") in skip or (n == "layout" and options.get("layout_block") == 0):
-            continue
-        if n == "winograd" and options.get("winograd") is False:
+        if (n.removesuffix("_again") in skip or (n == "layout" and options.get("layout_block") == 0)
+                or (n == "winograd" and options.get("winograd") is False)):
             continue
         if n == "layout" and options.get("layout_block"):
             f = functools.partial(layout.run, block=options["layout_block"])
