@@ -232,15 +232,19 @@ def test_simplify_makes_addmm_and_cheaper_arithmetic():
 
 # ---- fusion ----
 
+def residual_block(name, shape):
+    """relu(conv(relu(conv(x, W1, b1)), W2) + x): a ResNet basic block's convolutions, input `shape` (N, C, H, W)."""
+    c = shape[1]
+    g = Graph(name)
+    x = g.add_input("x", TensorType(shape, "f32"))
+    y = node(g, "relu", [node(g, "convolution", [x, const(g, (c, c, 3, 3)), const(g, (c,))], conv_attrs())])
+    z = node(g, "convolution", [y, const(g, (c, c, 3, 3)), None], conv_attrs())
+    g.outputs = [node(g, "relu", [node(g, "add.Tensor", [z, x])])]
+    return g
+
+
 def test_fusion_puts_bias_relu_and_residual_add_into_the_convolution():
-    def build():
-        g = Graph("fuse")
-        x = g.add_input("x", TensorType((1, 4, 6, 6), "f32"))
-        y = node(g, "relu", [node(g, "convolution", [x, const(g, (4, 4, 3, 3)), const(g, (4,))], conv_attrs())])
-        z = node(g, "convolution", [y, const(g, (4, 4, 3, 3)), None], conv_attrs())
-        g.outputs = [node(g, "relu", [node(g, "add.Tensor", [z, x])])]
-        return g
-    changes, g = same_result(build, fusion.run)
+    changes, g = same_result(lambda: residual_block("fuse", (1, 4, 6, 6)), fusion.run)
     assert [n.attrs["name"] for n in g.nodes] == ["convolution_relu", "convolution_add_relu"]
     assert "fused convolution_add_relu" in str(g)
 
@@ -321,12 +325,7 @@ def _winograd_everywhere(g):
 
 def test_winograd_rewrites_3x3_convolutions_and_their_bias_relu_and_residual_fuse_into_the_output_transform():
     def build():
-        g = Graph("winograd")
-        x = g.add_input("x", TensorType((2, 8, 6, 10), "f32"))
-        y = node(g, "relu", [node(g, "convolution", [x, const(g, (8, 8, 3, 3)), const(g, (8,))], conv_attrs())])
-        z = node(g, "convolution", [y, const(g, (8, 8, 3, 3)), None], conv_attrs())
-        g.outputs = [node(g, "relu", [node(g, "add.Tensor", [z, x])])]
-        return g
+        return residual_block("winograd", (2, 8, 6, 10))
     changes, g = same_result(build, lambda g: winograd.run(g, min_channels=8, min_tiles=30), rtol=1e-5)
     assert ops_of(g) == ["winograd_input", "bmm", "winograd_output", "relu",
                          "winograd_input", "bmm", "winograd_output", "add.Tensor", "relu"]
