@@ -8,7 +8,8 @@ The rules are those an expert applies by hand (and BLIS by construction):
 - the register tile: the vector width and the unrolled rows that give the most FMAs per load within the
   vector registers (leaving four free), with the least waste in partial tiles;
 - blocks: the reduction blocked so that the register tile's panel of the vector side stays in half of L2;
-- packing: the reads that move with the vector variable, and those read along a reduction variable;
+- packing: the reads that move with the vector variable, and those read along a reduction variable, unless
+  the copy would change nothing (:func:`panel_in_place`) or each element is read once;
 - parallel: the fewest leading loops fused that give every thread the same number of iterations (or at
   least eight each).
 
