@@ -246,9 +246,9 @@ def _stage_defaults(space, st: StageInfo, cfg: dict, vw: int | None = None) -> N
             once = reuse(st, t) == 1 and all(abs(r.strides.get(vec, 0)) <= 1 for r in reads)
             # a stage inlined or computed inside another's loops has no buffer to copy from (a 1x1 convolution's
             # padding stage with no padding, a plain copy, is inlined)
-            # and a vector-side panel already laid out as the copy would lay it out is read in place: the copy
-            # would be an identity (NCHW16c convolutions' blocked filters; on ResNet-18's 3x3 convolution at 7 x 7,
-            # 512 channels, two threads: 1.43 -> 1.04 ms)
+            # and a vector-side panel that is already contiguous runs in the loops' order is read in place: a copy
+            # costs a pass over it on every call and streams no better (NCHW16c convolutions' blocked filters; on
+            # ResNet-18's 3x3 convolution at 7 x 7, 512 channels, two threads: 1.43 -> 1.04 ms)
             cfg[f"{n}.pack.{t}"] = bool(moves or along_reduction) and not once and space.has_buffer(cfg, t) \
                 and not (moves and panel_in_place(st, t, cfg))
         if f"{n}.ku" in knob:
@@ -289,8 +289,8 @@ def panel_in_place(st: StageInfo, tensor: str, cfg: dict) -> bool:
     contiguous runs of memory in the order of the loops, one run per value of the other spatial variables (a
     register tile of several output-channel blocks reads one run each): the vector variable at stride 1
     innermost, one register tile wide, and each reduction variable outside it at the stride of the elements
-    inside, in the reduction's order, over its whole block. The hardware prefetcher streams such runs; a pack
-    would copy each as it is, once per call, before reading it again (NCHW16c filters).
+    inside, in the reduction's order, over its whole block. The hardware prefetcher streams such runs as well as
+    it streams a packed copy, which would cost a pass over the panel on every call (NCHW16c filters).
 
     >>> import tensorlang as tl
     >>> from tensorlang.autosched.analysis import analyze
