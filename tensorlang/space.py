@@ -258,6 +258,19 @@ class Space:
         """
         return config
 
+    def structural_knobs(self) -> tuple[tuple[str, ...], ...]:
+        """Groups of the knobs that set a config's loop structure (its sketch and register tile), which search
+        also moves one knob at a time (``tuner.strategies.ModelGuidedGenetic``): none here (every knob of a
+        hand-written space is the genetic search's); a generated space names its placements, vector variables and
+        widths, and its register tiles.
+
+        Example::
+
+            >>> Space("toy", [Knob("a", (1, 2))], lambda s, c: None).structural_knobs()
+            ()
+        """
+        return ()
+
     def nearest(self, config: dict, exclude: set[str]) -> dict | None:
         """The allowed config that stands in for ``config`` when the constraint rules it out: None here (the
         config is simply not measured); a replay space answers with the nearest config of its table."""

@@ -178,9 +178,12 @@ def test_a_shared_model_trained_on_other_tasks_ranks_a_new_task():
     assert view.trained  # before the task has a single row of its own
     q = ranking_quality(yb, view.predict(Xb))
     assert q["spearman"] > 0.7, q
-    view.fit(Xb[:10], yb[:10])  # the task's own rows join; the model retrains at the next prediction
+    view.fit(Xb[:10], yb[:10])  # the task's own rows join, for the other tasks' models: its own stays as it was
     view.predict(Xb[:1])
-    assert shared.fits == 2 and len(shared.training_set()[0]) == 210
+    assert shared.fits == 1 and len(shared.training_set()[0]) == 210
+    assert len(shared.training_set(exclude="b")[0]) == 200
+    shared.view("c").predict(Xb[:1])  # another task's model learns from them
+    assert shared.fits == 2
 
 
 def test_a_tasks_own_rows_take_over_its_scores_from_the_shared_model_as_they_come():
@@ -201,7 +204,29 @@ def test_a_tasks_own_rows_take_over_its_scores_from_the_shared_model_as_they_com
     view.fit(Xb, yb)                        # 300 rows of its own: 300 / 316 of the score is the task's model
     assert view.own_share() == pytest.approx(300 / 316)
     assert ranking_quality(truth, view.predict(test_rows))["spearman"] > 0.8
-    assert len(shared.training_set()[0]) == 2300  # the shared model still learns from the task's rows
+    assert len(shared.training_set()[0]) == 2300  # the other tasks' models still learn from the task's rows
+    assert len(shared.training_set(exclude="b")[0]) == 2000
+
+
+def test_a_tasks_share_of_the_scores_comes_from_a_model_of_the_other_tasks_rows_only():
+    # the task's rows are normalised by its best so far: a task still in a slow region labels it 1.0, and a model
+    # trained on those rows too cannot tell that region from a faster one; the model of the other tasks ranks as
+    # they measured
+    from tuner.transfer import PriorData, SharedCostModel
+    rng = np.random.default_rng(2)
+    Xa = rng.random((400, 3))
+    ya = Xa[:, 0] / Xa[:, 0].max()             # the other tasks: feature 0 large is fast
+    shared = SharedCostModel("xgb", seed=0, prior=PriorData(Xa, ya, np.array(["a"] * 400, dtype=object)))
+    Xb = rng.random((40, 3)) * [0.2, 1, 0] + [0, 0, 5]  # this task (feature 2: its size): only slow configs so far,
+    view = shared.view("b")
+    view.fit(Xb, rng.uniform(0.95, 1.0, 40))  # each close to its best so far
+    fast, slow = np.array([[0.9, 0.5, 5.0]]), np.array([[0.1, 0.5, 5.0]])
+    others = shared.model_for("b")
+    assert others.predict(fast)[0] - others.predict(slow)[0] > 0.5
+    every_row = shared.model_for(None)
+    assert abs(every_row.predict(fast)[0] - every_row.predict(slow)[0]) < 0.1
+    assert view.own_share() == pytest.approx(40 / 56)
+    assert view.predict(fast)[0] - view.predict(slow)[0] > 0.1  # the blend: the task's own model, and the others
 
 
 def test_transfer_genetic_proposes_the_best_predicted_before_any_measurement():

@@ -89,24 +89,24 @@ def reuse(st: StageInfo, tensor: str) -> int:
     return math.prod(st.extents[v] for v in st.spatial if v not in used)
 
 
-def register_tile(st: StageInfo, vec: str, lanes: int, registers: int, reg_values: dict, vws: tuple,
-                  packed: set = frozenset()) -> tuple:
-    """(vw, {var: rows}, efficiency) for the register tile of a reduction with reuse: the vector width and up to
-    two unrolled spatial variables with the best :func:`tile_efficiency` within `registers` - 4 accumulators
-    (ties: the most accumulators, whose loop overhead and write-back spread over more FMAs).
+def register_tiles(st: StageInfo, vec: str, lanes: int, registers: int, reg_values: dict, vws: tuple,
+                   packed: set = frozenset()) -> list[tuple]:
+    """Every (vw, {var: rows}, efficiency) register tile of a reduction with reuse that :func:`register_tile`
+    weighs (the vector width and up to two unrolled spatial variables within `registers` - 4 accumulators), the
+    best first: by :func:`tile_efficiency`, then the most accumulators, then the narrower vector.
 
     >>> import tensorlang as tl
     >>> from tensorlang.autosched.analysis import analyze
     >>> st = analyze(tl.op("def mm(A: f32[M, K], B: f32[K, N]) -> C:\\n    C[i, j] += A[i, k] * B[k, j]"),
     ...              {"M": 1024, "N": 1024, "K": 1024}).stage("C")
-    >>> register_tile(st, "j", 16, 32, {"i": (1, 2, 4, 6, 7, 8)}, (16, 32, 48, 64))[:2]
-    (64, {'i': 7})
+    >>> [t[:2] for t in register_tiles(st, "j", 16, 32, {"i": (1, 2, 4, 6, 7, 8)}, (16, 32, 48, 64))[:3]]
+    [(64, {'i': 7}), (64, {'i': 6}), (32, {'i': 8})]
     """
     budget = registers - 4
     others = [v for v in st.spatial if v != vec and st.extents[v] > 1 and v in reg_values]
     others.sort(key=lambda v: -st.extents[v])
     E = st.extents[vec]
-    best, best_key = (vws[0], {}, 0.0), None
+    scored, seen = [], set()
     for vw in vws:
         w = min(vw, E)
         vecs = -(-w // lanes)
@@ -116,12 +116,36 @@ def register_tile(st: StageInfo, vec: str, lanes: int, registers: int, reg_value
                 if vecs * n_rows > budget:
                     continue
                 rows = {v: r for v, r in zip(pair, combo) if r > 1}
+                if (vw, tuple(sorted(rows.items()))) in seen:
+                    continue
+                seen.add((vw, tuple(sorted(rows.items()))))
                 e = tile_efficiency(st, vec, w, rows, lanes, packed)
-                key = (round(e, 2), vecs * n_rows, -vw)  # ties: the bigger tile (less overhead per FMA)
-                if best_key is None or key > best_key:
-                    best_key, best = key, (vw, rows, e)
-    return best
+                # ties: the bigger tile (less overhead per FMA)
+                scored.append(((round(e, 2), vecs * n_rows, -vw), (vw, rows, e)))
+    scored.sort(key=lambda t: t[0], reverse=True)  # stable: among equals, the first weighed
+    return [tile for _, tile in scored]
 
+
+def register_tile(st: StageInfo, vec: str, lanes: int, registers: int, reg_values: dict, vws: tuple,
+                  packed: set = frozenset()) -> tuple:
+    """(vw, {var: rows}, efficiency) for the register tile of a reduction with reuse: the vector width and up to
+    two unrolled spatial variables with the best :func:`tile_efficiency` within `registers` - 4 accumulators
+    (ties: the most accumulators, whose loop overhead and write-back spread over more FMAs); the first of
+    :func:`register_tiles`.
+
+    >>> import tensorlang as tl
+    >>> from tensorlang.autosched.analysis import analyze
+    >>> st = analyze(tl.op("def mm(A: f32[M, K], B: f32[K, N]) -> C:\\n    C[i, j] += A[i, k] * B[k, j]"),
+    ...              {"M": 1024, "N": 1024, "K": 1024}).stage("C")
+    >>> register_tile(st, "j", 16, 32, {"i": (1, 2, 4, 6, 7, 8)}, (16, 32, 48, 64))[:2]
+    (64, {'i': 7})
+    """
+    tiles = register_tiles(st, vec, lanes, registers, reg_values, vws, packed)
+    return tiles[0] if tiles else (vws[0], {}, 0.0)
+
+
+TILE_TRIES = 64
+"""The most register tiles the pick weighs, the best first, for one whose working set fits in L2."""
 
 MIN_KC = 128
 """The shortest reduction block the rules give a register tile: shorter, loading and storing the tile's
@@ -176,6 +200,71 @@ def _x_block(space, st: StageInfo, cfg: dict, knob: dict, rows: dict, ys: set, r
                                       default=st.extents[row])
 
 
+def _reuse_tile_defaults(space, st: StageInfo, cfg: dict, knob: dict, vec: str, vw: int, rows: dict,
+                         packable_reads: set) -> None:
+    """The knobs of a reduction with reuse that follow from its register tile (`vw` elements of `vec` by `rows`):
+    blocks, the reduction's blocking, packs and the unrolling of the innermost reduction loop; set in `cfg`."""
+    n = st.name
+    cfg[f"{n}.vw"] = vw
+    for v, r in rows.items():
+        cfg[f"{n}.{v}.reg"] = r
+    ys = set(y_side(st, vec))
+    for v in st.spatial:  # other Y-side variables (a batch): one at a time, so the threads can split them
+        if v in ys and v != vec and f"{n}.{v}.block" in knob:
+            cfg[f"{n}.{v}.block"] = 1
+    _x_block(space, st, cfg, knob, rows, ys, math.prod(st.extents[r] for r in st.reduction) or 1)
+    # the reduction blocked so that the vector side's panel of the register tile stays in half of L2
+    panel = min(vw, st.extents[vec]) * 4
+    for r in st.reduction:
+        panel *= st.extents[r]
+    outer = st.reduction[0] if st.reduction else None
+    if outer and f"{n}.{outer}.block" in knob and panel > space.l2 // 2:
+        fits = [b for b in knob[f"{n}.{outer}.block"].values
+                if panel // st.extents[outer] * b <= space.l2 // 2]
+        cfg[f"{n}.{outer}.block"] = max(fits) if fits else knob[f"{n}.{outer}.block"].values[0]
+    if _x_tiles(st, cfg, ys) <= FEW_X_TILES:
+        # an X-side block of few register tiles sweeps the vector side's whole packed block for each of them:
+        # that block in half of L2, and the X blocks sized again for the shorter reduction block (matmul
+        # 1024: 1.6x faster on two threads, conv1d 2.9x; convolutions, whose X blocks hold many tiles, keep
+        # theirs)
+        kc = _reduction_block(space, st, cfg, knob, vec, vw)
+        _x_block(space, st, cfg, knob, rows, ys, kc)
+    for t in packable_reads:
+        reads = st.reads_of(t)
+        # a vector read that is not contiguous (a pack makes it so), a contiguous one (panels stream from
+        # L1), or broadcasts along a reduction whose rows lie far apart (A's rows in a matmul)
+        moves = any(r.strides.get(vec, 0) for r in reads)
+        along_reduction = any(any(abs(r.strides.get(x, 0)) == 1 for x in st.reduction) for r in reads)
+        # a copy pays only when the copied panel is read again: a read that every spatial variable moves
+        # (the weights of a matrix-vector product) is read once, and read in place where it is contiguous
+        once = reuse(st, t) == 1 and all(abs(r.strides.get(vec, 0)) <= 1 for r in reads)
+        # a stage inlined or computed inside another's loops has no buffer to copy from (a 1x1 convolution's
+        # padding stage with no padding, a plain copy, is inlined)
+        # and a vector-side panel that is already contiguous runs in the loops' order is read in place: a copy
+        # costs a pass over it on every call and streams no better (NCHW16c convolutions' blocked filters; on
+        # ResNet-18's 3x3 convolution at 7 x 7, 512 channels, two threads: 1.43 -> 1.04 ms)
+        cfg[f"{n}.pack.{t}"] = bool(moves or along_reduction) and not once and space.has_buffer(cfg, t) \
+            and not (moves and panel_in_place(st, t, cfg))
+    if f"{n}.ku" in knob:
+        inner = st.extents[st.reduction[-1]]
+        values = knob[f"{n}.ku"].values
+        # a short window's taps all unrolled (the space offers their product up to 16: depthwise 3x3 1.3x
+        # faster); else a short loop unrolled whole; else the largest of 4 and 2 that divides it (a tail would
+        # put a guard in the hot loop)
+        taps = window_taps(st)
+        if taps in values:
+            cfg[f"{n}.ku"] = taps
+        elif inner <= 8 and any(v >= inner for v in values) and _reads_inlined_window(space, st, cfg, vec):
+            # a padded image inlined into a stride-1 window: its bounds guards are in the hot loop unless the
+            # short window loop is unrolled whole, each tap's guard then folding to a constant offset (conv1d
+            # with its padding inlined: 186 -> 217 GFLOPS, conv2d 119 -> 169 on two Zen 4 cores; at stride 2
+            # the reads are gathers and unrolling them ran slower: 67 -> 58)
+            cfg[f"{n}.ku"] = min(v for v in values if v >= inner)
+        else:
+            cfg[f"{n}.ku"] = inner if inner in values and inner <= 8 else \
+                next((v for v in (4, 2) if v in values and inner % v == 0), 1)
+
+
 def _stage_defaults(space, st: StageInfo, cfg: dict, vw: int | None = None) -> None:
     role = space.roles[st.name]
     n, L = st.name, role.lanes
@@ -210,65 +299,17 @@ def _stage_defaults(space, st: StageInfo, cfg: dict, vw: int | None = None) -> N
             cfg[f"{n}.{r}.block"] = st.extents[r]
     if st.kind == "reuse" and vec in st.spatial:
         reg_values = {v: knob[f"{n}.{v}.reg"].values for v in st.spatial if f"{n}.{v}.reg" in knob}
-        vw, rows, _ = register_tile(st, vec, L, space.registers, reg_values, vws, packable_reads)
-        cfg[f"{n}.vw"] = vw
-        for v, r in rows.items():
-            cfg[f"{n}.{v}.reg"] = r
-        ys = set(y_side(st, vec))
-        for v in st.spatial:  # other Y-side variables (a batch): one at a time, so the threads can split them
-            if v in ys and v != vec and f"{n}.{v}.block" in knob:
-                cfg[f"{n}.{v}.block"] = 1
-        _x_block(space, st, cfg, knob, rows, ys, math.prod(st.extents[r] for r in st.reduction) or 1)
-        # the reduction blocked so that the vector side's panel of the register tile stays in half of L2
-        panel = min(vw, st.extents[vec]) * 4
-        for r in st.reduction:
-            panel *= st.extents[r]
-        outer = st.reduction[0] if st.reduction else None
-        if outer and f"{n}.{outer}.block" in knob and panel > space.l2 // 2:
-            fits = [b for b in knob[f"{n}.{outer}.block"].values
-                    if panel // st.extents[outer] * b <= space.l2 // 2]
-            cfg[f"{n}.{outer}.block"] = max(fits) if fits else knob[f"{n}.{outer}.block"].values[0]
-        if _x_tiles(st, cfg, ys) <= FEW_X_TILES:
-            # an X-side block of few register tiles sweeps the vector side's whole packed block for each of them:
-            # that block in half of L2, and the X blocks sized again for the shorter reduction block (matmul
-            # 1024: 1.6x faster on two threads, conv1d 2.9x; convolutions, whose X blocks hold many tiles, keep
-            # theirs)
-            kc = _reduction_block(space, st, cfg, knob, vec, vw)
-            _x_block(space, st, cfg, knob, rows, ys, kc)
-        for t in packable_reads:
-            reads = st.reads_of(t)
-            # a vector read that is not contiguous (a pack makes it so), a contiguous one (panels stream from
-            # L1), or broadcasts along a reduction whose rows lie far apart (A's rows in a matmul)
-            moves = any(r.strides.get(vec, 0) for r in reads)
-            along_reduction = any(any(abs(r.strides.get(x, 0)) == 1 for x in st.reduction) for r in reads)
-            # a copy pays only when the copied panel is read again: a read that every spatial variable moves
-            # (the weights of a matrix-vector product) is read once, and read in place where it is contiguous
-            once = reuse(st, t) == 1 and all(abs(r.strides.get(vec, 0)) <= 1 for r in reads)
-            # a stage inlined or computed inside another's loops has no buffer to copy from (a 1x1 convolution's
-            # padding stage with no padding, a plain copy, is inlined)
-            # and a vector-side panel that is already contiguous runs in the loops' order is read in place: a copy
-            # costs a pass over it on every call and streams no better (NCHW16c convolutions' blocked filters; on
-            # ResNet-18's 3x3 convolution at 7 x 7, 512 channels, two threads: 1.43 -> 1.04 ms)
-            cfg[f"{n}.pack.{t}"] = bool(moves or along_reduction) and not once and space.has_buffer(cfg, t) \
-                and not (moves and panel_in_place(st, t, cfg))
-        if f"{n}.ku" in knob:
-            inner = st.extents[st.reduction[-1]]
-            values = knob[f"{n}.ku"].values
-            # a short window's taps all unrolled (the space offers their product up to 16: depthwise 3x3 1.3x
-            # faster); else a short loop unrolled whole; else the largest of 4 and 2 that divides it (a tail would
-            # put a guard in the hot loop)
-            taps = window_taps(st)
-            if taps in values:
-                cfg[f"{n}.ku"] = taps
-            elif inner <= 8 and any(v >= inner for v in values) and _reads_inlined_window(space, st, cfg, vec):
-                # a padded image inlined into a stride-1 window: its bounds guards are in the hot loop unless the
-                # short window loop is unrolled whole, each tap's guard then folding to a constant offset (conv1d
-                # with its padding inlined: 186 -> 217 GFLOPS, conv2d 119 -> 169 on two Zen 4 cores; at stride 2
-                # the reads are gathers and unrolling them ran slower: 67 -> 58)
-                cfg[f"{n}.ku"] = min(v for v in values if v >= inner)
-            else:
-                cfg[f"{n}.ku"] = inner if inner in values and inner <= 8 else \
-                    next((v for v in (4, 2) if v in values and inner % v == 0), 1)
+        tiles = register_tiles(st, vec, L, space.registers, reg_values, vws, packable_reads) or [(vws[0], {}, 0.0)]
+        # the best tile whose working set fits in L2 (the space rules the others out; relaxing the best one
+        # afterwards, knob by knob, dropped ResNet-18's 7 x 7 convolution from 4 output blocks x 7 rows to 1 x 7,
+        # 7 accumulators, where 2 x 7 ran 1.4x faster on two Zen 5 cores)
+        for tile in tiles[:TILE_TRIES] + tiles[:1]:  # none fits: the best, for the repair to relax
+            trial = dict(cfg)
+            _reuse_tile_defaults(space, st, trial, knob, vec, tile[0], tile[1], packable_reads)
+            if not any(p.startswith(f"{n}: ") and ("working set" in p or "accumulators" in p)
+                       for p in space.problems(trial)):
+                break
+        cfg.update(trial)
     elif vec in st.reduction:
         cfg[f"{n}.vw"] = vws[-1]  # several vector accumulators hide the add's latency
     elif cfg.get(f"{n}.place") == "at":

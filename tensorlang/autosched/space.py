@@ -563,6 +563,19 @@ class GeneratedSpace(Space):
         return tuple(k.name for k in self.knobs if k.name.endswith((".place", ".vec"))
                      or (k.name.endswith(".vw") and k.name[:-3] in reuse))
 
+    def structural_knobs(self) -> tuple[tuple[str, ...], ...]:
+        """Two groups: the knobs of the config's basin (see :meth:`basin`) and those of its register tiles (the
+        unrolled extents of every stage's tile). One step of either changes the loop structure that the other
+        knobs (blocks, orders, unrolling, packs) then tune.
+
+        >>> import tensorlang as tl
+        >>> op = tl.op("def mm(A: f32[M, K], B: f32[K, N]) -> C:\\n    C[i, j] += A[i, k] * B[k, j]")
+        >>> generated_space(op, {"M": 64, "N": 64, "K": 64}, threads=2).structural_knobs()
+        (('C.vec', 'C.vw'), ('C.i.reg', 'C.j.reg'))
+        """
+        tiles = tuple(k.name for k in self.knobs if k.name.endswith(".reg"))
+        return tuple(group for group in (self._basin_knobs, tiles) if group)
+
     def variants(self) -> list[dict]:
         """The rules' pick, then the pick at each other vector width of its register tiles and with each stage it
         inlines or computes inside another's loops at the root (see :func:`tensorlang.autosched.pick.rule_variants`):
