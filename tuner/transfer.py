@@ -130,7 +130,14 @@ class SharedCostModel:
 
     def model_for(self, task_id: str | None = None) -> CostModel:
         """The model trained on every row but task `task_id`'s (None: every row), trained now if rows changed
-        since (untrained while there are fewer than ``MIN_ROWS`` such rows)."""
+        since (untrained while there are fewer than ``MIN_ROWS`` such rows).
+
+        >>> rng = np.random.default_rng(0)
+        >>> shared = SharedCostModel("forest")
+        >>> shared.set_rows("a", rng.random((20, 3)), rng.random(20))
+        >>> shared.model_for("b").trained, shared.model_for("a").trained, shared.model_for("b") is shared.model_for("b")
+        (True, False, True)
+        """
         model = self._models.get(task_id)
         if model is None:
             model = make_cost_model(self.kind, self.seed)

@@ -116,9 +116,10 @@ def register_tiles(st: StageInfo, vec: str, lanes: int, registers: int, reg_valu
                 if vecs * n_rows > budget:
                     continue
                 rows = {v: r for v, r in zip(pair, combo) if r > 1}
-                if (vw, tuple(sorted(rows.items()))) in seen:
+                key = (vw, tuple(sorted(rows.items())))
+                if key in seen:
                     continue
-                seen.add((vw, tuple(sorted(rows.items()))))
+                seen.add(key)
                 e = tile_efficiency(st, vec, w, rows, lanes, packed)
                 # ties: the bigger tile (less overhead per FMA)
                 scored.append(((round(e, 2), vecs * n_rows, -vw), (vw, rows, e)))
