@@ -169,7 +169,11 @@ def part_programs(args, db, out, log):
     from tensorlang.autosched.analysis import flop_count
     with_threads(args.threads)
     out["programs"] = {}
-    for name, p in PROGRAMS.items():
+    names = args.programs.split(",") if args.programs else list(PROGRAMS)
+    for name in names:
+        if name not in PROGRAMS:
+            raise SystemExit(f"--programs: unknown program {name!r} (known: {', '.join(PROGRAMS)})")
+        p = PROGRAMS[name]
         op = tl.op(p["source"])
         sizes = p["sizes"]
         log(f"  {name}: {p['what']}")
@@ -245,6 +249,7 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--workloads", help="builtins: these workloads only (comma-separated)")
+    p.add_argument("--programs", help="programs: these programs only (comma-separated names of program_baselines.py)")
     p.add_argument("--layers", type=_layers, help="resnet: these layers only (comma-separated labels, as printed)")
     p.add_argument("--resnet-threads", type=_thread_counts, default=(1, 2),
                    help="resnet: the thread counts, comma-separated (default 1,2)")

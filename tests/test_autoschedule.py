@@ -202,6 +202,33 @@ def test_the_pick_takes_the_best_register_tile_whose_working_set_fits_in_l2():
         assert (pick["O.vw"], regs["o"], regs["y"] * regs["x"]) == (16, 2, 7), pick
 
 
+def test_among_tiles_the_model_rates_alike_the_pick_takes_more_fmas_per_load():
+    # batch_matmul 12 x 128 x 128 x 64: 6 batches x 2 rows x 2 vectors (24 FMAs to 24 loads) and 4 rows x 4
+    # vectors (16 to 8) both rate 1.0; the first issues a load per FMA and ran at 0.42x the second on two Zen 5
+    # cores. Above ENOUGH_FMAS_PER_LOAD the bigger tile still wins: 2 vectors x 14 pixels (28 to 16) over 4 x 7
+    # (28 to 11) on a convolution, which ran 1.5x to 2x faster on ResNet-18's 3x3 layers
+    import schedules
+    from tensorlang.autosched.pick import ENOUGH_FMAS_PER_LOAD, register_tiles, tile_counts, tile_efficiency
+    from tuner.task import Task
+    t = Task.create("batch_matmul", threads=2, space="generated")
+    st = t.space.info.stage("C")
+    assert tile_efficiency(st, "j", 32, {"b": 6, "i": 2}, 16) == tile_efficiency(st, "j", 64, {"i": 4}, 16) == 1.0
+    assert tile_counts(st, "j", 32, {"b": 6, "i": 2}, 16) == (24, 24.0)
+    cfg = t.space.default()
+    fmas, loads = tile_counts(st, "j", cfg["C.vw"], {v: cfg[f"C.{v}.reg"] for v in ("b", "i")}, 16)
+    assert cfg["C.b.reg"] == 1 and fmas / loads >= ENOUGH_FMAS_PER_LOAD, cfg
+    w = schedules.get("conv2d")
+    sp = generated_space(tl.op(w.source), w.sizes(), threads=2)
+    o = sp.info.stage("O")
+    knob = {k.name: k for k in sp.roles["O"].knobs}
+    reg_values = {v: knob[f"O.{v}.reg"].values for v in o.spatial if f"O.{v}.reg" in knob}
+    vec = sp.default()["O.vec"]
+    tiles = register_tiles(o, vec, 16, sp.registers, reg_values, knob["O.vw"].values, {"P", "Wt"})
+    vw, rows, _ = tiles[0]
+    f, l = tile_counts(o, vec, vw, rows, 16, {"P", "Wt"})
+    assert f == 28 and f / l >= ENOUGH_FMAS_PER_LOAD and vw == 32, tiles[:3]
+
+
 def test_the_start_configs_are_the_pick_then_one_register_tile_per_vector_width():
     import schedules
     from tensorlang.autosched.pick import MAX_STARTS, x_side_in_l2
@@ -339,6 +366,38 @@ def test_the_pick_leaves_a_strided_window_to_llvm():
     sp = generated_space(tl.op("def f(X: f32[N, M]) -> Y:\n    Y[n, m] max= X[n, m + s] where s in 0:3"),
                          {"N": 64, "M": 64}, threads=2)
     assert sp.default()["Y.vec"] == "m"
+
+
+BLUR = """\
+def blur(X: f32[H, W]) -> B:
+    T[y, x] = (X[y, x] + 2.0 * X[y + 1, x] + X[y + 2, x]) * 0.25
+    B[y, x] = (T[y, x] + 2.0 * T[y, x + 1] + T[y, x + 2]) * 0.25
+"""
+
+
+@pytest.mark.parametrize("H, W", [(2048, 2048), (23, 45)])
+def test_a_stencil_gets_rows_of_its_window_in_a_register_tile(H, W):
+    # a separable blur with its vertical pass inlined reads X through a 3-row window: the pick unrolls 8 rows of
+    # the output so each loaded row of X serves the three output rows that need it (2.2x faster at 2048^2 on two
+    # Zen 5 cores); rows along the horizontal window (the vector's) are no use, and with the vertical pass at the
+    # root the horizontal one has no vertical window left
+    from tensorlang.autosched.pick import rule_config, window_vars
+    op = tl.op(BLUR)
+    sp = generated_space(op, {"H": H, "W": W}, threads=2)
+    cfg = rule_config(sp)
+    assert cfg["T.place"] == "inline" and cfg["B.vec"] == "x"
+    assert window_vars(sp, cfg, sp.info.stage("B")) == {"x": 3, "y": 3}
+    assert cfg["B.y.reg"] == 8 and cfg["B.x.reg"] == 1
+    root = rule_config(sp, place={"T": "root"})
+    assert window_vars(sp, root, sp.info.stage("B")) == {"x": 3} and root["B.y.reg"] == 1
+    assert root["T.y.reg"] == 8  # T's own window along y
+    (X,) = [np.random.default_rng(0).standard_normal((H, W)).astype(np.float32)]
+    T = (X[:-2] + 2 * X[1:-1] + X[2:]) * 0.25
+    want = (T[:, :-2] + 2 * T[:, 1:-1] + T[:, 2:]) * 0.25
+    for c in (cfg, root):
+        s = sp.schedule(op, {"H": H, "W": W}, c)
+        s.lowered(strict=True)
+        assert_close(tl.build(s)(X), want, reduction_len=9)
 
 
 def test_the_pick_gives_a_stage_inside_a_tile_one_vector():

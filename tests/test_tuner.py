@@ -531,6 +531,26 @@ def test_candidates_far_from_the_best_stop_after_min_runs():
         assert len(precise.times) > 3
 
 
+
+def test_a_slow_checked_run_alone_does_not_cut_a_candidate_short(monkeypatch):
+    # the checked run is cold (workspace and threads touched first): a candidate whose checked run reads far
+    # slower than the best but whose warm runs do not is timed in full; one slow when warm too gets one warm run
+    from tuner.measure import LocalRunner
+    task = matmul_task()
+    cfg = task.space.config_at(0)
+    monkeypatch.setenv(FAULTS_ENV, json.dumps({config_key(cfg): "cold"}))  # the checked run reads 1 s slower
+    options = MeasureOptions(min_runs=3, min_time=0.2, slow_factor=20.0, coarse_factor=1.5)
+    with LocalRunner(task, jobs=1, options=options) as runner:
+        [first] = runner.measure([cfg])  # no best yet: timed for min_time, the cold run not among the times
+        assert len(first.times) > 3 and max(first.times) < 0.5
+        runner.best_s = first.median_s
+        [again] = runner.measure([cfg])
+        assert len(again.times) > 3 and again.ok and max(again.times) < 0.5
+        runner.best_s = first.median_s / 1000  # now far slower than the best, warm too
+        [far] = runner.measure([cfg])
+        assert len(far.times) == 1 and far.ok and far.times[0] < 0.5
+
+
 @pytest.mark.parametrize("bad, field", [
     ({"min_runs": 0}, "min_runs"), ({"min_runs": 5, "max_runs": 3}, "max_runs"), ({"run_timeout": 0}, "run_timeout"),
     ({"min_time": -1}, "min_time"), ({"coarse_factor": 0.9}, "coarse_factor"), ({"slow_factor": "x"}, "slow_factor")])
