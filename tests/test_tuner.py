@@ -549,6 +549,10 @@ def test_a_slow_checked_run_alone_does_not_cut_a_candidate_short(monkeypatch):
         runner.best_s = first.median_s / 1000  # now far slower than the best, warm too
         [far] = runner.measure([cfg])
         assert len(far.times) == 1 and far.ok and far.times[0] < 0.5
+        # a checked run over a quarter of the run's time limit is not run again (a second could overrun it)
+        runner.options = MeasureOptions(min_runs=3, min_time=0.2, slow_factor=20.0, run_timeout=2.0)
+        [long] = runner.measure([cfg])
+        assert len(long.times) == 1 and long.ok and long.times[0] >= 1.0
 
 
 @pytest.mark.parametrize("bad, field", [
