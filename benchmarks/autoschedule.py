@@ -169,10 +169,7 @@ def part_programs(args, db, out, log):
     from tensorlang.autosched.analysis import flop_count
     with_threads(args.threads)
     out["programs"] = {}
-    names = args.programs.split(",") if args.programs else list(PROGRAMS)
-    for name in names:
-        if name not in PROGRAMS:
-            raise SystemExit(f"--programs: unknown program {name!r} (known: {', '.join(PROGRAMS)})")
+    for name in args.programs.split(",") if args.programs else list(PROGRAMS):
         p = PROGRAMS[name]
         op = tl.op(p["source"])
         sizes = p["sizes"]
@@ -262,6 +259,11 @@ def main() -> None:
         p.error(f"--parts: unknown part {sorted(unknown)[0]!r}")
     if args.trials < 1 or args.threads < 1:
         p.error("--trials and --threads must be at least 1")
+    if args.programs:
+        from program_baselines import PROGRAMS
+        unknown = [n for n in args.programs.split(",") if n not in PROGRAMS]
+        if unknown:
+            p.error(f"--programs: unknown program {unknown[0]!r} (known: {', '.join(PROGRAMS)})")
     out: dict = {"trials": args.trials, "threads": args.threads}
     log = print
     out["peak_before"] = fma_peak()

@@ -250,6 +250,17 @@ def test_vs_torch_benchmark_refuses_bad_flags(args, message):
     assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr
 
 
+
+@pytest.mark.parametrize("args,message", [
+    (("--programs", "blurr"), "--programs: unknown program 'blurr' (known: dense_gelu,"),
+    (("--parts", "progams"), "--parts: unknown part 'progams'"),
+])
+def test_autoschedule_benchmark_refuses_bad_flags_before_measuring(args, message):
+    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "autoschedule.py"), *args], capture_output=True,
+                       text=True, cwd=ROOT, timeout=120)
+    assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr and "FMA peak" not in r.stdout
+
+
 def test_a_baseline_of_an_unknown_library_is_refused():
     import schedules
     import tensorlang as tl
