@@ -54,12 +54,15 @@ def tile_efficiency(st: StageInfo, vec: str, w: int, rows: dict, lanes: int, pac
     >>> round(tile_efficiency(st, "j", 64, {"i": 6}, 16), 2), round(tile_efficiency(st, "j", 16, {}, 16), 2)
     (1.0, 0.06)
     """
+    return _efficiency(st, vec, w, rows, lanes, *tile_counts(st, vec, w, rows, lanes, packed))
+
+
+def _efficiency(st: StageInfo, vec: str, w: int, rows: dict, lanes: int, fmas: int, loads: float) -> float:
+    """:func:`tile_efficiency` of a tile whose :func:`tile_counts` are `fmas` and `loads`."""
     E = st.extents[vec]
-    vecs = -(-w // lanes)
-    eff = E / (-(-E // w) * vecs * lanes)  # lanes that do work, over all lanes of every tile
+    eff = E / (-(-E // w) * -(-w // lanes) * lanes)  # lanes that do work, over all lanes of every tile
     for v, r in rows.items():
         eff *= st.extents[v] / _round_up(st.extents[v], r)
-    fmas, loads = tile_counts(st, vec, w, rows, lanes, packed)
     cycles = max(fmas / 2, loads / 2)
     return eff * (fmas / 2) / cycles * min(1.0, fmas / 8)
 
@@ -146,8 +149,8 @@ def register_tiles(st: StageInfo, vec: str, lanes: int, registers: int, reg_valu
                 if key in seen:
                     continue
                 seen.add(key)
-                e = tile_efficiency(st, vec, w, rows, lanes, packed)
                 fmas, loads = tile_counts(st, vec, w, rows, lanes, packed)
+                e = _efficiency(st, vec, w, rows, lanes, fmas, loads)
                 # ties: up to ENOUGH_FMAS_PER_LOAD, the most FMAs per load, then the bigger tile (less overhead
                 # per FMA), then the narrower vector
                 intensity = min(ENOUGH_FMAS_PER_LOAD, round(fmas / max(loads, 1.0), 2))
