@@ -36,7 +36,7 @@ sys.path.insert(0, HERE)
 import schedules  # noqa: E402
 import tensorlang as tl  # noqa: E402
 from tensorlang.choice import auto_schedule  # noqa: E402
-from tuner.bench import KernelRow, LibraryRow, max_rel_error, time_interleaved  # noqa: E402
+from tuner.bench import KernelRow, LibraryRow, avx512_coretype, max_rel_error, time_interleaved  # noqa: E402
 from tuner.database import Database  # noqa: E402
 from tuner.measure import MeasureOptions  # noqa: E402
 from tuner.task import Task  # noqa: E402
@@ -110,7 +110,7 @@ def part_builtins(args, db, out, log):
         inputs = w.make_inputs(sizes, np.random.default_rng(0))
         rows = [KernelRow("generated", tl.build(s_gen), inputs), KernelRow("hand space", tl.build(s_hand), inputs),
                 KernelRow("auto pick", tl.build(auto_schedule(gen.op, sizes, args.threads)), inputs),
-                LibraryRow("numpy", w, sizes, inputs, args.threads, "numpy", "SkylakeX")]
+                LibraryRow("numpy", w, sizes, inputs, args.threads, "numpy", avx512_coretype())]
         if w.hand_schedule is not None:
             hs = tl.schedule(gen.op, **sizes)
             w.hand_schedule(hs)
@@ -158,7 +158,8 @@ class ProgramRow(LibraryRow):
             files.append(os.path.join(self._tmp.name, f"in{i}.npy"))
             np.save(files[-1], a)
         env = {v: str(threads) for v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")}
-        env["OPENBLAS_CORETYPE"] = "SkylakeX"
+        if avx512_coretype():
+            env["OPENBLAS_CORETYPE"] = avx512_coretype()
         self._worker = Worker("program_baselines:handler", {"program": program, "kind": kind, "inputs": files,
                                                             "threads": threads, "folder": self._tmp.name}, env=env)
 

@@ -61,9 +61,24 @@ def flops(sizes: dict) -> float:
     return 2.0 * sizes["M"] * sizes["N"] * sizes["K"]
 
 
+def hand_tile() -> tuple[int, int]:
+    """The hand schedule's register tile on this CPU, (columns, rows): 64 x 6 where there are 32 vector registers
+    (AVX-512: 24 accumulators), two vectors by 6 rows where there are 16 (AVX2: 16 x 6, 12 accumulators, BLIS's
+    Haswell tile; on two Zen 1 cores the AVX-512 tile spilled and ran at 35.4 GFLOPS, 16 x 6 at 69.4).
+
+    Example::
+
+        >>> hand_tile() in ((64, 6), (16, 6))
+        True
+    """
+    lanes, registers = vector_registers()
+    return (4 * lanes, 6) if registers >= 32 else (max(16, 2 * lanes), 6)
+
+
 def hand_schedule(s) -> None:
     """BLIS-style schedule: packed panels of A (6 rows) and B (64 columns), a 6x64 register tile (24
-    `<16 x float>` accumulators: 4 vector loads of B and 6 broadcasts of A per 24 FMAs), K unrolled by 4,
+    `<16 x float>` accumulators: 4 vector loads of B and 6 broadcasts of A per 24 FMAs; 6 x 16 with AVX2, see
+    :func:`hand_tile`), K unrolled by 4,
     KC=K up to 1024, MC=6 (MC=12 where KC <= 512: the A panel is 24 KB either way); from N = 1024, NC=1024
     with the threads splitting the row blocks, below it NC=512 or half of N with the threads splitting the
     column blocks.
@@ -85,7 +100,7 @@ def hand_schedule(s) -> None:
         True
     """
     M, N, K = s.sizes["M"], s.sizes["N"], s.sizes["K"]
-    nr, mr = 64, 6
+    nr, mr = hand_tile()
     c = s["C"]
     nc, kc, mc, parallel = _hand_blocks(M, N, K)
     jo, j1 = c.split("j", nc)
@@ -106,8 +121,8 @@ def hand_schedule(s) -> None:
 
 def hand_config(sizes: dict) -> dict | None:
     """The config of :func:`space` whose schedule is :func:`hand_schedule` (the same loop IR), or None where the
-    space cannot express it (fewer than 6 rows or 64 columns, a column block the ``nc`` knob lacks, a k extent
-    the unrolling does not divide).
+    space cannot express it (fewer rows than the register tile, fewer columns than it or than a column block, a
+    column block the ``nc`` knob lacks, a k extent the unrolling does not divide).
 
     Example::
 
@@ -116,9 +131,10 @@ def hand_config(sizes: dict) -> dict | None:
     """
     M, N, K = sizes["M"], sizes["N"], sizes["K"]
     nc, kc, mc, parallel = _hand_blocks(M, N, K)
-    if M < 6 or N < 64 or (K <= kc and K % 4) or (nc < N and nc not in (64, 128, 256, 512, 1024)):
+    nr, mr = hand_tile()
+    if M < mr or N < max(nr, nc) or (K <= kc and K % 4) or (nc < N and nc not in (64, 128, 256, 512, 1024)):
         return None
-    return {"nr": 64, "mr": 6, "nc": nc if nc < N else N, "kc": kc, "mc": mc if M > mc else M,
+    return {"nr": nr, "mr": mr, "nc": nc if nc < N else N, "kc": kc, "mc": mc if M > mc else M,
             "ku": 4, "pack_a": True, "pack_b": True, "parallel": parallel}
 
 

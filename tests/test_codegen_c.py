@@ -342,10 +342,13 @@ def test_loop_kinds_are_visible():
     lines = src.splitlines()
     i = next(k for k, line in enumerate(lines) if "#pragma omp parallel for" in line)
     assert re.match(r"\s*for \(int64_t j_o = 0; j_o < \d+; j_o\+\+\) \{  /\* parallel \*/", lines[i + 1])
-    assert "/* vectorized: j_i_i in 0:64 */" in src
+    from schedules.matmul import hand_tile
+    assert f"/* vectorized: j_i_i in 0:{hand_tile()[0]} */" in src  # the hand tile's columns follow the registers
     assert "/* unrolled: i_i_i in 0:6 */" in src
-    # the register tile: 24 vectors of 16 lanes (64-byte vectors), no array
-    assert "tl_f32x16 C_local_v0 = {0}" in src and "C_local_v23 = {0};" in src and "C_local_v24" not in src
+    # the register tile: 6 rows of nr / 16 vectors of 16 lanes (64-byte vectors; 24 with AVX-512's 64 columns,
+    # 6 with AVX2's 16), no array
+    n = hand_tile()[0] // 16 * 6
+    assert "tl_f32x16 C_local_v0 = {0}" in src and f"C_local_v{n - 1} = {{0}};" in src and f"C_local_v{n}" not in src
     assert not re.search(r"\bC_local\[", src)
     assert re.search(r"C_local_v\d+ \+= A_C_local\[.*\] \* tl_load_f32x16\(&B_C_local\[", src)
     # one statement per line, indented by blocks

@@ -523,3 +523,65 @@ def test_two_writers_at_once_on_a_new_file(tmp_path):
     found = _check_intact(path)
     assert len(written) == 2 * n and set(found) == set(written)
     assert all(found[rid].trial == i for rid, i in written.items())
+
+
+# a process that holds the (new) file in an open transaction: BEGIN IMMEDIATE (a write lock: readers go on, but the
+# switch to WAL mode cannot be made) or BEGIN EXCLUSIVE (even reads wait); it ends the transaction after argv[3] s
+_HOLD_LOCK = """
+import sqlite3, sys, time
+conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+conn.execute("BEGIN " + sys.argv[2])
+print("locked", flush=True)
+time.sleep(float(sys.argv[3]))
+conn.execute("COMMIT")
+"""
+
+
+def _hold_lock(path, mode: str, seconds: float) -> subprocess.Popen:
+    proc = subprocess.Popen([sys.executable, "-c", _HOLD_LOCK, str(path), mode, str(seconds)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = proc.stdout.readline()
+    assert line == "locked\n", proc.communicate()[1]
+    return proc
+
+
+@pytest.mark.parametrize("mode", ["IMMEDIATE", "EXCLUSIVE"])
+def test_opening_waits_for_another_process_that_holds_the_new_file_locked(tmp_path, mode):
+    # SQLite answers "database is locked" at once, without the busy timeout, to the switch to WAL mode while
+    # another process writes (it would upgrade a read lock): opening must wait all the same
+    path = tmp_path / "held.db"
+    holder = _hold_lock(path, mode, 1.0)
+    try:
+        start = time.monotonic()
+        with Database(path) as d:
+            waited = time.monotonic() - start
+            d.add(rec())
+    finally:
+        holder.kill()
+        holder.communicate()
+    assert waited > 0.5  # it waited for the holder to let go, and did not fail at once
+    with Database(path) as d:
+        assert d.count("t") == 1
+    assert sqlite3.connect(path).execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+@pytest.mark.parametrize("mode", ["IMMEDIATE", "EXCLUSIVE"])
+def test_a_database_locked_past_the_timeout_is_named_as_locked(tmp_path, monkeypatch, mode):
+    monkeypatch.setattr(database, "_BUSY_TIMEOUT_S", 0.5)
+    path = tmp_path / "held.db"
+    holder = _hold_lock(path, mode, 600)
+    try:
+        start = time.monotonic()
+        with pytest.raises(DatabaseError) as e:
+            Database(path)
+        waited = time.monotonic() - start
+        if mode == "EXCLUSIVE":  # reading waits too: not read without locks (immutable) as a file that is no database
+            with pytest.raises(DatabaseError) as ro:
+                Database(path, read_only=True)
+            assert str(ro.value) == str(e.value)
+    finally:
+        holder.kill()
+        holder.communicate()
+    assert str(e.value) == (f"tuning database {path} is locked by another process: still 'database is locked' after "
+                            f"waiting 0.5 s; try again once that process is done, or pass --db with another file")
+    assert 0.4 < waited < 30

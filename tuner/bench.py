@@ -2,8 +2,8 @@
 PyTorch, timed in one run.
 
 The baselines run in subprocesses, because OpenBLAS reads its thread count and its kernel choice when it loads:
-numpy once as installed and once with `OPENBLAS_CORETYPE=SkylakeX` (its AVX-512 kernel; this machine's
-environment pins the AVX2 `Haswell` kernel, which is half as fast), and PyTorch with `torch.set_num_threads`.
+numpy once as installed and, where the CPU has AVX-512, once with `OPENBLAS_CORETYPE=SkylakeX` (its AVX-512
+kernel; this machine's environment pins the AVX2 `Haswell` kernel, which is half as fast), and PyTorch with `torch.set_num_threads`.
 Every row's result is compared with the workload's numpy reference.
 """
 from __future__ import annotations
@@ -32,6 +32,18 @@ def torch_available() -> bool:
     True
     """
     return importlib.util.find_spec("torch") is not None
+
+
+def avx512_coretype() -> str | None:
+    """OpenBLAS's AVX-512 kernel family (``OPENBLAS_CORETYPE=SkylakeX``) where this CPU has AVX-512, else None:
+    forced on a CPU without it, OpenBLAS's first sgemm dies of SIGILL (seen on an AMD Zen 1 guest), so the
+    "numpy-avx512" baseline exists only where the instructions do.
+
+    >>> avx512_coretype() in ("SkylakeX", None)
+    True
+    """
+    from tensorlang.target import host_target
+    return "SkylakeX" if host_target().vector_bits() == 512 else None
 
 
 def max_rel_error(out, expected) -> float:
@@ -297,8 +309,9 @@ def run_bench(w, sizes: dict, threads: int, min_runs: int = 10, min_time: float 
               log=print, rounds: int = 5) -> dict:
     """Time, in `rounds` interleaved rounds (:func:`time_interleaved`), the naive loop nest ("naive"), the
     auto-scheduler's zero-trial pick ("auto"), the hand schedule ("hand", where the workload has one), the `extra`
-    (name, Schedule) pairs (the best tuned record: "tuned"), numpy as installed and with its AVX-512 kernel, and
-    PyTorch where it is installed and the workload has a `torch_fast`, all on `threads` threads. Each row's result
+    (name, Schedule) pairs (the best tuned record: "tuned"), numpy as installed and (where the CPU has AVX-512)
+    with its AVX-512 kernel, and PyTorch where it is installed and the workload has a `torch_fast`, all on
+    `threads` threads. Each row's result
     is compared with the workload's reference (`max_rel_error`, computed after every timing); `log` gets one line
     a round. Returns {"workload", "sizes", "threads", "rounds", "results"}, each result with "name", "median_s",
     "runs", "gflops", "spread" (the lowest and highest round median over the median, minus 1) and
@@ -340,7 +353,9 @@ def _run_bench(w, sizes, threads, min_runs, min_time, extra, log, rounds) -> dic
     rows = [KernelRow(name, tl.build(sched), inputs) for name, sched in candidates]
     import schedules
     if schedules.WORKLOADS.get(w.name) is w:  # a user's program has no library formulation
-        libraries = [("numpy", "numpy", None), ("numpy-avx512", "numpy", "SkylakeX")]
+        libraries = [("numpy", "numpy", None)]
+        if avx512_coretype():
+            libraries.append(("numpy-avx512", "numpy", avx512_coretype()))
         if w.torch_fast is not None and torch_available():
             libraries.append(("torch", "torch", None))
         for name, kind, coretype in libraries:

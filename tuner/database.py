@@ -10,7 +10,8 @@ median time and the GFLOP/s are REAL columns for sorting. The schema is versione
 is in WAL mode with ``synchronous=NORMAL`` and every record is committed in its own transaction, so killing the
 tuner (even with ``kill -9``) at any moment loses at most the record in flight; a power loss may drop the last
 few commits but never corrupts the file. Several processes may open the same file at once (readers while a
-writer adds); a busy timeout makes writers wait for each other.
+writer adds, or several writers creating a new file together); a busy timeout makes writers wait for each other,
+and a file another process still holds locked after it is reported as locked.
 
 Example::
 
@@ -117,6 +118,21 @@ class DatabaseError(TensorlangError):
         ...     print(e)
         tuning database :memory: is closed
     """
+
+
+def _locked(e: sqlite3.Error) -> bool:
+    """True when SQLite answered SQLITE_BUSY ("database is locked"): another connection holds a lock that this one
+    needs, and trying again later may succeed."""
+    code = getattr(e, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF == sqlite3.SQLITE_BUSY
+    return "database is locked" in str(e)
+
+
+def _locked_error(path, e: sqlite3.Error) -> DatabaseError:
+    return DatabaseError(f"tuning database {path} is locked by another process: still {str(e)!r} after waiting "
+                         f"{_BUSY_TIMEOUT_S:g} s; try again once that process is done, or pass --db with another "
+                         "file")
 
 
 def _writable(path) -> bool:
@@ -290,7 +306,8 @@ class Database:
     ``path`` None means :func:`default_db_path`; missing parent folders are created. Opening checks the schema
     version: a file written by a newer tensorlang, or one that is not a SQLite database, raises
     :class:`DatabaseError` naming the file. Use the object from one thread (the ``sqlite3`` default); other
-    processes may open the same file at the same time. A context manager closes it.
+    processes may open the same file at the same time (opening waits up to 60 s for another process that holds it
+    locked, then raises :class:`DatabaseError` saying so). A context manager closes it.
 
     Example::
 
@@ -348,6 +365,7 @@ class Database:
         uri = self.path.resolve().as_uri()
         last = None
         for query in ("?mode=ro", "?immutable=1"):  # immutable: a WAL file on media where no -shm can be made
+            conn = None
             try:
                 conn = sqlite3.connect(uri + query, uri=True, timeout=_BUSY_TIMEOUT_S, isolation_level=None)
                 tables = self._tables(conn)
@@ -364,44 +382,43 @@ class Database:
                 self._conn = conn
                 return
             except sqlite3.DatabaseError as e:
+                if conn is not None:
+                    conn.close()
+                if _locked(e):  # a writer holds it (past the busy timeout): immutable would read it mid-write
+                    raise _locked_error(self.path, e) from None
                 last = e
         raise DatabaseError(f"cannot read tuning database {self.path}: {last} (is it a tensorlang tuning "
                             "database?)")
 
     def _open(self, conn: sqlite3.Connection) -> None:
-        try:
-            # read before anything writes: a file that is not a database fails here and is left untouched
-            tables = self._tables(conn)
-            conn.execute(f"PRAGMA busy_timeout = {int(_BUSY_TIMEOUT_S * 1000)}")
-            conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute("PRAGMA synchronous = NORMAL")
-            if "meta" not in tables:
-                conn.execute("BEGIN IMMEDIATE")  # another process may be creating the schema right now
-                try:
-                    tables = self._tables(conn)
-                    if "meta" not in tables:
-                        if tables - {"sqlite_sequence"}:
-                            raise DatabaseError(f"{self.path} is a SQLite database but not a tensorlang tuning "
-                                                f"database (it has tables {', '.join(sorted(tables))} and no meta)")
-                        for statement in _SCHEMA.split(";"):
-                            if statement.strip():
-                                conn.execute(statement)
-                        conn.executemany("INSERT INTO meta (key, value) VALUES (?, ?)",
-                                         [("schema_version", str(SCHEMA_VERSION)),
-                                          ("created_by", f"tensorlang {_TENSORLANG_VERSION}")])
-                    conn.execute("COMMIT")
-                except BaseException:
-                    if conn.in_transaction:
-                        conn.execute("ROLLBACK")
-                    raise
-            row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-        except sqlite3.DatabaseError as e:
-            if "readonly" in str(e).lower() or "read-only" in str(e).lower() or not _writable(self.path):
-                raise DatabaseError(f"tuning database {self.path} is read-only ({e}); tuning needs to write to it: "
-                                    "copy it somewhere writable, or pass --db with another file (best, bench "
-                                    "--db, show --best and export --best read it as it is)") from None
-            raise DatabaseError(f"cannot use tuning database {self.path}: {e} "
-                                f"(is it a tensorlang tuning database?)") from None
+        # Several processes may open (and create) the file at once. Most statements wait for another's lock with
+        # the busy timeout, but SQLite answers SQLITE_BUSY at once, without waiting, where waiting could deadlock:
+        # "PRAGMA journal_mode = WAL" on a file not yet in WAL mode takes a read lock and then upgrades it to a
+        # write lock, so it fails at once while another process creates the schema or switches the mode itself.
+        # So a locked open is tried again from the start (every step is idempotent, the schema is created in one
+        # transaction), with a growing pause, until the busy timeout has passed in all.
+        deadline = time.monotonic() + _BUSY_TIMEOUT_S
+        pause = 0.001
+        while True:
+            try:
+                # the busy timeout first, before any statement touches the file; no attempt waits past the deadline
+                conn.execute(f"PRAGMA busy_timeout = {max(1, int((deadline - time.monotonic()) * 1000))}")
+                row = self._open_once(conn)
+                conn.execute(f"PRAGMA busy_timeout = {int(_BUSY_TIMEOUT_S * 1000)}")  # for every later statement
+                break
+            except sqlite3.DatabaseError as e:
+                if "readonly" in str(e).lower() or "read-only" in str(e).lower() or not _writable(self.path):
+                    raise DatabaseError(f"tuning database {self.path} is read-only ({e}); tuning needs to write to "
+                                        "it: copy it somewhere writable, or pass --db with another file (best, "
+                                        "bench --db, show --best and export --best read it as it is)") from None
+                if not _locked(e):
+                    raise DatabaseError(f"cannot use tuning database {self.path}: {e} "
+                                        f"(is it a tensorlang tuning database?)") from None
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise _locked_error(self.path, e) from None
+                time.sleep(min(pause, left))
+                pause = min(2 * pause, 0.1)
         try:
             version = int(row[0]) if row is not None else None
         except ValueError:
@@ -414,6 +431,33 @@ class Database:
                                 f"version {SCHEMA_VERSION} that tensorlang {_TENSORLANG_VERSION} reads: "
                                 f"upgrade tensorlang to use it")
         # version < SCHEMA_VERSION: migrations go here once there is more than one schema version
+
+    def _open_once(self, conn: sqlite3.Connection) -> tuple | None:
+        """One attempt at opening: WAL mode, the schema created when the file has none; the schema_version row."""
+        # read before anything writes: a file that is not a database fails here and is left untouched
+        tables = self._tables(conn)
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = NORMAL")
+        if "meta" not in tables:
+            conn.execute("BEGIN IMMEDIATE")  # another process may be creating the schema right now: wait for it
+            try:
+                tables = self._tables(conn)
+                if "meta" not in tables:
+                    if tables - {"sqlite_sequence"}:
+                        raise DatabaseError(f"{self.path} is a SQLite database but not a tensorlang tuning "
+                                            f"database (it has tables {', '.join(sorted(tables))} and no meta)")
+                    for statement in _SCHEMA.split(";"):
+                        if statement.strip():
+                            conn.execute(statement)
+                    conn.executemany("INSERT INTO meta (key, value) VALUES (?, ?)",
+                                     [("schema_version", str(SCHEMA_VERSION)),
+                                      ("created_by", f"tensorlang {_TENSORLANG_VERSION}")])
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+        return conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
 
     @staticmethod
     def _tables(conn: sqlite3.Connection) -> set[str]:

@@ -94,9 +94,11 @@ def hand_start_configs(task: Task) -> list[dict]:
 
     Example::
 
-        >>> hand_start_configs(Task.create("matmul", preset="1024", threads=2, space="hand"))[0]["nr"]
-        64
-        >>> hand_start_configs(Task.create("matmul", preset="small", threads=1, space="hand"))
+        >>> from schedules.matmul import hand_tile
+        >>> [cfg] = hand_start_configs(Task.create("matmul", preset="1024", threads=2, space="hand"))
+        >>> cfg["nr"] == hand_tile()[0], cfg["mr"], cfg["nc"]  # the tile's columns follow the CPU's registers
+        (True, 6, 1024)
+        >>> hand_start_configs(Task.create("matmul", sizes={"M": 4, "N": 64, "K": 8}, threads=1, space="hand"))
         []
         >>> hand_start_configs(Task.create("matmul", preset="small", threads=1, space="generated"))[0]["C.vec"]
         'j'
