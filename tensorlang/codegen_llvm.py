@@ -552,10 +552,11 @@ class _Emitter:
         and w a multiple of n: for each n lanes of `b` and each group of at most n values of `a`, the group's
         values computed as vectors along `b` as written, transposed (n log2(n) two-vector shuffles) and stored as
         n runs along `a` (a masked store where the group is shorter than n), in place of m scatters of n lanes
-        (AVX2 has no scatter: a tile of 14 pixels by 8 filters was 112 single-element stores). This is the write-back of a register tile
-        vectorized along one output dimension into a tensor where another is contiguous (a convolution's tile of
-        16 filters x 14 pixels into `O[n, f, h, w]`: 28 scatters of 16 lanes a tile before; ResNet-18's 3x3
-        convolution at 14², one thread, 108.3 -> 111.0 GFLOPS, and 93.7 -> 103.1 with 8 reduction blocks).
+        (AVX2 has no scatter: a tile of 14 pixels by 8 filters was 112 single-element stores). This is the
+        write-back of a register tile vectorized along one output dimension into a tensor where another is
+        contiguous (a convolution's tile of 16 filters x 14 pixels into `O[n, f, h, w]`: 28 scatters of 16 lanes
+        a tile before; ResNet-18's 3x3 convolution at 14², one thread, 108.3 -> 111.0 GFLOPS, and 93.7 -> 103.1
+        with 8 reduction blocks).
 
         The values are all computed before any is stored, so the value may read the destination only at the
         element it stores (an update `O[i] = O[i] + t[i]`), and the elements must be distinct (`b`'s stride in

@@ -3,8 +3,8 @@ PyTorch, timed in one run.
 
 The baselines run in subprocesses, because OpenBLAS reads its thread count and its kernel choice when it loads:
 numpy once as installed and, where the CPU has AVX-512, once with `OPENBLAS_CORETYPE=SkylakeX` (its AVX-512
-kernel; this machine's environment pins the AVX2 `Haswell` kernel, which is half as fast), and PyTorch with `torch.set_num_threads`.
-Every row's result is compared with the workload's numpy reference.
+kernel; this machine's environment pins the AVX2 `Haswell` kernel, which is half as fast), and PyTorch with
+`torch.set_num_threads`. Every row's result is compared with the workload's numpy reference.
 """
 from __future__ import annotations
 
