@@ -144,9 +144,20 @@ def hand_schedule(s) -> None:
 _REDUCTION_ORDERS = {"c,r,s": ("c", "r", "s"), "r,s,c": ("r", "s", "c"), "r,c,s": ("r", "c", "s")}
 
 
-# the hand schedule as a config of space() (the same loop IR: tests/test_spaces.py)
-HAND_CONFIG = {"fi": hand_tile()[0], "wi": hand_tile()[1], "hi": 1, "reduce_order": "c,r,s", "unroll_s": False,
-               "cache_write": True, "pack_filters": True, "parallel": "fo", "padding": "root"}
+def hand_config(sizes: dict) -> dict | None:
+    """The hand schedule as a config of :func:`space` (the same loop IR: tests/test_spaces.py), or None where the
+    space lacks its values. Asked for when needed, not at import: the tile reads the CPU (:func:`hand_tile`),
+    which starts the thread pool, and a bad TENSORLANG_* setting must fail where it is used, not in an import.
+
+    Example::
+
+        >>> hand_config(WORKLOAD.sizes())["fi"] == hand_tile()[0]
+        True
+    """
+    f_tile, w_tile = hand_tile()
+    return fixed_config(space, {"fi": f_tile, "wi": w_tile, "hi": 1, "reduce_order": "c,r,s", "unroll_s": False,
+                                "cache_write": True, "pack_filters": True, "parallel": "fo",
+                                "padding": "root"})(sizes)
 
 
 def space(sizes: dict) -> Space:
@@ -291,7 +302,7 @@ WORKLOAD = Workload(
     description="2-D f32 convolution O[N, F, OH, OW] of I[N, C, H, W] with Wt[F, C, R, S] (NCHW); "
     "stride, zero padding and dilation.",
     hand_schedule=hand_schedule,
-    hand_config=fixed_config(space, HAND_CONFIG),
+    hand_config=hand_config,
     numpy_fast=numpy_fast,
     torch_fast=torch_fast,
     space=space,
