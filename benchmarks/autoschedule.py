@@ -158,8 +158,9 @@ class ProgramRow(LibraryRow):
             files.append(os.path.join(self._tmp.name, f"in{i}.npy"))
             np.save(files[-1], a)
         env = {v: str(threads) for v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")}
-        if avx512_coretype():
-            env["OPENBLAS_CORETYPE"] = avx512_coretype()
+        coretype = avx512_coretype()
+        if coretype:
+            env["OPENBLAS_CORETYPE"] = coretype
         self._worker = Worker("program_baselines:handler", {"program": program, "kind": kind, "inputs": files,
                                                             "threads": threads, "folder": self._tmp.name}, env=env)
 

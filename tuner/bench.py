@@ -354,8 +354,9 @@ def _run_bench(w, sizes, threads, min_runs, min_time, extra, log, rounds) -> dic
     import schedules
     if schedules.WORKLOADS.get(w.name) is w:  # a user's program has no library formulation
         libraries = [("numpy", "numpy", None)]
-        if avx512_coretype():
-            libraries.append(("numpy-avx512", "numpy", avx512_coretype()))
+        coretype = avx512_coretype()
+        if coretype:
+            libraries.append(("numpy-avx512", "numpy", coretype))
         if w.torch_fast is not None and torch_available():
             libraries.append(("torch", "torch", None))
         for name, kind, coretype in libraries:
