@@ -192,6 +192,33 @@ def test_no_worker_for_the_task_is_a_clear_error_naming_the_targets(shared):
         DaskRunner(matmul_task(threads=2), shared.address)
 
 
+def test_the_client_logs_no_traceback_at_info_while_the_tuner_holds_it_and_the_levels_come_back(shared):
+    """distributed's client logs a lost scheduler at INFO with a traceback (``Batched Comm Closed``); the tuner's
+    own error says it once, so while a Cluster holds its client those loggers stay at WARNING, and close() puts
+    back what was there (the kill test below sees the whole path, but only when the timing makes the log)."""
+    import logging
+    names = ("distributed.batched", "distributed.core")
+    before = {n: logging.getLogger(n).level for n in names}
+    probe = logging.getLogger("distributed.batched")
+    probe.setLevel(logging.INFO)  # as Dask's default logging config leaves it
+    try:
+        with Cluster(shared.address, ClusterOptions(timeout=10)):
+            assert not any(logging.getLogger(n).isEnabledFor(logging.INFO) for n in names)
+            assert logging.getLogger("distributed.batched").isEnabledFor(logging.WARNING)
+        assert probe.level == logging.INFO
+        probe.setLevel(logging.DEBUG)  # a user who asked for everything gets everything
+        with Cluster(shared.address, ClusterOptions(timeout=10)):
+            assert probe.isEnabledFor(logging.DEBUG)
+        port = free_port()
+        probe.setLevel(logging.INFO)
+        with pytest.raises(ClusterError):
+            Cluster(f"tcp://127.0.0.1:{port}", ClusterOptions(timeout=1))
+        assert probe.level == logging.INFO  # restored when the connection fails too
+    finally:
+        for n, level in before.items():
+            logging.getLogger(n).setLevel(level)
+
+
 def test_bad_addresses_and_unreachable_schedulers_are_clear_errors(capsys, monkeypatch):
     assert check_address("127.0.0.1:8786") == "tcp://127.0.0.1:8786"
     for bad, why in (("", "empty"), ("tcp://host", "the port is missing"), ("udp://h:1", "protocol 'udp'"),

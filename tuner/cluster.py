@@ -178,6 +178,39 @@ def _connect(address: str, timeout: float):
         del client
 
 
+#: distributed's loggers that report a lost scheduler at INFO level with a traceback (``Batched Comm Closed``,
+#: ``Lost connection to``): the tuner's own error says it once, with the database and the resume command
+_TRACEBACK_AT_INFO = ("distributed.batched", "distributed.core")
+
+
+def _quiet_info_tracebacks() -> list:
+    """Raise distributed's loggers that print tracebacks at INFO to WARNING while the tuner's client lives,
+    unless a user asked for DEBUG; ``[(logger, level before)]`` for :func:`_restore_levels`.
+
+    Example::
+
+        >>> import logging
+        >>> saved = _quiet_info_tracebacks()
+        >>> logging.getLogger("distributed.batched").getEffectiveLevel() >= logging.WARNING
+        True
+        >>> _restore_levels(saved)
+    """
+    import logging
+    saved = []
+    for name in _TRACEBACK_AT_INFO:
+        lg = logging.getLogger(name)
+        if logging.DEBUG < lg.getEffectiveLevel() < logging.WARNING or lg.getEffectiveLevel() == logging.NOTSET:
+            saved.append((lg, lg.level))
+            lg.setLevel(logging.WARNING)
+    return saved
+
+
+def _restore_levels(saved: list) -> None:
+    """Put back the levels :func:`_quiet_info_tracebacks` changed."""
+    for lg, level in saved:
+        lg.setLevel(level)
+
+
 def _close_quietly(client) -> None:
     """Close a ``distributed.Client`` without the pages of log a client whose scheduler is gone writes."""
     import logging
@@ -257,6 +290,7 @@ class Cluster:
         self.options = options or ClusterOptions()
         self._closed = False
         self._own = False
+        self._quieted: list = []
         try:
             from distributed import Client
         except ImportError:
@@ -266,7 +300,12 @@ class Cluster:
             self.address = getattr(cluster.scheduler, "address", None) or str(cluster)
         elif isinstance(cluster, str):
             self.address = check_address(cluster)
-            self.client, self._own = _connect(self.address, self.options.timeout), True
+            self._quieted = _quiet_info_tracebacks()
+            try:
+                self.client, self._own = _connect(self.address, self.options.timeout), True
+            except BaseException:
+                _restore_levels(self._quieted)
+                raise
         else:
             raise ClusterError(f"cluster must be a scheduler address (tcp://HOST:PORT) or a distributed.Client, "
                                f"got {type(cluster).__name__}")
@@ -667,6 +706,8 @@ class Cluster:
             self.cancel(runner)
         if self._own:
             _close_quietly(self.client)  # a client whose scheduler died says so at length; the error has said it
+        _restore_levels(self._quieted)
+        self._quieted = []
 
     def __enter__(self) -> "Cluster":
         return self
