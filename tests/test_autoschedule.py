@@ -993,3 +993,28 @@ def test_a_padding_stage_at_a_tile_of_a_parallel_loop_is_recomputed_per_tile(zen
     assert s.lowered(strict=True).guards == 0
     I, Wt = w.make_inputs(sizes, np.random.default_rng(0))
     assert_close(tl.build(s)(I, Wt), w.reference(I, Wt, **sizes), reduction_len=sizes["C"] * sizes["S"])
+
+
+def test_a_start_config_vectorizes_a_transpose_along_its_read(zen5):
+    # the pick of a transpose streams the stores from a transposed copy of each tile of X; the hand-written space's
+    # best streams the loads and scatters the stores, and 200 trials from the pick never left its basin (0.85x the
+    # hand-written space side by side on two Zen 4 cores): that basin is a start config of its own
+    import schedules
+    from tensorlang.autosched.pick import read_side_vectorized
+    w = schedules.get("transpose")
+    sizes = w.sizes()  # 1024 x 1024: the pick packs (at small sizes it reads in place)
+    sp = generated_space(tl.op(w.source), sizes, threads=2)
+    pick, starts = sp.default(), sp.variants()
+    assert pick["Y.vec"] == "i" and pick["Y.pack.X"]
+    v = read_side_vectorized(sp, pick)
+    assert v in starts and {k for k in pick if pick[k] != v[k]} == {"Y.vec", "Y.pack.X"}
+    assert v["Y.vec"] == "j" and not v["Y.pack.X"] and sp.allowed(v)
+    (X,) = w.make_inputs(sizes, np.random.default_rng(0))
+    s = sp.schedule(sp.op, sizes, v)
+    assert "X_Y_local" in sp.schedule(sp.op, sizes, pick).lower() and "X_Y_local" not in s.lower()
+    assert_close(tl.build(s)(X), w.reference(X, **sizes))
+    # a read that the vector does not move (a row's statistic, a bias) or moves along itself changes nothing
+    for name in ("softmax", "layernorm", "elementwise", "dense_bias_relu"):
+        wl = schedules.get(name)
+        sp2 = generated_space(tl.op(wl.source), wl.sizes(), threads=2)
+        assert read_side_vectorized(sp2, sp2.default()) == sp2.default(), name

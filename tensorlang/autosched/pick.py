@@ -598,7 +598,8 @@ def rule_variants(space) -> list[dict]:
     the root instead, and each it computes at the root inlined (at most :data:`PLACEMENT_VARIANTS` of those); each
     of these with its X side held in L2 (:func:`x_side_in_l2`); then the moved placements at the other vector
     widths, and those with the X side in L2; then the pick and its other widths with the X side read in place
-    (:func:`x_side_in_place`), then with every read in place (:func:`every_read_in_place`); at most
+    (:func:`x_side_in_place`), then with every read in place (:func:`every_read_in_place`), then with each
+    data-moving stage vectorized along its read (:func:`read_side_vectorized`); at most
     :data:`MAX_STARTS` in all (one round of the tuner).
 
     The model counts FMAs against loads; it does not see register allocation or the cost of packing a wide vector
@@ -636,6 +637,7 @@ def rule_variants(space) -> list[dict]:
     candidates = first + [x_side_in_l2(space, c) for c in first] + crossed + [x_side_in_l2(space, c) for c in crossed]
     candidates += [x_side_in_place(space, c) for c in first]
     candidates += [every_read_in_place(space, c) for c in first]
+    candidates += [read_side_vectorized(space, c) for c in first]
     out: list[dict] = []
     seen: set = set()
     for cfg in candidates:
@@ -741,6 +743,43 @@ def every_read_in_place(space, cfg: dict) -> dict:
             for k in space.roles[st.name].knobs:
                 if ".pack." in k.name and out.get(k.name):
                     out[k.name] = False
+    return out
+
+
+def read_side_vectorized(space, cfg: dict) -> dict:
+    """`cfg` with each stage at the root that moves data without a reduction (a transpose, a permuted copy)
+    vectorized along the variable its read is contiguous in where the config vectorizes another (its output's),
+    and that stage's packs off: the loads stream and the stores scatter, where the pick's stream the stores from a
+    transposed copy of the read. On a transpose 1024 x 1024 (two Zen 4 cores) both run at about 4.8 elements a
+    nanosecond, the hand-written space's best is of the read side's kind, and 200 trials of search from the pick
+    never left the pick's basin (0.85x the hand-written space side by side, in one run). Only a read that the
+    vector variable moves by more than one element counts (not a row's statistic or a bias); unchanged where no
+    read is contiguous in another spatial variable.
+
+    >>> import tensorlang as tl
+    >>> from tensorlang.autosched.space import generated_space
+    >>> op = tl.op("def t(X: f32[M, N]) -> Y:\\n    Y[j, i] = X[i, j]")
+    >>> sp = generated_space(op, {"M": 256, "N": 256}, threads=2)
+    >>> v = read_side_vectorized(sp, sp.default())
+    >>> sp.default()["Y.vec"], v["Y.vec"], v["Y.pack.X"], sp.allowed(v)
+    ('i', 'j', False, True)
+    """
+    out = dict(cfg)
+    for st in space.info.stages:
+        key = f"{st.name}.vec"
+        if st.reduction or key not in out or space.placement(out, st.name) != "root":
+            continue
+        values = space.knob(key).values
+        for r in st.reads:
+            if abs(r.strides.get(out[key], 1)) == 1:
+                continue  # read along the vector already, or not moved by it (a row's statistic, a bias)
+            v = next((v for v, stride in r.strides.items() if abs(stride) == 1 and v in st.spatial), None)
+            if v is not None and v in values:
+                out[key] = v
+                for k in space.roles[st.name].knobs:
+                    if ".pack." in k.name:
+                        out[k.name] = False
+                break
     return out
 
 
