@@ -231,6 +231,52 @@ def test_random_matmul_schedules_vary_the_features_that_describe_them():
     assert np.ptp(col["total_flops"]) == 0                  # the same computation every time
 
 
+@pytest.mark.parametrize("name", ["conv2d", "dense_bias_relu", "softmax", "layernorm", "depthwise_conv2d"])
+def test_features_of_allowed_configs_are_the_same_with_the_lowering_checks_at_the_end(name):
+    # of_config skips the trial lowering after each primitive (tensorlang.schedule.lowering_checks_at_the_end):
+    # the configs a generated space allows all lower, so their features are those of the checked schedule, and a
+    # schedule that does not lower is still refused (None)
+    from tuner.task import Task
+    t = Task.create(name, threads=2, space="generated")
+    sp, rng = t.space, np.random.default_rng(3)
+    configs = list(sp.variants())
+    while len(configs) < 40:
+        c = sp.canonical(sp.random(rng))
+        if sp.allowed(c):
+            configs.append(c)
+    assert any(st.attach[0] == "at" for c in configs
+               for st in sp.schedule(t.op, t.sizes, c).state().stages.values())  # trial lowerings did run
+    for c in configs:
+        assert np.array_equal(features.of_config(sp, t.op, t.sizes, c), of_schedule(sp.schedule(t.op, t.sizes, c)))
+
+
+def test_a_schedule_that_does_not_lower_is_refused_with_the_checks_at_the_end_too():
+    # T0 computed at T1's loop i, which goes parallel: the rows of T0 that its iterations need overlap (tests/
+    # test_schedule.py's split-tail program): refused at parallel() when checked, at lowering when not
+    from tensorlang.schedule import lowering_checks_at_the_end
+    op = tl.op(OVERLAPPING_PROGRAM)
+
+    def refused(s):
+        s["T0"].compute_at(s["T1"], "i")
+        s["T1"].parallel("i")
+
+    with pytest.raises(tl.ScheduleError, match=r"parallel\(T1, i\): .*overlap"):
+        refused(tl.schedule(op, N=2, M=2, K=7))
+    with lowering_checks_at_the_end():
+        s = tl.schedule(op, N=2, M=2, K=7)
+        refused(s)  # not checked here
+        with pytest.raises(tl.ScheduleError, match="overlap"):
+            s.lowered()
+
+
+OVERLAPPING_PROGRAM = """\
+def prog(X: f64[N, 2], Y: f64[N, M], Z: f64[M, K, N]) -> T1:
+    T0[i, j] += X[i, j + r + 1] * Y[s, i] where i in 0:1, j in 0:2
+    T1[i, j] = select(min(T0[i, j + i], Z[i, 2*j + i, j + i + 1]) < min(X[j, i + 1], T0[j, i + j]), \\
+        log(abs(f64(X[j, i])) + 1), T0[i, i]) where i in 0:N+2, j in 0:2
+"""
+
+
 # ---- models ----------------------------------------------------------------------------------------
 
 def synthetic(n: int, seed: int = 0, d: int = 10):

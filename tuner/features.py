@@ -631,8 +631,10 @@ def of_config(space, op, sizes: dict, config: dict) -> np.ndarray | None:
         True
     """
     import tensorlang as tl
+    from tensorlang.schedule import lowering_checks_at_the_end
     try:
-        return of_schedule(space.schedule(op, sizes, config))
+        with lowering_checks_at_the_end():  # the same loop IR (or refusal), without a trial lowering per primitive
+            return of_schedule(space.schedule(op, sizes, config))
     except tl.ScheduleError:
         return None
     except Exception as e:  # a compiler bug must not stop the tuning: say so, and count the config as unschedulable
