@@ -565,7 +565,8 @@ def test_bad_measure_options_are_refused_by_name(bad, field):
 
 def test_configs_with_the_same_llvm_ir_share_one_build_and_are_each_measured():
     # O.w.block 1 and 2 under the pick's register tile give the same loop nest (136 of the 500 configs one
-    # `tune conv2d --trials 500` measured were such twins): the builders run LLVM once, from a cache in the runner's folder
+    # `tune conv2d --trials 500` measured were such twins): the builders run LLVM once, from a cache in the
+    # runner's folder
     from tuner.measure import LocalRunner
     task = Task.create("conv2d", preset="small", threads=1, space="generated")
     sp = task.space

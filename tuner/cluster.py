@@ -196,17 +196,21 @@ def _quiet_info_tracebacks() -> list:
         >>> _restore_levels(saved)
     """
     import logging
-    saved = []
-    for name in _TRACEBACK_AT_INFO:
-        lg = logging.getLogger(name)
-        if logging.DEBUG < lg.getEffectiveLevel() < logging.WARNING or lg.getEffectiveLevel() == logging.NOTSET:
-            saved.append((lg, lg.level))
-            lg.setLevel(logging.WARNING)
+    loggers = [logging.getLogger(n) for n in _TRACEBACK_AT_INFO]
+    return _set_levels([lg for lg in loggers if logging.DEBUG < lg.getEffectiveLevel() < logging.WARNING
+                        or lg.getEffectiveLevel() == logging.NOTSET], logging.WARNING)
+
+
+def _set_levels(loggers: list, level: int) -> list:
+    """Set every logger's level to `level`; ``[(logger, level before)]`` for :func:`_restore_levels`."""
+    saved = [(lg, lg.level) for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(level)
     return saved
 
 
 def _restore_levels(saved: list) -> None:
-    """Put back the levels :func:`_quiet_info_tracebacks` changed."""
+    """Put back the levels :func:`_set_levels` changed."""
     for lg, level in saved:
         lg.setLevel(level)
 
@@ -214,18 +218,14 @@ def _restore_levels(saved: list) -> None:
 def _close_quietly(client) -> None:
     """Close a ``distributed.Client`` without the pages of log a client whose scheduler is gone writes."""
     import logging
-    loggers = [logging.getLogger(n) for n in ["distributed", *logging.root.manager.loggerDict]
-               if n == "distributed" or n.startswith("distributed.")]
-    levels = [lg.level for lg in loggers]
-    for lg in loggers:
-        lg.setLevel(logging.CRITICAL)
+    saved = _set_levels([logging.getLogger(n) for n in ["distributed", *logging.root.manager.loggerDict]
+                         if n == "distributed" or n.startswith("distributed.")], logging.CRITICAL)
     try:
         client.close(timeout=2)
     except Exception:  # noqa: BLE001 - closing a client that never connected, or whose scheduler is gone
         pass
     finally:
-        for lg, level in zip(loggers, levels):
-            lg.setLevel(level)
+        _restore_levels(saved)
 
 
 class Batch:

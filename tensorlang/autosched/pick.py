@@ -740,10 +740,15 @@ def every_read_in_place(space, cfg: dict) -> dict:
     out = dict(cfg)
     for st in space.info.stages:
         if st.kind == "reuse" and space.placement(out, st.name) == "root":
-            for k in space.roles[st.name].knobs:
-                if ".pack." in k.name and out.get(k.name):
-                    out[k.name] = False
+            _packs_off(space, out, st.name)
     return out
+
+
+def _packs_off(space, cfg: dict, stage: str) -> None:
+    """Switch off, in place, every pack of `stage` that `cfg` turns on."""
+    for k in space.roles[stage].knobs:
+        if ".pack." in k.name and cfg.get(k.name):
+            cfg[k.name] = False
 
 
 def read_side_vectorized(space, cfg: dict) -> dict:
@@ -776,9 +781,7 @@ def read_side_vectorized(space, cfg: dict) -> dict:
             v = next((v for v, stride in r.strides.items() if abs(stride) == 1 and v in st.spatial), None)
             if v is not None and v in values:
                 out[key] = v
-                for k in space.roles[st.name].knobs:
-                    if ".pack." in k.name:
-                        out[k.name] = False
+                _packs_off(space, out, st.name)
                 break
     return out
 
