@@ -127,9 +127,12 @@ class Strategy:
         raise NotImplementedError
 
     def observe(self, observations: Sequence[Observation]) -> None:
-        """Record what was measured (also used to warm-start from earlier records)."""
+        """Record what was measured (also used to warm-start from earlier records). A config measured in a form
+        that is not the space's canonical one (a start config, a record of an older version of the space) counts
+        as its canonical form too, so that the same schedule is not proposed again."""
         for o in observations:
             self.seen.add(config_key(o.config))
+            self.seen.add(config_key(self.space.canonical(o.config)))
             self.history.append(o)
 
 

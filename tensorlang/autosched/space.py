@@ -28,6 +28,7 @@ iterations than threads, and placements the loop nests cannot hold.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import cached_property
 
 import numpy as np
@@ -37,7 +38,8 @@ from ..errors import ScheduleError, UsageError
 from ..space import Knob, Space, factors
 from ..target import cache_sizes, host_target
 from .analysis import ProgramInfo, StageInfo, analyze
-from .template import LoopPlan, TileConfig, accumulators, apply_plan, chunks, plan_loops, window_taps
+from .template import (LoopPlan, TileConfig, accumulators, apply_plan, block_extent, chunks, plan_loops,
+                       window_taps)
 
 PLACEMENT_DOC = "inline into readers, own loops at the root, computed inside its reader's loops, or in the " \
                 "producer's write-back"
@@ -330,8 +332,10 @@ class GeneratedSpace(Space):
     def canonical(self, config: dict) -> dict:
         """`config` with the knobs it leaves unused at their first values: the template knobs of a stage that is
         not at the root (but the vector width of one computed inside another's loops, which vectorizes it), the
-        register tile of the vector variable, the vector width of a stage with nothing vectorized. Configs that
-        differ only there schedule alike; the tuner measures the canonical one.
+        register tile of the vector variable, the vector width of a stage with nothing vectorized; and each block
+        at the largest value of the same block extent (blocks round up to whole register tiles, so that under a
+        register tile of 4 rows blocks of 1 to 4 rows are one loop nest). Configs that differ only there schedule
+        alike; the tuner measures the canonical one.
 
         >>> import tensorlang as tl
         >>> op = tl.op("def f(A: f32[N]) -> C:\\n    B[i] = A[i] + 1.0\\n    C[i] = B[i] * 2.0")
@@ -339,6 +343,11 @@ class GeneratedSpace(Space):
         >>> c = {**sp.default(), "B.place": "inline", "B.vw": sp.knob("B.vw").values[-1]}
         >>> sp.canonical(c)["B.vw"] == sp.knob("B.vw").values[0]
         True
+        >>> op = tl.op("def f(A: f32[N, M]) -> B:\\n    B[i, j] = A[i, j] * 2.0")
+        >>> sp = generated_space(op, {"N": 64, "M": 64}, 1)
+        >>> c = {**sp.default(), "B.vec": "j", "B.i.reg": 4}
+        >>> [sp.canonical({**c, "B.i.block": b})["B.i.block"] for b in (1, 2, 3, 4, 6, 8)]
+        [4, 4, 4, 4, 8, 8]
         """
         out = dict(config)
         first = {k.name: k.values[0] for k in self.knobs}
@@ -357,7 +366,24 @@ class GeneratedSpace(Space):
                 out[f"{n}.vw"] = first[f"{n}.vw"]
             if vec is not None and f"{n}.{vec}.reg" in out:
                 out[f"{n}.{vec}.reg"] = first[f"{n}.{vec}.reg"]
+            self._canonical_blocks(out, role)
         return out
+
+    def _canonical_blocks(self, out: dict, role: StageRole) -> None:
+        """Each block knob of the root stage `role` in `out` at the largest of its values with the same block
+        extent (:func:`~tensorlang.autosched.template.block_extent`: blocks round up to whole register tiles), and
+        the block of a reduction vectorized innermost (which is never blocked) at its first value."""
+        st, n = role.st, role.st.name
+        tile = role.tile_config(out)
+        for v in st.spatial:
+            name = f"{n}.{v}.block"
+            if name not in out:
+                continue
+            target = block_extent(st, tile, v)
+            out[name] = max(b for b in self.knob(name).values
+                            if block_extent(st, replace(tile, block={**tile.block, v: b}), v) == target)
+        if tile.vec in st.reduction and f"{n}.{tile.vec}.block" in out:
+            out[f"{n}.{tile.vec}.block"] = self.knob(f"{n}.{tile.vec}.block").values[0]
 
     # ---- placements ----
     def placement(self, cfg: dict, name: str) -> str:

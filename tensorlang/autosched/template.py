@@ -127,6 +127,40 @@ def _round_up(x: int, m: int) -> int:
     return -(-x // m) * m
 
 
+def register_extent(st: StageInfo, cfg: TileConfig, v: str) -> int:
+    """The register tile's extent along spatial variable `v` of `st` under `cfg`: the vector width for the vector
+    variable, the ``reg`` knob for another, 1 for every one when the vector variable is a reduction's; never
+    more than the extent.
+
+    >>> import tensorlang as tl
+    >>> from tensorlang.autosched.analysis import analyze
+    >>> st = analyze(tl.op("def f(A: f32[N, M]) -> B:\\n    B[i, j] = A[i, j] * 2.0"), {"N": 6, "M": 64}).stage("B")
+    >>> cfg = TileConfig(vec="j", vw=16, reg={"i": 8})
+    >>> register_extent(st, cfg, "i"), register_extent(st, cfg, "j")
+    (6, 16)
+    """
+    if cfg.vec in st.reduction:
+        return 1
+    return max(min(cfg.vw if v == cfg.vec else cfg.reg.get(v, 1), st.extents[v]), 1)
+
+
+def block_extent(st: StageInfo, cfg: TileConfig, v: str) -> int:
+    """The extent of the block loop's body along spatial variable `v` under `cfg`: the ``block`` knob rounded up
+    to whole register tiles, or the whole extent where that leaves no block loop. Block knob values with the same
+    block extent give the same loop nest.
+
+    >>> import tensorlang as tl
+    >>> from tensorlang.autosched.analysis import analyze
+    >>> st = analyze(tl.op("def f(A: f32[N, M]) -> B:\\n    B[i, j] = A[i, j] * 2.0"), {"N": 64, "M": 64}).stage("B")
+    >>> [block_extent(st, TileConfig(vec="j", vw=16, reg={"i": 4}, block={"i": b}), "i") for b in (1, 4, 6, 62, 64)]
+    [4, 4, 8, 64, 64]
+    """
+    E = st.extents[v]
+    t = register_extent(st, cfg, v)
+    B = min(_round_up(max(cfg.block.get(v, E), 1), t), _round_up(E, t))
+    return B if B < E else E
+
+
 def y_side(st: StageInfo, vec: str | None) -> list[str]:
     """The spatial variables that the reads moving with `vec` depend on (all of them when there is no `vec`);
     the others are the X side.
@@ -175,9 +209,8 @@ def plan_loops(st: StageInfo, cfg: TileConfig, lanes: int) -> LoopPlan:
     reg_size: dict[str, int] = {}
     for v in st.spatial:
         E = st.extents[v]
-        t = min(cfg.vw if v == spatial_vec else cfg.reg.get(v, 1), E) if not red_vec else 1
-        t = max(t, 1)
-        B = min(_round_up(max(cfg.block.get(v, E), 1), t), _round_up(E, t))
+        t = register_extent(st, cfg, v)
+        B = block_extent(st, cfg, v)
         names: dict[str, str] = {}
         cur, cur_ext = v, E
         if B < E:
