@@ -130,6 +130,70 @@ def constant(t: ll.Type, value, lanes: int = 0) -> ll.Constant:
     return c
 
 
+def _int_values(v: ll.Value):
+    """The Python int of an integer constant, or the list of them of a constant integer vector; else None."""
+    if not isinstance(v, ll.Constant):
+        return None
+    k = v.constant
+    if isinstance(k, int) and isinstance(v.type, ll.IntType):
+        return k
+    if isinstance(k, list) and isinstance(v.type, ll.VectorType) and isinstance(v.type.element, ll.IntType) \
+            and all(isinstance(x, ll.Constant) and isinstance(x.constant, int) for x in k):
+        return [x.constant for x in k]
+    return None
+
+
+def _operand_key(v: ll.Value):
+    """What identifies an operand for merging instructions: a constant by its type and value (llvmlite makes a new
+    object for each), another value by its identity."""
+    return ("const", str(v.type), v.constant if not isinstance(v.constant, list) else tuple(map(str, v.constant))) \
+        if isinstance(v, ll.Constant) else id(v)
+
+
+def _fold_int(op: str, a: ll.Value, c: ll.Value) -> ll.Value | None:
+    """`a op c` (+, - or *, operands of one integer type) as a constant or as one of the operands where that is
+    exact, else None. Folded values wrap to the type's width, as the instruction would.
+
+    Example::
+
+        >>> x = ll.Argument(ll.Function(ll.Module(), ll.FunctionType(I64, [I64]), "f"), I64)
+        >>> _fold_int("*", I64(3), I64(576)).constant, _fold_int("+", I64(0), x) is x, _fold_int("*", x, x)
+        (1728, True, None)
+        >>> str(_fold_int("+", constant(I64, 0, 2), constant(I64, [0, 1], 2)))
+        '<2 x i64> <i64 0, i64 1>'
+    """
+    va, vc = _int_values(a), _int_values(c)
+    if va is not None and vc is not None:
+        elem = a.type.element if isinstance(a.type, ll.VectorType) else a.type
+        bits = elem.width
+
+        def wrap(x: int) -> int:
+            x &= (1 << bits) - 1
+            return x - (1 << bits) if bits > 1 and x >> (bits - 1) else x
+
+        f = {"+": lambda x, y: x + y, "-": lambda x, y: x - y, "*": lambda x, y: x * y}[op]
+        if isinstance(va, list) or isinstance(vc, list):
+            if not (isinstance(va, list) and isinstance(vc, list)) or len(va) != len(vc):
+                return None
+            return constant(elem, [wrap(f(x, y)) for x, y in zip(va, vc)], len(va))
+        return constant(elem, wrap(f(va, vc)))
+
+    def uniform(v, n):  # a constant scalar, or vector of n copies
+        return v == n or (isinstance(v, list) and all(x == n for x in v))
+
+    if op in ("+", "-") and uniform(vc, 0):
+        return a
+    if op == "+" and uniform(va, 0):
+        return c
+    if op == "*" and uniform(vc, 1):
+        return a
+    if op == "*" and uniform(va, 1):
+        return c
+    if op == "*" and (uniform(va, 0) or uniform(vc, 0)):
+        return a if uniform(va, 0) else c
+    return None
+
+
 def emit_module(func: ir.Func, triple: str = "", data_layout: str = "", vector_bits: int = 0) -> ll.Module:
     """An llvmlite module holding `func` as an exported function of the same name. With `vector_bits` (the
     target's widest register, e.g. 512), a vectorized loop wider than one register is emitted in chunks of that
@@ -246,6 +310,7 @@ class _Emitter:
     def __init__(self, module: ll.Module, fn: ll.Function, ptrs: dict, vars: dict, base_name: str,
                  vector_bits: int = 0):
         self.module, self.fn, self.base_name = module, fn, base_name
+        self._cse: dict[tuple, tuple] = {}  # see int_arith
         self.vector_bits = vector_bits
         self.ptrs = dict(ptrs)
         self.vars = dict(vars)
@@ -306,9 +371,18 @@ class _Emitter:
         vt = ll.VectorType(v.type, lanes)
         if isinstance(v, ll.Constant):
             return ll.Constant(vt, [v] * lanes)
+        block = self.b.block
+        at_end = self.b._anchor == len(block.instructions)  # noqa: SLF001 (see int_arith)
+        key = ("splat", id(block), id(v), lanes)
+        hit = self._cse.get(key) if at_end else None
+        if hit is not None:
+            return hit[2]
         undef = ll.Constant(vt, ll.Undefined)
         one = self.b.insert_element(undef, v, I32(0))
-        return self.b.shuffle_vector(one, undef, constant(I32, 0, lanes))
+        out = self.b.shuffle_vector(one, undef, constant(I32, 0, lanes))
+        if at_end:
+            self._cse[key] = (v, None, out, block)
+        return out
 
     def match(self, a: ll.Value, c: ll.Value):
         if _is_vec(a) and not _is_vec(c):
@@ -426,7 +500,7 @@ class _Emitter:
 
     def loop(self, s: ir.For, begin=None, end=None) -> None:
         lo = self.expr(s.lo) if begin is None else begin
-        hi = self.b.add(lo, self.expr(s.extent), flags=["nsw"]) if end is None else end
+        hi = self.int_arith("+", lo, self.expr(s.extent), ["nsw"]) if end is None else end
         pre = self.b.block
         header = self.fn.append_basic_block(f"{s.var.name}_loop")
         body = self.fn.append_basic_block(f"{s.var.name}_body")
@@ -440,7 +514,7 @@ class _Emitter:
         old = self.bind(s.var.name, iv)
         divisions = self.int_divisions
         self.stmt(s.body)
-        nxt = self.b.add(iv, I64(1), flags=["nsw"])
+        nxt = self.int_arith("+", iv, I64(1), ["nsw"])
         iv.add_incoming(nxt, self.b.block)
         latch = self.b.branch(header)
         if self.int_divisions > divisions:
@@ -465,7 +539,7 @@ class _Emitter:
         lo = self.expr(s.lo)
         old = self.vars.get(s.var.name)
         for i in range(s.extent.value):
-            self.vars[s.var.name] = self.b.add(lo, I64(i), flags=["nsw"]) if i else lo
+            self.vars[s.var.name] = self.int_arith("+", lo, I64(i), ["nsw"]) if i else lo
             self.stmt(s.body)
         self.unbind(s.var.name, old)
 
@@ -480,12 +554,12 @@ class _Emitter:
         old = self.vars.get(s.var.name)
         self._addr_cache = {}  # symbolic addresses (in terms of the lane variable) serve every chunk
         for start, n in vector_pieces(w, chunk):  # lanes [start, start + n) as one vector; iterations independent
-            base = self.b.add(lo, I64(start), flags=["nsw"]) if start else lo
+            base = self.int_arith("+", lo, I64(start), ["nsw"]) if start else lo
             if n == 1:  # one lane: scalar code (a one-lane gather is no vector load)
                 self.vars[s.var.name] = base
                 self.lanes, self.lane_var = 0, None
             else:
-                ramp = self.b.add(self.splat(base, n), constant(I64, list(range(n)), n), flags=["nsw"])
+                ramp = self.int_arith("+", self.splat(base, n), constant(I64, list(range(n)), n), ["nsw"])
                 self.vars[s.var.name] = ramp
                 self.lanes, self.lane_var = n, s.var.name
             self.stmt(s.body)
@@ -502,8 +576,8 @@ class _Emitter:
     def lanes_along(self, lane: str, lo_lane: ll.Value, n: int, fixed: str, lo_fixed: ll.Value, k: int) -> None:
         """Emit what follows as n-lane vectors along `lane` (lo_lane .. lo_lane + n - 1) at `fixed` = lo_fixed + k:
         one row or column of a tile transposed in registers."""
-        self.vars[fixed] = self.b.add(lo_fixed, I64(k), flags=["nsw"]) if k else lo_fixed
-        self.vars[lane] = self.b.add(self.splat(lo_lane, n), constant(I64, list(range(n)), n), flags=["nsw"])
+        self.vars[fixed] = self.int_arith("+", lo_fixed, I64(k), ["nsw"]) if k else lo_fixed
+        self.vars[lane] = self.int_arith("+", self.splat(lo_lane, n), constant(I64, list(range(n)), n), ["nsw"])
         self.lanes, self.lane_var, self._addr_cache = n, lane, {}
 
     def transposed_tile(self, s: ir.For) -> bool:
@@ -606,10 +680,10 @@ class _Emitter:
         lo_a, lo_b = self.expr(s.lo), self.expr(inner.lo)
         old_a, old_b = self.vars.get(a), self.vars.get(b)
         for p in range(0, w, n):  # each register of lanes of b
-            lo_p = self.b.add(lo_b, I64(p), flags=["nsw"]) if p else lo_b
+            lo_p = self.int_arith("+", lo_b, I64(p), ["nsw"]) if p else lo_b
             for q in range(0, m, n):  # each group of at most n values of a
                 mq = min(n, m - q)
-                lo_q = self.b.add(lo_a, I64(q), flags=["nsw"]) if q else lo_a
+                lo_q = self.int_arith("+", lo_a, I64(q), ["nsw"]) if q else lo_a
                 rows = []
                 for j in range(mq):  # row j: the value at a = lo_q + j, b = lo_p .. lo_p + n - 1
                     self.lanes_along(b, lo_p, n, a, lo_q, j)
@@ -885,7 +959,10 @@ class _Emitter:
             return ll_type(e.dtype)(e.value)
         if isinstance(e, ir.Var):
             if self.lane_var is not None and e.name == f"{self.lane_var}.lane0":
-                return b.extract_element(self.vars[self.lane_var], I32(0))
+                lanes = self.vars[self.lane_var]
+                values = _int_values(lanes)
+                return constant(lanes.type.element, values[0]) if isinstance(values, list) \
+                    else b.extract_element(lanes, I32(0))
             return self.vars[e.name]
         if isinstance(e, ir.Load):
             return self.load(e)
@@ -956,12 +1033,8 @@ class _Emitter:
                 return b.select(fix, b.fadd(r, c), r)
             raise TypeError(f"codegen: float op {op}")
         flags = ["nsw"] if dtype == "i64" else []
-        if op == "+":
-            return b.add(a, c, flags=flags)
-        if op == "-":
-            return b.sub(a, c, flags=flags)
-        if op == "*":
-            return b.mul(a, c, flags=flags)
+        if op in ("+", "-", "*"):
+            return self.int_arith(op, a, c, flags)
         if op in ("min", "max"):  # the intrinsic reads each operand once (see fminmax)
             return self.call_intrinsic("llvm.smin" if op == "min" else "llvm.smax", [a, c])
         if op == "/":  # the DSL refuses `/` of integers (it would truncate where numpy gives a float)
@@ -990,6 +1063,26 @@ class _Emitter:
             fa, fc = b.sitofp(a, ft), b.sitofp(c, ft)
             return b.fptosi(self.call("pow", [fa, fc], "f64"), a.type)
         raise TypeError(f"codegen: int op {op}")
+
+    def int_arith(self, op: str, a: ll.Value, c: ll.Value, flags: list[str]) -> ll.Value:
+        """`a op c` for integers (`op` one of + - *): folded where both are constants or one is the identity
+        (index arithmetic of unrolled and vectorized loops is full of ``0 + x``, ``x * 1`` and ``3 * 576``), and
+        the same instruction of the same operands in one basic block emitted once. LLVM would fold and merge them
+        too, but every instruction it is given costs it time: a tuner builds hundreds of kernels."""
+        folded = _fold_int(op, a, c)
+        if folded is not None:
+            return folded
+        b = self.b
+        block = b.block
+        at_end = b._anchor == len(block.instructions)  # noqa: SLF001 (llvmlite keeps the insertion point there)
+        key = (op, id(block), _operand_key(a), _operand_key(c))
+        hit = self._cse.get(key) if at_end else None
+        if hit is not None:
+            return hit[2]
+        out = {"+": b.add, "-": b.sub, "*": b.mul}[op](a, c, flags=flags)
+        if at_end:
+            self._cse[key] = (a, c, out, block)  # the operands and block held, so that their ids stay theirs
+        return out
 
     def fminmax(self, op: str, a: ll.Value, c: ll.Value) -> ll.Value:
         """max/min of floats as numpy computes them (a NaN in either operand gives NaN): llvm.maximum/minimum.

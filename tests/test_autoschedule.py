@@ -493,6 +493,33 @@ def test_constraint_rules_out_register_tiles_beyond_the_registers():
         sp.schedule(op, sp.sizes, cfg)
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_the_register_budget_checked_first_agrees_with_the_loop_plans(seed):
+    """`allowed` asks the register budget of the tile configs before any loop plan
+    (template.register_accumulators): on random programs and configs it counts what the plans count, and allowed
+    says what the full list of problems says."""
+    import schedules
+    from tensorlang.autosched.template import accumulators, plan_loops, register_accumulators
+    rng = random.Random(seed)
+    nprng = np.random.default_rng(seed)
+    programs = [(tl.op(w.source), w.sizes()) for w in map(schedules.get, ("conv2d", "matmul", "softmax",
+                                                                           "depthwise_conv2d"))]
+    for _ in range(4):
+        case = _case(progen.Src.from_random(rng), rng)
+        programs.append((case.op, case.sizes))
+    for op, sizes in programs:
+        sp = generated_space(op, sizes, threads=2)
+        for _ in range(60):
+            cfg = sp.canonical(sp.random(nprng))
+            for stage in sp.info.stages:
+                if sp.placement(cfg, stage.name) == "root":
+                    role = sp.roles[stage.name]
+                    tile = role.tile_config(cfg)
+                    assert register_accumulators(stage, tile, role.lanes) == \
+                        accumulators(plan_loops(stage, tile, role.lanes), role.lanes), (stage.name, cfg)
+            assert sp.allowed(cfg) == (not sp.problems(cfg)), cfg
+
+
 def test_pick_is_deterministic_and_quick():
     import time
     import schedules

@@ -28,7 +28,6 @@ iterations than threads, and placements the loop nests cannot hold.
 """
 from __future__ import annotations
 
-from dataclasses import replace
 from functools import cached_property
 
 import numpy as np
@@ -38,8 +37,8 @@ from ..errors import ScheduleError, UsageError
 from ..space import Knob, Space, factors
 from ..target import cache_sizes, host_target
 from .analysis import ProgramInfo, StageInfo, analyze
-from .template import (LoopPlan, TileConfig, accumulators, apply_plan, block_extent, chunks, plan_loops,
-                       window_taps)
+from .template import (LoopPlan, TileConfig, accumulators, apply_plan, chunks, plan_loops, register_accumulators,
+                       register_extent, rounded_block, window_taps)
 
 PLACEMENT_DOC = "inline into readers, own loops at the root, computed inside its reader's loops, or in the " \
                 "producer's write-back"
@@ -379,11 +378,24 @@ class GeneratedSpace(Space):
             name = f"{n}.{v}.block"
             if name not in out:
                 continue
-            target = block_extent(st, tile, v)
-            out[name] = max(b for b in self.knob(name).values
-                            if block_extent(st, replace(tile, block={**tile.block, v: b}), v) == target)
+            E, t = st.extents[v], register_extent(st, tile, v)
+            out[name] = self._largest_blocks(name, E, t)[rounded_block(E, t, out[name])]
         if tile.vec in st.reduction and f"{n}.{tile.vec}.block" in out:
             out[f"{n}.{tile.vec}.block"] = self.knob(f"{n}.{tile.vec}.block").values[0]
+
+    def _largest_blocks(self, name: str, extent: int, tile: int) -> dict[int, int]:
+        """For block knob `name` along a loop of `extent` under a register tile of `tile`: each block extent its
+        values round up to, mapped to the largest value that rounds to it (memoized: canonical forms are asked for
+        on every proposal)."""
+        memo = self.__dict__.setdefault("_largest_blocks_memo", {})
+        key = (name, extent, tile)
+        if key not in memo:
+            largest: dict[int, int] = {}
+            for b in self.knob(name).values:
+                r = rounded_block(extent, tile, b)
+                largest[r] = max(largest.get(r, b), b)
+            memo[key] = largest
+        return memo[key]
 
     # ---- placements ----
     def placement(self, cfg: dict, name: str) -> str:
@@ -537,6 +549,13 @@ class GeneratedSpace(Space):
         return total
 
     def _allowed(self, cfg: dict) -> bool:
+        # the register budget first, from the tile configs alone: it rules out most random configs of the
+        # reductions with reuse, before any loop plan is made (see problems for the whole list)
+        for st in self.info.stages:
+            if self.placement(cfg, st.name) == "root":
+                role = self.roles[st.name]
+                if register_accumulators(st, role.tile_config(cfg), role.lanes) > self.registers:
+                    return False
         return not self.problems(cfg)
 
     # ---- applying a config ----

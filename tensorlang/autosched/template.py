@@ -156,9 +156,18 @@ def block_extent(st: StageInfo, cfg: TileConfig, v: str) -> int:
     [4, 4, 8, 64, 64]
     """
     E = st.extents[v]
-    t = register_extent(st, cfg, v)
-    B = min(_round_up(max(cfg.block.get(v, E), 1), t), _round_up(E, t))
-    return B if B < E else E
+    return rounded_block(E, register_extent(st, cfg, v), cfg.block.get(v, E))
+
+
+def rounded_block(extent: int, tile: int, block: int) -> int:
+    """A block knob's value `block` rounded up to whole register tiles of `tile` along a loop of `extent`, or the
+    whole `extent` where that leaves no block loop (the arithmetic of :func:`block_extent`).
+
+    >>> [rounded_block(64, 4, b) for b in (1, 4, 6, 62, 64)]
+    [4, 4, 8, 64, 64]
+    """
+    B = min(_round_up(max(block, 1), tile), _round_up(extent, tile))
+    return B if B < extent else extent
 
 
 def y_side(st: StageInfo, vec: str | None) -> list[str]:
@@ -490,6 +499,30 @@ def accumulators(plan: LoopPlan, lanes: int) -> int:
     for lp in plan.unroll:
         if plan.levels[lp][1] == "reg":
             n *= plan.extents[lp]
+    return n
+
+
+def register_accumulators(st: StageInfo, cfg: TileConfig, lanes: int) -> int:
+    """``accumulators(plan_loops(st, cfg, lanes), lanes)`` from the tile config alone, without planning the loops:
+    the space's constraint asks it first of every random config (it rules out most of conv2d's).
+
+    >>> import tensorlang as tl
+    >>> from tensorlang.autosched.analysis import analyze
+    >>> st = analyze(tl.op("def f(A: f32[N, M]) -> B:\\n    B[i, j] = A[i, j] * 2.0"), {"N": 64, "M": 64}).stage("B")
+    >>> cfg = TileConfig(vec="j", vw=32, reg={"i": 6})
+    >>> register_accumulators(st, cfg, 16) == accumulators(plan_loops(st, cfg, 16), 16) == 12
+    True
+    """
+    red_vec = cfg.vec if cfg.vec in st.reduction else None
+    if red_vec:
+        return -(-min(cfg.vw, st.extents[red_vec]) // lanes)
+    n = 1
+    for v in st.spatial:
+        t = register_extent(st, cfg, v)
+        if v == cfg.vec:
+            n *= -(-(t if t > 1 else block_extent(st, cfg, v)) // lanes)
+        elif t > 1:
+            n *= t
     return n
 
 
