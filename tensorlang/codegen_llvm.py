@@ -1075,7 +1075,7 @@ class _Emitter:
         b = self.b
         block = b.block
         at_end = b._anchor == len(block.instructions)  # noqa: SLF001 (llvmlite keeps the insertion point there)
-        key = (op, id(block), _operand_key(a), _operand_key(c))
+        key = (op, tuple(flags), id(block), _operand_key(a), _operand_key(c))
         hit = self._cse.get(key) if at_end else None
         if hit is not None:
             return hit[2]
