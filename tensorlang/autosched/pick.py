@@ -298,8 +298,9 @@ def _reuse_tile_defaults(space, st: StageInfo, cfg: dict, knob: dict, vec: str, 
                 next((v for v in (4, 2) if v in values and inner % v == 0), 1)
 
 
-def _stage_defaults(space, st: StageInfo, cfg: dict, vw: int | None = None) -> None:
+def _stage_defaults(space, st: StageInfo, cfg: dict, vw: int | None = None, registers: int | None = None) -> None:
     role = space.roles[st.name]
+    registers = space.registers if registers is None else registers
     n, L = st.name, role.lanes
     knob = {k.name: k for k in role.knobs}
     vws = knob[f"{n}.vw"].values
@@ -313,7 +314,7 @@ def _stage_defaults(space, st: StageInfo, cfg: dict, vw: int | None = None) -> N
         for i, v in enumerate(role.vecs):
             if v is None or v not in st.spatial:
                 continue
-            e = register_tile(st, v, L, space.registers, reg_values, vws, packable_reads)[2]
+            e = register_tile(st, v, L, registers, reg_values, vws, packable_reads)[2]
             scored.append((round(e, 2), -i, v))
         if scored:
             vec = max(scored)[2]
@@ -332,7 +333,7 @@ def _stage_defaults(space, st: StageInfo, cfg: dict, vw: int | None = None) -> N
             cfg[f"{n}.{r}.block"] = st.extents[r]
     if st.kind == "reuse" and vec in st.spatial:
         reg_values = {v: knob[f"{n}.{v}.reg"].values for v in st.spatial if f"{n}.{v}.reg" in knob}
-        tiles = register_tiles(st, vec, L, space.registers, reg_values, vws, packable_reads) or [(vws[0], {}, 0.0)]
+        tiles = register_tiles(st, vec, L, registers, reg_values, vws, packable_reads) or [(vws[0], {}, 0.0)]
         # the best tile whose working set fits in L2 (the space rules the others out; relaxing the best one
         # afterwards, knob by knob, dropped ResNet-18's 7 x 7 convolution from 4 output blocks x 7 rows to 1 x 7,
         # 7 accumulators, where 2 x 7 ran 1.4x faster on two Zen 5 cores)
@@ -546,7 +547,7 @@ def _parallel_choices(space, st: StageInfo, cfg: dict, with_balance: bool = Fals
     return good + ok + ["none"]
 
 
-def rule_config(space, vw: int | None = None, place: dict | None = None) -> dict:
+def rule_config(space, vw: int | None = None, place: dict | None = None, registers: int | None = None) -> dict:
     """The rules' config of a :class:`~tensorlang.autosched.space.GeneratedSpace` (see the module's docstring):
     deterministic, allowed by the space's constraint, and one that schedules. With `vw`, the register tiles of
     the reductions with reuse are the best the rules find at that vector width; `place` overrides the rules'
@@ -583,7 +584,7 @@ def rule_config(space, vw: int | None = None, place: dict | None = None) -> dict
             else:
                 cfg[f"{st.name}.place"] = "at"
         if f"{st.name}.vec" in cfg:
-            _stage_defaults(space, st, cfg, vw)
+            _stage_defaults(space, st, cfg, vw, registers)
     for st in info.stages:
         if f"{st.name}.parallel" in cfg:
             cfg[f"{st.name}.parallel"] = _balanced_parallel(space, st, cfg)
@@ -599,7 +600,8 @@ def rule_variants(space) -> list[dict]:
     of these with its X side held in L2 (:func:`x_side_in_l2`); then the moved placements at the other vector
     widths, and those with the X side in L2; then the pick and its other widths with the X side read in place
     (:func:`x_side_in_place`), then with every read in place (:func:`every_read_in_place`), then with each
-    data-moving stage vectorized along its read (:func:`read_side_vectorized`); at most
+    data-moving stage vectorized along its read (:func:`read_side_vectorized`); last, where there is room, the
+    register tiles within half the register file, as picked, with the X side and with every read in place; at most
     :data:`MAX_STARTS` in all (one round of the tuner).
 
     The model counts FMAs against loads; it does not see register allocation or the cost of packing a wide vector
@@ -638,6 +640,13 @@ def rule_variants(space) -> list[dict]:
     candidates += [x_side_in_place(space, c) for c in first]
     candidates += [every_read_in_place(space, c) for c in first]
     candidates += [read_side_vectorized(space, c) for c in first]
+    if widths:
+        # last, where the round has room: the register tiles within half the register file. The rules count FMAs
+        # against loads and rate 28 accumulators above 16 where both load about once per 1.5 FMAs, but on two
+        # Ice Lake cores the default conv2d ran 1.3x faster at 8 pixels x 2 vectors with the padded image read in
+        # place than at its pick's 14 x 2 with it packed, a config 200 trials from the other starts never found
+        half = rule_config(space, registers=space.registers // 2 + HALF_REGISTERS_FREE)
+        candidates += [half, x_side_in_place(space, half), every_read_in_place(space, half)]
     out: list[dict] = []
     seen: set = set()
     for cfg in candidates:
@@ -651,6 +660,7 @@ def rule_variants(space) -> list[dict]:
 
 
 MAX_STARTS = 16
+HALF_REGISTERS_FREE = 4  # the half-register-file tile variant keeps these registers beyond the half free
 """The most start configs :func:`rule_variants` gives: the tuner's first round (``batch``), 8% of 200 trials."""
 
 
