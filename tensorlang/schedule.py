@@ -714,9 +714,24 @@ class Schedule:
                 raise ScheduleError(f"{describe(p)}: {e}") from None
 
     def lowered(self, strict: bool = False) -> Func:
-        """The loop IR, every access proven in bounds or guarded (`strict`: a guard is an internal error)."""
+        """The loop IR, every access proven in bounds or guarded (`strict`: a guard is an internal error).
+
+        Lowered once for the primitives applied so far (the IR is immutable): a strict lowering, or one that
+        needed no guard, also answers the other kind of request (a tuner's builder and the fuzz tests lower the
+        schedule they then build).
+
+        >>> import tensorlang as tl
+        >>> s = tl.schedule(tl.op("def f(A: f32[N]) -> B:\\n    B[i] = A[i]"), N=8)
+        >>> s.lowered(strict=True) is s.lowered()
+        True
+        """
         from .lower import lower
-        return check_bounds(lower(self.bound, self.state()), strict=strict)
+        memo = self.__dict__.get("_lowered")
+        if memo is not None and memo[0] == len(self.primitives) and (memo[1] or not strict or memo[2].guards == 0):
+            return memo[2]
+        func = check_bounds(lower(self.bound, self.state()), strict=strict)
+        self._lowered = (len(self.primitives), strict, func)
+        return func
 
     def lower(self) -> str:
         """The loop IR as readable text, with loop annotations and allocations."""
