@@ -667,6 +667,7 @@ class Schedule:
         self.sizes = dict(self.bound.sizes)
         self.primitives: list[Primitive] = []
         self._state: ScheduleState | None = None
+        self._lowered: tuple | None = None  # (primitives applied, strict, Func) of the last lowering
         for p in primitives or []:
             self.apply(p if isinstance(p, Primitive) else from_json(p))
 
@@ -726,7 +727,7 @@ class Schedule:
         True
         """
         from .lower import lower
-        memo = self.__dict__.get("_lowered")
+        memo = self._lowered
         if memo is not None and memo[0] == len(self.primitives) and (memo[1] or not strict or memo[2].guards == 0):
             return memo[2]
         func = check_bounds(lower(self.bound, self.state()), strict=strict)

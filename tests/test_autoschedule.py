@@ -841,7 +841,7 @@ def test_the_starts_end_with_the_register_tile_within_half_the_registers(zen5):
     # starts in 200 trials. Spaces whose round is full keep their starts as they were
     import math
     import schedules
-    from tensorlang.autosched.pick import HALF_REGISTERS_FREE, MAX_STARTS, rule_config
+    from tensorlang.autosched.pick import FREE_REGISTERS, MAX_STARTS, rule_config
     w = schedules.get("conv2d")
     sp = generated_space(tl.op(w.source), w.sizes(), threads=2)
     pick, starts = sp.default(), sp.variants()
@@ -849,7 +849,7 @@ def test_the_starts_end_with_the_register_tile_within_half_the_registers(zen5):
     def accumulators(c):
         return math.ceil(min(c["O.vw"], 64) / 16) * math.prod(c[f"O.{v}.reg"] for v in ("f", "h", "w"))
 
-    half = rule_config(sp, registers=sp.registers // 2 + HALF_REGISTERS_FREE)
+    half = rule_config(sp, registers=sp.registers // 2 + FREE_REGISTERS)
     assert accumulators(pick) > sp.registers // 2 >= accumulators(half), (pick, half)
     assert half in starts and len(starts) <= MAX_STARTS and starts.index(half) > starts.index(pick)
     in_place = {**half, "O.pack.P": False}

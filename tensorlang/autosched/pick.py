@@ -117,6 +117,11 @@ vectors, 16 to 8, on two Zen 5 cores). Above it the bigger tile wins: ResNet-18'
 slower at 4 vectors x 7 pixels (28 FMAs to 11 loads) than at 2 x 14 (28 to 16)."""
 
 
+FREE_REGISTERS = 4
+"""Vector registers a register tile leaves free of accumulators (for the loaded vector, the broadcasts and the
+addresses): :func:`register_tiles` weighs tiles of at most `registers` - this many."""
+
+
 def register_tiles(st: StageInfo, vec: str, lanes: int, registers: int, reg_values: dict, vws: tuple,
                    packed: set = frozenset()) -> list[tuple]:
     """Every (vw, {var: rows}, efficiency) register tile of a reduction with reuse that :func:`register_tile`
@@ -131,7 +136,7 @@ def register_tiles(st: StageInfo, vec: str, lanes: int, registers: int, reg_valu
     >>> [t[:2] for t in register_tiles(st, "j", 16, 32, {"i": (1, 2, 4, 6, 7, 8)}, (16, 32, 48, 64))[:3]]
     [(64, {'i': 7}), (64, {'i': 6}), (32, {'i': 8})]
     """
-    budget = registers - 4
+    budget = registers - FREE_REGISTERS
     others = [v for v in st.spatial if v != vec and st.extents[v] > 1 and v in reg_values]
     others.sort(key=lambda v: -st.extents[v])
     E = st.extents[vec]
@@ -413,7 +418,7 @@ def _stencil_rows(space, st: StageInfo, cfg: dict, knob: dict, lanes: int) -> No
         if v == vec or name not in knob or st.extents[v] < 2 * taps:
             continue
         fits = [r for r in knob[name].values
-                if 1 < r <= STENCIL_ROWS and (r + taps - 1) * vecs <= space.registers - 4]
+                if 1 < r <= STENCIL_ROWS and (r + taps - 1) * vecs <= space.registers - FREE_REGISTERS]
         if fits:
             cfg[name] = max(fits)
             return
@@ -640,27 +645,30 @@ def rule_variants(space) -> list[dict]:
     candidates += [x_side_in_place(space, c) for c in first]
     candidates += [every_read_in_place(space, c) for c in first]
     candidates += [read_side_vectorized(space, c) for c in first]
-    if widths:
+    out: list[dict] = []
+    seen: set = set()
+
+    def take(configs) -> None:
+        for cfg in configs:
+            if len(out) == MAX_STARTS:
+                return
+            k = config_key(cfg)
+            if k not in seen and (not out or space.allowed(cfg)):
+                seen.add(k)
+                out.append(cfg)
+
+    take(candidates)
+    if widths and len(out) < MAX_STARTS:
         # last, where the round has room: the register tiles within half the register file. The rules count FMAs
         # against loads and rate 28 accumulators above 16 where both load about once per 1.5 FMAs, but on two
         # Ice Lake cores the default conv2d ran 1.3x faster at 8 pixels x 2 vectors with the padded image read in
         # place than at its pick's 14 x 2 with it packed, a config 200 trials from the other starts never found
-        half = rule_config(space, registers=space.registers // 2 + HALF_REGISTERS_FREE)
-        candidates += [half, x_side_in_place(space, half), every_read_in_place(space, half)]
-    out: list[dict] = []
-    seen: set = set()
-    for cfg in candidates:
-        k = config_key(cfg)
-        if k not in seen and (not out or space.allowed(cfg)):
-            seen.add(k)
-            out.append(cfg)
-        if len(out) == MAX_STARTS:
-            break
+        half = rule_config(space, registers=space.registers // 2 + FREE_REGISTERS)
+        take([half, x_side_in_place(space, half), every_read_in_place(space, half)])
     return out
 
 
 MAX_STARTS = 16
-HALF_REGISTERS_FREE = 4  # the half-register-file tile variant keeps these registers beyond the half free
 """The most start configs :func:`rule_variants` gives: the tuner's first round (``batch``), 8% of 200 trials."""
 
 
