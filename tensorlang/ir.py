@@ -15,6 +15,34 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 
+def _hash_once(cls):
+    """Make the frozen dataclass `cls` compute its hash once per node (kept in the instance, never pickled):
+    the generated hash walks the whole tree, and the bounds proof, the simplifier and CSE look expressions up in
+    dicts over and over (a third of a lowering's hashing was re-hashing the same subtrees).
+
+    >>> e = BinOp("+", Var("i"), const(1))
+    >>> hash(e) == hash(BinOp("+", Var("i"), const(1))) and "_hash" in e.__dict__
+    True
+    >>> import pickle; "_hash" in pickle.loads(pickle.dumps(e)).__dict__
+    False
+    """
+    fields_hash = cls.__hash__
+
+    def __hash__(self):
+        try:
+            return self._hash
+        except AttributeError:
+            h = self.__dict__["_hash"] = fields_hash(self)  # the dict itself: the dataclass is frozen to setattr
+            return h
+
+    def __getstate__(self):  # a string's hash differs between processes: never carry the cached one along
+        return {k: v for k, v in self.__dict__.items() if k != "_hash"}
+
+    cls.__hash__ = __hash__
+    cls.__getstate__ = __getstate__
+    return cls
+
+
 # ---- expressions -------------------------------------------------------------------------------
 
 class Expr:
@@ -26,6 +54,7 @@ class Expr:
         return expr_str(self)
 
 
+@_hash_once
 @dataclass(frozen=True, eq=True)
 class IntImm(Expr):
     """An integer constant."""
@@ -34,14 +63,28 @@ class IntImm(Expr):
     dtype: str = "i64"
 
 
+@_hash_once
 @dataclass(frozen=True, eq=True)
 class FloatImm(Expr):
-    """A floating-point constant."""
+    """A floating-point constant. Two are equal when their bits are: -0.0 is not 0.0 (``1 / x`` tells them
+    apart), and a NaN equals a NaN, so that a memo or CSE keyed by expressions never trades one for the other.
+
+    >>> FloatImm(-0.0) == FloatImm(0.0), FloatImm(float("nan")) == FloatImm(float("nan"))
+    (False, True)
+    """
 
     value: float
     dtype: str = "f32"
 
+    def __eq__(self, other) -> bool:
+        return other.__class__ is FloatImm and self.dtype == other.dtype and \
+            float(self.value).hex() == float(other.value).hex()
 
+    def __hash__(self) -> int:
+        return hash((float(self.value).hex(), self.dtype))
+
+
+@_hash_once
 @dataclass(frozen=True, eq=True)
 class Var(Expr):
     """A loop or let variable."""
@@ -50,6 +93,7 @@ class Var(Expr):
     dtype: str = "i64"
 
 
+@_hash_once
 @dataclass(frozen=True, eq=True)
 class BinOp(Expr):
     """`a op b` with op one of + - * / // % min max **; both operands have the result dtype."""
@@ -64,6 +108,7 @@ class BinOp(Expr):
         return self.a.dtype
 
 
+@_hash_once
 @dataclass(frozen=True, eq=True)
 class Cmp(Expr):
     """A comparison (< <= > >= == !=); dtype bool."""
@@ -74,6 +119,7 @@ class Cmp(Expr):
     dtype: str = "bool"
 
 
+@_hash_once
 @dataclass(frozen=True, eq=True)
 class Logic(Expr):
     """`a and b`, `a or b`."""
@@ -84,6 +130,7 @@ class Logic(Expr):
     dtype: str = "bool"
 
 
+@_hash_once
 @dataclass(frozen=True, eq=True)
 class Not(Expr):
     """Logical negation."""
@@ -92,6 +139,7 @@ class Not(Expr):
     dtype: str = "bool"
 
 
+@_hash_once
 @dataclass(frozen=True, eq=True)
 class Neg(Expr):
     """Arithmetic negation."""
@@ -104,6 +152,7 @@ class Neg(Expr):
         return self.a.dtype
 
 
+@_hash_once
 @dataclass(frozen=True, eq=True)
 class Call(Expr):
     """A math function: exp log sqrt tanh abs."""
@@ -113,6 +162,7 @@ class Call(Expr):
     dtype: str = "f32"
 
 
+@_hash_once
 @dataclass(frozen=True, eq=True)
 class Select(Expr):
     """`cond ? t : f` (both sides are computed)."""
@@ -127,6 +177,7 @@ class Select(Expr):
         return self.t.dtype
 
 
+@_hash_once
 @dataclass(frozen=True, eq=True)
 class Cast(Expr):
     """Convert to `dtype`."""
@@ -135,6 +186,7 @@ class Cast(Expr):
     a: Expr
 
 
+@_hash_once
 @dataclass(frozen=True, eq=True)
 class Buffer:
     """A named row-major array: an input, an output, or a temporary the function allocates."""
@@ -153,6 +205,7 @@ class Buffer:
         return n
 
 
+@_hash_once
 @dataclass(frozen=True, eq=True)
 class Load(Expr):
     """`buffer[indices]`.
@@ -182,6 +235,7 @@ class Stmt:
         return "\n".join(stmt_lines(self, 0))
 
 
+@_hash_once
 @dataclass(frozen=True, eq=True)
 class Store(Stmt):
     """`buffer[indices] = value`."""
@@ -191,6 +245,7 @@ class Store(Stmt):
     value: Expr
 
 
+@_hash_once
 @dataclass(frozen=True, eq=True)
 class For(Stmt):
     """`for var in lo:lo+extent`; kind is serial, parallel, vectorized or unrolled."""
@@ -202,6 +257,7 @@ class For(Stmt):
     kind: str = "serial"
 
 
+@_hash_once
 @dataclass(frozen=True, eq=True)
 class If(Stmt):
     """`if cond: then else: orelse`."""
@@ -211,6 +267,7 @@ class If(Stmt):
     orelse: Stmt | None = None
 
 
+@_hash_once
 @dataclass(frozen=True, eq=True)
 class Let(Stmt):
     """Bind `var = value` for `body`."""
@@ -220,6 +277,7 @@ class Let(Stmt):
     body: Stmt
 
 
+@_hash_once
 @dataclass(frozen=True, eq=True)
 class Allocate(Stmt):
     """A temporary buffer that lives for `body`."""
@@ -228,6 +286,7 @@ class Allocate(Stmt):
     body: Stmt
 
 
+@_hash_once
 @dataclass(frozen=True, eq=True)
 class Seq(Stmt):
     """Statements one after another."""

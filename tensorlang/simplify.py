@@ -12,6 +12,11 @@ from .ir import BinOp, Cast, Cmp, Expr, IntImm, Logic, Neg, Not, Select, Var
 _INT = ("i64", "i32")
 
 
+_MEMO_LIMIT = 1 << 17  # entries each memo keeps before it starts afresh
+_simplified: dict = {}
+_linears: dict = {}
+
+
 def simplify(e: Expr) -> Expr:
     """A simpler expression equal to `e`: integer +, - and * in a canonical order with constants folded; //, %,
     min, max, comparisons, selects and integer casts of constants computed; `x // 1` and `x % 1` reduced. Float
@@ -22,6 +27,19 @@ def simplify(e: Expr) -> Expr:
     >>> str(simplify(BinOp("//", BinOp("+", Var("j"), IntImm(0)), IntImm(1))))
     'j'
     """
+    if e.__class__ is Var or e.__class__ is IntImm:
+        return e
+    # expressions are immutable and simplifying is pure: a lowering asks for the same index expressions again
+    # and again (the bounds proof of every access, every guard), so each is simplified once
+    got = _simplified.get(e)
+    if got is None:
+        if len(_simplified) > _MEMO_LIMIT:
+            _simplified.clear()
+        got = _simplified[e] = _simplify(e)
+    return got
+
+
+def _simplify(e: Expr) -> Expr:
     if isinstance(e, BinOp) and e.dtype in _INT and e.op in ("+", "-", "*"):
         return _rebuild(*_linear(e), e.dtype)
     if isinstance(e, Neg) and e.dtype in _INT:
@@ -62,7 +80,21 @@ def _cmp(op: str, x: int, y: int) -> bool:
 
 
 def _linear(e: Expr) -> tuple[dict, int]:
-    """e as (atom -> coefficient, constant); atoms are variables or simplified non-affine parts."""
+    """e as (atom -> coefficient, constant); atoms are variables or simplified non-affine parts (a dict of the
+    caller's own: memoized like :func:`simplify`)."""
+    if e.__class__ is IntImm:
+        return {}, e.value
+    if e.__class__ is Var:
+        return {e: 1}, 0
+    got = _linears.get(e)
+    if got is None:
+        if len(_linears) > _MEMO_LIMIT:
+            _linears.clear()
+        got = _linears[e] = _linear_of(e)
+    return dict(got[0]), got[1]
+
+
+def _linear_of(e: Expr) -> tuple[dict, int]:
     if isinstance(e, IntImm):
         return {}, e.value
     if isinstance(e, BinOp) and e.op in ("+", "-"):

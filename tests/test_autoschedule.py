@@ -10,6 +10,7 @@ configs, is the long mode), ``TENSORLANG_AUTOSCHED_FUZZ_RANDOM=1`` draws new pro
 """
 from __future__ import annotations
 
+import math
 import os
 import random
 
@@ -1033,6 +1034,29 @@ def test_a_short_window_has_every_tap_unrolled_and_the_pick_takes_it():
     assert max(conv.knob("O.ku").values) <= 8
     # and its pick is as before: the innermost loop (s, 3) is neither among the values nor divided by 4 or 2
     assert conv.default()["O.ku"] == 1
+
+
+def test_the_pick_unrolls_a_large_body_less():
+    # the same reduction of 8 steps: a multiply-add is unrolled whole; a fused body of math calls in a register
+    # tile of many vectors is unrolled only as far as UNROLLED_OPS allows (random programs' bodies emitted 13,000
+    # vector operations and took 5 s to compile), and what it computes is unchanged
+    from tensorlang.autosched.pick import UNROLLED_OPS
+    sizes = {"M": 64, "N": 64, "K": 8}
+    plain = generated_space(tl.op(MM), sizes, threads=2).default()
+    assert plain["C.ku"] == 8
+    big = tl.op("def big(A: f32[M, K], B: f32[K, N]) -> C:\n"
+                "    C[i, j] += tanh(A[i, k] * B[k, j] + A[i, k]) * exp(B[k, j] - A[i, k])"
+                " + sqrt(abs(A[i, k] + B[k, j] * 2.0)) * tanh(B[k, j])\n")
+    sp = generated_space(big, sizes, threads=2)
+    cfg = sp.default()
+    st = sp.info.stage("C")
+    step = (st.ops + len(st.reads)) * math.prod(cfg[f"C.{v}.reg"] for v in st.spatial) \
+        * -(-cfg["C.vw"] // sp.roles["C"].lanes)
+    assert 1 < cfg["C.ku"] < 8 and cfg["C.ku"] * step <= UNROLLED_OPS < 2 * cfg["C.ku"] * step, (cfg, step)
+    A, B = (np.random.default_rng(0).standard_normal(sh).astype(np.float32) for sh in ((64, 8), (8, 64)))
+    want = (np.tanh(A[:, :, None] * B[None] + A[:, :, None]) * np.exp(B[None] - A[:, :, None])
+            + np.sqrt(np.abs(A[:, :, None] + B[None] * 2.0)) * np.tanh(B[None])).sum(1)
+    assert_close(tl.build(sp.schedule(big, sizes, cfg))(A, B), want, reduction_len=8)
 
 
 def test_a_stride_one_window_over_an_inlined_padded_image_is_unrolled_whole():

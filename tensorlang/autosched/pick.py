@@ -117,6 +117,14 @@ vectors, 16 to 8, on two Zen 5 cores). Above it the bigger tile wins: ResNet-18'
 slower at 4 vectors x 7 pixels (28 FMAs to 11 loads) than at 2 x 14 (28 to 16)."""
 
 
+UNROLLED_OPS = 4096
+"""At most this many operations (a stage's arithmetic and reads, once per vector of its register tile and per
+unrolled step) in the reduction body the pick unrolls. A fused body of 70 operations and 30 reads (random
+programs make them) in a 27-vector tile, its reduction of 7 unrolled whole, emitted 13,000 vector operations and
+took 5 s to compile; the tile kernels of matmul and the convolutions stay far below (conv2d: 16 vectors x 9 taps
+x 4)."""
+
+
 FREE_REGISTERS = 4
 """Vector registers a register tile leaves free of accumulators (for the loaded vector, the broadcasts and the
 addresses): :func:`register_tiles` weighs tiles of at most `registers` - this many."""
@@ -301,6 +309,10 @@ def _reuse_tile_defaults(space, st: StageInfo, cfg: dict, knob: dict, vec: str, 
         else:
             cfg[f"{n}.ku"] = inner if inner in values and inner <= 8 else \
                 next((v for v in (4, 2) if v in values and inner % v == 0), 1)
+        # a large body is unrolled less: each unrolled step copies it once per vector of the register tile
+        step = (st.ops + len(st.reads)) * math.prod(rows.values()) * max(1, -(-vw // space.roles[n].lanes))
+        if cfg[f"{n}.ku"] * step > UNROLLED_OPS:
+            cfg[f"{n}.ku"] = max((v for v in values if v * step <= UNROLLED_OPS and inner % v == 0), default=1)
 
 
 def _stage_defaults(space, st: StageInfo, cfg: dict, vw: int | None = None, registers: int | None = None) -> None:
