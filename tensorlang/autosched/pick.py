@@ -125,6 +125,12 @@ took 5 s to compile; the tile kernels of matmul and the convolutions stay far be
 x 4)."""
 
 
+TILE_OPS = 1024
+"""At most this many operations (a stage's arithmetic and reads, once per vector) in the register tile the pick
+weighs: the multiply-add of matmul and the convolutions (4) leaves the register file the only limit, a fused body
+of 100 operations gets at most 10 vectors (a random program's 27-vector tile of one took 2.7 s to build)."""
+
+
 FREE_REGISTERS = 4
 """Vector registers a register tile leaves free of accumulators (for the loaded vector, the broadcasts and the
 addresses): :func:`register_tiles` weighs tiles of at most `registers` - this many."""
@@ -144,7 +150,8 @@ def register_tiles(st: StageInfo, vec: str, lanes: int, registers: int, reg_valu
     >>> [t[:2] for t in register_tiles(st, "j", 16, 32, {"i": (1, 2, 4, 6, 7, 8)}, (16, 32, 48, 64))[:3]]
     [(64, {'i': 7}), (64, {'i': 6}), (32, {'i': 8})]
     """
-    budget = registers - FREE_REGISTERS
+    # a large body needs registers of its own, and is copied once per vector of the tile
+    budget = min(registers - FREE_REGISTERS, max(1, TILE_OPS // (st.ops + len(st.reads))))
     others = [v for v in st.spatial if v != vec and st.extents[v] > 1 and v in reg_values]
     others.sort(key=lambda v: -st.extents[v])
     E = st.extents[vec]
