@@ -1040,22 +1040,27 @@ def test_the_pick_unrolls_a_large_body_less():
     # the same reduction of 8 steps: a multiply-add is unrolled whole; a fused body of math calls in a register
     # tile of many vectors is unrolled only as far as UNROLLED_OPS allows (random programs' bodies emitted 13,000
     # vector operations and took 5 s to compile), and what it computes is unchanged
-    from tensorlang.autosched.pick import UNROLLED_OPS
+    from tensorlang.autosched.pick import TILE_OPS, UNROLLED_OPS
     sizes = {"M": 64, "N": 64, "K": 8}
     plain = generated_space(tl.op(MM), sizes, threads=2).default()
     assert plain["C.ku"] == 8
-    big = tl.op("def big(A: f32[M, K], B: f32[K, N]) -> C:\n"
-                "    C[i, j] += tanh(A[i, k] * B[k, j] + A[i, k]) * exp(B[k, j] - A[i, k])"
-                " + sqrt(abs(A[i, k] + B[k, j] * 2.0)) * tanh(B[k, j])\n")
+    term = ("tanh(A[i, k] * B[k, j] + A[i, k]) * exp(B[k, j] - A[i, k])"
+            " + sqrt(abs(A[i, k] + B[k, j] * 2.0)) * tanh(B[k, j])")
+    big = tl.op(f"def big(A: f32[M, K], B: f32[K, N]) -> C:\n    C[i, j] += {term} - ({term}) * 0.5\n")
     sp = generated_space(big, sizes, threads=2)
     cfg = sp.default()
     st = sp.info.stage("C")
     step = (st.ops + len(st.reads)) * math.prod(cfg[f"C.{v}.reg"] for v in st.spatial) \
         * -(-cfg["C.vw"] // sp.roles["C"].lanes)
     assert 1 < cfg["C.ku"] < 8 and cfg["C.ku"] * step <= UNROLLED_OPS < 2 * cfg["C.ku"] * step, (cfg, step)
+    # and its register tile leaves room for the body: at most TILE_OPS of it (8 vectors), where the multiply-add
+    # gets 16
+    assert step <= TILE_OPS and plain["C.i.reg"] * plain["C.j.reg"] * plain["C.vw"] // 16 == 16, (plain, cfg)
+    assert step // (st.ops + len(st.reads)) <= TILE_OPS // (st.ops + len(st.reads)) < 16, (cfg, step)
     A, B = (np.random.default_rng(0).standard_normal(sh).astype(np.float32) for sh in ((64, 8), (8, 64)))
-    want = (np.tanh(A[:, :, None] * B[None] + A[:, :, None]) * np.exp(B[None] - A[:, :, None])
-            + np.sqrt(np.abs(A[:, :, None] + B[None] * 2.0)) * np.tanh(B[None])).sum(1)
+    t = (np.tanh(A[:, :, None] * B[None] + A[:, :, None]) * np.exp(B[None] - A[:, :, None])
+         + np.sqrt(np.abs(A[:, :, None] + B[None] * 2.0)) * np.tanh(B[None]))
+    want = (t - t * 0.5).sum(1)
     assert_close(tl.build(sp.schedule(big, sizes, cfg))(A, B), want, reduction_len=8)
 
 

@@ -119,16 +119,16 @@ slower at 4 vectors x 7 pixels (28 FMAs to 11 loads) than at 2 x 14 (28 to 16)."
 
 UNROLLED_OPS = 4096
 """At most this many operations (a stage's arithmetic and reads, once per vector of its register tile and per
-unrolled step) in the reduction body the pick unrolls. A fused body of 70 operations and 30 reads (random
-programs make them) in a 27-vector tile, its reduction of 7 unrolled whole, emitted 13,000 vector operations and
-took 5 s to compile; the tile kernels of matmul and the convolutions stay far below (conv2d: 16 vectors x 9 taps
-x 4)."""
+unrolled step) in the reduction body the pick unrolls. A fused body of 50 operations and 22 reads (random
+programs make them) in a 27-vector tile, its reduction of 7 unrolled whole (13,600 operations), took 6.4 s to
+build; the tile kernels of matmul and the convolutions stay far below (a multiply-add is 4)."""
 
 
 TILE_OPS = 1024
 """At most this many operations (a stage's arithmetic and reads, once per vector) in the register tile the pick
-weighs: the multiply-add of matmul and the convolutions (4) leaves the register file the only limit, a fused body
-of 100 operations gets at most 10 vectors (a random program's 27-vector tile of one took 2.7 s to build)."""
+weighs: the multiply-add of matmul and the convolutions (4) leaves the register file the only limit; a random
+program's fused body of 72 gets at most 14 vectors (the pick took 9 of them, where it took 27 before: 1.2 s to
+build, not 6.4)."""
 
 
 FREE_REGISTERS = 4
