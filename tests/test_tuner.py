@@ -539,7 +539,9 @@ def test_a_slow_checked_run_alone_does_not_cut_a_candidate_short(monkeypatch):
     task = matmul_task()
     cfg = task.space.config_at(0)
     monkeypatch.setenv(FAULTS_ENV, json.dumps({config_key(cfg): "cold"}))  # the checked run reads 1 s slower
-    options = MeasureOptions(min_runs=3, min_time=0.2, slow_factor=20.0, coarse_factor=1.5)
+    # no coarse cut: the same kernel of a few microseconds, timed again under the suite's load, read 1.5x slower
+    # than its first median once (7.4 us against a median under 4.9), which that cut rightly stops at min_runs
+    options = MeasureOptions(min_runs=3, min_time=0.2, slow_factor=20.0, coarse_factor=math.inf)
     with LocalRunner(task, jobs=1, options=options) as runner:
         [first] = runner.measure([cfg])  # no best yet: timed for min_time, the cold run not among the times
         assert len(first.times) > 3 and max(first.times) < 0.5
@@ -549,6 +551,11 @@ def test_a_slow_checked_run_alone_does_not_cut_a_candidate_short(monkeypatch):
         runner.best_s = first.median_s / 1000  # now far slower than the best, warm too
         [far] = runner.measure([cfg])
         assert len(far.times) == 1 and far.ok and far.times[0] < 0.5
+        # the coarse cut: 10x slower than the best even at its fastest, min_runs are enough to rank it
+        runner.options = MeasureOptions(min_runs=3, min_time=0.2, slow_factor=math.inf, coarse_factor=1.5)
+        runner.best_s = first.median_s / 10
+        [coarse] = runner.measure([cfg])
+        assert len(coarse.times) == 3 and coarse.ok and max(coarse.times) < 0.5
         # a checked run over a quarter of the run's time limit is not run again (a second could overrun it)
         runner.options = MeasureOptions(min_runs=3, min_time=0.2, slow_factor=20.0, run_timeout=2.0)
         [long] = runner.measure([cfg])
