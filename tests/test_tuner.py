@@ -1043,6 +1043,52 @@ def test_best_follows_a_retiming_only_while_it_covers_every_record():
     db.close()
 
 
+def test_the_baselines_are_timed_in_interleaved_rounds(monkeypatch):
+    """The summary's rows (naive nest, pick, hand schedule, best, numpy) are timed each once a round, in 3 rounds,
+    so that a slow spell hits them alike: the best record that is the pick's config read 0.75x "the pick" when
+    they were timed one after the other."""
+    from tuner import bench
+    from tuner.measure import LocalRunner
+    from tuner.tuning import measure_baselines
+    task = matmul_task()
+    order: list[str] = []
+    names: dict[str, str] = {}
+    run = LocalRunner._run
+
+    def recording_run(self, r, build):
+        run(self, r, build)
+        order.append(names.get(r.schedule_json, "?"))
+
+    class FakeNumpy:
+        def __init__(self, *a, **k):
+            pass
+
+        def first(self):
+            return []
+
+        def burst(self, runs, min_time):
+            order.append("numpy")
+            return [1e-3] * runs
+
+        def close(self):
+            pass
+    monkeypatch.setattr(LocalRunner, "_run", recording_run)
+    monkeypatch.setattr(bench, "library_row", FakeNumpy)
+    hand = schedules.get("matmul")
+    s_default = tl.schedule(task.op, **task.sizes)
+    s_hand = tl.schedule(task.op, **task.sizes)
+    hand.hand_schedule(s_hand)
+    from tensorlang.choice import auto_schedule
+    names.update({s_default.to_json(): "default", auto_schedule(task.op, task.sizes, 1).to_json(): "auto",
+                  s_hand.to_json(): "hand"})
+    best = Record(task.key, "matmul", task.sizes, {}, {}, s_hand.to_json(), times=(1e-3,), flops=task.flops)
+    errors: dict = {}
+    got = measure_baselines(task, best, errors=errors)
+    assert errors == {} and set(got) == {"default", "auto", "hand", "tuned", "numpy"}
+    assert got["numpy"] == pytest.approx(task.flops / 1e-3 / 1e9)
+    assert order == ["default", "auto", "hand", "hand", "numpy"] * 3  # the best is the hand schedule's here
+
+
 def test_a_baseline_that_fails_says_why(monkeypatch):
     """A baseline schedule that cannot be timed (the default matmul 1024 runs past the limit, say) gets None and
     its reason, and the summary prints it instead of leaving the speed-up out silently."""

@@ -527,25 +527,51 @@ class LocalRunner:
             True
         """
         results = [self._schedule(c) for c in configs]
+        self._interleaved(results, rounds, options or RETIME_OPTIONS)
+        return results
+
+    def time_schedules(self, schedules: list, rounds: int = 3, options: MeasureOptions | None = None,
+                       between=None) -> list[Result]:
+        """Time ``tl.Schedule`` objects (the baselines: the naive nest, the pick, the best record's) in ``rounds``
+        interleaved rounds, each built once and run once a round with ``options`` (default: ``RETIME_OPTIONS``),
+        no shortcut for slow ones; ``between(k)``, when given, runs after round ``k``'s schedules (a library
+        baseline timed in the same rounds). One that fails in any round keeps that error and is not run again.
+
+        Example::
+
+            >>> import tensorlang as tl
+            >>> from tuner.task import Task
+            >>> task = Task.create("matmul", preset="small", threads=1)
+            >>> with LocalRunner(task, jobs=1) as runner:
+            ...     [r] = runner.time_schedules([tl.schedule(task.op, **task.sizes)], rounds=2)
+            >>> r.ok and len(r.times) >= 2 * RETIME_OPTIONS.min_runs
+            True
+        """
+        results = [Result({}, s.to_json()) for s in schedules]
+        self._interleaved(results, rounds, options or RETIME_OPTIONS, between)
+        return results
+
+    def _interleaved(self, results: list[Result], rounds: int, options: MeasureOptions, between=None) -> None:
         todo = [r for r in results if r.ok]
         builds = self._build_all(todo) if todo else []
         saved, best = self.options, self.best_s
-        self.options = options or RETIME_OPTIONS
+        self.options = options
         try:
             times: dict[int, list] = {id(r): [] for r in todo}
-            for _ in range(rounds):
+            for k in range(rounds):
                 for r, obj in zip(todo, builds):
                     if obj is None or not r.ok:
                         continue
                     self.best_s = None  # no shortcut for slow candidates: every one is timed in full
                     self._run(r, obj)
                     times[id(r)].extend(r.times)
+                if between is not None:
+                    between(k)
             for r in todo:
                 if r.ok:
                     r.times = tuple(times[id(r)])
         finally:
             self.options, self.best_s = saved, best
-        return results
 
     def measure_schedule(self, schedule) -> Result:
         """Measure one ``tl.Schedule`` (the default or the hand schedule, say) exactly like a candidate."""

@@ -379,12 +379,15 @@ class Tuner:
 
 def measure_baselines(task: Task, best: Record | None, jobs: int | None = 1, numpy: bool = True,
                       errors: dict | None = None) -> dict:
-    """GFLOPS of the default schedule, the hand schedule (if any), numpy as installed, and the best record,
-    all timed in this one call (the schedules in the isolated runner, numpy in a subprocess). A schedule that
-    fails (the default matmul 1024 runs past the time limit, say) gets None, and ``errors[name]`` says why.
+    """GFLOPS of the default schedule, the zero-trial pick, the hand schedule (if any), numpy as installed, and
+    the best record, all timed in this one call in 3 interleaved rounds (each row once a round, as the re-timing
+    and ``tensorlang bench`` do, so that a slow spell of the machine hits them alike; the schedules in the isolated
+    runner, numpy in a process of its own). A schedule that fails (the default matmul 1024 runs past the time
+    limit, say) gets None, and ``errors[name]`` says why.
 
-    Returns ``{"default": ..., "hand": ..., "tuned": ..., "numpy": ...}`` (``hand`` only when the workload has a
-    hand schedule, ``tuned`` only when ``best`` has a schedule, ``numpy`` only when ``numpy`` is true).
+    Returns ``{"default": ..., "auto": ..., "hand": ..., "tuned": ..., "numpy": ...}`` (``hand`` only when the
+    workload has a hand schedule, ``tuned`` only when ``best`` has a schedule, ``numpy`` only when ``numpy`` is
+    true and the task is a built-in workload's).
 
     Example::
 
@@ -394,12 +397,15 @@ def measure_baselines(task: Task, best: Record | None, jobs: int | None = 1, num
         print(gflops["tuned"] / gflops["numpy"], errors)
     """
     from tensorlang.choice import auto_schedule
-    from tuner.bench import baseline
+    from tensorlang.timing import median
+    from tuner.bench import library_row
     w = task.workload_def
     out = {}
     numpy = numpy and task.builtin  # a user's program has no numpy formulation
-    with LocalRunner(task, jobs=jobs, options=MeasureOptions(min_runs=5, min_time=0.2, coarse_factor=math.inf)) \
-            as runner:
+    rounds = 3
+    # per round: 2 runs and 70 ms at least, so 6 runs and 0.2 s at least in all
+    per_round = MeasureOptions(min_runs=2, min_time=0.07, coarse_factor=math.inf, slow_factor=math.inf)
+    with LocalRunner(task, jobs=jobs, options=per_round) as runner:
         schedules = [("default", tl.schedule(task.op, **task.sizes)),
                      ("auto", auto_schedule(task.op, task.sizes, task.threads))]
         if w.hand_schedule is not None:
@@ -408,14 +414,23 @@ def measure_baselines(task: Task, best: Record | None, jobs: int | None = 1, num
             schedules.append(("hand", s))
         if best is not None and best.schedule:
             schedules.append(("tuned", tl.Schedule.from_json(best.schedule, task.op)))
-        for name, s in schedules:
-            r = runner.measure_schedule(s)
+        numpy_times: list[float] = []
+        row = library_row("numpy", w, task.sizes, runner.inputs, task.threads) if numpy else None
+        try:
+            if row is not None:
+                row.first()
+            between = (lambda k: numpy_times.extend(row.burst(per_round.min_runs, per_round.min_time))) \
+                if row is not None else None
+            results = runner.time_schedules([s for _, s in schedules], rounds, per_round, between)
+        finally:
+            if row is not None:
+                row.close()
+        for (name, _), r in zip(schedules, results):
             out[name] = task.flops / r.median_s / 1e9 if r.ok else None
             if not r.ok and errors is not None:
                 errors[name] = f"{r.error_kind}: {r.error}"
         if numpy:
-            res = baseline(w, task.sizes, runner.inputs, task.threads, 5, 0.2)
-            out["numpy"] = task.flops / res["median_s"] / 1e9
+            out["numpy"] = task.flops / median(numpy_times) / 1e9
     return out
 
 
