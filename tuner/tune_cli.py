@@ -305,7 +305,8 @@ def _tune(args, workload, task, db, cluster=None) -> dict:
         say(f"interrupted: {summary.trials_done} trials measured in this run, all of them kept in {db.path}")
         say(f"resume with: {resume_command(args)}")
     if summary.best is not None and not args.no_baselines and not summary.interrupted:
-        say("timing the default schedule, the hand schedule, the best schedule and numpy ...")
+        say("timing the default schedule, the pick, the hand schedule, the best schedule and numpy, 3 interleaved "
+            "rounds ...")
         summary.baselines = measure_baselines(task, summary.best, jobs=1, errors=summary.baseline_errors)
     if args.plot:
         plot_curve(summary, args.plot)
