@@ -402,8 +402,7 @@ def measure_baselines(task: Task, best: Record | None, jobs: int | None = 1, num
     w = task.workload_def
     out = {}
     numpy = numpy and task.builtin  # a user's program has no numpy formulation
-    rounds = 3
-    # per round: 2 runs and 70 ms at least, so 6 runs and 0.2 s at least in all
+    rounds = 3  # of 2 runs and 70 ms at least each: 6 runs and 0.2 s at least in all
     per_round = MeasureOptions(min_runs=2, min_time=0.07, coarse_factor=math.inf, slow_factor=math.inf)
     with LocalRunner(task, jobs=jobs, options=per_round) as runner:
         schedules = [("default", tl.schedule(task.op, **task.sizes)),
@@ -417,10 +416,10 @@ def measure_baselines(task: Task, best: Record | None, jobs: int | None = 1, num
         numpy_times: list[float] = []
         row = library_row("numpy", w, task.sizes, runner.inputs, task.threads) if numpy else None
         try:
+            between = None
             if row is not None:
                 row.first()
-            between = (lambda k: numpy_times.extend(row.burst(per_round.min_runs, per_round.min_time))) \
-                if row is not None else None
+                between = lambda k: numpy_times.extend(row.burst(per_round.min_runs, per_round.min_time))  # noqa: E731
             results = runner.time_schedules([s for _, s in schedules], rounds, per_round, between)
         finally:
             if row is not None:
