@@ -5,9 +5,10 @@
                                       [--resnet-threads 1,2] [--db bench.db] [--seed 0] [--json out.json]
 
 - peak: the FMA peak on 1 and 2 threads (benchmarks/fma_peak.py's kernel), read at the start and at the end;
-- builtins: each workload at its default preset tuned --trials in the generated space (from its zero-trial pick)
-  and in the hand-written space (from nothing: no hand start), same seed; then both bests, the zero-trial pick and
-  numpy timed side by side in interleaved rounds. matmul and conv2d also as a share of the FMA peak;
+- builtins: each workload at its default preset tuned --trials in the generated space and in the hand-written
+  space, each from its own start configuration (the zero-trial pick's, the hand schedule's), same seed; then both
+  bests, the zero-trial pick and numpy timed side by side in interleaved rounds. matmul and conv2d also as a share
+  of the FMA peak;
 - resnet: ResNet-18's 11 distinct convolutions (batch 1, 224 x 224) tuned --trials each in the generated space, then
   timed against PyTorch's F.conv2d (oneDNN) in interleaved rounds, on 1 and 2 threads;
 - programs: six programs that are not in schedules/ (benchmarks/program_baselines.py) tuned --trials, against the
@@ -15,7 +16,9 @@
 - speed: `tensorlang tune conv2d --trials 500` from an empty database: wall time and candidates measured a second.
 
 Tuning records go to --db (default: benchmarks/autoschedule.db next to this script), so that a run interrupted
-resumes. Run it with nothing else on the machine: it times kernels.
+resumes. Run it with nothing else on the machine: it times kernels. Every row of every part is timed through its
+public call with outputs allocated (tuner.bench.contract) and its output is checked against the numpy reference
+first: a row that does not match is reported as wrong and no ratio is computed from it.
 """
 from __future__ import annotations
 
@@ -36,7 +39,7 @@ sys.path.insert(0, HERE)
 import schedules  # noqa: E402
 import tensorlang as tl  # noqa: E402
 from tensorlang.choice import auto_schedule  # noqa: E402
-from tuner.bench import KernelRow, LibraryRow, avx512_coretype, max_rel_error, time_interleaved  # noqa: E402
+from tuner.bench import KernelRow, LibraryRow, avx512_coretype, time_interleaved  # noqa: E402
 from tuner.database import Database  # noqa: E402
 from tuner.measure import MeasureOptions  # noqa: E402
 from tuner.task import Task  # noqa: E402
@@ -74,16 +77,27 @@ def tune(task: Task, trials: int, seed: int, db: Database, start: bool = True, l
     return tl.Schedule.from_json(summary.best.schedule, task.op) if summary.best else None
 
 
-def side_by_side(rows: list, flops: float, rounds: int = 5) -> dict:
-    """Time `rows` interleaved; {name: GFLOPS}, and the spreads."""
+def side_by_side(rows: list, flops: float, check, rounds: int = 5) -> dict:
+    """Check each row's output with `check(outputs) -> tensorlang.compare.Comparison`, then time the rows
+    interleaved; {name: {"gflops", "spread"}}. SystemExit naming the row when an output does not match: a ratio
+    against a wrong result means nothing."""
     try:
         for r in rows:
-            r.first()
+            out = r.first()
+            result = check(out if not isinstance(out, list) else tuple(out))
+            if not result.ok:
+                raise SystemExit(f"{r.name}: {result.describe()}")
         timed = time_interleaved(rows, rounds, 20, 1.0)
     finally:
         for r in rows:
             r.close()
     return {r.name: {"gflops": flops / t["median_s"] / 1e9, "spread": t["spread"]} for r, t in zip(rows, timed)}
+
+
+def checker(w, inputs: list, sizes: dict):
+    """`check` for :func:`side_by_side`: against the workload's numpy reference, computed once."""
+    expected = w.reference(*inputs, **sizes)
+    return lambda outputs: w.check(outputs, expected, sizes)
 
 
 def with_threads(threads: int):
@@ -105,7 +119,7 @@ def part_builtins(args, db, out, log):
         # the hand-written space in a database of its own: in one database the generated space's records would
         # count as this search's trials (a task's records are shared by its spaces) and its best would be theirs
         with Database(os.path.splitext(args.db)[0] + "-hand.db") as hand_db:
-            s_hand = tune(hand, args.trials, args.seed, hand_db, start=False, log=log)
+            s_hand = tune(hand, args.trials, args.seed, hand_db, log=log)
         sizes = gen.sizes
         inputs = w.make_inputs(sizes, np.random.default_rng(0))
         rows = [KernelRow("generated", tl.build(s_gen), inputs), KernelRow("hand space", tl.build(s_hand), inputs),
@@ -115,7 +129,7 @@ def part_builtins(args, db, out, log):
             hs = tl.schedule(gen.op, **sizes)
             w.hand_schedule(hs)
             rows.insert(2, KernelRow("hand schedule", tl.build(hs), inputs))
-        res = side_by_side(rows, gen.flops)
+        res = side_by_side(rows, gen.flops, checker(w, inputs, sizes))
         res["ratio"] = res["generated"]["gflops"] / res["hand space"]["gflops"]
         out["builtins"][name] = res
         log(f"    generated {res['generated']['gflops']:.1f}, hand space {res['hand space']['gflops']:.1f} GFLOPS: "
@@ -139,7 +153,7 @@ def part_resnet(args, db, out, log):
             rows = [KernelRow("tuned", tl.build(s), inputs),
                     KernelRow("auto pick", tl.build(auto_schedule(task.op, task.sizes, threads)), inputs),
                     LibraryRow("torch", w, task.sizes, inputs, threads, "torch")]
-            res = side_by_side(rows, task.flops)
+            res = side_by_side(rows, task.flops, checker(w, inputs, task.sizes))
             res["vs_torch"] = res["tuned"]["gflops"] / res["torch"]["gflops"]
             out["resnet"][f"{label}/{threads}"] = res
             log(f"    tuned {res['tuned']['gflops']:.1f} GFLOPS, torch {res['torch']['gflops']:.1f}: "
@@ -167,7 +181,7 @@ class ProgramRow(LibraryRow):
 
 def part_programs(args, db, out, log):
     from program_baselines import PROGRAMS
-    from schedules.program import random_inputs
+    from schedules.program import program_workload, random_inputs
     from tensorlang.autosched.analysis import flop_count
     with_threads(args.threads)
     out["programs"] = {}
@@ -184,15 +198,13 @@ def part_programs(args, db, out, log):
                 KernelRow("naive", tl.build(op, schedule="naive", **sizes), inputs),
                 ProgramRow("numpy", name, inputs, args.threads, "numpy"),
                 ProgramRow("torch", name, inputs, args.threads, "torch")]
-        outs = {r.name: r.first() for r in rows}
-        ref = outs["numpy"][0]
-        errors = {k: max_rel_error(v if not isinstance(v, list) else v[0], ref) for k, v in outs.items()}
-        res = side_by_side(rows, flop_count(op, sizes))
+        # every row, numpy's and torch's too, against numpy's evaluation of the program (tl.reference)
+        res = side_by_side(rows, flop_count(op, sizes), checker(program_workload(p["source"], sizes), inputs, sizes))
         best_lib = max(res["numpy"]["gflops"], res["torch"]["gflops"])
         res.update(vs_library=res["tuned"]["gflops"] / best_lib,
                    pick_vs_tuned=res["auto pick"]["gflops"] / res["tuned"]["gflops"],
                    pick_vs_naive=res["auto pick"]["gflops"] / res["naive"]["gflops"], heavy=p["heavy"],
-                   max_rel_error=errors, what=p["what"])
+                   what=p["what"])
         out["programs"][name] = res
         log(f"    tuned {res['tuned']['gflops']:.1f} GFLOPS, best of numpy/torch {best_lib:.1f} "
             f"({res['vs_library']:.2f}x); pick {res['pick_vs_tuned']:.2f}x tuned, {res['pick_vs_naive']:.0f}x naive")

@@ -110,7 +110,8 @@ def main() -> None:
         print(json.dumps(result))
         return
     print(f"hand-scheduled matmul, {threads} thread(s); C: {result['cc']} {result['cflags']}, "
-          f"OMP_WAIT_POLICY={result['omp_wait_policy']}")
+          f"OMP_WAIT_POLICY={result['omp_wait_policy']}; both timed as calls into preallocated outputs, "
+          f"alternating rounds, medians")
     print(f"{'preset':<8} {'LLVM ms':>9} {'LLVM GFLOPS':>12} {'C ms':>9} {'C GFLOPS':>10} {'C/LLVM':>7}")
     for r in rows:
         print(f"{r['preset']:<8} {r['llvm_median_s'] * 1e3:>9.2f} {r['llvm_gflops']:>12.1f} "

@@ -22,6 +22,27 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 STRATEGIES = ["random", "genetic", "bayesian", "xgb-genetic"]
 
 
+def trials_ratio(xgb: float, rnd: float, trials: int) -> str:
+    """The ratio of two medians of trials to a mark, as text. Where random never reached it (inf), the ratio is
+    only known to be below ``xgb / trials`` (random would have needed more than ``trials``): said as a bound,
+    never as a ratio of 0.
+
+    >>> trials_ratio(40, 100, 200)
+    '40 / 100 = 0.40'
+    >>> trials_ratio(40, math.inf, 200)
+    '40 / more than 200 < 0.20 (random did not reach it in 200 trials: an upper bound)'
+    >>> trials_ratio(math.inf, math.inf, 200)
+    'neither reached it in 200 trials: no ratio'
+    """
+    if math.isfinite(rnd):
+        return f"{xgb:.0f} / {rnd:.0f} = {xgb / rnd:.2f}" if math.isfinite(xgb) else \
+            f"xgb-genetic did not reach it in {trials} trials, random in {rnd:.0f}"
+    if math.isfinite(xgb):
+        return (f"{xgb:.0f} / more than {trials} < {xgb / trials:.2f} (random did not reach it in {trials} trials: "
+                "an upper bound)")
+    return f"neither reached it in {trials} trials: no ratio"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--datasets", default="conv2d_resnet18_3x3.csv,matmul_512.csv")
@@ -40,9 +61,8 @@ def main() -> None:
         print(result.table())
         s = result.stats()
         xgb, rnd = s["xgb-genetic"]["trials_to_95"], s["random"]["trials_to_95"]
-        ratio = xgb / rnd if math.isfinite(rnd) else (0.0 if math.isfinite(xgb) else math.nan)
-        print(f"xgb-genetic / random, median trials to 95% of the best known: {xgb:.0f} / {rnd:.0f} = "
-              f"{ratio:.2f} (bar on conv2d: <= 0.5)")
+        print(f"xgb-genetic / random, median trials to 95% of the best known: "
+              f"{trials_ratio(xgb, rnd, args.trials)} (bar on conv2d: <= 0.5)")
         if args.plot:
             path = os.path.join(args.plot, f"compare_{name.removesuffix('.csv')}.png")
             result.plot(path)

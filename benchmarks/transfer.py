@@ -2,15 +2,19 @@
 of a network (ResNet-18 by default).
 
     python benchmarks/transfer.py [--model resnet18] [--trials 128] [--tasks 0] [--threads 2] [--seed 0]
-                                  [--batch 16] [--workdir DIR] [--reuse] [--no-retime] [--json]
+                                  [--batch 16] [--workdir DIR] [--reuse] [--no-retime] [--prior reuse] [--json]
 
 The model's tasks (as ``tensorlang tasks`` lists them, the largest share of time first; ``--tasks N`` keeps the N
 largest, 0 all) are tuned one after the other, ``--trials`` each, twice from empty databases:
 
 - without transfer: each task's xgb-genetic search with a cost model of its own (random proposals until 8 of its
   configs are measured), as ``tensorlang tune`` does;
-- with transfer: every task's search asks one shared model, trained on the shipped datasets and on the records of
-  the tasks tuned before it (and its own), as ``tensorlang tune-model`` does by default.
+- with transfer: every task's search asks one shared model, trained on the records of the tasks tuned before it
+  in this run and on the shipped datasets measured on this CPU, leaving out any dataset of one of the model's own
+  tasks (those rows would be reuse of the task's own measurements, not transfer);
+- ``--prior reuse`` adds a third arm, "with reuse": the shared model as ``tensorlang tune-model`` builds it by
+  default, which keeps a dataset of the very task being tuned (where this CPU measured it), reported beside the
+  transfer arm so the two are never confused.
 
 Both measure the auto-scheduler's zero-trial pick first (``--reuse``: an arm whose database in ``--workdir`` holds
 ``--trials`` records of every task is not run again). After each trial of a task, each arm deploys its best config
@@ -51,13 +55,20 @@ def model_task_list(name: str, threads: int, limit: int):
     return tasks[:limit] if limit else tasks
 
 
-def tune_tasks(tasks, db_path: str, transfer: bool, trials: int, batch: int, seed: int, jobs: int | None) -> None:
-    """Tune each task for `trials` in order (a task that already holds them is skipped), records in `db_path`."""
+def tune_tasks(tasks, db_path: str, prior: str | None, trials: int, batch: int, seed: int, jobs: int | None) -> None:
+    """Tune each task for `trials` in order (a task that already holds them is skipped), records in `db_path`;
+    `prior` None: no transfer; "transfer": a shared model whose prior leaves the model's own tasks out; "reuse":
+    the prior as tune-model builds it."""
     from tuner.database import Database
     from tuner.model_tuning import LocalRunners, TaskSession
-    from tuner.transfer import SharedCostModel, default_datasets, prior_rows
+    from tuner.transfer import SharedCostModel, default_datasets, describe_prior, prior_rows
     db = Database(db_path)
-    shared = SharedCostModel("xgb", seed, prior_rows(db, datasets=default_datasets())) if transfer else None
+    shared = None
+    if prior is not None:
+        own = [(t.task.workload, t.task.sizes) for t in tasks] if prior == "transfer" else []
+        rows = prior_rows(db, datasets=default_datasets(), exclude=own)
+        print(f"  {prior} arm: prior {describe_prior(rows)}", file=sys.stderr)
+        shared = SharedCostModel("xgb", seed, rows)
     factory = LocalRunners(jobs, seed=seed)
     for k, t in enumerate(tasks):
         session = TaskSession(t, db, "xgb-genetic", "xgb", seed, shared)
@@ -72,7 +83,7 @@ def tune_tasks(tasks, db_path: str, transfer: bool, trials: int, batch: int, see
         finally:
             runner.close()
         best = "none valid" if session.best_s is None else f"{session.best_s * 1e3:.4f} ms"
-        print(f"  {'with' if transfer else 'without'} transfer: task {k} {t.name}: best {best} after "
+        print(f"  {prior or 'no'} transfer arm: task {k} {t.name}: best {best} after "
               f"{session.trials} trials ({time.perf_counter() - t0:.0f} s)", file=sys.stderr, flush=True)
     db.close()
 
@@ -125,6 +136,9 @@ def main(argv=None) -> int:
     p.add_argument("--workdir", help="folder for the two databases (default: a new temporary folder)")
     p.add_argument("--reuse", action="store_true", help="use the records already in --workdir's databases")
     p.add_argument("--no-retime", action="store_true", help="use the times each arm measured")
+    p.add_argument("--prior", choices=("transfer", "reuse"), default="transfer",
+                   help="reuse: also run an arm whose prior keeps the tuned tasks' own datasets (default: transfer "
+                        "only)")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
     os.environ["TENSORLANG_NUM_THREADS"] = str(args.threads)
@@ -135,11 +149,12 @@ def main(argv=None) -> int:
           file=sys.stderr)
     from tuner.run_curves import deployed_steps, retime_steps
     arms = {}
-    for name, transfer in (("without", False), ("with", True)):
-        path = os.path.join(work, f"{name}.db")
+    plan = [("without", None), ("with", "transfer")] + ([("with reuse", "reuse")] if args.prior == "reuse" else [])
+    for name, prior in plan:
+        path = os.path.join(work, f"{name.replace(' ', '-')}.db")
         if not args.reuse and os.path.exists(path):
             raise SystemExit(f"transfer.py: {path} exists: pass --reuse to use its records, or another --workdir")
-        tune_tasks(tasks, path, transfer, args.trials, args.batch, args.seed, args.jobs)
+        tune_tasks(tasks, path, prior, args.trials, args.batch, args.seed, args.jobs)
         steps = deployed_steps(path)  # per task, after each of its trials, the config the arm would deploy
         arms[name] = [steps.get(t.key, []) for t in tasks]
     retimed = None
@@ -149,27 +164,35 @@ def main(argv=None) -> int:
         print(f"timing again the {n} configs that were a task's best ...", file=sys.stderr, flush=True)
         retimed = retime_steps(tasks, ever)
     rows = []
-    for t, a, b in zip(tasks, arms["without"], arms["with"]):
-        a, b = valued(a, retimed), valued(b, retimed)
-        best = min(a[-1], b[-1])
-        na, reached_a = trials_to(a, best / 0.95)
-        nb, reached_b = trials_to(b, best / 0.95)
-        rows.append({"task": t.name, "weight": t.weight, "best_ms": best * 1e3, "without": na, "without_reached":
-                     reached_a, "with": nb, "with_reached": reached_b, "speedup": na / nb})
-    median = statistics.median(r["speedup"] for r in rows) if rows else None
+    names = list(arms)
+    for k, t in enumerate(tasks):
+        curves = {name: valued(arms[name][k], retimed) for name in names}
+        best = min(c[-1] for c in curves.values())
+        row = {"task": t.name, "weight": t.weight, "best_ms": best * 1e3}
+        for name, c in curves.items():
+            row[name], row[f"{name} reached"] = trials_to(c, best / 0.95)
+        for name in names[1:]:
+            row[f"speedup {name}"] = row["without"] / row[name]
+        rows.append(row)
+    medians = {name: statistics.median(r[f"speedup {name}"] for r in rows) if rows else None for name in names[1:]}
     out = {"model": args.model, "trials": args.trials, "threads": args.threads, "seed": args.seed,
-           "times": "own" if retimed is None else "retimed", "tasks": rows,
-           "median_speedup": median, "workdir": work}
+           "times": "own" if retimed is None else "retimed", "tasks": rows, "median_speedup": medians["with"],
+           "median_speedups": medians, "workdir": work}
     if args.json:
         print(json.dumps(out))
         return 0
-    print(f"{'task':48} {'calls':>5} {'best ms':>9} {'without':>8} {'with':>6} {'speedup':>8}")
+    print(f"{'task':48} {'calls':>5} {'best ms':>9}" + "".join(f" {n:>11}" for n in names)
+          + "".join(f" {'x ' + n:>13}" for n in names[1:]))
     for r in rows:
         mark = lambda n, ok: f"{'' if ok else '>'}{n}"  # noqa: E731
-        print(f"{r['task']:48} {r['weight']:>5} {r['best_ms']:9.4f} {mark(r['without'], r['without_reached']):>8} "
-              f"{mark(r['with'], r['with_reached']):>6} {r['speedup']:7.2f}x")
-    print(f"median speedup in trials to 95% of each task's best ({'own' if retimed is None else 'retimed'} times): "
-          f"{median:.2f}x (bar: 1.5x)")
+        print(f"{r['task']:48} {r['weight']:>5} {r['best_ms']:9.4f}"
+              + "".join(f" {mark(r[n], r[n + ' reached']):>11}" for n in names)
+              + "".join(f" {r['speedup ' + n]:12.2f}x" for n in names[1:]))
+    times = "own" if retimed is None else "retimed"
+    print(f"median speedup in trials to 95% of each task's best ({times} times), transfer (the tuned tasks' own "
+          f"datasets left out): {medians['with']:.2f}x (bar: 1.5x)")
+    if "with reuse" in medians:
+        print(f"  with reuse (the prior tune-model builds, own datasets kept): {medians['with reuse']:.2f}x")
     return 0
 
 

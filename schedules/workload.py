@@ -135,6 +135,33 @@ class Workload:
             if isinstance(value, int) and value < least:
                 raise UsageError(f"{self.name}: size {name}={value} must be >= {least}")
 
+    def check(self, outputs, expected, sizes: dict):
+        """Compare a kernel's ``outputs`` with ``expected`` (what :attr:`reference` gave) at the tolerance of the
+        outputs' dtypes and the program's reduction lengths at ``sizes``: a
+        :class:`tensorlang.compare.Comparison` (NaN or infinity where the reference has a number never matches).
+
+        Example::
+
+            >>> import numpy as np
+            >>> from schedules import get
+            >>> w = get("softmax")
+            >>> sizes = w.sizes("small")
+            >>> X, = w.make_inputs(sizes, np.random.default_rng(0))
+            >>> Y = w.reference(X, **sizes).astype(np.float32)
+            >>> w.check(Y, w.reference(X, **sizes), sizes).ok
+            True
+            >>> Y[:, -1] = 0                 # the last column zeroed
+            >>> w.check(Y, w.reference(X, **sizes), sizes).ok
+            False
+        """
+        import tensorlang as tl
+        from tensorlang.compare import compare
+        outs = outputs if isinstance(outputs, (tuple, list)) else (outputs,)
+        op = tl.op(self.source)
+        lengths = tl.reference(op, **sizes).reduction_lengths
+        return compare(tuple(outs), expected, tuple(np.asarray(o).dtype for o in outs),
+                       tuple(lengths.get(n, 1) for n in op.outputs[:len(outs)]) or 1)
+
     def sizes(self, preset: str | None = None) -> dict[str, int]:
         """Return a fresh copy of the sizes of ``preset`` (the default preset when ``None``).
 

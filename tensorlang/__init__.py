@@ -27,7 +27,8 @@ def op(source: str) -> Op:
     return _parse(source)
 
 
-_LAZY = {"build": ".runtime", "Kernel": ".runtime", "load": ".runtime", "clear_cache": ".runtime",
+_LAZY = {"reference": ".numpy_reference",
+         "build": ".runtime", "Kernel": ".runtime", "load": ".runtime", "clear_cache": ".runtime",
          "Model": ".graph.model", "load_model": ".graph.serialize",
          "from_torch": ".frontend.torch_import", "from_exported": ".frontend.torch_import"}
 
@@ -41,5 +42,6 @@ def __getattr__(name):
     raise AttributeError(f"module 'tensorlang' has no attribute {name!r}")
 
 
-__all__ = ["op", "build", "clear_cache", "load", "schedule", "Schedule", "Kernel", "Op", "DSLError", "ScheduleError",
-           "BuildError", "TensorlangError", "UsageError", "Model", "load_model", "from_torch", "from_exported"]
+__all__ = ["op", "reference", "build", "clear_cache", "load", "schedule", "Schedule", "Kernel", "Op", "DSLError",
+           "ScheduleError", "BuildError", "TensorlangError", "UsageError", "Model", "load_model", "from_torch",
+           "from_exported"]

@@ -151,9 +151,12 @@ def test_bench_times_pytorch_where_installed():
     pytest.importorskip("torch")
     r = tensorlang("bench", "conv2d", "--preset", "small", "--threads", "1", "--repeat", "2", "--min-time", "0")
     assert r.returncode == 0, r.stderr
-    header, torch_row = r.stdout.splitlines()[1], r.stdout.splitlines()[-1]
+    lines = r.stdout.splitlines()
+    header, torch_row, contract = lines[1], lines[-2], lines[-1]
     assert header.split()[-2:] == ["vs", "torch"] and torch_row.split()[0] == "torch"
     assert torch_row.split()[-1] == "1.00x"
+    assert contract == "timed as: public calls with outputs allocated, 1 thread set for every library, 5 " \
+                       "alternating rounds, medians"
 
 
 class _HalfRow:
@@ -185,7 +188,9 @@ def test_bench_fails_a_baseline_that_computes_something_else(monkeypatch, capsys
     monkeypatch.setattr(bench, "library_row", half_of_numpy)
     argv = ["bench", "softmax", "--size", "N=8,D=40", "--threads", "1", "--repeat", "1", "--min-time", "0"]
     assert main(argv) == 2
-    assert f"softmax: {bad} differ from the numpy reference" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert f"softmax: {bad} (output 0: 320 of 320 elements differ" in err and \
+        "does not match the numpy reference" in err, err
 
 
 def test_bench_rejects_bad_thread_count():
@@ -320,8 +325,9 @@ def test_run_fails_a_kernel_whose_output_is_nan(monkeypatch, capsys, only_first)
     out, err = capsys.readouterr()
     assert out == ""  # no JSON that says it matches
     n = 1 if only_first else 20
-    assert f"tensorlang run: error: matmul: result differs from numpy (output 0: {n} NaN where the reference has " \
-           "a number (first at index (0, 0)))" in err, err
+    assert "tensorlang run: error: matmul: the result does not match the numpy reference (max relative error " \
+           f"inf, tolerance 9.28e-06): output 0: {n} NaN where the reference has a number (first at index (0, 0))" \
+           in err, err
 
 
 @pytest.mark.parametrize("only_first", [False, True])
@@ -351,8 +357,64 @@ def test_bench_fails_a_kernel_whose_output_is_nan(monkeypatch, capsys, only_firs
     assert main(argv) == 2
     err = capsys.readouterr().err
     why = f"(output 0: {1 if only_first else 320} NaN where the reference has a number (first at index (0, 0)))"
-    assert f"tensorlang bench: error: softmax: naive {why}, auto {why}, hand {why} differ from the numpy " \
+    assert f"tensorlang bench: error: softmax: naive {why}, auto {why}, hand {why} do not match the numpy " \
            "reference" in err, err
+
+
+def test_run_and_bench_catch_a_softmax_with_its_last_column_zeroed(monkeypatch, capsys):
+    """The old check, a max error of 1e-3 relative to max(1, max|expected|), passed outputs below 1 that were off
+    by up to 1e-3: a softmax over 1000 columns with its whole last column zeroed read as a match."""
+    import numpy as np
+
+    import tensorlang as tl
+    from tuner.cli import main
+    real = tl.build
+
+    class ZeroLastColumn:
+        def __init__(self, kernel):
+            self.kernel = kernel
+
+        def __call__(self, *a, **k):
+            out = self.kernel(*a, **k)
+            out[:, -1] = 0
+            return out
+
+        def __getattr__(self, name):
+            return getattr(self.kernel, name)
+    monkeypatch.setattr(tl, "build", lambda *a, **k: ZeroLastColumn(real(*a, **k)))
+    assert main(["run", "softmax", "--size", "N=4,D=1000", "--repeat", "1", "--min-time", "0", "--json"]) == 2
+    err = capsys.readouterr().err
+    assert "softmax: the result does not match the numpy reference" in err and "4 of 4000 elements differ" in err, err
+    Y = np.full((4, 1000), 1e-3, np.float32)
+    assert np.abs(Y - np.where(np.arange(1000) == 999, 0, Y)).max() <= 1e-3  # what the old check let through
+
+
+def test_run_checks_a_users_program_against_numpy_not_its_own_naive_nest(monkeypatch, tmp_path, capsys):
+    """A lowering bug shared by the naive nest and the scheduled kernel read as "matches numpy: yes" while a
+    user's program was checked against its own naive loop nest: the reference is numpy's evaluation of it."""
+    import tensorlang as tl
+    from tensorlang import lower
+    from tensorlang.program import Binary
+    from tuner.cli import main
+    path = tmp_path / "axpy.tl"
+    path.write_text("def axpy(X: f32[N], Y: f32[N]) -> Z:\n    Z[i] = X[i] * 2.0 + Y[i]\n")
+    argv = ["run", str(path), "--size", "N=64", "--repeat", "1", "--min-time", "0", "--json"]
+    assert main(argv) == 0
+    assert '"matches_numpy": true' in capsys.readouterr().out
+    real = lower.ValueLowering.__call__
+
+    def broken(self, e, want):  # every `+` lowered as `-`, in every schedule the naive nest included
+        if isinstance(e, Binary) and e.op == "+":
+            e = Binary(e.dtype, e.weak, e.loc, "-", e.a, e.b, e.operand_dtype)
+        return real(self, e, want)
+    monkeypatch.setattr(lower.ValueLowering, "__call__", broken)
+    tl.clear_cache()
+    try:
+        assert main(argv) == 2
+        assert "axpy: the result does not match the numpy reference" in capsys.readouterr().err
+    finally:
+        monkeypatch.undo()
+        tl.clear_cache()
 
 
 def test_max_rel_error_never_lets_a_nan_or_infinity_pass():

@@ -255,12 +255,29 @@ def test_prior_rows_come_from_earlier_records_and_datasets(tmp_path):
          retime_top=0)
     datasets = [p for p in default_datasets() if p.name == "matmul_512.csv"]
     assert datasets, "the shipped datasets are missing"
+    from tuner.dataset import Dataset
+    from tuner.task import _target
+    here, there = _target(), Dataset.load(str(datasets[0])).header["target"]
     with Database(db_path) as db:
-        prior = prior_rows(db, datasets=datasets, per_task=4, per_dataset=12)
-    assert prior.sources == {"database": 4, "matmul_512.csv": 12}
-    assert prior.X.shape == (16, prior.X.shape[1]) and np.all(np.isfinite(prior.X))
-    for g in set(prior.groups):  # throughput normalised per task: each task's best is 1
-        assert prior.y[prior.groups == g].max() == pytest.approx(1.0)
+        # as if this machine were the dataset's CPU: its rows come in, and the database's of another CPU do not
+        prior = prior_rows(db, datasets=datasets, per_task=4, per_dataset=12, target=there)
+        assert prior.sources == ({"database": 4} if here["cpu"] == there["cpu"] else {}) | {"matmul_512.csv": 12}
+        assert prior.X.shape == (sum(prior.sources.values()), prior.X.shape[1]) and np.all(np.isfinite(prior.X))
+        for g in set(prior.groups):  # throughput normalised per task: each task's best is 1
+            assert prior.y[prior.groups == g].max() == pytest.approx(1.0)
+        # a dataset measured on another CPU is left out, and says so
+        elsewhere = dict(there, cpu="another-cpu")
+        prior = prior_rows(db, datasets=datasets, per_task=4, per_dataset=12, target=elsewhere)
+        assert prior.n == 0 and prior.skipped == {"matmul_512.csv": f"measured on {there['cpu']}, not another-cpu"}
+        # the tasks a transfer benchmark tunes are left out, database and datasets alike
+        prior = prior_rows(db, datasets=datasets, per_task=4, per_dataset=12, target=here,
+                           exclude=[("matmul", {"M": 512, "N": 512, "K": 512}), ("matmul", _matmul_small_sizes())])
+        assert prior.n == 0 and "database" not in prior.sources
+
+
+def _matmul_small_sizes() -> dict:
+    import schedules
+    return schedules.get("matmul").sizes("small")
 
 
 # ---------------------------------------------------------------- models (torch)

@@ -74,6 +74,13 @@ def run_compiled(text, sizes, inputs):
     return op, kernel, dict(zip(op.outputs, outs))
 
 
+def tl_reference(op, sizes, inputs):
+    import tensorlang as tl
+
+    outs = tl.reference(op, **sizes)(*[inputs[name] for name in op.inputs])
+    return dict(zip(op.outputs, outs if isinstance(outs, tuple) else (outs,)))
+
+
 def check_program(prog, seed):
     """Compile ``prog`` and compare every output with the numpy evaluation.  Raises progen.Reject."""
     inputs = progen.make_inputs(prog, seed)
@@ -95,6 +102,16 @@ def check_program(prog, seed):
         np.testing.assert_array_equal(g, got[name], err_msg=f"output {name}: call with out= differs")
     if seed % 10 == 0:
         assert isinstance(op.lower(**prog.env), str)
+    # tl.reference, the numpy evaluation `tensorlang run` checks users' programs against, agrees with this one
+    ref = tl_reference(op, prog.env, inputs)
+    for name in prog.outputs:
+        exp, out, mine = expected[name], np.asarray(got[name]), ref[name]
+        assert mine.dtype == exp.dtype and mine.shape == exp.shape, f"tl.reference {name}: {mine.dtype}{mine.shape}"
+        if exp.dtype == np.float64 and prog.uses_f32():
+            mine, exp32 = mine.astype(np.float32), exp.astype(np.float32)
+        else:
+            exp32 = exp
+        assert_close(mine, exp32, reduction_len=_oracle_len(prog, exp32), err_msg=f"tl.reference output {name}")
     for name in prog.outputs:
         exp, out = expected[name], np.asarray(got[name])
         assert tuple(kernel.output_shapes[name]) == exp.shape, f"output {name} shape"

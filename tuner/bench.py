@@ -14,6 +14,7 @@ import tempfile
 
 import numpy as np
 
+from tensorlang.compare import max_rel_error, reference_mismatch  # noqa: F401  (the models' metric, used here)
 from tensorlang.errors import TensorlangError, UsageError
 
 class BaselineError(TensorlangError, RuntimeError):
@@ -44,71 +45,6 @@ def avx512_coretype() -> str | None:
     """
     from tensorlang.target import host_target
     return "SkylakeX" if host_target().vector_bits() == 512 else None
-
-
-def max_rel_error(out, expected) -> float:
-    """The largest absolute difference between `out` and `expected` (arrays, or tuples of arrays for several
-    outputs) relative to the largest finite magnitude of `expected` (at least 1). A NaN or an infinity where
-    `expected` has none in that place, or a number where it has NaN, is an infinite error: a NaN never passes
-    as a match (see :func:`reference_mismatch` for what differs).
-
-    >>> max_rel_error(np.array([1.0, 2.5]), np.array([1.0, 2.0]))
-    0.25
-    >>> max_rel_error((np.ones(2), np.zeros(3)), (np.ones(2), np.full(3, 10.0)))
-    1.0
-    >>> max_rel_error(np.array([1.0, np.nan]), np.array([1.0, 2.0]))
-    inf
-    >>> max_rel_error(np.array([np.nan, -np.inf, 3.0]), np.array([np.nan, -np.inf, 3.0]))
-    0.0
-    """
-    return _compare(out, expected)[0]
-
-
-def reference_mismatch(out, expected) -> str:
-    """What makes :func:`max_rel_error` infinite: a different count or shape of outputs, or NaNs and infinities
-    that `expected` does not have in those places (the first output that has them); "" when there is none.
-
-    >>> reference_mismatch(np.array([np.nan, 2.0, np.inf]), np.array([1.0, 2.0, 3.0]))
-    'output 0: 1 NaN and 1 infinity where the reference has a number (first at index (0,))'
-    >>> reference_mismatch(np.array([1.0, 2.0]), np.array([np.nan, 2.0]))
-    'output 0: 1 number where the reference has NaN or infinity (first at index (0,))'
-    >>> reference_mismatch(np.ones(2), np.ones(2))
-    ''
-    """
-    return _compare(out, expected)[1]
-
-
-def _compare(out, expected) -> tuple[float, str]:
-    outs = out if isinstance(out, (tuple, list)) else (out,)
-    exps = expected if isinstance(expected, tuple) else (expected,)
-    if len(outs) != len(exps):
-        return float("inf"), f"{len(outs)} outputs where the reference has {len(exps)}"
-    worst = 0.0
-    for i, (o, e) in enumerate(zip(outs, exps)):
-        o, e = np.asarray(o, np.float64), np.asarray(e, np.float64)
-        if o.shape != e.shape:
-            return float("inf"), f"output {i}: shape {o.shape} where the reference has {e.shape}"
-        # NaN where the reference has NaN, an infinity where it has that infinity: the same special value
-        same = (np.isnan(o) & np.isnan(e)) | (np.isinf(e) & (o == e))
-        wrong = ~same & ~np.isfinite(o)
-        missing = ~same & ~np.isfinite(e) & np.isfinite(o)
-        if wrong.any():
-            nan, inf = int((wrong & np.isnan(o)).sum()), int((wrong & np.isinf(o)).sum())
-            what = " and ".join(t for t in (f"{nan} NaN" if nan else "", f"{inf} infinit{'y' if inf == 1 else 'ies'}"
-                                            if inf else "") if t)
-            at = np.unravel_index(int(np.argmax(wrong)), o.shape)
-            return float("inf"), (f"output {i}: {what} where the reference has a number (first at index "
-                                   f"{tuple(int(x) for x in at)})")
-        if missing.any():
-            n = int(missing.sum())
-            at = np.unravel_index(int(np.argmax(missing)), o.shape)
-            return float("inf"), (f"output {i}: {n} number{'s' if n > 1 else ''} where the reference has NaN or "
-                                   f"infinity (first at index {tuple(int(x) for x in at)})")
-        finite = ~same
-        if finite.any():
-            scale = max(1.0, float(np.max(np.abs(e[finite]))))
-            worst = max(worst, float(np.max(np.abs(o[finite] - e[finite]))) / scale)
-    return worst, ""
 
 
 def library_handler(init: dict):
@@ -174,8 +110,12 @@ class KernelRow:
         self.extra = {"schedule_source": getattr(kernel, "schedule_source", "given")}
 
     def first(self):
-        """Run once (a warm-up) and return the outputs."""
-        return self.kernel(*self.inputs)
+        """Run once (a warm-up) and return the outputs; ``first_s`` keeps how long that call took."""
+        import time
+        t0 = time.perf_counter()
+        out = self.kernel(*self.inputs)
+        self.first_s = time.perf_counter() - t0
+        return out
 
     def burst(self, runs: int, min_time: float) -> list[float]:
         """Time at least `runs` calls and `min_time` seconds; the times."""
@@ -305,18 +245,41 @@ def baseline(w, sizes: dict, inputs: list, threads: int, min_runs: int, min_time
     return {"median_s": median(times), "runs": len(times), "version": row.extra.get("version"), "outputs": outputs}
 
 
+#: The timing contract of every comparison tensorlang reports (``tensorlang bench``, the summary of ``tensorlang
+#: tune``, the benchmarks): every contender through its public call with its outputs allocated as a user's call
+#: allocates them, the same thread count set explicitly for every library, rows alternating within each round.
+TIMING_CONTRACT = ("public calls with outputs allocated, {threads} thread{s} set for every library, {rounds} "
+                   "alternating rounds, medians")
+
+
+def contract(threads: int, rounds: int) -> str:
+    """The timing contract as one line, for a summary to say how its rows were timed.
+
+    >>> contract(2, 5)
+    'public calls with outputs allocated, 2 threads set for every library, 5 alternating rounds, medians'
+    """
+    return TIMING_CONTRACT.format(threads=threads, s="s" if threads != 1 else "", rounds=rounds)
+
+
+#: The library rows :func:`run_bench` can add: numpy as installed, numpy with OpenBLAS's AVX-512 kernels (where
+#: the CPU has AVX-512) and PyTorch (where it is installed and the workload has a ``torch_fast``).
+LIBRARIES = ("numpy", "numpy-avx512", "torch")
+
+
 def run_bench(w, sizes: dict, threads: int, min_runs: int = 10, min_time: float = 0.3, extra: list | None = None,
-              log=print, rounds: int = 5) -> dict:
+              log=print, rounds: int = 5, libraries=LIBRARIES, timeout: float | None = None) -> dict:
     """Time, in `rounds` interleaved rounds (:func:`time_interleaved`), the naive loop nest ("naive"), the
     auto-scheduler's zero-trial pick ("auto"), the hand schedule ("hand", where the workload has one), the `extra`
-    (name, Schedule) pairs (the best tuned record: "tuned"), numpy as installed and (where the CPU has AVX-512)
-    with its AVX-512 kernel, and PyTorch where it is installed and the workload has a `torch_fast`, all on
-    `threads` threads. Each row's result
-    is compared with the workload's reference (`max_rel_error`, computed after every timing); `log` gets one line
-    a round. Returns {"workload", "sizes", "threads", "rounds", "results"}, each result with "name", "median_s",
-    "runs", "gflops", "spread" (the lowest and highest round median over the median, minus 1) and
-    "max_rel_error" (and the library's "version" for numpy and torch; and "mismatch", saying where, when the row
-    has a NaN or an infinity that the reference does not).
+    (name, Schedule) pairs (the best tuned record: "tuned") and the `libraries` rows of :data:`LIBRARIES` that
+    apply (a built-in workload's only: a user's program has no library formulation), all on `threads` threads
+    and under one timing contract (:func:`contract`). A kernel whose warm-up call took more than `timeout`
+    seconds is not timed (its row has "error"). Each row's result is checked against the workload's reference
+    (:meth:`schedules.workload.Workload.check`, after every timing); `log` gets one line a round.
+
+    Returns {"workload", "sizes", "threads", "rounds", "contract", "results"}, each result with "name",
+    "median_s", "runs", "gflops", "spread" (the lowest and highest round median over the median, minus 1),
+    "max_rel_error", "tolerance", "matches_reference" and, when it does not match, "mismatch" saying where (and
+    the library's "version" for numpy and torch).
 
     Example::
 
@@ -327,10 +290,13 @@ def run_bench(w, sizes: dict, threads: int, min_runs: int = 10, min_time: float 
     """
     if rounds < 1:
         raise UsageError(f"rounds must be at least 1, got {rounds}")
+    unknown = [name for name in libraries if name not in LIBRARIES]
+    if unknown:
+        raise UsageError(f"libraries: {', '.join(map(repr, unknown))} not among {', '.join(LIBRARIES)}")
     saved = os.environ.get("TENSORLANG_NUM_THREADS")
     os.environ["TENSORLANG_NUM_THREADS"] = str(threads)
     try:
-        return _run_bench(w, sizes, threads, min_runs, min_time, extra, log, rounds)
+        return _run_bench(w, sizes, threads, min_runs, min_time, extra, log, rounds, libraries, timeout)
     finally:  # the process's kernels go back to the thread count they had
         if saved is None:
             del os.environ["TENSORLANG_NUM_THREADS"]
@@ -338,7 +304,21 @@ def run_bench(w, sizes: dict, threads: int, min_runs: int = 10, min_time: float 
             os.environ["TENSORLANG_NUM_THREADS"] = saved
 
 
-def _run_bench(w, sizes, threads, min_runs, min_time, extra, log, rounds) -> dict:
+def _library_rows(w, sizes, inputs, threads, libraries) -> list:
+    import schedules
+    if schedules.WORKLOADS.get(w.name) is not w:  # a user's program has no library formulation
+        return []
+    wanted = [("numpy", "numpy", None)]
+    coretype = avx512_coretype()
+    if coretype:
+        wanted.append(("numpy-avx512", "numpy", coretype))
+    if w.torch_fast is not None and torch_available():
+        wanted.append(("torch", "torch", None))
+    return [library_row(name, w, sizes, inputs, threads, kind, core) for name, kind, core in wanted
+            if name in libraries]
+
+
+def _run_bench(w, sizes, threads, min_runs, min_time, extra, log, rounds, libraries, timeout) -> dict:
     import tensorlang as tl
     from tensorlang.choice import auto_schedule
     op = tl.op(w.source)
@@ -351,57 +331,66 @@ def _run_bench(w, sizes, threads, min_runs, min_time, extra, log, rounds) -> dic
         candidates.append(("hand", s))
     candidates += list(extra or [])
     rows = [KernelRow(name, tl.build(sched), inputs) for name, sched in candidates]
-    import schedules
-    if schedules.WORKLOADS.get(w.name) is w:  # a user's program has no library formulation
-        libraries = [("numpy", "numpy", None)]
-        coretype = avx512_coretype()
-        if coretype:
-            libraries.append(("numpy-avx512", "numpy", coretype))
-        if w.torch_fast is not None and torch_available():
-            libraries.append(("torch", "torch", None))
-        for name, kind, coretype in libraries:
-            rows.append(library_row(name, w, sizes, inputs, threads, kind, coretype))
+    rows += _library_rows(w, sizes, inputs, threads, libraries)
+    dropped: dict[str, str] = {}
     try:
-        outputs = [row.first() for row in rows]  # also the warm-up
-        timed = time_interleaved(rows, rounds, min_runs, min_time, log)
+        outputs = []
+        for row in rows:  # also the warm-up
+            outputs.append(row.first())
+            took = getattr(row, "first_s", 0.0)
+            if timeout is not None and took > timeout:
+                dropped[row.name] = f"one call took {took:.1f} s, more than the time limit of {timeout:g} s"
+        timed_rows = [r for r in rows if r.name not in dropped]
+        timed = dict(zip(map(id, timed_rows), time_interleaved(timed_rows, rounds, min_runs, min_time, log)))
     finally:
         for row in rows:
             row.close()
-    results = [{"name": row.name, **t, **row.extra} for row, t in zip(rows, timed)]
+    results = []
+    for row in rows:
+        if row.name in dropped:
+            results.append({"name": row.name, "median_s": None, "gflops": None, "error": dropped[row.name],
+                            **row.extra})
+        else:
+            results.append({"name": row.name, **timed[id(row)], **row.extra})
     # the float64 reference last: its BLAS threads spin for a while after it returns, and would share the CPUs
     # with the timings that follow (a two-thread matmul ran 10 to 20% slower in the 0.1 s after one)
     expected = w.reference(*inputs, **sizes)
     for r, out in zip(results, outputs):
-        r["max_rel_error"], why = _compare(out, expected)
-        if why:  # NaN or infinity where the reference has none (max_rel_error is inf): say where
-            r["mismatch"] = why
+        check = w.check(out, expected, sizes)
+        r.update(max_rel_error=check.error, tolerance=check.tolerance, matches_reference=check.ok)
+        if not check.ok:
+            r["mismatch"] = check.why
     for r in results:
-        r["gflops"] = flops / r["median_s"] / 1e9
-    return {"workload": w.name, "sizes": sizes, "threads": threads, "rounds": rounds, "results": results}
+        if r["median_s"]:
+            r["gflops"] = flops / r["median_s"] / 1e9
+    return {"workload": w.name, "sizes": sizes, "threads": threads, "rounds": rounds,
+            "contract": contract(threads, rounds), "results": results}
 
 
 def format_table(report: dict) -> str:
     """The report of :func:`run_bench` as a text table: median time, GFLOPS, the spread of the rounds' medians,
     and speed ratios against numpy, numpy-avx512 and, when the report has a torch row, PyTorch (above 1x: faster
-    than that baseline); a report without library rows (a user's program) compares with the naive loop nest.
+    than that baseline); a report without library rows (a user's program) compares with the naive loop nest. The
+    last line names the timing contract; a row that could not be timed says why.
 
     >>> rows = [{"name": "naive", "median_s": 2.5e-4, "gflops": 2.1, "spread": [-0.02, 0.05]},
     ...         {"name": "numpy", "median_s": 5e-5, "gflops": 10.5},
     ...         {"name": "numpy-avx512", "median_s": 4e-5, "gflops": 13.1}]
     >>> print(format_table({"workload": "matmul", "sizes": {"M": 64, "N": 64, "K": 64}, "threads": 1,
-    ...                     "results": rows}))
+    ...                     "results": rows, "contract": contract(1, 5)}))
     matmul (M=64, N=64, K=64), 1 thread
                     median ms    GFLOPS     spread  vs numpy  vs avx512
     naive               0.250       2.1    -2%/+5%     0.20x      0.16x
     numpy               0.050      10.5                1.00x      0.80x
     numpy-avx512        0.040      13.1                1.25x      1.00x
+    timed as: public calls with outputs allocated, 1 thread set for every library, 5 alternating rounds, medians
     >>> rows.append({"name": "torch", "median_s": 2.5e-5, "gflops": 21.0})
     >>> print(format_table({"workload": "matmul", "sizes": {"M": 64, "N": 64, "K": 64}, "threads": 1,
     ...                     "results": rows}).splitlines()[-1])
     torch               0.025      21.0                2.00x      1.60x     1.00x
     """
     rows = report["results"]
-    base = {r["name"]: r["median_s"] for r in rows}
+    base = {r["name"]: r["median_s"] for r in rows if r.get("median_s")}
     against = [(n, t, w) for n, t, w in (("numpy", "vs numpy", 9), ("numpy-avx512", "vs avx512", 10),
                                          ("torch", "vs torch", 9)) if n in base]
     if not against:
@@ -411,8 +400,13 @@ def format_table(report: dict) -> str:
              f"{'':14} {'median ms':>10} {'GFLOPS':>9} {'spread':>10}"
              + "".join(f" {title:>{width}}" for _, title, width in against)]
     for r in rows:
+        if not r.get("median_s"):
+            lines.append(f"{r['name']:14} not timed: {r.get('error', 'no time')}")
+            continue
         spread = r.get("spread")
         text = f"{spread[0] * 100:+.0f}%/{spread[1] * 100:+.0f}%" if spread else ""
         lines.append(f"{r['name']:14} {r['median_s'] * 1e3:10.3f} {r['gflops']:9.1f} {text:>10}"
                      + "".join(f" {base[name] / r['median_s']:{width - 1}.2f}x" for name, _, width in against))
+    if report.get("contract"):
+        lines.append(f"timed as: {report['contract']}")
     return "\n".join(lines)

@@ -393,9 +393,9 @@ def run_handler(init: dict):
 
 def check_against_reference(task: Task, inputs: list, outputs: list) -> None:
     """Check the default schedule's ``outputs`` (what every candidate is compared with) against the workload's
-    numpy reference, as ``tensorlang run`` does (NaN and infinities that the reference does not have fail):
-    a default that differs would pass wrong candidates and fail right ones, so it is a ``tl.BuildError``.
-    Nothing to check for a task whose workload has no reference.
+    numpy reference at the tolerance of their dtypes and reduction lengths, as ``tensorlang run`` does (NaN and
+    infinities that the reference does not have fail): a default that differs would pass wrong candidates and
+    fail right ones, so it is a ``tl.BuildError``. Nothing to check for a task whose workload has no reference.
 
     Example::
 
@@ -405,22 +405,17 @@ def check_against_reference(task: Task, inputs: list, outputs: list) -> None:
         >>> check_against_reference(task, [A, B], [np.full_like(A @ B, np.nan)])
         Traceback (most recent call last):
         ...
-        tensorlang.errors.BuildError: matmul: the default schedule's result differs from the numpy reference \
-(output 0: 3072 NaN where the reference has a number (first at index (0, 0))): it is what candidates are \
-checked against, so there is nothing to tune against
+        tensorlang.errors.BuildError: matmul: the default schedule's result does not match the numpy reference \
+(max relative error inf, tolerance 1.30e-05): output 0: 3072 NaN where the reference has a number (first at \
+index (0, 0)); it is what candidates are checked against, so there is nothing to tune against
     """
-    from tuner.bench import max_rel_error, reference_mismatch
-    reference = getattr(task.workload_def, "reference", None)
-    if reference is None:
+    w = task.workload_def
+    if getattr(w, "reference", None) is None:
         return
-    want = reference(*inputs, **task.sizes)
-    want = want if isinstance(want, tuple) else (want,)
-    err = max_rel_error(tuple(outputs), want)
-    if not err <= 1e-3:
-        why = reference_mismatch(tuple(outputs), want) or f"max relative error {err:.2e}"
-        raise tl.BuildError(f"{task.workload}: the default schedule's result differs from the numpy reference "
-                            f"({why}): it is what candidates are checked against, so there is nothing to tune "
-                            "against")
+    check = w.check(tuple(outputs), w.reference(*inputs, **task.sizes), task.sizes)
+    if not check.ok:
+        raise tl.BuildError(f"{task.workload}: the default schedule's result {check.describe()}; it is what "
+                            "candidates are checked against, so there is nothing to tune against")
 
 
 class LocalRunner:

@@ -8,8 +8,8 @@ trained on the rows of
 - every task of this run (each task's measured configs: loop-IR features, throughput divided by that task's best),
 - the tasks tuned before, in the tuning database (up to ``per_task`` records of each, the best and a spread of the
   rest, for this CPU), and
-- the shipped datasets (``datasets/*.csv``: thousands of measured matmul and conv2d configs; up to ``per_dataset``
-  rows of each),
+- the shipped datasets measured on this CPU (``datasets/*.csv``: thousands of measured matmul and conv2d configs;
+  up to ``per_dataset`` rows of each; a dataset of another CPU is left out),
 
 with throughput normalised per task, so that rows of different tasks share one scale (the best of each task
 scores 1, a failed config 0). The loop-IR features describe what a schedule does (vector width, parallel work,
@@ -24,7 +24,7 @@ The features of earlier records and datasets are computed once and kept in the k
 
 Example::
 
-    prior = prior_rows(db, exclude=(), datasets=default_datasets())
+    prior = prior_rows(db, datasets=default_datasets())
     shared = SharedCostModel("xgb", seed=0, prior=prior)
     strategy = TransferGenetic(task.space, seed=0, cost_model=shared.view(task.key), featurize=featurize)
 """
@@ -43,8 +43,9 @@ from tuner.strategies import ModelGuidedGenetic
 
 @dataclass
 class PriorData:
-    """Training rows from elsewhere: features ``X``, normalised throughputs ``y``, a task id per row (``groups``)
-    and, per source, how many rows it gave (``sources``: name -> count).
+    """Training rows from elsewhere: features ``X``, normalised throughputs ``y``, a task id per row (``groups``),
+    per source, how many rows it gave (``sources``: name -> count), and the datasets left out (``skipped``: name
+    -> why).
 
     Example::
 
@@ -56,6 +57,7 @@ class PriorData:
     y: np.ndarray
     groups: np.ndarray
     sources: dict = field(default_factory=dict)
+    skipped: dict = field(default_factory=dict)  # dataset name -> why its rows were left out
 
     @staticmethod
     def empty() -> "PriorData":
@@ -383,20 +385,26 @@ def record_rows(db, task_key: str, per_task: int = 32) -> tuple[np.ndarray, np.n
 
 
 def prior_rows(db, datasets=(), per_task: int = 32, per_dataset: int = 256, target: dict | None = None,
-               progress=None) -> PriorData:
-    """The prior rows of transfer: up to `per_task` records of every task in the database `db` measured on this
-    CPU (`target`: its description, default this machine's), and up to `per_dataset` rows of each dataset file in
-    `datasets`. ``progress(text)`` hears what is being read.
+               progress=None, exclude=()) -> PriorData:
+    """The prior rows of transfer: up to `per_task` records of every task in the database `db` and up to
+    `per_dataset` rows of each dataset file in `datasets`, measured on this CPU (`target`: its description,
+    default this machine's): rows of another CPU rank configs by another machine's caches and vector units, so a
+    dataset measured elsewhere is left out (``skipped`` says so). ``exclude`` holds ``(workload, sizes)`` pairs
+    whose rows are left out as well (a benchmark of transfer leaves out the tasks it tunes: their own rows would
+    be reuse, not transfer). ``progress(text)`` hears what is being read.
 
     Example::
 
         prior = prior_rows(Database(), datasets=default_datasets())
-        print(prior.sources)     # {'database': 640, 'matmul_512.csv': 256, ...}
+        print(prior.sources, prior.skipped)  # {'database': 640, 'matmul_512.csv': 256}, {}
     """
+    from tuner.dataset import Dataset
     from tuner.task import _target
     target = target or _target()
-    Xs, ys, gs, sources = [], [], [], {}
-    tasks = [t for t in db.tasks() if t["valid"] and t["target"].get("cpu") == target.get("cpu")]
+    left_out = {_identity(w, sizes) for w, sizes in exclude}
+    Xs, ys, gs, sources, skipped = [], [], [], {}, {}
+    tasks = [t for t in db.tasks() if t["valid"] and t["target"].get("cpu") == target.get("cpu")
+             and _identity(t["workload"], t["sizes"]) not in left_out]
     if tasks and progress:
         progress(f"features of earlier records: {len(tasks)} tasks")
     n_db = 0
@@ -410,25 +418,43 @@ def prior_rows(db, datasets=(), per_task: int = 32, per_dataset: int = 256, targ
     if tasks:
         sources["database"] = n_db
     for path in datasets:
+        name = pathlib.Path(path).name
+        header = Dataset.load(os.fspath(path)).header
+        cpu = (header.get("target") or {}).get("cpu")
+        if cpu != target.get("cpu"):
+            skipped[name] = f"measured on {cpu}, not {target.get('cpu')}"
+            continue
+        if _identity(header.get("workload"), header.get("sizes") or {}) in left_out:
+            skipped[name] = "a task left out"
+            continue
         if progress:
-            progress(f"features of dataset {pathlib.Path(path).name}")
+            progress(f"features of dataset {name}")
         X, y = dataset_rows(path, per_dataset)
         if len(X):
             Xs.append(X)
             ys.append(y)
-            gs.append(np.array([f"dataset:{pathlib.Path(path).name}"] * len(X), dtype=object))
-        sources[pathlib.Path(path).name] = len(X)
+            gs.append(np.array([f"dataset:{name}"] * len(X), dtype=object))
+        sources[name] = len(X)
     if not Xs:
-        return PriorData(PriorData.empty().X, np.zeros(0), np.zeros(0, dtype=object), sources)
-    return PriorData(np.vstack(Xs), np.concatenate(ys), np.concatenate(gs), sources)
+        return PriorData(PriorData.empty().X, np.zeros(0), np.zeros(0, dtype=object), sources, skipped)
+    return PriorData(np.vstack(Xs), np.concatenate(ys), np.concatenate(gs), sources, skipped)
+
+
+def _identity(workload, sizes: dict) -> tuple:
+    return workload, tuple(sorted((sizes or {}).items()))
 
 
 def describe_prior(prior: PriorData) -> str:
-    """One line: where the prior rows came from.
+    """One line: where the prior rows came from, and which datasets were left out.
 
     >>> describe_prior(PriorData(np.zeros((3, 2)), np.zeros(3), np.zeros(3), {"database": 1, "m.csv": 2}))
     '3 rows (database 1, m.csv 2)'
+    >>> describe_prior(PriorData(np.zeros((0, 2)), np.zeros(0), np.zeros(0), {}, {"c.csv": "measured on znver4"}))
+    '0 rows; left out: c.csv (measured on znver4)'
     """
     parts = ", ".join(f"{k} {v}" for k, v in prior.sources.items())
-    return f"{prior.n} rows ({parts})" if parts else f"{prior.n} rows"
+    text = f"{prior.n} rows ({parts})" if parts else f"{prior.n} rows"
+    if prior.skipped:
+        text += "; left out: " + ", ".join(f"{k} ({why})" for k, why in prior.skipped.items())
+    return text
 

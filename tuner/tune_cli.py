@@ -305,9 +305,10 @@ def _tune(args, workload, task, db, cluster=None) -> dict:
         say(f"interrupted: {summary.trials_done} trials measured in this run, all of them kept in {db.path}")
         say(f"resume with: {resume_command(args)}")
     if summary.best is not None and not args.no_baselines and not summary.interrupted:
-        say("timing the default schedule, the pick, the hand schedule, the best schedule and numpy, 3 interleaved "
-            "rounds ...")
-        summary.baselines = measure_baselines(task, summary.best, jobs=1, errors=summary.baseline_errors)
+        say("timing the default schedule, the pick, the hand schedule, the best schedule and numpy as "
+            "`tensorlang bench` does ...")
+        summary.baselines = measure_baselines(task, summary.best, errors=summary.baseline_errors,
+                                              timeout=args.timeout)
     if args.plot:
         plot_curve(summary, args.plot)
     report = summary_json(summary, db)
@@ -408,6 +409,8 @@ def format_summary(summary, report: dict, args) -> str:
           this run: 5 valid, 1 invalid (1 wrong)
         next: tensorlang best matmul --preset small   (or: tensorlang bench matmul --preset small)
     """
+    from tuner.bench import contract
+    from tuner.tuning import BASELINE_ROUNDS
     lines = []
     t = summary.task
     total = report["trials"]
@@ -433,6 +436,7 @@ def format_summary(summary, report: dict, args) -> str:
                  for k, name in (("default", "the naive loop nest"), ("auto", "the auto-scheduler's pick"),
                                  ("hand", "the hand schedule"), ("numpy", "numpy")) if k in report["speedup"]]
         lines.append("  timed side by side, the best runs at " + ", ".join(parts))
+        lines.append(f"  (timed as `tensorlang bench` times: {contract(t.threads, BASELINE_ROUNDS)})")
     names = {"default": "the naive loop nest", "auto": "the auto-scheduler's pick", "hand": "the hand schedule",
              "tuned": "the best schedule"}
     for name, why in summary.baseline_errors.items():
@@ -496,12 +500,17 @@ def best_record(workload, sizes, threads, db_path):
         >>> task.describe().split(" on ")[0], rec, path
         ('matmul(M=64, N=48, K=32)', None, '/no/such.db')
     """
+    task, rec, path, _ = _best_and_retimed(workload, sizes, threads, db_path)
+    return task, rec, path
+
+
+def _best_and_retimed(workload, sizes, threads, db_path):
     task = task_for(workload, sizes, threads)
     path, db = _existing_db(db_path)
     if db is None:
-        return task, None, path
+        return task, None, path, {}
     try:
-        return task, db.best(task.key), db.path
+        return task, db.best(task.key), db.path, db.retimed(task.key)
     finally:
         db.close()
 
@@ -509,26 +518,33 @@ def best_record(workload, sizes, threads, db_path):
 def cmd_best(args, workload, sizes) -> dict:
     """``tensorlang best``: the best record of a task and its schedule as Python.
 
-    Prints the record's time, GFLOPS, knob values and schedule (nothing with ``--json``) and returns them as a
-    JSON object; TuneFlagError, with the ``tune`` command to run, when the task has no valid record.
+    Prints the record's time and GFLOPS (the figure ``tune``'s summary gives: the final re-timing's median where
+    the record's config was re-timed, else its own measurement), knob values and schedule (nothing with
+    ``--json``) and returns them as a JSON object; TuneFlagError, with the ``tune`` command to run, when the task
+    has no valid record.
 
     Example::
 
         tensorlang best matmul --preset 512 --threads 8 --db runs.db
     """
     check_threads_flag(args.threads)
-    task, rec, path = best_record(workload, sizes, args.threads, args.db)
+    task, rec, path, retimed = _best_and_retimed(workload, sizes, args.threads, args.db)
     if rec is None:
         where = f" --preset {args.preset}" if args.preset else f" --size {args.size}" if args.size else ""
         raise TuneFlagError(f"no valid tuning record for {task.describe()} in {path}; "
                             f"run: tensorlang tune {workload.name}{where} --trials 100")
     python = str(record_schedule(rec, task.op, path))
+    # the figure tune's summary prints: the re-timing in force, else the record's own measurement
+    retimed_s = retimed.get(rec.config_key())
+    median = retimed_s or rec.median_s
     out = {"workload": workload.name, "sizes": task.sizes, "threads": task.threads, "task_key": task.key,
-           "median_s": rec.median_s, "gflops": rec.gflops, "trial": rec.trial, "strategy": rec.strategy,
-           "seed": rec.seed, "config": rec.config, "schedule": rec.schedule, "python": python, "times": rec.times}
+           "median_s": median, "gflops": task.flops / median / 1e9, "measured_median_s": rec.median_s,
+           "retimed_median_s": retimed_s, "trial": rec.trial, "strategy": rec.strategy, "seed": rec.seed,
+           "config": rec.config, "schedule": rec.schedule, "python": python, "times": rec.times}
     if not args.json:
-        print(f"best of {task.describe()}: {rec.median_s * 1e3:.3f} ms, {rec.gflops:.1f} GFLOPS "
-              f"(trial {rec.trial}, {rec.strategy}, seed {rec.seed})")
+        how = f"chosen by re-timing {len(retimed)} configs" if retimed_s else "one measurement"
+        print(f"best of {task.describe()}: {median * 1e3:.3f} ms, {out['gflops']:.1f} GFLOPS ({how}; "
+              f"trial {rec.trial}, {rec.strategy}, seed {rec.seed})")
         print("knobs: " + ", ".join(f"{k}={v}" for k, v in rec.config.items()))
         print(python)
     return out

@@ -14,7 +14,6 @@ Example::
 from __future__ import annotations
 
 import json
-import math
 import sys
 import time
 from collections import Counter
@@ -377,13 +376,20 @@ class Tuner:
         return observation_of(rec)
 
 
-def measure_baselines(task: Task, best: Record | None, jobs: int | None = 1, numpy: bool = True,
-                      errors: dict | None = None) -> dict:
-    """GFLOPS of the default schedule, the zero-trial pick, the hand schedule (if any), numpy as installed, and
-    the best record, all timed in this one call in 3 interleaved rounds (each row once a round, as the re-timing
-    and ``tensorlang bench`` do, so that a slow spell of the machine hits them alike; the schedules in the isolated
-    runner, numpy in a process of its own). A schedule that fails (the default matmul 1024 runs past the time
-    limit, say) gets None, and ``errors[name]`` says why.
+#: How the summary of ``tensorlang tune`` times its baselines: :func:`tuner.bench.run_bench` (the rows of
+#: ``tensorlang bench``, under its timing contract) in this many rounds, each row at least this many runs and
+#: seconds in all.
+BASELINE_ROUNDS, BASELINE_RUNS, BASELINE_SECONDS = 3, 6, 0.3
+
+
+def measure_baselines(task: Task, best: Record | None, numpy: bool = True, errors: dict | None = None,
+                      timeout: float | None = None) -> dict:
+    """GFLOPS of the default schedule, the zero-trial pick, the hand schedule (if any), numpy as installed and
+    the best record, timed exactly as ``tensorlang bench`` times them (:func:`tuner.bench.run_bench`: public calls
+    with outputs allocated, the task's threads for every library, rows alternating in 3 rounds), so that ``tune``
+    and ``bench`` report the same ratios. Every row's output is checked against the reference. A row that fails
+    (its output does not match; its warm-up call took more than `timeout` seconds, as the default matmul 1024
+    does) gets None, and ``errors[name]`` says why.
 
     Returns ``{"default": ..., "auto": ..., "hand": ..., "tuned": ..., "numpy": ...}`` (``hand`` only when the
     workload has a hand schedule, ``tuned`` only when ``best`` has a schedule, ``numpy`` only when ``numpy`` is
@@ -396,40 +402,18 @@ def measure_baselines(task: Task, best: Record | None, jobs: int | None = 1, num
         gflops = measure_baselines(task, Database().best(task.key), errors=errors)
         print(gflops["tuned"] / gflops["numpy"], errors)
     """
-    from tensorlang.choice import auto_schedule
-    from tensorlang.timing import median
-    from tuner.bench import library_row
-    w = task.workload_def
+    from tuner.bench import run_bench
+    extra = [("tuned", tl.Schedule.from_json(best.schedule, task.op))] if best is not None and best.schedule else []
+    report = run_bench(task.workload_def, task.sizes, task.threads, min_runs=BASELINE_RUNS,
+                       min_time=BASELINE_SECONDS, extra=extra, log=lambda *a: None, rounds=BASELINE_ROUNDS,
+                       libraries=("numpy",) if numpy else (), timeout=timeout)
     out = {}
-    numpy = numpy and task.builtin  # a user's program has no numpy formulation
-    rounds = 3  # of 2 runs and 70 ms at least each: 6 runs and 0.2 s at least in all
-    per_round = MeasureOptions(min_runs=2, min_time=0.07, coarse_factor=math.inf, slow_factor=math.inf)
-    with LocalRunner(task, jobs=jobs, options=per_round) as runner:
-        schedules = [("default", tl.schedule(task.op, **task.sizes)),
-                     ("auto", auto_schedule(task.op, task.sizes, task.threads))]
-        if w.hand_schedule is not None:
-            s = tl.schedule(task.op, **task.sizes)
-            w.hand_schedule(s)
-            schedules.append(("hand", s))
-        if best is not None and best.schedule:
-            schedules.append(("tuned", tl.Schedule.from_json(best.schedule, task.op)))
-        numpy_times: list[float] = []
-        row = library_row("numpy", w, task.sizes, runner.inputs, task.threads) if numpy else None
-        try:
-            between = None
-            if row is not None:
-                row.first()
-                between = lambda k: numpy_times.extend(row.burst(per_round.min_runs, per_round.min_time))  # noqa: E731
-            results = runner.time_schedules([s for _, s in schedules], rounds, per_round, between)
-        finally:
-            if row is not None:
-                row.close()
-        for (name, _), r in zip(schedules, results):
-            out[name] = task.flops / r.median_s / 1e9 if r.ok else None
-            if not r.ok and errors is not None:
-                errors[name] = f"{r.error_kind}: {r.error}"
-        if numpy:
-            out["numpy"] = task.flops / median(numpy_times) / 1e9
+    for r in report["results"]:
+        name = "default" if r["name"] == "naive" else r["name"]
+        why = r.get("error") or (None if r["matches_reference"] else f"wrong result: {r['mismatch']}")
+        out[name] = None if why else r["gflops"]
+        if why and errors is not None:
+            errors[name] = why
     return out
 
 
