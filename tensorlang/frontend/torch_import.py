@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 import warnings
 
 import numpy as np
@@ -384,23 +385,62 @@ def model_from_pt2(path, **options):
     return from_exported(load_pt2(path), name=options.pop("name", name), **options)
 
 
+def _check_inference(traced: torch.fx.GraphModule, input_names: list[str]) -> None:
+    """UsageError where a traced ATen graph does what only a module in training mode does (batch norm updating
+    its statistics, dropout's random numbers) or writes into its inputs, naming the op, node and user's line."""
+    training: dict[str, str] = {}
+    writes: list[str] = []
+    placeholders = [n for n in traced.graph.nodes if n.op == "placeholder"]
+    for node in traced.graph.nodes:
+        if node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload):
+            continue
+        if _op_name(node.target) == "copy_" and node.args[0] in placeholders:  # functionalize's input writes
+            k = placeholders.index(node.args[0])
+            name = input_names[k] if k < len(input_names) else node.args[0].name
+            source = node.args[1] if isinstance(node.args[1], torch.fx.Node) else node
+            writes.append(f"input {name} ({_Importer._where(source)})")
+            continue
+        bound = _Importer._bind(node, node.target._schema)
+        if bound.get("training") is True and isinstance(bound.get("running_mean"), torch.fx.Node):
+            kind = "normalises with the batch's statistics and updates the running ones (batch norm in training)"
+        elif torch.Tag.nondeterministic_seeded in node.target.tags:
+            kind = "draws random numbers (dropout in training)"
+        else:
+            continue
+        training.setdefault(kind, f"aten.{_op_name(node.target)} ({_Importer._where(node)}) {kind}")
+    if training:
+        raise UsageError(f"the module runs in training mode: {'; '.join(training.values())}. Call .eval() on the "
+                         "module: tensorlang compiles inference graphs")
+    if writes:
+        raise UsageError(f"the graph writes into {'; '.join(writes)} in place; tensorlang compiles inference graphs "
+                         "without side effects")
+
+
 def graph_from_fx(gm, example_inputs, name: str = "compiled", frozen=(), decompose: bool = True):
-    """A graph from a torch.compile FX graph, traced to core ATen with torch's decompositions (functionalised);
-    returns (graph, the positions of the example inputs that are its inputs, the outputs' torch TreeSpec).
-    Positions listed in `frozen` (parameters) become constants holding the example inputs' values. `gm` is a
-    GraphModule or any function of tensors; `decompose=False` keeps the ATen ops it calls as they are.
+    """A graph from a torch.compile FX graph, traced to core ATen with torch's decompositions (functionalised) on
+    the example inputs, which fix every shape and every int input; returns (graph, the positions of the example
+    inputs that are its inputs, `rebuild`: a function from the graph's output tensors, in order, to the FX graph's
+    output structure, its int outputs filled in). Positions listed in `frozen` (parameters) become constants
+    holding the example inputs' values. `gm` is a GraphModule or any function of tensors; `decompose=False` keeps
+    the ATen ops it calls as they are. A graph that only a module in training mode gives (batch norm updating its
+    statistics, dropout) is a UsageError that says to call `.eval()`, one that writes into its inputs (buffers
+    included) a UsageError too.
 
     Example::
 
-        g, positions, out_spec = graph_from_fx(gm, example_inputs)
+        g, positions, rebuild = graph_from_fx(gm, example_inputs)
     """
     from torch._decomp import core_aten_decompositions
+    from torch.fx import traceback as fx_traceback
     from torch.fx.experimental.proxy_tensor import make_fx
     table = core_aten_decompositions() if decompose else {}
-    with warnings.catch_warnings(), torch.no_grad():
+    fn = torch.fx.Interpreter(gm).run if isinstance(gm, torch.fx.GraphModule) else gm  # keeps the user's lines
+    with warnings.catch_warnings(), torch.no_grad(), fx_traceback.preserve_node_meta():
         warnings.simplefilter("ignore")
-        traced = make_fx(torch.func.functionalize(gm, remove="mutations"),
+        traced = make_fx(torch.func.functionalize(fn, remove="mutations"),
                          decomposition_table=table, tracing_mode="real")(*example_inputs)
+    _check_inference(traced, [n.name for n in gm.graph.nodes if n.op == "placeholder"]
+                     if isinstance(gm, torch.fx.GraphModule) else [])
     imp = _Importer(name)
     placeholders = [n for n in traced.graph.nodes if n.op == "placeholder"]
     leaves = []
@@ -423,23 +463,94 @@ def graph_from_fx(gm, example_inputs, name: str = "compiled", frozen=(), decompo
             out_args = node.args[0]
     imp.check_supported()
     flat, spec = pytree.tree_flatten(out_args)
-    outs = []
+    outs, kinds = [], []
     for a in flat:
+        if isinstance(a, (bool, int, float)):  # a size the example inputs fix (dynamo's SymInt outputs)
+            kinds.append({"kind": "const", "value": a})
+            continue
         v = imp.values.get(a) if isinstance(a, torch.fx.Node) else None
         if not isinstance(v, Value):
             raise UsageError(f"output {a} is not a tensor tensorlang computes")
         outs.append(v)
+        kinds.append({"kind": "leaf"})
     imp.g.outputs = outs
     imp.g.input_spec = {"kind": "list", "items": [{"kind": "leaf"} for _ in leaves]}
-    imp.g.output_spec = _tree_spec(spec, [{"kind": "leaf"}] * len(outs))
-    return imp.g, leaves, spec
+    imp.g.output_spec = _tree_spec(spec, list(kinds))
+
+    def rebuild(tensors):
+        it = iter(tensors)
+        return pytree.tree_unflatten([next(it) if k["kind"] == "leaf" else k["value"] for k in kinds], spec)
+    return imp.g, leaves, rebuild
+
+
+class _InferenceOnly(torch.autograd.Function):
+    """The outputs of a compiled graph where torch would track gradients: they require grad as torch's would,
+    and backward() through them is a UsageError (tensorlang computes no gradients)."""
+
+    @staticmethod
+    def forward(ctx, compute, *args):
+        return tuple(compute(args))
+
+    @staticmethod
+    def backward(ctx, *grads):
+        raise UsageError('backward() through a torch.compile(backend="tensorlang") graph: training is not '
+                         "supported, tensorlang compiles inference graphs and computes no gradients; train with "
+                         "torch eager or another backend, and run inference under torch.no_grad()")
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    """`t` read as integers of its element size, so that equal bits compare equal (NaN, -0.0)."""
+    return t.detach().view({1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()])
+
+
+def _same_weight(live: torch.Tensor, snapshot: torch.Tensor) -> bool:
+    return (live.shape == snapshot.shape and live.dtype == snapshot.dtype
+            and torch.equal(_bits(live), _bits(snapshot)))
+
+
+def _concrete(example_inputs) -> list | None:
+    """The example inputs with SymInts replaced by the sizes they stand for here, or None where one is symbolic
+    with no such size (a FakeTensor, a SymInt without a hint): then the first call's inputs are compiled."""
+    from torch._subclasses.fake_tensor import is_fake
+    out = []
+    for x in example_inputs:
+        if isinstance(x, torch.Tensor):
+            if is_fake(x) or not all(isinstance(s, int) for s in x.shape):
+                return None
+        elif isinstance(x, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+            if not x.node.has_hint():
+                return None
+            x = x.node.hint
+        out.append(x)
+    return out
+
+
+def _signature(args, frozen) -> tuple:
+    """What a compiled model is specialised to: the shape and dtype of each tensor input, the value of the rest."""
+    key = []
+    for k, a in enumerate(args):
+        if k in frozen:
+            continue
+        if isinstance(a, torch.Tensor):
+            key.append((tuple(a.shape), a.dtype))
+        elif isinstance(a, (bool, int, float)):
+            key.append((type(a), a))
+        else:
+            raise UsageError(f'torch.compile(backend="tensorlang"): graph input [{k}] is a {type(a).__name__}; '
+                             "tensorlang specialises graphs to tensors and numbers only")
+    return tuple(key)
 
 
 def dynamo_backend(gm: torch.fx.GraphModule, example_inputs):
     """The `torch.compile(model, backend="tensorlang")` backend (registered through the `torch_dynamo_backends`
     entry point): compiles each graph torch.compile captures into a `tl.Model` and runs it on numpy views of the
-    tensors. Parameters and buffers are frozen at compile time (as inductor's freezing), so that batch norms fold
-    into convolutions: one changed in place after that triggers a new compile. Graph breaks stay torch's business.
+    tensors. A graph dynamo makes dynamic (symbolic sizes, as after a third batch size) gets one model per
+    signature of concrete input shapes and ints, compiled on first use and kept. Parameters and buffers are frozen
+    into constants (as inductor's freezing), so that batch norms fold into convolutions; each call compares them
+    bit for bit with the values compiled in (writes through `.data` change neither `_version` nor the data
+    pointer, so only the contents tell) and compiles again where one changed. A module in training mode is a
+    UsageError; where torch would track gradients the outputs require grad and backward() through them is a
+    UsageError. Graph breaks stay torch's business.
 
     Example::
 
@@ -450,18 +561,40 @@ def dynamo_backend(gm: torch.fx.GraphModule, example_inputs):
     names = [n.name for n in gm.graph.nodes if n.op == "placeholder"] if hasattr(gm, "graph") else []
     frozen = tuple(k for k, x in enumerate(example_inputs) if isinstance(x, torch.nn.Parameter) or
                    (k < len(names) and "_buffers_" in names[k]))  # parameters and buffers (BN statistics)
-    versions = {k: example_inputs[k]._version for k in frozen}
+    models: dict[tuple, tuple] = {}  # signature -> (model, positions, rebuild)
+    weights: dict[int, torch.Tensor] = {}  # the frozen inputs' values that `models` hold
+    lock = threading.Lock()  # calls from several threads: one compares, compiles and updates at a time
 
-    def compile_now(inputs):
-        graph, positions, spec = graph_from_fx(gm, inputs, frozen=frozen)
-        return compile_graph(graph), positions, spec
-    state = [compile_now(list(example_inputs))]
+    def model_for(args):
+        with lock:
+            return _model_for(args)
+
+    def _model_for(args):
+        if len(weights) != len(frozen) or any(not _same_weight(args[k], w) for k, w in weights.items()):
+            models.clear()  # weights changed: every signature compiles again
+            weights.clear()
+            weights.update({k: args[k].detach().clone() for k in frozen})
+        key = _signature(args, frozen)
+        if key not in models:
+            # traced on copies: tracing runs the graph, and one that writes into its inputs is refused after
+            traced_on = [weights[k] if k in weights else a.detach().clone() if isinstance(a, torch.Tensor) else a
+                         for k, a in enumerate(args)]
+            graph, positions, rebuild = graph_from_fx(gm, traced_on, frozen=frozen)
+            models[key] = compile_graph(graph), positions, rebuild
+        return models[key]
+
+    example = _concrete(example_inputs)
+    if example is not None:
+        model_for(example)  # errors (unsupported ops, training mode) surface as torch.compile compiles
 
     def run(*args):
-        if any(args[k]._version != v for k, v in versions.items()):  # weights changed in place: compile again
-            versions.update({k: args[k]._version for k in frozen})
-            state[0] = compile_now(list(args))
-        model, positions, spec = state[0]
-        outs = model.run_flat([args[k].detach().contiguous().numpy() for k in positions])
-        return pytree.tree_unflatten([torch.from_numpy(o) for o in outs], spec)
+        model, positions, rebuild = model_for(args)
+
+        def compute(args):
+            outs = model.run_flat([args[k].detach().contiguous().numpy() for k in positions])
+            return [torch.from_numpy(o) for o in outs]
+        grad = torch.is_grad_enabled() and any(isinstance(a, torch.Tensor) and a.requires_grad for a in args)
+        if grad and model.graph.outputs:
+            return rebuild(_InferenceOnly.apply(compute, *args))
+        return rebuild(compute(args))
     return run
