@@ -6,6 +6,13 @@ import json
 import os
 import subprocess
 import sys
+import warnings
+
+import numpy as np
+import pytest
+
+import tensorlang as tl
+from tensorlang.choice import StaleScheduleError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -44,3 +51,53 @@ def test_the_suite_ignores_what_the_users_shell_exports(tmp_path):
     assert not seen["kernels"].startswith(str(user)), r.stdout
     (names,) = [line for line in r.stdout.splitlines() if line.startswith("set ")]
     assert not set(USER_SETTINGS) & set(json.loads(names[4:])), names
+
+
+# ------------------------------------------------------------------------------------------ a stale tuned record
+SCALE = "def scale(A: f32[N, M]) -> C:\n    C[i, j] = A[i, j] * 2.0\n"
+SIZES = {"N": 16, "M": 32}
+
+
+def stale_database(tmp_path):
+    """A tuning database whose best record of SCALE splits a loop the program does not have (as a record that an
+    older compiler wrote); returns its path, the record's id and the task key."""
+    from tuner.database import Database, Record
+    from tuner.task import Task
+    task = Task.from_source(SCALE, SIZES)
+    s = tl.schedule(tl.op(SCALE), **SIZES)
+    s["C"].split("j", 8)
+    db = tmp_path / "stale.db"
+    with Database(db) as d:
+        rid = d.add(Record(task.key, task.workload, SIZES, task.target, {}, s.to_json().replace('"j"', '"zz"'),
+                           (1e-6,), flops=task.flops, trial=7, threads=task.threads))
+    return db, rid, task.key
+
+
+def test_a_stale_tuned_record_asked_for_is_an_error_naming_the_database_and_the_record(tmp_path):
+    db, rid, key = stale_database(tmp_path)
+    with pytest.raises(tl.BuildError) as e:
+        tl.build(tl.op(SCALE), db=str(db), schedule="tuned", **SIZES)
+    message = str(e.value)
+    assert isinstance(e.value, StaleScheduleError), message
+    assert message.startswith(f"tuning database {db}: record {rid} (trial 7, tuned by tensorlang "), message
+    assert f"of task {key} no longer applies to scale: split(C, zz): stage C has no loop 'zz'" in message
+    assert f"DELETE FROM records WHERE task_key = '{key}'" in message and "tune it again" in message
+    (tmp_path / "scale.tl").write_text(SCALE)
+    r = subprocess.run([sys.executable, "-m", "tuner.cli", "show", str(tmp_path / "scale.tl"), "--size", "N=16,M=32",
+                        "--schedule", "tuned"], capture_output=True, text=True, timeout=300,
+                       env=dict(os.environ, TENSORLANG_DB=str(db), PYTHONPATH=ROOT))
+    assert r.returncode == 2 and f"record {rid} (trial 7" in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+def test_a_stale_tuned_record_is_skipped_with_one_warning_naming_it(tmp_path):
+    db, rid, key = stale_database(tmp_path)
+    op = tl.op(SCALE)
+    with pytest.warns(UserWarning, match=rf"tuning database .*stale.db: record {rid} \(trial 7.*no longer applies "
+                                         r"to scale.*\(skipped: scale gets the next schedule source\)"):
+        k = tl.build(op, db=str(db), **SIZES)
+    assert k.schedule_source == "auto"
+    A = np.random.default_rng(0).standard_normal((16, 32)).astype(np.float32)
+    np.testing.assert_array_equal(k(A), A * 2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # once: the next build says nothing
+        assert tl.build(op, db=str(db), **SIZES).schedule_source == "auto"
