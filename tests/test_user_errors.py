@@ -101,3 +101,36 @@ def test_a_stale_tuned_record_is_skipped_with_one_warning_naming_it(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # once: the next build says nothing
         assert tl.build(op, db=str(db), **SIZES).schedule_source == "auto"
+
+
+# ------------------------------------------------------------------------------------------ calling a model
+def test_keyword_inputs_are_refused_naming_the_inputs_the_model_takes(tmp_path):
+    from tensorlang.graph import compile_graph
+    from tensorlang.graph.ir import Graph, TensorType
+    g = Graph("pair")
+    x, y = g.add_input("x", TensorType((3,), "f32")), g.add_input("y", TensorType((3,), "f32"))
+    g.outputs = [g.add_node("add.Tensor", [x, y], {}, [TensorType((3,), "f32")]).outputs[0]]
+    a, b = np.arange(3, dtype=np.float32), np.ones(3, np.float32)
+    for model in (compile_graph(g), tl.load_model(compile_graph(g).save(tmp_path / "pair.tlm"))):
+        with pytest.raises(tl.BuildError, match=r"^pair: keyword inputs x, y not taken: the model takes its inputs "
+                                                r"by position, in the order x, y$"):
+            model(x=a, y=b)
+        with pytest.raises(tl.BuildError, match=r"^pair: keyword input y not taken: .* in the order x, y$"):
+            model(a, y=b)
+        np.testing.assert_array_equal(model(a, b), a + b)
+
+
+def test_keyword_inputs_of_an_imported_module_name_those_it_takes():
+    torch = pytest.importorskip("torch")
+
+    class Scaled(torch.nn.Module):
+        def forward(self, x, *, bias):
+            return torch.relu(x) + bias
+
+    x, bias = torch.randn(2, 3), torch.randn(3)
+    model = tl.from_torch(Scaled().eval(), (x,), {"bias": bias})
+    a, b = x.numpy(), bias.numpy()
+    np.testing.assert_allclose(model(a, bias=b), np.maximum(a, 0) + b, rtol=1e-6)
+    with pytest.raises(tl.BuildError, match=r"^Scaled: keyword input x not taken: the model takes its inputs by "
+                                            r"position, in the order x; its keyword inputs are bias$"):
+        model(x=a, bias=b)
