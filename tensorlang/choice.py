@@ -22,6 +22,7 @@ found through the entry point group ``tensorlang.schedule_sources`` (tensorlang'
 from __future__ import annotations
 
 import threading
+import warnings
 
 from .errors import BuildError
 from .schedule import Schedule
@@ -32,7 +33,20 @@ ENTRY_POINT_GROUP = "tensorlang.schedule_sources"
 ORDER = ("tuned", "hand")  # the registered sources tried first, in this order; others follow by name
 
 _REGISTRY = SourceRegistry("schedule source", ENTRY_POINT_GROUP, first=ORDER)
-_lock = threading.Lock()  # the cache of picks
+_lock = threading.Lock()  # the cache of picks, the warnings given
+
+
+class StaleScheduleError(BuildError):
+    """What a schedule source raises when the schedule it holds for a program no longer applies to it (a tuning
+    record that an older compiler wrote): the build's error when that source was asked for by name
+    (``schedule="tuned"``); otherwise :func:`choose_schedule` warns once and asks the next source.
+
+    >>> issubclass(StaleScheduleError, BuildError)
+    True
+    """
+
+
+_warned: set[str] = set()
 
 
 def register_schedule_source(name: str, fn) -> None:
@@ -103,7 +117,9 @@ def choose_schedule(op, sizes: dict, *, db=None, schedule: str | None = None,
 
     ``schedule``: None (choose), "naive", "auto" (skip the database and the hand schedules), "hand" or "tuned"
     (that source or an error saying there is none). ``db``: the tuning database to look in (default:
-    ``TENSORLANG_DB``, else the cache folder's); a missing or empty one is no error.
+    ``TENSORLANG_DB``, else the cache folder's); a missing or empty one is no error. A source's schedule that no
+    longer applies (:class:`StaleScheduleError`) is an error when that source was asked for, else a warning
+    (once) and the next source.
 
     >>> import tensorlang as tl
     >>> choose_schedule(tl.op("def f(A: f32[N]) -> B:\\n    B[i] = A[i]"), {"N": 4}, schedule="best")
@@ -124,7 +140,18 @@ def choose_schedule(op, sizes: dict, *, db=None, schedule: str | None = None,
         for name, fn in sources().items():
             if schedule is not None and name != schedule:
                 continue
-            found = fn(op, dict(bound), db=db, threads=threads)
+            try:
+                found = fn(op, dict(bound), db=db, threads=threads)
+            except StaleScheduleError as e:
+                if schedule is not None:  # asked for by name: an explicit request that cannot be met
+                    raise
+                with _lock:
+                    first = str(e) not in _warned
+                    _warned.add(str(e))
+                if first:
+                    warnings.warn(f"tensorlang: {e} (skipped: {op.name} gets the next schedule source)",
+                                  stacklevel=3)
+                continue
             if found is not None:
                 return found, name if name in SOURCES else "given"
         if schedule is not None:

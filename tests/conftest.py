@@ -1,4 +1,4 @@
-"""Suite-wide checks.
+"""Suite-wide checks, and the environment every test starts from.
 
 Trace round trip (as TVM's): every schedule that any test lowers is replayed from its JSON, and must give the
 same loop IR. The check runs when the schedule is lowered, so it covers every schedule used in the suite.
@@ -10,10 +10,29 @@ import pytest
 
 from tensorlang.schedule import Schedule
 
-# no test writes to the user's tuning database: anything that opens the default one gets a throwaway file
-os.environ.setdefault("TENSORLANG_DB", os.path.join(tempfile.mkdtemp(prefix="tensorlang-tests-"), "tuning.db"))
-# nor to the user's kernel cache: the graph compiler's compiled kernels go to a folder of this session
-os.environ.setdefault("TENSORLANG_KERNEL_CACHE", tempfile.mkdtemp(prefix="tensorlang-kernels-"))
+#: The variables by which a user's shell changes what tensorlang does. The suite runs without them (a test that
+#: needs one sets it), so that a user's exported setting neither fails a test nor gets written to.
+USER_SETTINGS = ("TENSORLANG_NUM_THREADS", "TENSORLANG_SPIN_US", "TENSORLANG_THREAD_POOL", "TENSORLANG_PRINT_PASSES",
+                 "TENSORLANG_CLUSTER", "TENSORLANG_TUNER_FAULTS", "TENSORLANG_CLUSTER_FAULTS",
+                 "TENSORLANG_CLUSTER_TARGET")
+SUITE_FOLDER = "TENSORLANG_TESTS_FOLDER"  # this run's folder, which pytest-xdist's workers take from their controller
+
+
+def _suite_folder() -> str:
+    inherited = os.environ.get(SUITE_FOLDER, "")
+    if os.environ.get("PYTEST_XDIST_WORKER") and os.path.isdir(inherited):
+        return inherited
+    folder = tempfile.mkdtemp(prefix="tensorlang-tests-")
+    os.mkdir(os.path.join(folder, "kernels"))
+    return folder
+
+
+for _name in USER_SETTINGS:
+    os.environ.pop(_name, None)
+os.environ[SUITE_FOLDER] = _suite_folder()
+# no test writes to the user's tuning database, nor to their kernel cache, whatever their shell exports
+os.environ["TENSORLANG_DB"] = os.path.join(os.environ[SUITE_FOLDER], "tuning.db")
+os.environ["TENSORLANG_KERNEL_CACHE"] = os.path.join(os.environ[SUITE_FOLDER], "kernels")
 
 _original_lowered = Schedule.lowered
 _checked: set[str] = set()

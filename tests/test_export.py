@@ -331,6 +331,19 @@ def test_cli_errors_name_the_flag(tmp_path, capsys):
     with pytest.raises(SystemExit) as e:
         main(["export", "matmul", "--best", "--schedule", str(mine), "-o", d])
     assert e.value.code == 2
+    assert not os.path.exists(d)  # every check comes before the folder is made
+
+
+@pytest.mark.skipif(shutil.which("false") is None, reason="needs the `false` program")
+def test_cli_export_that_fails_midway_removes_the_folder_it_made_and_only_that(tmp_path, capsys):
+    made = tmp_path / "new" / "out"
+    err = export_error(capsys, "softmax", "--preset", "small", "--format", "so", "--cc", "false", "-o", str(made))
+    assert "export: linking" in err and not (tmp_path / "new").exists()
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("kept")
+    export_error(capsys, "softmax", "--preset", "small", "--format", "so", "--cc", "false", "-o", str(mine / "out"))
+    assert os.listdir(mine) == ["notes.txt"]
 
 
 def test_python_api_errors(tmp_path):

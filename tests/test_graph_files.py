@@ -115,3 +115,36 @@ def test_damaged_and_foreign_files_are_named_in_the_error(tmp_path):
         tl.load_model(_damage(path, tmp_path, "retyped.tlm", retype))
     with pytest.raises(ModelFileError, match=r"cut.tlm is a damaged tensorlang model file"):
         tl.load_model(_damage(path, tmp_path, "cut.tlm", lambda n, d: d[:-10] if n == "graph.json" else d))
+
+
+def _flip_a_byte(path, tmp_path, name, member):
+    """A copy of the model file with one bit of `member`'s stored bytes flipped: its CRC-32 no longer matches."""
+    with zipfile.ZipFile(path) as z:
+        info = z.getinfo(member)
+    with open(path, "rb") as f:
+        data = bytearray(f.read())
+    start = info.header_offset + 30 + len(info.filename.encode()) + len(info.extra)  # after the local header
+    data[start + info.compress_size // 2] ^= 0x01
+    out = tmp_path / name
+    out.write_bytes(bytes(data))
+    return out
+
+
+def test_a_folder_a_corrupted_file_and_a_cut_file_are_named_as_such(tmp_path):
+    model = next(m for m in (compile_graph(random_graph(s)) for s in range(20)) if m.graph.constants)
+    path = model.save(tmp_path / "net.tlm")
+    with pytest.raises(ModelFileError, match=rf"^{tmp_path} is a folder: tl.load_model takes a model file, the "
+                                             r"\.tlm that model\.save wrote \(it holds net\.tlm\)$"):
+        tl.load_model(tmp_path)
+    for member in ("graph.json", "constants/0.npy"):
+        bad = _flip_a_byte(path, tmp_path, "flipped.tlm", member)
+        with pytest.raises(ModelFileError, match=rf"flipped.tlm is corrupted: checksum mismatch \(Bad CRC-32 for "
+                                                 rf"file '{member}'\); the file changed after model.save wrote it"):
+            tl.load_model(bad)
+    cut = tmp_path / "half.tlm"
+    with open(path, "rb") as f:
+        whole = f.read()
+    cut.write_bytes(whole[:len(whole) // 2])
+    with pytest.raises(ModelFileError, match=r"half.tlm is a damaged tensorlang model file \(it starts as a zip "
+                                             r"archive but the rest is unreadable: cut short\?\)"):
+        tl.load_model(cut)

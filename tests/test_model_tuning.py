@@ -564,11 +564,11 @@ def test_kill_9_of_a_tune_model_process_group_loses_nothing_and_a_rerun_resumes(
     assert _records(db_path) == n + 2
 
 
-@pytest.mark.slow
 def _sigint_as_in_a_terminal():
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+@pytest.mark.slow
 def test_ctrl_c_stops_tune_model_keeps_its_records_and_says_how_to_resume(small_pt2, tmp_path):
     db_path = tmp_path / "t.db"
     # as a terminal starts it: with SIGINT not ignored (a suite started in the background by a non-interactive

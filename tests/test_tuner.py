@@ -900,6 +900,8 @@ def test_cli_ops_lists_every_search_space():
     (("--retime-top", "-1"), "--retime-top: must be at least 0, got -1"),
     (("--plot", "x.txt"), "--plot: the file must end in .png, got 'x.txt'"),
     (("--plot", "/nonexistent-folder/x.png"), "--plot: folder '/nonexistent-folder' does not exist"),
+    (("--size", "M=64,,N=32,K=16"), "--size: an empty entry in 'M=64,,N=32,K=16'"),
+    (("--size", "M=64,N=32,K=16,"), "--size: an empty entry in 'M=64,N=32,K=16,'"),
     (("--preset", "nope"), "--preset: matmul has no preset 'nope'; presets: 1024"),
     (("--size", "Q=3"), "--size: matmul has no size Q; sizes: M, N, K"),
     (("--size", "M=0"), "matmul: size M=0 must be >= 1"),
@@ -942,6 +944,47 @@ def test_cli_plot_to_a_folder_is_refused_before_tuning(tmp_path):
                    tmp_path / "curve.png")
     assert r.returncode == 2 and f"--plot: '{tmp_path / 'curve.png'}' is a folder, not a file" in r.stderr
     assert "Traceback" not in r.stderr and not (tmp_path / "p.db").exists()
+
+
+def unwritable_folder(tmp_path) -> pathlib.Path:
+    """A folder where this process cannot create a file: a read-only one, or (for root, who writes anywhere that
+    permissions forbid) /sys, whose files only the kernel makes."""
+    read_only = tmp_path / "read-only"
+    read_only.mkdir()
+    read_only.chmod(0o555)
+    for folder in (read_only, pathlib.Path("/sys")):
+        try:
+            (folder / "probe.png").open("ab").close()
+            (folder / "probe.png").unlink()
+        except OSError:
+            return folder
+    pytest.skip("no folder here refuses a new file")
+
+
+def test_cli_plot_to_a_folder_that_cannot_be_written_is_refused_before_tuning(tmp_path):
+    plot = unwritable_folder(tmp_path) / "curve.png"
+    r = tensorlang("tune", "matmul", "--preset", "small", "--trials", "2", "--db", tmp_path / "p.db", "--plot", plot)
+    assert r.returncode == 2 and f"tensorlang tune: error: --plot: cannot write '{plot}': " in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr and not (tmp_path / "p.db").exists() and not plot.exists()
+
+
+def test_cli_plot_that_fails_after_the_run_still_prints_the_summary(tmp_path, monkeypatch, capsys):
+    from tuner import tune_cli
+    from tuner.cli import main
+    folder = tmp_path / "plots"
+    folder.mkdir()
+    plot_curve = tune_cli.plot_curve
+
+    def after_the_folder_went(summary, path):  # the folder was removed while tuning ran
+        folder.rmdir()
+        plot_curve(summary, path)
+    monkeypatch.setattr(tune_cli, "plot_curve", after_the_folder_went)
+    code = main(["tune", "matmul", "--preset", "small", "--trials", "2", "--jobs", "1", "--no-baselines",
+                 "--db", str(tmp_path / "p.db"), "--plot", str(folder / "curve.png")])
+    out, err = capsys.readouterr()
+    assert code == 0 and "tuned matmul: 2 trials (2 in this run)" in out and "next: tensorlang best" in out, out
+    assert "plot:" not in out  # the summary does not claim a plot
+    assert f"tensorlang tune: --plot: could not write '{folder / 'curve.png'}' (No such file or directory)" in err
 
 
 def test_cli_a_damaged_database_names_the_file_and_the_record(tmp_path, monkeypatch, capsys):

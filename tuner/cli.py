@@ -65,7 +65,8 @@ def seed_value(text: str) -> int:
 
 
 def parse_sizes(text: str) -> dict[str, int]:
-    """Parse `--size M=1024,N=1024` into a dict; a CLIError names a malformed pair or a size given twice.
+    """Parse `--size M=1024,N=1024` into a dict; a CLIError names a malformed pair, an empty entry or a size given
+    twice.
 
     >>> parse_sizes("M=4, N=8")
     {'M': 4, 'N': 8}
@@ -73,12 +74,18 @@ def parse_sizes(text: str) -> dict[str, int]:
     Traceback (most recent call last):
     ...
     tuner.cli.CLIError: --size: M is given twice ('M=4,M=8')
+    >>> parse_sizes("M=4,,N=8")
+    Traceback (most recent call last):
+    ...
+    tuner.cli.CLIError: --size: an empty entry in 'M=4,,N=8' (two commas in a row, or a comma at an end)
     """
+    if not text.strip():
+        raise CLIError("--size: no sizes given; expected NAME=INT pairs like M=1024,N=512")
     out: dict[str, int] = {}
     for part in text.split(","):
         part = part.strip()
         if not part:
-            continue
+            raise CLIError(f"--size: an empty entry in {text!r} (two commas in a row, or a comma at an end)")
         name, eq, value = part.partition("=")
         name, value = name.strip(), value.strip()
         if not eq or not name.isidentifier():
@@ -89,8 +96,6 @@ def parse_sizes(text: str) -> dict[str, int]:
             out[name] = int(value)
         except ValueError:
             raise CLIError(f"--size: {name}={value!r} is not an integer") from None
-    if not out:
-        raise CLIError("--size: no sizes given; expected NAME=INT pairs like M=1024,N=512")
     return out
 
 

@@ -8,10 +8,12 @@ Example::
 from __future__ import annotations
 
 import json
+import os
 import shlex
+import shutil
 
 from tensorlang.errors import BuildError
-from tensorlang.export import FORMATS, build_command, check_name, export, output_directory
+from tensorlang.export import FORMATS, build_command, check_name, export
 
 
 def cmd_export(args) -> dict:
@@ -41,16 +43,13 @@ def cmd_export(args) -> dict:
         if value is not None and not args.best:
             raise CLIError(f"{flag}: only with --best (which tuning record to export)")
     w, sizes = workload_and_sizes(args)
-    if args.cc is not None and args.format == "so":
+    if args.format == "so":
         from tensorlang.codegen_c import find_c_compiler
         try:
             find_c_compiler(args.cc)
         except BuildError as e:
-            raise CLIError(f"--cc: {e}") from None
-    try:
-        output_directory(args.output, "-o")
-    except BuildError as e:
-        raise CLIError(str(e)) from None
+            raise CLIError(f"{'--cc' if args.cc else '--format so'}: {e}") from None
+    created = check_output_directory(args.output)  # nothing is created before every check has passed
     op = tl.op(w.source)
     where = f" --preset {args.preset}" if args.preset else f" --size {args.size}" if args.size else ""
     if args.schedule:
@@ -75,7 +74,12 @@ def cmd_export(args) -> dict:
     name = f" --name {args.name}" if args.name else ""
     command = (f"tensorlang export {w.name}{where}{choice} --format {args.format}{name} "
                f"-o {shlex.quote(args.output)}")
-    files = export(s, args.output, args.format, name=args.name, cc=args.cc, note=note, command=command)
+    try:
+        files = export(s, args.output, args.format, name=args.name, cc=args.cc, note=note, command=command)
+    except BaseException:  # a failed compile or link leaves no folder behind that this command made
+        if created is not None:
+            shutil.rmtree(created, ignore_errors=True)
+        raise
     meta = {"name": args.name or op.name, "parallel": args.format == "c" and "# parallel" in s.lower()}
     shown = {k: s.sizes[k] for k in sorted(s.sizes, key=lambda k: list(sizes).index(k) if k in sizes else 99)}
     result = {"workload": w.name, "sizes": shown, "format": args.format, "name": meta["name"], "schedule": note,
@@ -89,6 +93,34 @@ def cmd_export(args) -> dict:
         if args.format == "so":
             print(f"load it in Python:\n  tl.load({files['library']!r})")
     return result
+
+
+def check_output_directory(path: str) -> str | None:
+    """Check that ``-o`` `path` can be the output directory, creating nothing; returns the outermost of its
+    folders that does not exist yet (None when `path` exists), which the export creates. A CLIError says why not.
+
+    Example::
+
+        >>> check_output_directory("/no-such-folder-here/out")
+        '/no-such-folder-here'
+        >>> check_output_directory("/dev/null")
+        Traceback (most recent call last):
+        ...
+        tuner.cli.CLIError: -o: /dev/null exists and is not a directory; pass a directory to write the files in
+    """
+    from tuner.cli import CLIError
+    if not path:
+        raise CLIError("-o: the output directory is an empty string")
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise CLIError(f"-o: {path} exists and is not a directory; pass a directory to write the files in")
+    missing, parent = None, os.path.abspath(path)
+    while not os.path.exists(parent):
+        missing, parent = parent, os.path.dirname(parent)
+    if not os.path.isdir(parent):
+        raise CLIError(f"-o: cannot create the directory {path}: {parent} is not a directory")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise CLIError(f"-o: cannot write to the directory {parent} (permission denied)")
+    return missing
 
 
 def _schedule_file(path: str, w, op, sizes: dict, sizes_given: bool):

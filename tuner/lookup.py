@@ -3,6 +3,8 @@
 ``tl.build(op, **sizes)`` (and the graph compiler) ask it first. It reads the database given (``db=``) or the
 default one (``TENSORLANG_DB``, else the cache folder's), read-only; a missing database, or one without a record
 for the task (program, sizes, this CPU, the thread count), answers None. Answers are kept until the file changes.
+A best record whose schedule no longer applies to the program is a :class:`tensorlang.choice.StaleScheduleError`
+naming the database, the record and the fix.
 
 Example::
 
@@ -14,9 +16,11 @@ Example::
 from __future__ import annotations
 
 import os
+import shlex
 import threading
 
 import tensorlang as tl
+from tensorlang.choice import StaleScheduleError
 from tensorlang.target import host_target
 from tuner.database import Database, DatabaseError, default_db_path
 from tuner.task import task_key
@@ -28,7 +32,8 @@ _lock = threading.Lock()
 def tuned_schedule(op, sizes: dict, *, db=None, threads: int, **_) -> "tl.Schedule | None":
     """The schedule of the best valid record of `op` at `sizes` for this CPU and `threads` in the database `db`
     (default: the default database), or None when there is none. A file that is not a tuning database is a
-    ``UsageError`` naming it.
+    ``UsageError`` naming it; a record whose schedule no longer applies to `op`, a ``StaleScheduleError`` naming
+    the database, the record and the fix.
 
     Example::
 
@@ -49,14 +54,21 @@ def tuned_schedule(op, sizes: dict, *, db=None, threads: int, **_) -> "tl.Schedu
     with _lock:
         hit = _cache.get((path, key))
     if hit is not None and hit[0] == stamp:
-        text = hit[1]
+        rec = hit[1]
     else:
         try:
             with Database(path, read_only=True) as database:
                 rec = database.best(key)
         except DatabaseError as e:
             raise tl.UsageError(f"tuned schedules: {e}") from None
-        text = rec.schedule if rec is not None else None
         with _lock:
-            _cache[(path, key)] = (stamp, text)
-    return tl.Schedule.from_json(text, op) if text else None
+            _cache[(path, key)] = (stamp, rec)
+    if rec is None or not rec.schedule:
+        return None
+    try:
+        return tl.Schedule.from_json(rec.schedule, op)
+    except tl.ScheduleError as e:  # a record of an older compiler, whose primitives replay differently
+        raise StaleScheduleError(
+            f"tuning database {path}: record {rec.id} (trial {rec.trial}, tuned by tensorlang {rec.version}) of "
+            f"task {key} no longer applies to {op.name}: {e}; delete the task's records (sqlite3 {shlex.quote(path)} "
+            f"\"DELETE FROM records WHERE task_key = '{key}'\") and tune it again") from None

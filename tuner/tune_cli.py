@@ -58,7 +58,9 @@ def check_tune_flags(args) -> None:
 
 
 def check_plot_flag(path: str | None) -> None:
-    """Refuse a ``--plot`` file that is not a .png or whose folder does not exist (None: no plot).
+    """Refuse a ``--plot`` file that is not a .png, whose folder does not exist, or that cannot be written (None:
+    no plot). The check opens the file as the plot will: permissions do not tell (root may write a read-only
+    folder, and nobody may write some that say otherwise); a file it creates it removes again.
 
     Example::
 
@@ -77,6 +79,14 @@ def check_plot_flag(path: str | None) -> None:
         raise TuneFlagError(f"--plot: folder {folder!r} does not exist")
     if os.path.isdir(path):
         raise TuneFlagError(f"--plot: {path!r} is a folder, not a file")
+    existed = os.path.exists(path)
+    try:
+        with open(path, "ab"):
+            pass
+    except OSError as e:
+        raise TuneFlagError(f"--plot: cannot write {path!r}: {e.strerror or e}") from None
+    if not existed:
+        os.unlink(path)
 
 
 #: The most build processes ``--jobs`` starts (each is a Python process of about 100 MB).
@@ -309,11 +319,17 @@ def _tune(args, workload, task, db, cluster=None) -> dict:
             "`tensorlang bench` does ...")
         summary.baselines = measure_baselines(task, summary.best, errors=summary.baseline_errors,
                                               timeout=args.timeout)
+    plot_error = None
     if args.plot:
-        plot_curve(summary, args.plot)
-    report = summary_json(summary, db)
+        try:
+            plot_curve(summary, args.plot)
+        except OSError as e:  # the folder went away or filled up during the run: the summary still stands
+            plot_error = f"--plot: could not write {args.plot!r} ({e.strerror or e})"
+    report = summary_json(summary, db) | ({"plot_error": plot_error} if plot_error else {})
     if not args.json:
         print(format_summary(summary, report, args))
+    if plot_error:
+        print(f"tensorlang tune: {plot_error}", file=sys.stderr)
     return report
 
 
@@ -450,7 +466,7 @@ def format_summary(summary, report: dict, args) -> str:
                      f"build {_duration(ph['build'])}, run {_duration(ph['run'])}{retime})")
     if summary.exhausted:
         lines.append("  the search space is used up: every allowed config has been measured")
-    if args.plot:
+    if args.plot and "plot_error" not in report:
         lines.append(f"  plot: {args.plot}")
     where = f" --preset {args.preset}" if args.preset else f" --size {args.size}" if args.size else ""
     db = f" --db {shlex.quote(args.db)}" if args.db else ""

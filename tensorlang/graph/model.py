@@ -27,7 +27,7 @@ from .ir import DTYPES, STORAGE, Graph, Node
 from .kernels import CompiledKernel, compile_program
 from .lowering import Program, lower_nodes
 from .passes.memory_plan import MemoryPlan, is_alias, plan_memory
-from .structure import flat_spec, flatten, leaf_paths, unflatten
+from .structure import flat_spec, flatten, leaf_count, leaf_paths, unflatten
 
 
 @dataclass
@@ -151,10 +151,18 @@ class Model:
 
     def _leaves(self, args, kwargs) -> list:
         spec = self.graph.input_spec
-        if spec.get("call"):  # torch.export's (args, kwargs)
+        call = spec.get("call")  # torch.export's (args, kwargs)
+        keywords = spec["items"][1]["keys"] if call else []
+        unknown = [k for k in kwargs if k not in keywords]
+        if unknown:
+            n = leaf_count(spec["items"][0]) if call else len(self.graph.inputs)
+            names = ", ".join(v.name for v in self.graph.inputs[:n])
+            also = f"; its keyword inputs are {', '.join(keywords)}" if keywords else ""
+            raise BuildError(f"{self.graph.name}: keyword input{'s' if len(unknown) > 1 else ''} "
+                             f"{', '.join(unknown)} not taken: the model takes its inputs by position, in the order "
+                             f"{names or '(none)'}{also}")
+        if call:
             return flatten(spec["items"][0], tuple(args), "input") + flatten(spec["items"][1], kwargs, "input")
-        if kwargs:
-            raise BuildError(f"{self.graph.name}: takes no keyword arguments")
         return flatten(spec, list(args) if spec["kind"] == "list" else tuple(args), "input")
 
     def _check_inputs(self, arrays: list) -> list[np.ndarray]:

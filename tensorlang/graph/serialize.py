@@ -151,9 +151,16 @@ def read_model_file(path) -> tuple[dict, dict[str, np.ndarray]]:
         data, constants = read_model_file("net.tlm")
     """
     path = os.fspath(path)
+    if os.path.isdir(path):
+        inside = sorted(f for f in os.listdir(path) if f.endswith(".tlm"))
+        hint = f" (it holds {', '.join(inside[:3])}{', ...' if len(inside) > 3 else ''})" if inside else ""
+        raise ModelFileError(f"{path} is a folder: tl.load_model takes a model file, the .tlm that model.save "
+                             f"wrote{hint}")
     if not os.path.isfile(path):
         raise ModelFileError(f"{path}: no such file")
     try:
+        with open(path, "rb") as f:
+            zip_start = f.read(4) == b"PK\x03\x04"
         with zipfile.ZipFile(path) as z:
             try:
                 data = json.loads(z.read("graph.json"))
@@ -175,7 +182,13 @@ def read_model_file(path) -> tuple[dict, dict[str, np.ndarray]]:
                 constants[spec["name"]] = arr
     except ModelFileError:
         raise
-    except zipfile.BadZipFile:
+    except zipfile.BadZipFile as e:
+        if "CRC" in str(e):  # a member's bytes no longer match the checksum saved with them
+            raise ModelFileError(f"{path} is corrupted: checksum mismatch ({e}); the file changed after "
+                                 "model.save wrote it: save the model again") from None
+        if zip_start:
+            raise ModelFileError(f"{path} is a damaged tensorlang model file (it starts as a zip archive but the "
+                                 "rest is unreadable: cut short?); save the model again") from None
         raise ModelFileError(f"{path} is not a tensorlang model file (not a zip archive; save one with "
                              "model.save)") from None
     except (KeyError, ValueError, TypeError, OSError, EOFError, zipfile.LargeZipFile) as e:
