@@ -1,9 +1,11 @@
 """The graph compiler on the reference models (MNIST net, ResNet-18, MobileNetV2, a BERT-base encoder layer, a
-recurrent net over a list of 10 inputs): correctness against torch eager, speed against torch eager and
-torch.compile (inductor) in alternating rounds, the planned arena against the model's intermediate tensors,
-compile time cold and warm (fresh processes, an empty then a filled kernel cache), and the peak RSS of running the
-saved model in a fresh process where torch cannot be imported. The FMA peak (benchmarks/fma_peak.py's kernel, 1
-and 2 threads) is read at the start and at the end, to show the machine the ratios were measured on.
+recurrent net over a list of 10 inputs): correctness against torch eager (every output within 1e-4 x max(1,
+max |reference|), NaN-aware), speed against torch eager and torch.compile (inductor with weight freezing, as
+tensorlang folds the weights at compile time) in alternating rounds, every contender on the same thread count,
+the planned arena against the model's intermediate tensors, compile time cold and warm (fresh processes, an empty
+then a filled kernel cache), and the peak RSS of running the saved model in a fresh process where torch cannot be
+imported. The FMA peak (benchmarks/fma_peak.py's kernel, 1 and 2 threads) is read at the start and at the end, to
+show the machine the ratios were measured on.
 
     python benchmarks/models.py [--models mnist,resnet18,...] [--threads 2] [--rounds 5] [--json]
     python benchmarks/models.py --models resnet18,mobilenet_v2,bert_layer --threads 1,2 --tune 2000 --db models.db
@@ -28,8 +30,6 @@ import subprocess
 import sys
 import tempfile
 import time
-
-import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests"))
@@ -112,6 +112,8 @@ def bench_model(name: str, threads: int, rounds: int, min_time: float, db: str |
 
     import reference_models as R
     import tensorlang as tl
+    from tuner.model_tuning import TORCH_COMPILE, torch_like_for_like
+    from tuner.model_variants import compare_outputs
     work = tempfile.mkdtemp(prefix="tensorlang-bench-models-")
     saved = os.path.join(work, f"{name}.tlm")
     env = dict(os.environ, TENSORLANG_KERNEL_CACHE=os.path.join(work, "kernels"), TENSORLANG_NUM_THREADS=str(threads))
@@ -124,17 +126,12 @@ def bench_model(name: str, threads: int, rounds: int, min_time: float, db: str |
     # timings in this process: the model from the saved file (the kernels from the warm cache)
     os.environ["TENSORLANG_KERNEL_CACHE"] = env["TENSORLANG_KERNEL_CACHE"]
     os.environ["TENSORLANG_NUM_THREADS"] = str(threads)
-    torch.set_num_threads(threads)
     module, args = R.MODELS[name](**KWARGS[name])
     model = tl.load_model(saved)
     np_args = [[t.numpy() for t in a] if isinstance(a, list) else a.numpy() for a in args]
     with torch.no_grad():
         ref = module(*args)
-    got = model(*np_args)
-    refs = ref if isinstance(ref, tuple) else (ref,)
-    gots = got if isinstance(got, tuple) else (got,)
-    errors = [float(np.max(np.abs(g - r.numpy()))) / max(1.0, float(np.max(np.abs(r.numpy()))))
-              for g, r in zip(gots, refs)]
+    error, mismatch = compare_outputs(model(*np_args), ref)
     contenders = [("tensorlang", lambda: model(*np_args))]
 
     def eager():
@@ -142,23 +139,24 @@ def bench_model(name: str, threads: int, rounds: int, min_time: float, db: str |
             module(*args)
     contenders.append(("torch eager", eager))
     notes = {}
-    try:
-        compiled = torch.compile(module)
-        with torch.no_grad():
-            compiled(*args)
-
-        def inductor():
+    with torch_like_for_like(threads):  # torch on `threads` threads, inductor freezing the weights
+        try:
+            compiled = torch.compile(module)
             with torch.no_grad():
                 compiled(*args)
-        contenders.append(("torch.compile", inductor))
-    except Exception as e:
-        notes["torch.compile"] = f"failed here: {type(e).__name__}: {str(e).splitlines()[0][:120]}"
-    times = {n: [] for n, _ in contenders}
-    for _ in range(rounds):
-        for n, fn in contenders:
-            times[n].append(_timed(fn, min_time))
+
+            def inductor():
+                with torch.no_grad():
+                    compiled(*args)
+            contenders.append((TORCH_COMPILE, inductor))
+        except Exception as e:
+            notes[TORCH_COMPILE] = f"failed here: {type(e).__name__}: {str(e).splitlines()[0][:120]}"
+        times = {n: [] for n, _ in contenders}
+        for _ in range(rounds):
+            for n, fn in contenders:
+                times[n].append(_timed(fn, min_time))
     med = {n: statistics.median(t) for n, t in times.items()}
-    return {"model": name, "threads": threads, "max_rel_error": max(errors), "correct": max(errors) <= 1e-3,
+    return {"model": name, "threads": threads, "max_rel_error": error, "correct": not mismatch, "mismatch": mismatch,
             "median_s": med, "spread_s": {n: [min(t), max(t)] for n, t in times.items()}, "not_run": notes,
             "tensorlang_vs_eager": med["torch eager"] / med["tensorlang"],
             "arena_bytes": model.plan.arena_bytes, "model_intermediate_bytes": model.model_bytes,
@@ -175,7 +173,8 @@ module, args = R.MODELS[{name!r}](**{kwargs!r})
 torch.export.save(torch.export.export(module, args), {path!r})
 """
 
-#: issue 21's bars: model -> {contender: the least tensorlang must be faster by}
+#: issue 21's bars: model -> {contender: the least tensorlang must be faster by}; "torch.compile" is inductor with
+#: weight freezing (tuner.model_tuning.TORCH_COMPILE)
 BARS = {"resnet18": {"torch eager": 1.5, "torch.compile": 1.5}, "mobilenet_v2": {"torch.compile": 1.2},
         "bert_layer": {"torch.compile": 1.1}}
 
@@ -195,12 +194,15 @@ def tune_model_first(name: str, threads: int, trials: int, db: str, work: str) -
 
 
 def bars_table(results: list) -> list[str]:
-    """Lines: for each model and thread count, tensorlang against torch eager and torch.compile, and the bar."""
-    lines = [f"{'model':14} {'threads':>7} {'tensorlang':>11} {'eager':>10} {'compile':>10} {'x eager':>8} "
+    """Lines: for each model and thread count, tensorlang against torch eager and torch.compile (inductor,
+    freezing), and the bar."""
+    from tuner.model_tuning import TORCH_COMPILE
+    lines = [f"compile: {TORCH_COMPILE}; every contender on the row's thread count",
+             f"{'model':14} {'threads':>7} {'tensorlang':>11} {'eager':>10} {'compile':>10} {'x eager':>8} "
              f"{'x compile':>9}  bar"]
     for r in results:
         m = r["median_s"]
-        t, e, c = m.get("tensorlang"), m.get("torch eager"), m.get("torch.compile")
+        t, e, c = m.get("tensorlang"), m.get("torch eager"), m.get(TORCH_COMPILE)
         xe = e / t if e and t else None
         xc = c / t if c and t else None
         bars = BARS.get(r["model"], {})
@@ -258,9 +260,9 @@ def main(argv=None) -> int:
         results.append(r)
         if not args.json:
             m = r["median_s"]
-            print(f"{n}, {threads} thread(s): {r['kernels']} kernels ({', '.join(r['schedules'])} schedules), "
-                  "max error "
-                  f"{r['max_rel_error']:.1e} x max(1, |ref|) ({'correct' if r['correct'] else 'WRONG'})")
+            print(f"{n}, {threads} thread(s) for every contender: {r['kernels']} kernels "
+                  f"({', '.join(r['schedules'])} schedules), max error {r['max_rel_error']:.1e} x max(1, |ref|) "
+                  f"({'correct' if r['correct'] else 'WRONG: ' + r['mismatch']})")
             sp = r["spread_s"]
             print("  time (median, min-max over the rounds): " + ", ".join(
                 f"{k} {v * 1e3:.2f} ms ({sp[k][0] * 1e3:.2f}-{sp[k][1] * 1e3:.2f})" for k, v in m.items())

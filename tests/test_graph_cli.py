@@ -52,15 +52,75 @@ def test_compile_to_a_library_or_c_source(mnist_pt2, tmp_path, fmt):
 
 
 def test_bench_model_times_tensorlang_against_torch(mnist_pt2):
+    from tuner.model_tuning import TORCH_COMPILE
     r = tensorlang("bench-model", mnist_pt2, "--threads", "1", "--rounds", "2", "--min-time", "0", "--json")
     assert r.returncode == 0, r.stderr
     data = json.loads(r.stdout)
-    names = [row["name"] for row in data["results"]]
-    assert names[:2] == ["tensorlang", "torch eager"]
-    eager = data["results"][1]
-    assert eager["median_s"] > 0 and eager["max_abs_diff"] < 1e-4
-    assert "torch.compile (inductor)" in names or "torch.compile (inductor)" in data["not_run"]
-    assert "onnxruntime" in names or "onnxruntime" in data["not_run"]
+    rows = {row["name"]: row for row in data["results"]}
+    assert list(rows)[:2] == ["tensorlang", "torch eager"] and data["reference"] == "torch eager"
+    assert rows["torch eager"]["median_s"] > 0 and rows["tensorlang"]["max_rel_error"] < 1e-4
+    assert data["threads"] == 1 and {row["threads"] for row in rows.values()} == {1}
+    assert TORCH_COMPILE in rows or TORCH_COMPILE in data["not_run"]
+    assert "onnxruntime" in rows or "onnxruntime" in data["not_run"]
+
+
+@pytest.fixture(scope="module")
+def two_output_pt2(tmp_path_factory):
+    from model_faults import two_output_net
+    path = tmp_path_factory.mktemp("pt2") / "two.pt2"
+    net, args = two_output_net()
+    torch.export.save(torch.export.export(net, args), str(path))
+    return path
+
+
+def test_bench_model_runs_every_contender_on_one_thread_count_and_inductor_with_freezing(two_output_pt2, monkeypatch,
+                                                                                          capsys):
+    import torch._inductor.config as inductor_config
+
+    from model_faults import probe_torch_compile
+    from tensorlang.graph.model import Model
+    from tensorlang.threadpool import num_threads
+    from tuner.cli import main
+    from tuner.model_tuning import TORCH_COMPILE
+    compiles = probe_torch_compile(monkeypatch)
+    ran = []  # tensorlang's thread count at each run of the model
+    run_flat = Model.run_flat
+    monkeypatch.setattr(Model, "run_flat", lambda self, arrays: ran.append(num_threads()) or run_flat(self, arrays))
+    monkeypatch.setenv("TENSORLANG_NUM_THREADS", "3")  # no --threads: tensorlang's default, for every contender
+    saved = torch.get_num_threads()
+    torch.set_num_threads(1)  # torch's own default is another count
+    try:
+        code = main(["bench-model", str(two_output_pt2), "--rounds", "1", "--min-time", "0", "--json"])
+        assert torch.get_num_threads() == 1 and inductor_config.freezing is False  # both put back
+    finally:
+        torch.set_num_threads(saved)
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    data = json.loads(out.out)
+    assert data["threads"] == 3
+    assert {row["name"]: row["threads"] for row in data["results"]} == {"tensorlang": 3, "torch eager": 3,
+                                                                        TORCH_COMPILE: 3}
+    assert set(ran) == {3} and compiles and set(compiles) == {(True, 3)}
+    assert all(row["max_rel_error"] < 1e-4 for row in data["results"] if row["name"] != "torch eager")
+
+
+def test_bench_model_fails_on_a_nan_in_a_later_output(two_output_pt2, monkeypatch, capsys):
+    from model_faults import nan_in_output, probe_torch_compile
+    from tuner import model_cli
+    from tuner.cli import main
+    probe_torch_compile(monkeypatch)
+    load = model_cli.load
+
+    def faulty_load(args, **kwargs):
+        model, seconds = load(args, **kwargs)
+        return nan_in_output(model, 1), seconds
+    monkeypatch.setattr(model_cli, "load", faulty_load)
+    code = main(["bench-model", str(two_output_pt2), "--threads", "1", "--rounds", "1", "--min-time", "0"])
+    out = capsys.readouterr()
+    assert code == 2
+    assert (f"tensorlang bench-model: error: {two_output_pt2}: outputs differ from torch eager's: tensorlang: output "
+            "1: 1 NaN where the reference has a number (first at index (0, 0, 0, 0))") in out.err
+    assert "Traceback" not in out.err
 
 
 @pytest.mark.parametrize("args,message", [

@@ -402,14 +402,16 @@ def test_the_graph_key_is_the_same_from_torch_and_from_a_saved_pt2(small_pt2):
 def test_a_stored_variant_is_what_from_torch_compiles_afterwards(tmp_path, monkeypatch):
     import tensorlang as tl
     from tuner.database import Database
-    from tuner.model_variants import candidate_variants, measure_variants, store_choice, stored_choice
+    from tuner.model_variants import candidate_variants, flat_outputs, measure_variants, store_choice, stored_choice
     from tuner.model_tasks import random_graph_inputs
     net, args = small_net()
     model = tl.from_torch(net, args)
     variants = candidate_variants(model.source_graph)
     assert [o for o, _ in variants][:2] == [{}, {"layout_block": 0}] and len(variants) >= 3
-    timed = measure_variants(variants, random_graph_inputs(variants[0][1]), rounds=2, min_time=0.0)
-    assert all(e["median_s"] > 0 and e["error"] is None for e in timed)
+    inputs = random_graph_inputs(variants[0][1])
+    reference = flat_outputs(net(_torch().from_numpy(inputs[0])))
+    timed = measure_variants(variants, inputs, reference, rounds=2, min_time=0.0)
+    assert all(e["median_s"] > 0 and e["error"] is None and e["max_rel_error"] < 1e-4 for e in timed)
     # make "no layout pass" the winner, whatever this machine measured, to see that compiles follow the database
     for e in timed:
         e["median_s"] = 1.0 if e["options"] == {"layout_block": 0} else 2.0
@@ -515,7 +517,8 @@ def test_tune_model_tunes_every_task_resumes_and_from_torch_picks_up_the_tuned_s
         assert "auto" in strategies  # the zero-trial pick is measured first
     assert set(s.latency) == {"tuned", "zero-trial", "torch eager"}
     assert all(v["median_s"] > 0 for v in s.latency.values())
-    assert s.max_abs_diff["tuned"] < 1e-4 and s.max_abs_diff["torch eager"] < 1e-4
+    assert s.reference == "torch eager" and not s.mismatch
+    assert set(s.max_rel_error) == {"tuned", "zero-trial"} and all(v < 1e-4 for v in s.max_rel_error.values())
     assert s.schedule_sources == {"tuned": sum(t.weight for t in s.tasks)}
     report = s.to_json()
     assert report["trials"] == 10 and report["speedup"]["zero-trial"] > 0
@@ -651,6 +654,82 @@ def test_tune_model_measures_on_a_dask_cluster_through_its_runner_factory(small_
     assert _records(tmp_path / "t.db") == 6
 
 
+# ---------------------------------------------------------------- outputs checked against torch
+
+
+def _wrong_variants(monkeypatch):
+    """Every pass variant but the default computes a wrong result: its largest constant scaled by 1.5."""
+    from tuner import model_variants
+    candidates = model_variants.candidate_variants
+
+    def faulty(snapshot):
+        out = candidates(snapshot)
+        for _, graph in out[1:]:
+            c = max(graph.constants, key=lambda v: v.data.size)
+            c.data = c.data * np.float32(1.5)
+        return out
+    monkeypatch.setattr(model_variants, "candidate_variants", faulty)
+
+
+def test_a_pass_variant_whose_outputs_differ_from_torch_is_an_error_and_never_chosen(small_pt2, tmp_path,
+                                                                                     monkeypatch):
+    import torch._inductor.config as inductor_config
+    from model_faults import probe_torch_compile
+    from tensorlang.graph.pass_options import describe_pass_options
+    from tuner.model_tune_cli import format_model_summary
+    from tuner.model_tuning import TORCH_COMPILE, tune_model
+    torch = _torch()
+    _wrong_variants(monkeypatch)
+    compiles = probe_torch_compile(monkeypatch)
+    db_path = tmp_path / "t.db"
+    threads_before = torch.get_num_threads()
+    s = tune_model(small_pt2, trials=1, db=str(db_path), jobs=1, threads=1, transfer=False, retime_top=0, rounds=1,
+                   min_time=0.0, progress=None)
+    wrong = [v for v in s.variants if v["options"]]
+    assert len(wrong) >= 2 and s.variant == {} and "measured in this run" in s.variant_how
+    for v in wrong:
+        assert v["median_s"] is None and v["max_rel_error"] > 1e-4
+        assert v["error"].startswith("wrong result: output 0: largest |difference|"), v["error"]
+    assert s.variants[0]["error"] is None and s.variants[0]["max_rel_error"] < 1e-4
+    con = sqlite3.connect(str(db_path))
+    rows = con.execute("SELECT options, error, chosen, median_s FROM model_variants").fetchall()
+    con.close()
+    assert [json.loads(o) for o, _, chosen, _ in rows if chosen] == [{}]
+    assert all(e.startswith("wrong result: output 0") and m is None for o, e, _, m in rows if json.loads(o))
+    text = format_model_summary(s)
+    assert all(f"not chosen: {describe_pass_options(v['options'])}: {v['error']}" in text for v in wrong)
+    # the tuned model matches torch eager's outputs; torch.compile ran with freezing on tensorlang's thread count
+    assert s.reference == "torch eager" and not s.mismatch and s.max_rel_error["tuned"] < 1e-4
+    assert TORCH_COMPILE in s.latency and compiles and set(compiles) == {(True, 1)}
+    assert torch.get_num_threads() == threads_before and inductor_config.freezing is False  # put back
+
+
+@pytest.fixture(scope="module")
+def two_output_pt2(tmp_path_factory):
+    from model_faults import two_output_net
+    torch = _torch()
+    path = tmp_path_factory.mktemp("pt2") / "two.pt2"
+    net, args = two_output_net()
+    torch.export.save(torch.export.export(net, args), str(path))
+    return path
+
+
+def test_tune_model_fails_when_a_later_output_of_the_tuned_model_is_nan(two_output_pt2, tmp_path, monkeypatch,
+                                                                         capsys):
+    from model_faults import nan_in_output
+    from tuner.cli import main
+    from tuner.model_tuning import ModelSource
+    compile_model = ModelSource.compile
+    monkeypatch.setattr(ModelSource, "compile", lambda self, options: nan_in_output(compile_model(self, options), 1))
+    code = main(["tune-model", str(two_output_pt2), "--trials", "1", "--jobs", "1", "--threads", "1", "--db",
+                 str(tmp_path / "t.db"), "--no-variants", "--no-transfer", "--retime-top", "0", "--no-measure"])
+    out = capsys.readouterr()
+    assert code == 2, out.err[-2000:]
+    assert (f"tensorlang tune-model: error: {two_output_pt2}: the tuned model's outputs differ from torch eager's: "
+            "output 1: 1 NaN where the reference has a number (first at index (0, 0, 0, 0))") in out.err
+    assert "WRONG: the tuned model's outputs differ" in out.out and "Traceback" not in out.err
+
+
 # ---------------------------------------------------------------- the commands
 
 
@@ -726,3 +805,20 @@ def test_tune_model_refuses_bad_arguments(tmp_path):
         tune_model(str(tmp_path / "x.pt2"), trials=4, db=str(tmp_path / "t.db"))
     with pytest.raises(UsageError, match="takes a tl.Model or the path"):
         tune_model(42, trials=4, db=str(tmp_path / "t.db"))
+
+
+@pytest.mark.parametrize("argv", [["tasks"], ["tune-model", "--trials", "4"]])
+def test_a_file_that_is_no_model_leaves_no_database_behind(tmp_path, capsys, argv):
+    _torch()
+    from tuner.cli import main
+    from tuner.model_tuning import tune_model
+    junk = tmp_path / "junk.pt2"
+    junk.write_text("junk")
+    db = tmp_path / "dbs" / "t.db"
+    assert main([argv[0], str(junk), *argv[1:], "--db", str(db)]) == 2
+    err = capsys.readouterr().err
+    assert f"{junk} is not a model saved by torch.export.save" in err and "Traceback" not in err
+    assert not db.parent.exists()
+    with pytest.raises(UsageError, match="junk.pt2 is not a model saved by torch.export.save"):
+        tune_model(str(junk), trials=4, db=str(db))
+    assert not db.parent.exists()

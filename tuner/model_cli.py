@@ -13,6 +13,8 @@ Example::
 """
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import re
 import statistics
@@ -40,11 +42,12 @@ def add_parsers(sub, common) -> None:
                                                   "library, weights embedded) or c (C source and a weights file)")
     _pass_flags(c)
     c.add_argument("--name", help="the model's C name (default: the file's name)")
-    b = sub.add_parser("bench-model", help="time a model: tensorlang against torch eager, torch.compile (inductor) "
-                                           "and onnxruntime, in alternating rounds")
+    b = sub.add_parser("bench-model", help="time a model: tensorlang against torch eager, torch.compile (inductor, "
+                                           "freezing) and onnxruntime, on one thread count, in alternating rounds")
     common(b, sizes=False)
     b.add_argument("model", metavar="MODEL.pt2", help="a model written by torch.export.save (or a saved .tlm)")
-    b.add_argument("--threads", type=int, help="threads for every contender (default: all CPUs)")
+    b.add_argument("--threads", type=int, help="threads for every contender (default: TENSORLANG_NUM_THREADS, else "
+                                                "all CPUs)")
     b.add_argument("--rounds", type=int, default=10, help="rounds, each timing every contender once (default 10)")
     b.add_argument("--min-time", type=float, default=0.05, help="seconds per contender per round (default 0.05)")
     _pass_flags(b)
@@ -209,136 +212,128 @@ def _time(fn, rounds: int, min_time: float, out: list) -> None:
     out.append((time.perf_counter() - t0) / calls)
 
 
-def _torch_contenders(ep, inputs, threads):
-    """(name, callable or error text) for torch eager, torch.compile (inductor) and onnxruntime."""
-    import torch
-    if threads:
-        torch.set_num_threads(threads)
-    tensors = [torch.from_numpy(a) for a in inputs]
-    module = ep.module()
-    out = []
-
-    def eager():
-        with torch.no_grad():
-            return module(*tensors)
-    out.append(("torch eager", eager))
-    try:
-        compiled = torch.compile(module)
-        with torch.no_grad():
-            compiled(*tensors)
-
-        def inductor():
-            with torch.no_grad():
-                return compiled(*tensors)
-        out.append(("torch.compile (inductor)", inductor))
-    except Exception as e:  # inductor needs a C++ toolchain and more; say why it did not run
-        out.append(("torch.compile (inductor)", f"failed here: {type(e).__name__}: {str(e).splitlines()[0][:160]}"))
-    try:
-        import onnxruntime  # noqa: F401
-    except ImportError:
-        out.append(("onnxruntime", "not installed"))
-    else:
-        out.append(("onnxruntime", _onnx(module, tensors, threads)))
-    return out
-
-
-def _onnx(module, tensors, threads):
+def _onnx(module, args, kwargs, inputs: list, threads: int):
+    """onnxruntime's (callable, thread count) on the module's `args` (flat: `inputs`), or (why it does not run,
+    None)."""
     import tempfile
 
-    import onnxruntime as ort
     import torch
     try:
+        import onnxruntime as ort
+    except ImportError:
+        return "not installed", None
+    try:
         path = os.path.join(tempfile.mkdtemp(prefix="tensorlang-onnx-"), "model.onnx")
-        torch.onnx.export(module, tuple(tensors), path)
+        torch.onnx.export(module, args, path, kwargs=kwargs or None)
         opts = ort.SessionOptions()
-        if threads:
-            opts.intra_op_num_threads = threads
+        opts.intra_op_num_threads = threads
         session = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
-        feed = {i.name: t.numpy() for i, t in zip(session.get_inputs(), tensors)}
-        return lambda: session.run(None, feed)
+        feed = {i.name: a for i, a in zip(session.get_inputs(), inputs)}
+        return (lambda: session.run(None, feed)), opts.intra_op_num_threads
     except Exception as e:
-        return f"failed here: {type(e).__name__}: {str(e).splitlines()[0][:160]}"
+        return f"failed here: {type(e).__name__}: {str(e).splitlines()[0][:160]}", None
+
+
+@contextlib.contextmanager
+def _tensorlang_threads(threads: int):
+    saved = os.environ.get("TENSORLANG_NUM_THREADS")
+    os.environ["TENSORLANG_NUM_THREADS"] = str(threads)
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("TENSORLANG_NUM_THREADS", None)
+        else:
+            os.environ["TENSORLANG_NUM_THREADS"] = saved
 
 
 def cmd_bench_model(args) -> dict:
-    """`tensorlang bench-model MODEL.pt2`: tensorlang against torch eager, torch.compile (inductor) and onnxruntime
-    (where installed) on the same random inputs, in alternating rounds (each contender once per round); medians,
-    spread (min-max of the rounds) and each one's largest difference from tensorlang's outputs.
+    """`tensorlang bench-model MODEL.pt2`: tensorlang against torch eager, torch.compile (inductor with weight
+    freezing, as tensorlang folds the weights) and onnxruntime (where installed) on the same random inputs and the
+    same thread count (--threads, default tensorlang's: TENSORLANG_NUM_THREADS or all CPUs), in alternating rounds
+    (each contender once per round); medians, spread (min-max of the rounds) and each one's largest difference from
+    torch eager's outputs. A contender whose outputs differ from torch eager's fails the command (OutputMismatch,
+    after the table). A saved model (.tlm) has no torch module: it is timed alone and not checked.
 
     Example::
 
         tensorlang bench-model resnet18.pt2 --threads 2
     """
-    from tensorlang.threadpool import MAX_THREADS
+    from tensorlang.threadpool import MAX_THREADS, num_threads
     from tuner.cli import CLIError
+    from tuner.model_tasks import random_model_inputs
+    from tuner.model_variants import TOLERANCE, OutputMismatch, compare_outputs
     if args.threads is not None and not 1 <= args.threads <= MAX_THREADS:
         raise CLIError(f"--threads: must be from 1 to {MAX_THREADS}, got {args.threads}")
     if args.rounds < 1:
         raise CLIError(f"--rounds: must be >= 1, got {args.rounds}")
     if not args.min_time >= 0 or args.min_time != args.min_time or args.min_time == float("inf"):
         raise CLIError("--min-time: must be a finite number of seconds >= 0")
-    if args.threads:
-        os.environ["TENSORLANG_NUM_THREADS"] = str(args.threads)
-    model, seconds = load(args)
-    rng = np.random.default_rng(0)
-    inputs = [rng.standard_normal(v.shape).astype(v.type.numpy_dtype) for v in model.graph.inputs]
-    contenders = [("tensorlang", lambda: model.run_flat(inputs))]
-    notes = {}
-    if not _is_saved(args.model):
-        from tensorlang.frontend.torch_import import load_pt2
-        for name, fn in _torch_contenders(load_pt2(args.model), inputs, args.threads):
+    threads = args.threads or num_threads()
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(_tensorlang_threads(threads))
+        model, seconds = load(args)
+        inputs = random_model_inputs(model)
+        contenders = [("tensorlang", lambda: model.run_flat(inputs))]
+        used = {"tensorlang": num_threads()}  # the thread count each contender was given
+        notes, reference = {}, None
+        if not _is_saved(args.model):
+            import torch
+
+            from tensorlang.frontend.torch_import import load_pt2
+            from tuner.model_tuning import torch_arguments, torch_contenders, torch_like_for_like
+            module = load_pt2(args.model).module()
+            stack.enter_context(torch_like_for_like(threads))
+            for name, fn in torch_contenders(module, inputs, model.graph.input_spec):
+                if callable(fn):
+                    contenders.append((name, fn))
+                    used[name] = torch.get_num_threads()
+                else:
+                    notes[name] = fn
+            reference = dict(contenders)["torch eager"]()
+            call_args, call_kwargs = torch_arguments(inputs, model.graph.input_spec)
+            fn, n = _onnx(module, call_args, call_kwargs, inputs, threads)
             if callable(fn):
-                contenders.append((name, fn))
+                contenders.append(("onnxruntime", fn))
+                used["onnxruntime"] = n
             else:
-                notes[name] = fn
-    reference = model.run_flat(inputs)
-    times: dict[str, list] = {name: [] for name, _ in contenders}
-    for _ in range(args.rounds):
+                notes["onnxruntime"] = fn
+        times: dict[str, list] = {name: [] for name, _ in contenders}
+        for _ in range(args.rounds):
+            for name, fn in contenders:
+                _time(fn, args.rounds, args.min_time, times[name])
+        rows, wrong = [], []
+        base = statistics.median(times["tensorlang"])
         for name, fn in contenders:
-            _time(fn, args.rounds, args.min_time, times[name])
-    rows = []
-    base = statistics.median(times["tensorlang"])
-    for name, fn in contenders:
-        ts = times[name]
-        med = statistics.median(ts)
-        err = _max_error(fn(), reference) if name != "tensorlang" else 0.0
-        rows.append({"name": name, "median_s": med, "min_s": min(ts), "max_s": max(ts),
-                     "vs_tensorlang": med / base if base else None, "max_abs_diff": err})
-    result = {**_describe(model), "threads": args.threads, "rounds": args.rounds, "results": rows,
-              "not_run": notes, "compile_seconds": round(seconds, 3)}
+            ts = times[name]
+            med = statistics.median(ts)
+            error, why = (None, "") if reference is None or name == "torch eager" else compare_outputs(fn(), reference)
+            if why:
+                wrong.append(f"{name}: {why}")
+            rows.append({"name": name, "threads": used[name], "median_s": med, "min_s": min(ts), "max_s": max(ts),
+                         "vs_tensorlang": med / base if base else None, "max_rel_error": error})
+    result = {**_describe(model), "threads": threads, "rounds": args.rounds, "results": rows, "not_run": notes,
+              "reference": "torch eager" if reference is not None else "none: a saved model has no torch module",
+              "tolerance": TOLERANCE, "compile_seconds": round(seconds, 3)}
     if not args.json:
-        print(f"{model.graph.name}: {len(model.steps)} kernels, {args.rounds} rounds, threads "
-              f"{args.threads or 'all CPUs'}")
-        print(f"{'':28} {'median':>12} {'spread':>22} {'tensorlang is':>14} {'max |diff|':>11}")
+        print(f"{model.graph.name}: {len(model.steps)} kernels, {args.rounds} rounds, {threads} thread"
+              f"{'s' * (threads != 1)} for every contender")
+        print(f"{'':36} {'median':>12} {'spread':>22} {'tensorlang is':>14} {'max error':>9}")
         for r in rows:
             ratio = f"{r['vs_tensorlang']:.2f}x" if r["name"] != "tensorlang" else ""
-            print(f"{r['name']:28} {r['median_s'] * 1e3:9.3f} ms {r['min_s'] * 1e3:9.3f}-{r['max_s'] * 1e3:.3f} ms "
-                  f"{ratio:>14} {r['max_abs_diff']:11.2e}")
+            error = "-" if r["max_rel_error"] is None else f"{r['max_rel_error']:.1e}"
+            print(f"{r['name']:36} {r['median_s'] * 1e3:9.3f} ms {r['min_s'] * 1e3:9.3f}-{r['max_s'] * 1e3:.3f} ms "
+                  f"{ratio:>14} {error:>9}")
         for name, why in notes.items():
-            print(f"{name:28} {why}")
+            print(f"{name:36} {why}")
+        print(f"error: largest |difference| from {result['reference']}'s outputs / max(1, max |reference|), "
+              f"tolerance {TOLERANCE:.0e}" if reference is not None else "outputs not checked: a saved model has no "
+              "torch module to compare with")
+    if wrong:
+        if args.json:
+            print(json.dumps(result))
+        raise OutputMismatch(f"{args.model}: outputs differ from torch eager's: {'; '.join(wrong)}")
     return result
-
-
-def _max_error(got, reference) -> float:
-    import torch
-    flat = []
-
-    def walk(x):
-        if isinstance(x, (list, tuple)):
-            for y in x:
-                walk(y)
-        elif isinstance(x, dict):
-            for y in x.values():
-                walk(y)
-        elif isinstance(x, torch.Tensor):
-            flat.append(x.detach().numpy())
-        elif isinstance(x, np.ndarray):
-            flat.append(x)
-    walk(got)
-    if len(flat) != len(reference):
-        return float("nan")
-    return max((float(np.max(np.abs(a.astype(np.float64) - b))) for a, b in zip(flat, reference) if a.size),
-               default=0.0)
 
 
 COMMANDS = {"compile": cmd_compile, "bench-model": cmd_bench_model, "show-model": cmd_show_model}

@@ -6,8 +6,10 @@
                           [--retime-top K] [--no-measure] [--rounds R] [--no-torch-compile] [--plot FILE]
                           [--cluster tcp://HOST:8786] [--json]
 
-MODEL is a ``.pt2`` file (``torch.export.save``) or a saved model (``model.save``). ``tuner/cli.py`` parses the
-flags and reports errors; these functions do the work and return the JSON object of ``--json``.
+MODEL is a ``.pt2`` file (``torch.export.save``) or a saved model (``model.save``); it is read before the tuning
+database is opened, so a file that is no model leaves no database behind. ``tuner/cli.py`` parses the flags and
+reports errors; these functions do the work and return the JSON object of ``--json``. ``tune-model`` fails (exit
+status 2, naming the output and its difference) when the tuned model's outputs differ from torch eager's.
 
 Example::
 
@@ -15,6 +17,7 @@ Example::
 """
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import sys
@@ -95,14 +98,27 @@ def _check_model_path(path: str) -> None:
         raise TuneFlagError(f"{path} is a folder; give a .pt2 file or a saved model (.tlm)")
 
 
-def _db_path(args) -> str:
-    """The database path the command uses (opened once to check it, with the tuner's error messages)."""
-    from tuner.tune_cli import _open_db
-    db = _open_db(args.db)
-    try:
-        return str(db.path)
-    finally:
-        db.close()
+def _db_path(args, create: bool = False) -> str:
+    """The database path the command uses, checked with the tuner's error messages: an existing file is opened
+    read-only (a folder, or a file that is no tuning database, is refused); nothing is created unless `create`."""
+    from tuner.database import default_db_path
+    from tuner.tune_cli import _check_db_flag, _open_db
+    _check_db_flag(args.db)
+    path = os.path.expanduser(args.db) if args.db is not None else str(default_db_path())
+    if create or os.path.exists(path):
+        db = _open_db(args.db, read_only=not create)
+        try:
+            return str(db.path)
+        finally:
+            db.close()
+    return path
+
+
+def _read_model(args, path: str, threads: int):
+    """The model of the command (:func:`tuner.model_tuning.resolve_model`), read as tuning reads it."""
+    from tuner.model_tuning import environment, resolve_model
+    with environment(path, threads):  # a saved model compiles its kernels as it loads
+        return resolve_model(args.model)
 
 
 def cmd_tasks(args) -> dict:
@@ -117,7 +133,7 @@ def cmd_tasks(args) -> dict:
     from tensorlang.threadpool import num_threads
     from tuner.database import Database
     from tuner.model_tasks import model_tasks, profile_tasks, random_model_inputs, task_rows, tasks_table
-    from tuner.model_tuning import environment, resolve_model
+    from tuner.model_tuning import environment
     from tuner.tune_cli import check_threads_flag
     check_threads_flag(args.threads)
     if args.repeat < 1:
@@ -125,13 +141,16 @@ def cmd_tasks(args) -> dict:
     _check_model_path(args.model)
     threads = args.threads or num_threads()
     path = _db_path(args)
+    src = _read_model(args, path, threads)
     with environment(path, threads):
-        src = resolve_model(args.model)
         model = src.model if src.snapshot is None else src.compile(None)
         tasks = model_tasks(model, threads)
         total = profile_tasks(model, tasks, random_model_inputs(model), repeat=args.repeat)
-    with Database(path, read_only=os.path.exists(path)) as db:
-        rows = task_rows(tasks, total, db)
+    if os.path.exists(path):
+        with Database(path, read_only=True) as db:
+            rows = task_rows(tasks, total, db)
+    else:  # no database: no trials (and none is made by listing)
+        rows = task_rows(tasks, total)
     options = model.pass_options
     out = {"model": src.name, "threads": threads, "db": path, "kernels": len(model.steps), "tasks": rows,
            "total_ms": total * 1e3, "pass_options": options, "pass_options_source": model.pass_options_source,
@@ -149,16 +168,22 @@ def cmd_tasks(args) -> dict:
 
 def cmd_tune_model(args) -> dict:
     """``tensorlang tune-model MODEL --trials N``: :func:`tuner.model_tuning.tune_model`, with its progress on
-    stderr, then a summary (and a plot with ``--plot``); returns the summary's JSON.
+    stderr, then a summary (and a plot with ``--plot``); returns the summary's JSON. When the tuned model's outputs
+    differ from torch eager's, the summary (and with ``--json`` its JSON) is printed and an OutputMismatch names
+    the output and the difference (exit status 2).
 
     Example::
 
         tensorlang tune-model mnist.pt2 --trials 200 --json
     """
+    from tensorlang.threadpool import num_threads
     from tuner.cluster_cli import open_cluster
     from tuner.model_tuning import tune_model
+    from tuner.model_variants import OutputMismatch
     _check(args)
     path = _db_path(args)
+    src = _read_model(args, path, args.threads or num_threads())
+    path = _db_path(args, create=True)
     cluster = open_cluster(args)  # None: measure on this machine
     factory = None
     if cluster is not None:
@@ -170,7 +195,7 @@ def cmd_tune_model(args) -> dict:
             return DaskRunner(task, cluster, options, seed=args.seed)
         print(f"measuring on the Dask cluster at {cluster.address}", file=sys.stderr)
     try:
-        summary = tune_model(args.model, args.trials, strategy=args.strategy, cost_model=args.cost_model,
+        summary = tune_model(src, args.trials, strategy=args.strategy, cost_model=args.cost_model,
                              seed=args.seed, db=path, jobs=args.jobs, threads=args.threads,
                              scheduler="round-robin" if args.round_robin else "gradient",
                              transfer=not args.no_transfer, variants=not args.no_variants, batch=args.batch,
@@ -190,6 +215,10 @@ def cmd_tune_model(args) -> dict:
         plot_model_curve(summary, args.plot)
     if not args.json:
         print(format_model_summary(summary, args))
+    if summary.mismatch:
+        if args.json:
+            print(json.dumps(report))
+        raise OutputMismatch(f"{args.model}: {summary.mismatch}")
     return report
 
 
@@ -207,18 +236,22 @@ def format_model_summary(summary, args=None) -> str:
         >>> s.tasks = [TaskReport(0, "f_0123456789", "f", "k", 2, 1e6, 0, 32, None, 1e-3, 2e-3, "auto")]
         >>> s.curve = [(0, 4e-3), (32, 2e-3)]
         >>> s.latency = {"tuned": {"median_s": 2e-3}, "zero-trial": {"median_s": 4e-3}}
+        >>> s.reference, s.max_rel_error = "torch eager", {"tuned": 2e-7, "zero-trial": 1e-7}
         >>> print(format_model_summary(s))  # doctest: +NORMALIZE_WHITESPACE
         tuned net, 2 threads: 32 trials, 1 task (32 in this run); gradient scheduler, xgb-genetic, no transfer
           estimated end to end (sum of calls x best time): 4.000 ms at the start of this run -> 2.000 ms
             #  task          calls  trials  best ms  GFLOPS  share
             0  f_0123456789  2      32      1.0000   1.0     100.0%
-          measured end to end (median of alternating rounds, 2 threads):
+          measured end to end (median of alternating rounds, every contender on 2 threads):
             tensorlang, tuned                           2.000 ms
             tensorlang, zero-trial (default passes)     4.000 ms   the tuned model is 2.00x faster
+          outputs against torch eager's (largest |difference| / max(1, max |reference|), tolerance 1e-04): tuned
+          2.0e-07, zero-trial 1.0e-07
           this run: 32 trials, 0 invalid
     """
     from tensorlang.graph.pass_options import describe_pass_options
     from tuner.model_tuning import task_table
+    from tuner.model_variants import TOLERANCE
     s = summary
     lines = [f"tuned {s.model}, {s.threads} thread{'s' * (s.threads != 1)}: {s.trials_before + s.trials_done} "
              f"trials, {len(s.tasks)} task{'s' * (len(s.tasks) != 1)} ({s.trials_done} in this run); {s.scheduler} "
@@ -229,6 +262,9 @@ def format_model_summary(summary, args=None) -> str:
         if len(timed) > 1:
             lines.append("    zero-trial end to end: " + "; ".join(
                 f"{describe_pass_options(v['options'])} {_ms(v['median_s'])}" for v in timed))
+        for v in s.variants:
+            if v.get("error"):
+                lines.append(f"    not chosen: {describe_pass_options(v['options'])}: {v['error']}")
     if s.curve:
         lines.append(f"  estimated end to end (sum of calls x best time): {_ms(s.curve[0][1])} at the start of this "
                      f"run -> {_ms(s.curve[-1][1])}")
@@ -236,7 +272,7 @@ def format_model_summary(summary, args=None) -> str:
                  if s.tasks else "  no tasks")
     if s.latency:
         names = {"tuned": "tensorlang, tuned", "zero-trial": "tensorlang, zero-trial (default passes)"}
-        lines.append(f"  measured end to end (median of alternating rounds, {s.threads} thread"
+        lines.append(f"  measured end to end (median of alternating rounds, every contender on {s.threads} thread"
                      f"{'s' * (s.threads != 1)}):")
         tuned = (s.latency.get("tuned") or {}).get("median_s")
         for name, v in s.latency.items():
@@ -248,9 +284,13 @@ def format_model_summary(summary, args=None) -> str:
             if name != "tuned" and tuned:
                 ratio = f"   the tuned model is {v['median_s'] / tuned:.2f}x faster"
             lines.append(f"    {label:42} {_ms(v['median_s']):>10}{ratio}")
-        if s.max_abs_diff:
-            lines.append("    largest |difference| from the zero-trial model's outputs: " + ", ".join(
-                f"{k} {v:.1e}" for k, v in s.max_abs_diff.items() if v is not None))
+    if s.max_rel_error:
+        lines.append(f"  outputs against {s.reference}'s (largest |difference| / max(1, max |reference|), tolerance "
+                     f"{TOLERANCE:.0e}): " + ", ".join(f"{k} {v:.1e}" for k, v in s.max_rel_error.items()))
+    elif s.reference:
+        lines.append(f"  outputs: {s.reference}")
+    if s.mismatch:
+        lines.append(f"  WRONG: {s.mismatch}")
     if s.schedule_sources:
         lines.append("  the tuned model's kernels: " + ", ".join(f"{n} {k}" for k, n in s.schedule_sources.items()))
     errors = ", ".join(f"{n} {k}" for k, n in sorted(s.errors.items()))
@@ -266,7 +306,7 @@ def format_model_summary(summary, args=None) -> str:
         lines.append("  every task's search space is used up")
     if args is not None and getattr(args, "plot", None):
         lines.append(f"  plot: {args.plot}")
-    if args is not None:
+    if args is not None and not s.mismatch:  # a wrong model is not for compiling
         env = f"TENSORLANG_DB={shlex.quote(s.db)} " if getattr(args, "db", None) else ""
         lines.append(f"next: {env}tensorlang compile {shlex.quote(args.model)} -o out   (the tuned passes and "
                      f"schedules; tl.from_torch and tl.load_model find them too)")
@@ -288,7 +328,8 @@ def plot_model_curve(summary, path: str) -> None:
     xs = [p[0] for p in summary.curve]
     ys = [p[1] * 1e3 for p in summary.curve]
     ax.step(xs, ys, where="post", color="tab:blue", label="estimated (sum of calls x best time)")
-    colors = {"tuned": "tab:blue", "zero-trial": "gray", "torch eager": "tab:red", "torch.compile": "tab:orange"}
+    from tuner.model_tuning import TORCH_COMPILE
+    colors = {"tuned": "tab:blue", "zero-trial": "gray", "torch eager": "tab:red", TORCH_COMPILE: "tab:orange"}
     for name, v in summary.latency.items():
         if v.get("median_s"):
             ax.axhline(v["median_s"] * 1e3, linestyle="--", linewidth=1, color=colors.get(name, "black"),

@@ -2,7 +2,8 @@
 
 1. **Pass variants** (`tuner/model_variants.py`): the model is compiled under each distinct combination of the pass
    options (the layout pass's block or no layout pass; reductions fused with their producers or not), each with
-   zero-trial schedules, and timed end to end; the fastest is stored in the tuning database, where every later
+   zero-trial schedules, its outputs compared with torch eager's (computed once; a variant that differs is an
+   error and never chosen) and timed end to end; the fastest is stored in the tuning database, where every later
    compile of the model (``tl.from_torch``, ``tl.from_exported``, ``tensorlang compile``) finds it.
 2. **Tasks** (`tuner/model_tasks.py`): the chosen variant's kernels, deduplicated, each weighted by its calls.
 3. **Rounds** (`tuner/task_scheduler.py`): a warm-up round for every task (the auto-scheduler's zero-trial pick
@@ -15,9 +16,11 @@
 4. **Transfer** (`tuner/transfer.py`, on by default): every task's search asks one cost model trained on the
    records of all tasks (this run's, the database's earlier ones, the shipped datasets).
 5. At the end the top configs of the tasks that matter are re-timed, and the model is compiled again (the tuned
-   schedules) and timed end to end, in alternating rounds, beside the model with the default passes and zero-trial
-   schedules (what ``tl.from_torch`` gave before any tuning) and, for a model from torch, torch eager and
-   ``torch.compile``.
+   schedules), its outputs compared with torch eager's (``summary.mismatch`` says what differs; ``tensorlang
+   tune-model`` then fails) and timed end to end, in alternating rounds, beside the model with the default passes
+   and zero-trial schedules (what ``tl.from_torch`` gave before any tuning) and, for a model from torch, torch eager
+   and ``torch.compile`` (inductor with weight freezing, as tensorlang folds the weights), every contender on the
+   same thread count.
 
 Example::
 
@@ -43,9 +46,10 @@ from tensorlang.space import config_key
 from tuner import features as feature_extraction
 from tuner.interrupt import check as check_ctrl_c
 from tuner.interrupt import stops_on_ctrl_c
-from tuner.database import Database
+from tuner.database import Database, default_db_path
 from tuner.measure import LocalRunner, MeasureOptions
-from tuner.model_tasks import ModelTask, model_tasks, profile_tasks, random_graph_inputs, random_model_inputs
+from tuner.model_tasks import ModelTask, model_tasks, profile_tasks, random_graph_inputs
+from tuner.model_variants import compare_outputs, flat_outputs
 from tuner.task import Task
 from tuner.task_scheduler import STRATEGIES as SCHEDULERS
 from tuner.task_scheduler import TaskScheduler, TaskState, round_size
@@ -95,9 +99,12 @@ class ModelTuneSummary:
     ``curve``: the estimated end-to-end latency after every round, ``[(trials of the model's tasks, seconds)]``,
     starting with the estimate before this run's first round; ``rounds``: one dict per round (task, trials,
     best); ``latency``: the end-to-end timings at the end, name -> ``{"median_s", "times", "error"}``
-    ("tuned", "zero-trial" and, for a model from torch, "torch eager" and "torch.compile"); ``variants``: the
-    pass variants measured (``{"options", "median_s", "error"}``), ``variant`` the options used and
-    ``variant_how`` how they were chosen.
+    ("tuned", "zero-trial" and, for a model from torch, "torch eager" and :data:`TORCH_COMPILE`); ``variants``:
+    the pass variants measured (``{"options", "median_s", "error", "max_rel_error"}``), ``variant`` the options
+    used and ``variant_how`` how they were chosen. ``reference`` is what the outputs were compared with ("torch
+    eager", or why they were not), ``max_rel_error`` each compiled contender's largest difference from it (relative
+    to max(1, max |reference|), :func:`tuner.model_variants.compare_outputs`) and ``mismatch`` what differs when the
+    tuned model's outputs are not within the tolerance ("" when they are).
     """
 
     model: str
@@ -120,7 +127,9 @@ class ModelTuneSummary:
     warmup_trials: int | None = None  # the trial count when every task had had its first round
     rounds: list = field(default_factory=list)
     latency: dict = field(default_factory=dict)
-    max_abs_diff: dict = field(default_factory=dict)
+    reference: str = ""
+    max_rel_error: dict = field(default_factory=dict)
+    mismatch: str = ""
     schedule_sources: dict = field(default_factory=dict)  # the tuned model's kernels by schedule source
     errors: Counter = field(default_factory=Counter)
     interrupted: bool = False
@@ -164,7 +173,8 @@ class ModelTuneSummary:
             "estimated_s": {"start": self.curve[0][1] if self.curve else None, "end": self.estimated_s},
             "curve": [list(p) for p in self.curve], "warmup_trials": self.warmup_trials, "rounds": self.rounds,
             "latency": {k: {"median_s": v.get("median_s"), "error": v.get("error")} for k, v in self.latency.items()},
-            "speedup": self.speedups(), "max_abs_diff": self.max_abs_diff,
+            "speedup": self.speedups(), "reference": self.reference, "max_rel_error": self.max_rel_error,
+            "mismatch": self.mismatch,
             "schedule_sources": self.schedule_sources,
             "errors_this_run": dict(self.errors), "interrupted": self.interrupted, "exhausted": self.exhausted,
             "wall_s": self.wall_s, "phase_s": self.phase_s,
@@ -413,6 +423,13 @@ class ModelSource:
     torch_module: object = None
     given_options: dict | None = None
 
+    def graph(self):
+        """The imported graph (a saved model's optimised one): its inputs are the model's flat inputs."""
+        if self.snapshot is None:
+            return self.model.graph
+        from tensorlang.graph.serialize import graph_from_json
+        return graph_from_json(*self.snapshot)
+
     def compile(self, options: dict | None):
         """A fresh model of the imported graph under pass `options` (None: those the database chose)."""
         from tensorlang.graph import compile_graph
@@ -437,7 +454,7 @@ def _is_saved_model(path: str) -> bool:
 
 def resolve_model(model, name: str | None = None) -> ModelSource:
     """The :class:`ModelSource` of what ``tune_model`` was given: a ``tl.Model``, a ``.pt2`` file (torch.export.save)
-    or a saved model (``model.save``); UsageError naming the file otherwise.
+    or a saved model (``model.save``); UsageError naming the file otherwise. ``tune_model`` takes its result too.
 
     Example::
 
@@ -481,21 +498,66 @@ def _zero_trial_db() -> str:
     return os.path.join(tempfile.mkdtemp(prefix="tensorlang-zero-trial-"), "none.db")
 
 
-def _torch_contenders(module, inputs: list, spec: dict, threads: int, inductor: bool = True) -> list:
-    """(name, callable or error text) for torch eager and (with `inductor`) torch.compile on the model's inputs."""
+#: the name of torch.compile's row: inductor with weight freezing, which folds the weights (and batch norms into
+#: convolutions) at compile time as tensorlang's passes do, so that both compile the same thing
+TORCH_COMPILE = "torch.compile (inductor, freezing)"
+
+
+@contextlib.contextmanager
+def torch_like_for_like(threads: int):
+    """Within: torch runs on `threads` threads (``torch.set_num_threads``) and inductor freezes the weights
+    (``torch._inductor.config.freezing``); both are put back after. Compile and time torch within it.
+
+    Example::
+
+        with torch_like_for_like(2):
+            for name, fn in torch_contenders(module, inputs, model.graph.input_spec):
+                ...
+    """
+    import torch
+    import torch._inductor.config as inductor_config
+    saved = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        with inductor_config.patch(freezing=True):
+            yield
+    finally:
+        torch.set_num_threads(saved)
+
+
+def torch_arguments(inputs: list, spec: dict | None) -> tuple[tuple, dict]:
+    """The positional and keyword arguments of the torch module whose flat inputs (in graph input order) are
+    `inputs` (numpy arrays), as the graph's ``input_spec`` arranges them.
+
+    >>> import numpy as np
+    >>> args, kwargs = torch_arguments([np.zeros(2, np.float32)], None)
+    >>> [tuple(a.shape) for a in args], kwargs
+    ([(2,)], {})
+    """
     import torch
 
     from tensorlang.graph.structure import leaf_count, unflatten
-    torch.set_num_threads(threads)
     tensors = [torch.from_numpy(np.ascontiguousarray(a)) for a in inputs]
     if spec and spec.get("call"):
         n = leaf_count(spec["items"][0])
-        args, kwargs = unflatten(spec["items"][0], tensors[:n]), unflatten(spec["items"][1], tensors[n:])
-    elif spec and spec.get("kind") in ("tuple", "list"):
-        args, kwargs = unflatten(spec, tensors), {}
-    else:
-        args, kwargs = tuple(tensors), {}
-    args = tuple(args)
+        return tuple(unflatten(spec["items"][0], tensors[:n])), unflatten(spec["items"][1], tensors[n:])
+    if spec and spec.get("kind") in ("tuple", "list"):
+        return tuple(unflatten(spec, tensors)), {}
+    return tuple(tensors), {}
+
+
+def torch_contenders(module, inputs: list, spec: dict | None, inductor: bool = True) -> list:
+    """(name, callable or error text) for torch eager and (with `inductor`) :data:`TORCH_COMPILE` on the model's
+    flat `inputs`; call it, and time the callables, within :func:`torch_like_for_like` (inductor compiles on the
+    first call, made here).
+
+    Example::
+
+        with torch_like_for_like(threads):
+            contenders = torch_contenders(ep.module(), inputs, model.graph.input_spec)
+    """
+    import torch
+    args, kwargs = torch_arguments(inputs, spec)
     out = []
 
     def eager():
@@ -512,33 +574,21 @@ def _torch_contenders(module, inputs: list, spec: dict, threads: int, inductor: 
         def inductor():
             with torch.no_grad():
                 return compiled(*args, **kwargs)
-        out.append(("torch.compile", inductor))
+        out.append((TORCH_COMPILE, inductor))
     except Exception as e:  # inductor needs a C++ toolchain; say why it did not run
-        out.append(("torch.compile", f"failed here: {type(e).__name__}: {str(e).splitlines()[0][:160]}"))
+        out.append((TORCH_COMPILE, f"failed here: {type(e).__name__}: {str(e).splitlines()[0][:160]}"))
     return out
 
 
-def _flat_arrays(x) -> list[np.ndarray]:
-    out = []
-    if isinstance(x, (list, tuple)):
-        for y in x:
-            out += _flat_arrays(y)
-    elif isinstance(x, dict):
-        for y in x.values():
-            out += _flat_arrays(y)
-    elif hasattr(x, "detach"):
-        out.append(x.detach().numpy())
-    elif isinstance(x, np.ndarray):
-        out.append(x)
-    return out
-
-
-def _max_abs_diff(got, reference: list) -> float | None:
-    flat = _flat_arrays(got)
-    if len(flat) != len(reference):
-        return None
-    return max((float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64)))) for a, b in zip(flat, reference)
-                if a.size), default=0.0)
+def _reference(src: ModelSource, inputs: list, spec: dict | None) -> tuple[list | None, str]:
+    """Torch eager's outputs on `inputs` (flat arrays) and "torch eager"; or None and why there are none."""
+    if src.torch_module is None:
+        return None, ("not checked: a saved model has no torch module to compare with" if src.snapshot is None else
+                      "not checked: no torch module to compare with (give torch_module)")
+    import torch
+    args, kwargs = torch_arguments(inputs, spec)
+    with torch.no_grad():
+        return flat_outputs(src.torch_module(*args, **kwargs)), "torch eager"
 
 
 # ---------------------------------------------------------------- progress
@@ -671,8 +721,10 @@ def tune_model(model, trials: int, *, strategy: str = "xgb-genetic", cost_model:
     seconds; torch.compile too unless `torch_compile` is false); `progress` is the stream for progress (None:
     silent); `runner_factory(task) -> runner` measures (default :class:`LocalRunners`, at most
     `max_open_runners` open); `on_round(summary)` is called after each round. `db` is the tuning database
-    (default ``TENSORLANG_DB`` or the cache folder's); compiles of the model read it through ``TENSORLANG_DB``,
-    which is set to it while this runs.
+    (default ``TENSORLANG_DB`` or the cache folder's; opened only once the model is read); compiles of the model
+    read it through ``TENSORLANG_DB``, which is set to it while this runs. The pass variants and the tuned model
+    are checked against torch eager's outputs (a model without a torch module is not: ``summary.reference`` says
+    so, and its pass variants are not measured); a tuned model that differs sets ``summary.mismatch``.
 
     Example::
 
@@ -683,29 +735,32 @@ def tune_model(model, trials: int, *, strategy: str = "xgb-genetic", cost_model:
     check_arguments(trials, batch, seed, threads, jobs, scheduler, strategy, cost_model, timeout)
     t_start = time.perf_counter()
     threads = threads or num_threads()
-    where = db.path if isinstance(db, Database) else db
-    if where is not None and os.fspath(where) == ":memory:":
+    where = db.path if isinstance(db, Database) else db if db is not None else default_db_path()
+    if os.fspath(where) == ":memory:":
         raise UsageError("model tuning needs a database file: the compiled model reads its tuned schedules and pass "
                          "options from it")
+    # the model first: a file that is no model leaves no database behind
+    with environment(os.path.expanduser(os.fspath(where)), threads):  # a saved model compiles its kernels as it loads
+        src = model if isinstance(model, ModelSource) else resolve_model(model, name)
+    if torch_module is not None:
+        src.torch_module = torch_module
     database = db if isinstance(db, Database) else Database(db)
     progress = Progress(progress, total=trials)
     pool = summary = None
     try:
-        with environment(database.path, threads):  # a saved model compiles its kernels as it loads
-            src = resolve_model(model, name)
-        if torch_module is not None:
-            src.torch_module = torch_module
         summary = ModelTuneSummary(src.name, src.key, threads, str(database.path), trials, scheduler, strategy,
                                    cost_model, seed)
         phase = summary.phase_s
         with environment(database.path, threads):
             t0 = time.perf_counter()
+            graph = src.graph()
+            inputs = random_graph_inputs(graph, seed)
+            reference, summary.reference = _reference(src, inputs, graph.input_spec)
             tuned_model, baseline = _choose_variant(src, database, threads, variants, summary, progress, rounds,
-                                                    min_time)
+                                                    min_time, inputs, reference)
             phase["variants"] = time.perf_counter() - t0
             t0 = time.perf_counter()
             tasks = model_tasks(tuned_model, threads)
-            inputs = random_model_inputs(tuned_model, seed)
             profile_tasks(tuned_model, tasks, inputs)
             phase["profile"] = time.perf_counter() - t0
             shared = None
@@ -762,11 +817,18 @@ def tune_model(model, trials: int, *, strategy: str = "xgb-genetic", cost_model:
             for s, r in zip(sessions, reports):
                 r.best_s = s.best_s
                 summary.errors.update(s.errors)
-            if measure and not summary.interrupted:
+            if not summary.interrupted and (measure or reference is not None):
                 t0 = time.perf_counter()
-                _measure_end_to_end(src, summary, baseline, inputs, threads, rounds, min_time, progress,
-                                    torch_compile)
-                phase["measure"] = time.perf_counter() - t0
+                tuned = src.compile(summary.variant)
+                summary.schedule_sources = dict(Counter(s.kernel.schedule_source for s in tuned.steps))
+                if reference is not None:
+                    _check_tuned(tuned, inputs, reference, summary, progress)
+                phase["compile and check"] = time.perf_counter() - t0
+                if measure:
+                    t0 = time.perf_counter()
+                    _measure_end_to_end(src, tuned, summary, baseline, inputs, reference, threads, rounds, min_time,
+                                        progress, torch_compile)
+                    phase["measure"] = time.perf_counter() - t0
     finally:
         if pool is not None:
             pool.close()
@@ -793,11 +855,13 @@ def _reuse_or_compile(src: ModelSource, options: dict):
     return src.compile(options)
 
 
-def _choose_variant(src: ModelSource, database, threads, variants, summary, progress, rounds, min_time):
+def _choose_variant(src: ModelSource, database, threads, variants, summary, progress, rounds, min_time, inputs,
+                    reference):
     """Settle the pass options; returns (the model to tune, the zero-trial model with the default options, or
-    None when it is to be compiled at the end)."""
+    None when it is to be compiled at the end). Variants are measured only against a `reference` (torch eager's
+    outputs on `inputs`)."""
     from tensorlang.graph.pass_options import describe_pass_options
-    from tuner.model_variants import candidate_variants, measure_variants, store_choice, stored_choice
+    from tuner.model_variants import OutputMismatch, candidate_variants, measure_variants, store_choice, stored_choice
     if src.snapshot is None:
         summary.variant_how = "fixed: a saved model's passes are baked in"
         summary.variant = {}
@@ -811,21 +875,24 @@ def _choose_variant(src: ModelSource, database, threads, variants, summary, prog
         summary.variants = stored["variants"]
         progress.say(f"pass variant: {describe_pass_options(stored['options'])} (chosen in an earlier run)")
         return _reuse_or_compile(src, stored["options"]), None
-    if not variants:
-        summary.variant, summary.variant_how = {}, "default (variants not measured)"
+    if not variants or reference is None:
+        summary.variant = {}
+        summary.variant_how = ("default (variants not measured)" if not variants else
+                               "default (variants not measured: no torch reference to check their outputs against)")
         return _reuse_or_compile(src, {}), None
     candidates = candidate_variants(src.snapshot)
     progress.say(f"pass variants: {len(candidates)} distinct ("
                  f"{'; '.join(describe_pass_options(o) for o, _ in candidates)}); compiling each with zero-trial "
-                 "schedules and timing it end to end ...")
+                 "schedules, checking its outputs against torch eager's and timing it end to end ...")
     with environment(_zero_trial_db(), threads):
-        timed = measure_variants(candidates, random_graph_inputs(candidates[0][1]), rounds, min_time)
+        timed = measure_variants(candidates, inputs, reference, rounds, min_time)
     for e in timed:
         text = "failed: " + e["error"] if e["error"] else f"{e['median_s'] * 1e3:.3f} ms"
         progress.say(f"  {describe_pass_options(e['options'])}: {text}")
     chosen = store_choice(database, src.name, src.key, threads, timed)
     if chosen is None:
-        raise UsageError(f"{src.name}: no pass variant could be compiled and run: {timed[0]['error']}")
+        raise OutputMismatch(f"{src.name}: no pass variant could be compiled, run and match torch eager's outputs: "
+                             + "; ".join(f"{describe_pass_options(e['options'])}: {e['error']}" for e in timed))
     summary.variant = chosen["options"]
     summary.variant_how = (f"the fastest of {len(timed)} variants measured in this run" if len(timed) > 1 else
                            "the only variant: the passes have no layout or fusion choice in this model")
@@ -908,34 +975,42 @@ def _retime(sessions, reports, sched, pool, database, top: int, progress) -> Non
             report.best_s = session.best_s
 
 
-def _measure_end_to_end(src: ModelSource, summary: ModelTuneSummary, baseline, inputs, threads, rounds, min_time,
-                        progress, torch_compile: bool = True) -> None:
-    """Compile the tuned model again and time it end to end beside the zero-trial model (default passes) and
-    torch; record the largest output differences from the zero-trial model."""
-    progress.say("compiling the tuned model and timing it end to end, in alternating rounds ...")
-    tuned = src.compile(summary.variant)
-    summary.schedule_sources = dict(Counter(s.kernel.schedule_source for s in tuned.steps))
+def _check_tuned(tuned, inputs, reference, summary: ModelTuneSummary, progress) -> None:
+    """Compare the tuned model's outputs with torch eager's; say what differs (``summary.mismatch``)."""
+    error, why = compare_outputs(tuned.run_flat(inputs), reference)
+    summary.max_rel_error["tuned"] = error
+    if why:
+        summary.mismatch = f"the tuned model's outputs differ from torch eager's: {why}"
+        progress.say(summary.mismatch)
+
+
+def _measure_end_to_end(src: ModelSource, tuned, summary: ModelTuneSummary, baseline, inputs, reference, threads,
+                        rounds, min_time, progress, torch_compile: bool = True) -> None:
+    """Time the tuned model end to end beside the zero-trial model (default passes) and torch, every one on
+    `threads` threads; record each one's largest output difference from torch eager's (`reference`)."""
+    progress.say("timing the tuned model end to end, in alternating rounds ...")
     if baseline is None:
         with environment(_zero_trial_db(), threads):
             baseline = src.compile({})
     contenders = [("tuned", lambda: tuned.run_flat(inputs)), ("zero-trial", lambda: baseline.run_flat(inputs))]
     notes = {}
-    if src.torch_module is not None:
-        try:
-            for name, fn in _torch_contenders(src.torch_module, inputs, tuned.graph.input_spec, threads,
-                                              torch_compile):
-                if callable(fn):
-                    contenders.append((name, fn))
-                else:
-                    notes[name] = fn
-        except ImportError:
-            notes["torch eager"] = "torch is not installed"
     from tuner.model_variants import time_alternating
-    timed = time_alternating(contenders, rounds, min_time)
-    reference = baseline.run_flat(inputs)
-    for name, fn in contenders:
-        if name != "zero-trial" and not timed[name]["error"]:
-            summary.max_abs_diff[name] = _max_abs_diff(fn(), reference)
+    with contextlib.ExitStack() as stack:
+        if src.torch_module is not None:
+            try:
+                stack.enter_context(torch_like_for_like(threads))
+                for name, fn in torch_contenders(src.torch_module, inputs, tuned.graph.input_spec, torch_compile):
+                    if callable(fn):
+                        contenders.append((name, fn))
+                    else:
+                        notes[name] = fn
+            except ImportError:
+                notes["torch eager"] = "torch is not installed"
+        timed = time_alternating(contenders, rounds, min_time)
+        if reference is not None:
+            for name, fn in contenders:
+                if name != "torch eager" and not timed[name]["error"]:
+                    summary.max_rel_error[name] = compare_outputs(fn(), reference)[0]
     for name, why in notes.items():
         timed[name] = {"median_s": None, "times": [], "error": why}
     summary.latency = timed

@@ -6,16 +6,17 @@ choices the passes cannot settle alone: their worth depends on the kernels each 
 runs the passes under each combination on a copy of the imported graph and keeps the distinct results (a block
 no convolution chain divides by gives the same graph as no layout pass, and is measured once);
 ``measure_variants`` compiles each with zero-trial schedules (the auto-scheduler's picks: every variant on equal
-terms) and times them in alternating rounds; the fastest is stored in the tuning database's ``model_variants``
-table (one row per variant measured, ``chosen`` = 1 on the winner), keyed by the imported graph's key
-(:func:`tensorlang.graph.pass_options.graph_key`), the target CPU and the thread count. ``tuned_pass_options`` is
-the pass option source (entry point ``tensorlang.pass_options``: ``tuned``) through which ``compile_graph``, and so
-``tl.from_torch``, ``tl.from_exported`` and ``tensorlang compile``, find it.
+terms), compares its outputs with the reference (torch eager's, :func:`compare_outputs`: a variant that differs is
+an error, never timed nor chosen) and times the others in alternating rounds; the fastest is stored in the tuning
+database's ``model_variants`` table (one row per variant measured, ``chosen`` = 1 on the winner), keyed by the
+imported graph's key (:func:`tensorlang.graph.pass_options.graph_key`), the target CPU and the thread count.
+``tuned_pass_options`` is the pass option source (entry point ``tensorlang.pass_options``: ``tuned``) through which
+``compile_graph``, and so ``tl.from_torch``, ``tl.from_exported`` and ``tensorlang compile``, find it.
 
 Example::
 
     variants = candidate_variants(model.source_graph)      # [(options, optimised graph), ...]
-    timed = measure_variants(model, variants, inputs)       # [{"options", "median_s", "error"}, ...]
+    timed = measure_variants(variants, inputs, reference)   # [{"options", "median_s", "error", ...}, ...]
     store_choice(db, model, threads, timed)
     tuned_pass_options(model.graph_key, threads=2)          # the winner's options, for compile_graph
 """
@@ -27,8 +28,11 @@ import statistics
 import threading
 import time
 
+import numpy as np
+
 from tensorlang.errors import TensorlangError, UsageError
 from tensorlang.target import host_target
+from tuner.bench import max_rel_error, reference_mismatch
 
 _TABLE = """
 CREATE TABLE IF NOT EXISTS model_variants (
@@ -41,7 +45,7 @@ CREATE TABLE IF NOT EXISTS model_variants (
     options   TEXT NOT NULL,    -- JSON object: the pass options
     times     TEXT NOT NULL,    -- JSON array: seconds per model run, one per round (empty when it failed)
     median_s  REAL,
-    error     TEXT,
+    error     TEXT,             -- why it was not timed: it failed, or its outputs differ from the reference
     chosen    INTEGER NOT NULL, -- 1 for the variant compiles use
     created   REAL NOT NULL
 );
@@ -52,8 +56,56 @@ CREATE INDEX IF NOT EXISTS model_variants_key ON model_variants (graph_key, thre
 LAYOUT_CHOICES = (None, 0, 4, 8, 16)
 FUSION_CHOICES = (True, False)
 
+#: a model's outputs match the reference when every output is within TOLERANCE x max(1, max |reference output|)
+#: of it (f32: the reference models differ from torch eager by at most 5e-7 of that; summing in another order
+#: moves the last bits, a wrong result moves the leading ones)
+TOLERANCE = 1e-4
+
 _cache: dict = {}
 _lock = threading.Lock()
+
+
+class OutputMismatch(TensorlangError):
+    """A compiled model whose outputs differ from the reference (torch eager's) by more than the tolerance."""
+
+
+def flat_outputs(x) -> list[np.ndarray]:
+    """The arrays of a model's outputs, in order: torch tensors (as numpy arrays) and numpy arrays in nested tuples,
+    lists and dicts.
+
+    >>> [a.shape for a in flat_outputs((np.zeros(2), [np.ones((1, 3))]))]
+    [(2,), (1, 3)]
+    """
+    if isinstance(x, (list, tuple)):
+        return [a for y in x for a in flat_outputs(y)]
+    if isinstance(x, dict):
+        return [a for y in x.values() for a in flat_outputs(y)]
+    if hasattr(x, "detach"):
+        return [x.detach().numpy()]
+    return [np.asarray(x)]
+
+
+def compare_outputs(got, reference, tolerance: float = TOLERANCE) -> tuple[float, str]:
+    """Compare a model's outputs with the reference's (anything :func:`flat_outputs` takes): ``(error, why)``, the
+    largest ``|difference| / max(1, max |reference|)`` of any output (:func:`tuner.bench.max_rel_error`: a NaN or
+    an infinity where the reference has a number is an infinite error) and "" when it is within `tolerance`, else
+    what differs, naming the output.
+
+    >>> compare_outputs([np.ones(2), np.array([1.0, np.nan])], [np.ones(2), np.array([1.0, 2.0])])
+    (inf, 'output 1: 1 NaN where the reference has a number (first at index (1,))')
+    >>> compare_outputs([np.ones(2), np.full(2, 1.5)], [np.ones(2), np.ones(2)])
+    (0.5, 'output 1: largest |difference| 5.0e-01 x max(1, max |reference|), tolerance 1e-04')
+    """
+    got, reference = tuple(flat_outputs(got)), tuple(flat_outputs(reference))
+    error = max_rel_error(got, reference)
+    if error <= tolerance:
+        return error, ""
+    why = reference_mismatch(got, reference)  # a count, a shape, a NaN or an infinity
+    if not why:
+        errors = [max_rel_error(g, r) for g, r in zip(got, reference)]
+        i = int(np.argmax(errors))
+        why = f"output {i}: largest |difference| {errors[i]:.1e} x max(1, max |reference|), tolerance {tolerance:.0e}"
+    return error, why
 
 
 def target_json() -> str:
@@ -125,24 +177,32 @@ def time_alternating(contenders: list[tuple[str, object]], rounds: int = 5, min_
                    "error": errors.get(name)} for name, _ in contenders}
 
 
-def measure_variants(variants: list[tuple[dict, object]], inputs: list, rounds: int = 5, min_time: float = 0.1,
-                     compile_model=None) -> list[dict]:
+def measure_variants(variants: list[tuple[dict, object]], inputs: list, reference: list, rounds: int = 5,
+                     min_time: float = 0.1, compile_model=None) -> list[dict]:
     """Compile each variant's optimised graph (``compile_model(graph)``, default ``tl.Model(graph)``: the caller
-    chooses which schedules its kernels get) and time them end to end on `inputs` in alternating rounds; returns
-    ``[{"options", "median_s", "times", "error", "model"}, ...]`` in the order given.
+    chooses which schedules its kernels get), run it on `inputs` and compare its outputs with `reference` (torch
+    eager's outputs on `inputs`, :func:`compare_outputs`), then time those that match end to end in alternating
+    rounds; returns ``[{"options", "median_s", "times", "error", "max_rel_error", "model"}, ...]`` in the order
+    given. A variant whose outputs differ gets the difference as its error ("wrong result: output 0: ...") and no
+    time, so it is never chosen.
 
     Example::
 
-        timed = measure_variants(candidate_variants(model), random_model_inputs(model))
+        timed = measure_variants(candidate_variants(model.source_graph), inputs, flat_outputs(net(*args)))
     """
     from tensorlang.graph.model import Model
     compile_model = compile_model or Model
     compiled, out = [], []
     for options, graph in variants:
-        entry = {"options": options, "median_s": None, "times": [], "error": None, "model": None}
+        entry = {"options": options, "median_s": None, "times": [], "error": None, "max_rel_error": None,
+                 "model": None}
         try:
             entry["model"] = compile_model(graph)
-            compiled.append((len(out), entry["model"]))
+            entry["max_rel_error"], why = compare_outputs(entry["model"].run_flat(inputs), reference)
+            if why:
+                entry["error"] = f"wrong result: {why}"
+            else:
+                compiled.append((len(out), entry["model"]))
         except (TensorlangError, MemoryError) as e:
             entry["error"] = f"{type(e).__name__}: {e}"
         out.append(entry)
@@ -163,14 +223,14 @@ def _connection(db):
 
 def store_choice(db, model_name: str, key: str, threads: int, timed: list[dict]) -> dict | None:
     """Store one comparison of variants (``measure_variants``' entries) in the database `db` (a
-    :class:`tuner.database.Database`) in one transaction, the fastest marked chosen; returns the chosen entry (None
-    when none ran).
+    :class:`tuner.database.Database`) in one transaction, the fastest of those without an error marked chosen;
+    returns the chosen entry (None when none ran and matched the reference).
 
     Example::
 
         chosen = store_choice(db, "ResNet18", model.graph_key, 2, timed)
     """
-    ok = [e for e in timed if e["median_s"] is not None]
+    ok = [e for e in timed if e["median_s"] is not None and not e["error"]]
     best = min(ok, key=lambda e: e["median_s"]) if ok else None
     if best is None:
         return None
