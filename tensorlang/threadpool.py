@@ -276,9 +276,10 @@ def _prune_stale(directory: pathlib.Path, keep: pathlib.Path) -> list[pathlib.Pa
     return gone
 
 
-def _build_native(cc: list[str]) -> pathlib.Path:
-    """Build the runtime as a shared library (once per source, compiler and flags) and return its path."""
-    source = RUNTIME_C.read_bytes()
+def _build_native(cc: list[str], c_file: pathlib.Path = RUNTIME_C) -> pathlib.Path:
+    """Build the runtime (or another version of its C file, `c_file`) as a shared library, once per source,
+    compiler and flags, and return its path."""
+    source = pathlib.Path(c_file).read_bytes()
     flags = ["-O2", "-shared", "-fPIC", "-pthread", "-DTENSORLANG_JIT_RUNTIME"]
     digest = hashlib.sha256(source + repr((cc, flags)).encode()).hexdigest()[:16]
     for directory in (runtime_cache_dir(), pathlib.Path(tempfile.gettempdir()) / f"tensorlang-runtime-{os.getuid()}"):
@@ -293,7 +294,7 @@ def _build_native(cc: list[str]) -> pathlib.Path:
         except OSError:
             continue  # not writable: try the next folder
         try:
-            r = subprocess.run([*cc, *flags, "-o", tmp, str(RUNTIME_C)], capture_output=True, text=True,
+            r = subprocess.run([*cc, *flags, "-o", tmp, str(c_file)], capture_output=True, text=True,
                                timeout=120)
             if r.returncode != 0:
                 tail = (r.stderr or r.stdout).strip().splitlines()[-5:]

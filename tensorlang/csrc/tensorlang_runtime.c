@@ -15,7 +15,9 @@
  * calling thread is one) owns a contiguous home range of units, [lo + extent*t/n, lo + extent*(t+1)/n) for
  * thread t as before, so that on an idle machine every thread runs the same part of every loop. A thread claims
  * pieces of about 1/8 of its home range from the front with a compare-and-swap on a word of its own; once its
- * home range is empty it steals the back half of another thread's remaining range and goes on with that. The
+ * home range is empty it steals the back half of the units another thread has not claimed (all of them, in
+ * halves, from a thread that has not started; not the last one of a thread that has, unless the caller has
+ * waited for it a while, see below) and goes on with that. The
  * loop is over when every unit has been run, counted per thread: a thread that never wakes (its CPU is taken by
  * another process, or by another thread pool's spinning threads) has its whole range run by the others, and the
  * caller waits only for pieces already claimed. Each claim word carries the loop's number, so a thread that
@@ -25,11 +27,10 @@
  * grows on demand. Between loops its threads spin for TENSORLANG_SPIN_US microseconds (default 500, at most
  * 1000000; read at every call; 0: sleep at once) before they sleep: waking a sleeping thread costs about 0.1 ms
  * on a virtual machine (OpenMP and OpenBLAS spin for the same reason). A spinning thread yields the CPU every
- * microsecond or so, so that more threads than CPUs do not starve the ones with work, and a worker that arrived
- * after all the work was taken, loop after loop, spins less (down to 1/16) until it gets work again. The caller,
+ * microsecond or so, so that more threads than CPUs do not starve the ones with work. The caller,
  * once nothing is left to claim, spins for the claimed pieces at most about twice its own time per piece (at
- * least 50 us, at most TENSORLANG_SPIN_US), then sleeps: a thread that holds a piece but lost its CPU then gets
- * the caller's. Sleeping threads are woken with a futex (Linux), by the caller or by the thread that ran the
+ * least 50 us, at most TENSORLANG_SPIN_US), then runs the last units the slow threads left unclaimed and sleeps:
+ * a thread that holds a piece but lost its CPU then gets the caller's. Sleeping threads are woken with a futex (Linux), by the caller or by the thread that ran the
  * last piece, never through a thread that may not be running.
  * Oversubscription: a wait for claimed pieces longer than 1 ms and 8 times the caller's own time per piece is a
  * stall (a thread that claimed work lost its CPU); after 8 stalls within 10 seconds one line on stderr (once per
@@ -79,7 +80,6 @@
 #define TL_MAX_SPIN_US 1000000
 #define TL_MAX_UNITS 65535        /* a loop has at most this many units: a claim word holds two 16-bit offsets */
 #define TL_PIECES_PER_THREAD 8    /* pieces of a home range: what a thread that stops can leave unclaimed */
-#define TL_BACKOFF_MAX 4          /* an idle worker's spin shrinks to TENSORLANG_SPIN_US >> this at least */
 #define TL_WAIT_SPIN_MIN_US 50    /* the caller spins at least this long for claimed pieces before it sleeps */
 #define TL_STALL_US 1000          /* a wait for claimed pieces this long (and 8 pieces' time) is a stall */
 #define TL_STALLS_TO_WARN 8       /* this many stalls ... */
@@ -226,19 +226,24 @@ static void tl_run(const struct tl_loop *L, struct tl_slot *me, uint32_t f, uint
     }
 }
 
-/* Take the back half of the remaining range of some other thread of loop `tag`: 1 and the units in [*f, *b),
- * or 0 when no thread has any left. */
-static int tl_steal(const struct tl_loop *L, uint32_t tag, int t, uint32_t *f_out, uint32_t *b_out) {
+/* Take the back half of the units another thread of loop `tag` has not claimed: 1 and the units in [*f, *b), or 0
+ * when there are none to take. From a thread that has not claimed any yet (asleep, or without a CPU), or when
+ * `greedy`, half rounded up, so that its last unit is taken too; from one that has, half rounded down: it is
+ * running, and would have started its last unit before the thief finished it (with a loop of 4 units on 2
+ * threads, a caller that took a running worker's 4th unit ran 3). */
+static int tl_steal(const struct tl_loop *L, uint32_t tag, int t, int greedy, uint32_t *f_out, uint32_t *b_out) {
     for (int k = 1; k < L->n; k++) {
-        struct tl_slot *victim = &tl_slots[(t + k) % L->n];
+        int v = (t + k) % L->n;
+        struct tl_slot *victim = &tl_slots[v];
+        uint32_t home = (uint32_t)tl_bound(0, L->units, L->n, v);
         uint64_t w = __atomic_load_n(&victim->range, __ATOMIC_ACQUIRE);
         for (;;) {
             if (TL_TAG(w) != tag)
                 return 0; /* the loop is over */
             uint32_t f = TL_FRONT(w), b = TL_BACK(w);
-            if (f >= b)
+            uint32_t c = greedy || f == home ? (b - f + 1) / 2 : (b - f) / 2;
+            if (f >= b || c == 0)
                 break;
-            uint32_t c = (b - f + 1) / 2;
             if (__atomic_compare_exchange_n(&victim->range, &w, tl_word(tag, f, b - c), 0, __ATOMIC_ACQ_REL,
                                             __ATOMIC_ACQUIRE)) {
                 *f_out = b - c;
@@ -250,8 +255,9 @@ static int tl_steal(const struct tl_loop *L, uint32_t tag, int t, uint32_t *f_ou
     return 0;
 }
 
-/* Run pieces of loop `tag` as thread `t` until no unit is left to claim; returns how many it ran. */
-static int tl_participate(const struct tl_loop *L, uint32_t tag, int t) {
+/* Run pieces of loop `tag` as thread `t` until no unit is left to claim (see tl_steal for `greedy`); returns how
+ * many it ran. */
+static int tl_participate(const struct tl_loop *L, uint32_t tag, int t, int greedy) {
     struct tl_slot *me = &tl_slots[t];
     uint32_t piece = (uint32_t)L->piece;
     int pieces = 0;
@@ -269,7 +275,7 @@ static int tl_participate(const struct tl_loop *L, uint32_t tag, int t) {
             }
             continue;
         }
-        if (!tl_steal(L, tag, t, &f, &b))
+        if (!tl_steal(L, tag, t, greedy, &f, &b))
             return pieces;
         TL_STORE(&me->steals, TL_LOAD(&me->steals) + 1);
         uint32_t c = b - f < piece ? b - f : piece;
@@ -382,10 +388,8 @@ static void *tl_worker_main(void *p) {
     pthread_setname_np(pthread_self(), name);
 #endif
     struct tl_slot *me = &tl_slots[arg.id];
-    int idle = 0; /* loops in a row in which this worker found nothing left to claim */
     for (;;) {
-        int64_t spin = TL_LOAD(&tl_spin_us) >> (idle < TL_BACKOFF_MAX ? idle : TL_BACKOFF_MAX);
-        uint32_t tag = tl_next_loop(arg.seen, spin);
+        uint32_t tag = tl_next_loop(arg.seen, TL_LOAD(&tl_spin_us));
         arg.seen = tag;
         struct tl_loop L;
         int usable = tl_read_loop(&L);
@@ -394,12 +398,8 @@ static void *tl_worker_main(void *p) {
             continue; /* not needed for this loop (or it is over already) */
         if (L.caller_cpu >= 0 && tl_current_cpu() == L.caller_cpu)
             tl_move_off(L.caller_cpu, arg.id, L.n);
-        if (tl_participate(&L, tag, arg.id) > 0) {
-            idle = 0;
-        } else {
-            idle++;
+        if (tl_participate(&L, tag, arg.id, 0) == 0)
             TL_STORE(&me->late, TL_LOAD(&me->late) + 1);
-        }
     }
     return NULL;
 }
@@ -501,10 +501,11 @@ static void tl_note_stall(int64_t now, int n) {
     }
 }
 
-/* The caller ran its `pieces` pieces since `t0` and nothing is left to claim: wait until the pieces other threads
- * claimed are done. Spin about twice the caller's time per piece (within [TL_WAIT_SPIN_MIN_US, spin limit]), then
- * sleep, so that a thread holding a piece that lost its CPU can get this one. */
-static void tl_wait(const struct tl_loop *L, int64_t t0, int pieces) {
+/* The caller ran its `pieces` pieces of loop `tag` since `t0` and nothing is left to claim: wait until the pieces
+ * other threads claimed are done. Spin about twice the caller's time per piece (within [TL_WAIT_SPIN_MIN_US, spin
+ * limit]); then take the last units the slow threads left, and sleep, so that a thread holding a piece that lost
+ * its CPU can get this one. */
+static void tl_wait(const struct tl_loop *L, uint32_t tag, int64_t t0, int pieces) {
     if (tl_finished(L->n, L->units))
         return;
     int64_t start = tl_now_us();
@@ -524,6 +525,12 @@ static void tl_wait(const struct tl_loop *L, int64_t t0, int pieces) {
         sched_yield();
     }
     if (!over) {
+        tl_in_chunk = 1;
+        if (tl_participate(L, tag, 0, 1) > 0)
+            start = tl_now_us(); /* from here on it waits for claimed pieces only */
+        tl_in_chunk = 0;
+    }
+    if (!over && !tl_finished(L->n, L->units)) {
         TL_STORE(&tl_stats.caller_sleeps, tl_stats.caller_sleeps + 1);
         __atomic_store_n(&tl_end.caller_waiting, 1, __ATOMIC_SEQ_CST);
         for (;;) {
@@ -585,9 +592,9 @@ TL_HIDDEN int32_t tensorlang_parallel_for(tl_chunk_fn fn, void *closure, int64_t
 
     int64_t t0 = tl_now_us();
     tl_in_chunk = 1;
-    int pieces = tl_participate(&L, tag, 0);
+    int pieces = tl_participate(&L, tag, 0, 0);
     tl_in_chunk = 0;
-    tl_wait(&L, t0, pieces);
+    tl_wait(&L, tag, t0, pieces);
     int32_t status = __atomic_load_n(&tl_end.status, __ATOMIC_ACQUIRE);
     pthread_mutex_unlock(&tl_region_lock);
     return status;
