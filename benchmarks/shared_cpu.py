@@ -80,25 +80,32 @@ class Runtimes:
     """The runtimes kernels can run on: "current" always; "baseline" with --baseline-commit, through the switch."""
 
     def __init__(self, baseline_commit: str | None, work: pathlib.Path):
-        from tensorlang import threadpool
+        from tensorlang import target, threadpool
         from tensorlang.codegen_c import find_c_compiler
         self.addresses = {}
         self.switch = None
         if baseline_commit is None:
             return
+        if target._initialise.cache_info().currsize:
+            raise RuntimeError("Runtimes(baseline) must be made before the JIT starts (it registers the switch)")
         current, why = threadpool._native_address()
         if current is None:
-            raise SystemExit(f"--baseline-commit: the current native runtime is not available ({why})")
+            raise ValueError(f"--baseline-commit: the current native runtime is not available ({why})")
         r = subprocess.run(["git", "-C", ROOT, "show", f"{baseline_commit}:tensorlang/csrc/tensorlang_runtime.c"],
                            capture_output=True, text=True)
         if r.returncode != 0:
-            raise SystemExit(f"--baseline-commit {baseline_commit}: git cannot show its runtime: "
-                             f"{r.stderr.strip()}")
+            raise ValueError(f"--baseline-commit {baseline_commit}: git cannot show its "
+                             f"tensorlang/csrc/tensorlang_runtime.c: {r.stderr.strip()}")
         old_c, switch_c = work / "baseline_runtime.c", work / "switch.c"
         old_c.write_text(r.stdout)
+        if r.stdout.encode() == threadpool.RUNTIME_C.read_bytes():
+            print(f"note: the runtime of {baseline_commit} is the current one", file=sys.stderr)
         switch_c.write_text(SWITCH_C)
         cc = find_c_compiler()
         baseline = ctypes.CDLL(str(threadpool._build_native(cc, old_c)), mode=ctypes.RTLD_LOCAL)
+        if not hasattr(baseline, "tensorlang_parallel_for"):
+            raise ValueError(f"--baseline-commit {baseline_commit}: its runtime does not export "
+                             "tensorlang_parallel_for to the JIT (it predates TENSORLANG_JIT_RUNTIME)")
         self.switch = ctypes.CDLL(str(threadpool._build_native(cc, switch_c)), mode=ctypes.RTLD_LOCAL)
         self.switch.shared_cpu_use.argtypes = [ctypes.c_void_p]
         self.addresses = {"current": current,
@@ -457,6 +464,8 @@ def main(argv=None) -> int:
             p.error(f"--cases: unknown case {c!r}; cases: {', '.join(CASES)}")
     if args.threads < 2:
         p.error(f"--threads: {args.threads}; give 2 or more (it is compared with 1 thread)")
+    if args.rounds < 1 or args.min_time < 0:
+        p.error(f"--rounds must be at least 1 and --min-time at least 0, got {args.rounds} and {args.min_time}")
     if args.quick:
         args.rounds, args.min_time = 2, 0.01
     try:
@@ -464,7 +473,10 @@ def main(argv=None) -> int:
     except ImportError:
         p.error("needs PyTorch (pip install torch --index-url https://download.pytorch.org/whl/cpu)")
     work = pathlib.Path(tempfile.mkdtemp(prefix="tensorlang-shared-cpu-"))
-    runtimes = Runtimes(args.baseline_commit, work)  # before the JIT starts
+    try:
+        runtimes = Runtimes(args.baseline_commit, work)  # before the JIT starts
+    except ValueError as e:
+        p.error(str(e))
     torch.set_num_threads(args.threads)
     presets = {"conv2d": "small" if args.quick else "resnet18_3x3", "matmul": "256" if args.quick else "1024",
                "softmax": "small" if args.quick else "1024"}

@@ -542,3 +542,67 @@ def test_pool_stats_count_the_parallel_loops(monkeypatch):
     monkeypatch.setenv("TENSORLANG_NUM_THREADS", "1")                # one thread: no pool
     k(A)
     assert pool_stats()["loops"] == after["loops"]
+
+
+# ---- benchmarks/shared_cpu.py ----
+
+SHARED_CPU = os.path.join(ROOT, "benchmarks", "shared_cpu.py")
+
+
+@pytest.mark.parametrize("args,message", [
+    (("--cases", "mnist,nosuch"), "--cases: unknown case 'nosuch'; cases: conv2d, matmul"),
+    (("--threads", "1"), "--threads: 1; give 2 or more"),
+    (("--rounds", "0"), "--rounds must be at least 1"),
+    (("--baseline-commit", "no-such-commit", "--cases", "softmax"),
+     "--baseline-commit no-such-commit: git cannot show its tensorlang/csrc/tensorlang_runtime.c"),
+])
+def test_shared_cpu_benchmark_refuses_bad_flags(args, message):
+    pytest.importorskip("torch")
+    r = subprocess.run([sys.executable, SHARED_CPU, *args], capture_output=True, text=True, cwd=ROOT, timeout=300,
+                       env=dict(os.environ, PYTHONPATH=ROOT))
+    assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+# The benchmark's switch: the same kernel on the current runtime and on a baseline's (the newest committed version
+# of the runtime other than the checkout's that the JIT can load), chosen call by call, each right.
+SWITCHED = """
+import pathlib, sys, tempfile
+import numpy as np
+sys.path.insert(0, BENCHMARKS)
+import shared_cpu
+runtimes = shared_cpu.Runtimes(COMMIT, pathlib.Path(tempfile.mkdtemp()))
+import tensorlang as tl
+from tensorlang.threadpool import pool_stats
+op = tl.op("def g(A: f32[N]) -> B:\\n    B[i] = A[i] * 3.0 + 1.0\\n")
+s = tl.schedule(op, N=4099)
+io, _ = s["B"].split("i", 16)
+s["B"].parallel(io)
+k = tl.build(s)
+A = np.arange(4099, dtype=np.float32)
+loops = []
+for rt in runtimes.names * 3:
+    runtimes.use(rt)
+    before = pool_stats()["loops"]
+    np.testing.assert_array_equal(k(A), A * 3 + 1)
+    loops.append((rt, pool_stats()["loops"] - before))
+print(loops)
+"""
+
+
+@pytest.mark.skipif(not HAVE_CC or shutil.which("git") is None
+                    or not os.path.exists(os.path.join(ROOT, ".git")), reason="needs a C compiler and a git checkout")
+def test_shared_cpu_benchmark_switches_runtimes_call_by_call(tmp_path):
+    from tensorlang.threadpool import RUNTIME_C
+    path = "tensorlang/csrc/tensorlang_runtime.c"
+    commits = subprocess.run(["git", "-C", ROOT, "log", "--format=%H", "--", path], capture_output=True,
+                             text=True).stdout.split()
+    current = RUNTIME_C.read_text()
+    older = [c for c in commits if (text := subprocess.run(["git", "-C", ROOT, "show", f"{c}:{path}"],
+                                                           capture_output=True, text=True).stdout) != current
+             and "TENSORLANG_JIT_RUNTIME" in text]
+    if not older:
+        pytest.skip("the checkout's history has no other version of the runtime the JIT can load")
+    code = SWITCHED.replace("BENCHMARKS", repr(os.path.join(ROOT, "benchmarks"))).replace("COMMIT", repr(older[0]))
+    r = run_program(tmp_path, code, TENSORLANG_NUM_THREADS="2")
+    # the current runtime counts its loop; the baseline's (another library) does not touch its counters
+    assert r.stdout.strip() == str([("current", 1), ("baseline", 0)] * 3), r.stdout

@@ -20,7 +20,8 @@
  * waited for it a while, see below) and goes on with that. The
  * loop is over when every unit has been run, counted per thread: a thread that never wakes (its CPU is taken by
  * another process, or by another thread pool's spinning threads) has its whole range run by the others, and the
- * caller waits only for pieces already claimed. Each claim word carries the loop's number, so a thread that
+ * caller waits only for pieces already claimed. Each claim word carries the loop's number (32 bits: a thread
+ * would have to stop between reading a word and claiming from it for 2**32 loops to be fooled), so a thread that
  * arrives after its loop ended cannot claim the next loop's units with the old loop's function.
  *
  * Threads: TENSORLANG_NUM_THREADS (read at every call), else the CPUs in this process's affinity mask. The pool
