@@ -44,6 +44,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 
 import numpy as np
 
@@ -292,7 +293,9 @@ def onnx_session(case: Case, threads: int):
     import torch
     module, args, path = case.onnx
     try:
-        torch.onnx.export(module, args, str(path), dynamo=False)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # the TorchScript exporter, which needs no onnxscript
+            torch.onnx.export(module, args, str(path), dynamo=False)
     except Exception as e:  # noqa: BLE001 - any export failure is reported as the reason
         return None, f"torch.onnx.export failed: {type(e).__name__}: {str(e).splitlines()[0][:120]}"
     opts = ort.SessionOptions()
