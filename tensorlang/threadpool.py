@@ -1,19 +1,24 @@
 """The thread pool behind parallel loops.
 
-Generated code calls `tensorlang_parallel_for(fn, closure, lo, extent)`, which cuts [lo, lo+extent) into one
-chunk per thread and runs `fn(begin, end, closure)` for each on a persistent pool. This module gives the JIT
-that symbol:
+Generated code calls `tensorlang_parallel_for(fn, closure, lo, extent)`, which runs `fn(begin, end, closure)` on
+pieces of [lo, lo+extent) on a persistent pool, the calling thread included, and returns when every iteration
+has run. Threads claim their pieces as they go, so a thread that does not get a CPU (another process, another
+thread pool in this process) never holds a loop up: the others run its share. This module gives the JIT that
+symbol:
 
 - ``native`` (the default): the pthread pool of ``csrc/tensorlang_runtime.c`` (the one exported libraries
-  carry), built once with the C compiler into the user cache folder and loaded with ctypes. Its threads spin
-  for ``TENSORLANG_SPIN_US`` microseconds (default 500) before they sleep, so a parallel loop costs a few
-  microseconds, not the 0.1 ms that waking a sleeping thread costs on a virtual machine.
+  carry; its header describes the scheduling), built once with the C compiler into the user cache folder and
+  loaded with ctypes. Its threads spin for ``TENSORLANG_SPIN_US`` microseconds (default 500) before they sleep,
+  so a parallel loop costs a few microseconds, not the 0.1 ms that waking a sleeping thread costs on a virtual
+  machine. When its threads keep waiting for threads that lost their CPU, it says so once on stderr, naming
+  ``TENSORLANG_NUM_THREADS``.
 - ``python``: a ctypes callback into a ``ThreadPoolExecutor`` (ctypes releases the GIL while the machine code
-  runs, so the chunks run at once), about 0.1 ms per parallel loop. Used where no C compiler can build the
+  runs, so the pieces run at once), about 0.1 ms per parallel loop. Used where no C compiler can build the
   native pool (with a warning that says why), or when ``TENSORLANG_THREAD_POOL=python``.
 
 `TENSORLANG_NUM_THREADS` sets the number of threads (default: the CPUs this process may use). A value of these
 three variables that they do not take is a UsageError when the JIT starts (:func:`check_settings`).
+:func:`pool_stats` counts what the pool did (loops, pieces, steals, waits).
 
 >>> num_threads() >= 1
 True
@@ -153,20 +158,78 @@ def _get_pool(n: int) -> ThreadPoolExecutor:
         return _pool
 
 
+#: Pieces a parallel loop is cut into per thread (the C runtime's TL_PIECES_PER_THREAD).
+PIECES_PER_THREAD = 8
+STATS = ("loops", "caller_pieces", "worker_pieces", "steals", "late", "caller_sleeps", "stalls")
+_py_stats = dict.fromkeys(STATS, 0)
+_local = threading.local()  # .in_chunk: this thread runs a piece (a parallel loop inside runs serially)
+
+
+def _count(key: str, k: int = 1) -> None:
+    with _lock:
+        _py_stats[key] += k
+
+
+class _Loop:
+    """One parallel loop on the Python pool: the caller and the pool's threads claim pieces in order from a shared
+    position; the loop is over when every iteration has run, whichever threads ran them, so a pool thread that
+    starts late (or never) holds nothing up."""
+
+    def __init__(self, fn, closure, lo: int, extent: int, n: int):
+        self.fn, self.closure = fn, closure
+        self.next, self.end, self.left = lo, lo + extent, extent
+        self.piece = -(-extent // (PIECES_PER_THREAD * n))
+        self.status = 0
+        self.lock = threading.Lock()
+        self.over = threading.Event()
+
+    def run(self) -> int:
+        """Run pieces until none is left to claim; return how many this thread ran."""
+        pieces = 0
+        _local.in_chunk = True
+        try:
+            while True:
+                with self.lock:
+                    begin = self.next
+                    if begin >= self.end:
+                        return pieces
+                    self.next = end = min(self.end, begin + self.piece)
+                status = self.fn(begin, end, self.closure)
+                pieces += 1
+                with self.lock:
+                    self.status = max(self.status, status)
+                    self.left -= end - begin
+                    if self.left == 0:
+                        self.over.set()
+        finally:
+            _local.in_chunk = False
+
+    def work(self) -> None:
+        """A pool thread's part."""
+        pieces = self.run()
+        if pieces:
+            _count("worker_pieces", pieces)
+        else:
+            _count("late")
+
+
 def _parallel_for(fn_addr, closure, lo, extent) -> int:
     if extent <= 0:
         return 0
     fn = _CHUNK_FN(fn_addr)
     n = min(num_threads(), extent)
-    if n == 1:
+    if n == 1 or getattr(_local, "in_chunk", False):
         return fn(lo, lo + extent, closure)
-    bounds = [lo + (extent * i) // n for i in range(n + 1)]
+    loop = _Loop(fn, closure, lo, extent, n)
     pool = _get_pool(n)
-    futures = [pool.submit(fn, bounds[i], bounds[i + 1], closure) for i in range(1, n)]
-    status = fn(bounds[0], bounds[1], closure)  # this thread takes the first chunk
-    for f in futures:
-        status = max(status, f.result())
-    return status
+    for _ in range(n - 1):
+        pool.submit(loop.work)
+    _count("loops")
+    _count("caller_pieces", loop.run())  # this thread claims pieces too
+    if not loop.over.is_set():
+        _count("caller_sleeps")
+        loop.over.wait()
+    return loop.status
 
 
 _callback = _PARALLEL_FOR(_parallel_for)  # kept alive for the life of the process
@@ -213,9 +276,10 @@ def _prune_stale(directory: pathlib.Path, keep: pathlib.Path) -> list[pathlib.Pa
     return gone
 
 
-def _build_native(cc: list[str]) -> pathlib.Path:
-    """Build the runtime as a shared library (once per source, compiler and flags) and return its path."""
-    source = RUNTIME_C.read_bytes()
+def _build_native(cc: list[str], c_file: pathlib.Path = RUNTIME_C) -> pathlib.Path:
+    """Build the runtime (or another version of its C file, `c_file`) as a shared library, once per source,
+    compiler and flags, and return its path."""
+    source = pathlib.Path(c_file).read_bytes()
     flags = ["-O2", "-shared", "-fPIC", "-pthread", "-DTENSORLANG_JIT_RUNTIME"]
     digest = hashlib.sha256(source + repr((cc, flags)).encode()).hexdigest()[:16]
     for directory in (runtime_cache_dir(), pathlib.Path(tempfile.gettempdir()) / f"tensorlang-runtime-{os.getuid()}"):
@@ -230,7 +294,7 @@ def _build_native(cc: list[str]) -> pathlib.Path:
         except OSError:
             continue  # not writable: try the next folder
         try:
-            r = subprocess.run([*cc, *flags, "-o", tmp, str(RUNTIME_C)], capture_output=True, text=True,
+            r = subprocess.run([*cc, *flags, "-o", tmp, str(c_file)], capture_output=True, text=True,
                                timeout=120)
             if r.returncode != 0:
                 tail = (r.stderr or r.stdout).strip().splitlines()[-5:]
@@ -246,16 +310,44 @@ def _build_native(cc: list[str]) -> pathlib.Path:
 
 
 @functools.lru_cache(maxsize=None)
-def _native_address() -> tuple[int | None, str]:
-    """(address of the native `tensorlang_parallel_for` or None, why not)."""
+def _native_library() -> tuple[ctypes.CDLL | None, str]:
+    """(the native pool's library or None, why not)."""
     if pool_choice() == "python":
         return None, "TENSORLANG_THREAD_POOL=python"
     from .codegen_c import find_c_compiler
     try:
         lib = ctypes.CDLL(str(_build_native(find_c_compiler())), mode=ctypes.RTLD_LOCAL)
-        return ctypes.cast(lib.tensorlang_parallel_for, ctypes.c_void_p).value, ""
+        lib.tensorlang_pool_stats.argtypes = [ctypes.POINTER(ctypes.c_int64), ctypes.c_int32]
+        lib.tensorlang_pool_stats.restype = ctypes.c_int32
+        return lib, ""
     except Exception as e:  # no compiler, a failed build, a library that does not load: say so, use Python's
         return None, str(e)
+
+
+def _native_address() -> tuple[int | None, str]:
+    """(address of the native `tensorlang_parallel_for` or None, why not)."""
+    lib, why = _native_library()
+    return (None, why) if lib is None else (ctypes.cast(lib.tensorlang_parallel_for, ctypes.c_void_p).value, "")
+
+
+def pool_stats() -> dict[str, int]:
+    """What the pool that runs this process's parallel loops (see :func:`backend`) did so far: ``loops`` run on
+    it, pieces the callers and the workers ran (``caller_pieces``, ``worker_pieces``), ``steals`` (a thread took
+    part of another's range; the native pool only), ``late`` (a worker arrived after all the work was taken),
+    ``caller_sleeps`` (a caller had to wait for pieces other threads held) and ``stalls`` (such waits long enough
+    to mean a thread lost its CPU; the native pool only, which warns after 8 within 10 s). Loops of one thread,
+    and loops inside a piece, run without the pool and are not counted.
+
+    >>> sorted(pool_stats()) == sorted(STATS)
+    True
+    """
+    lib, _ = _native_library()
+    if lib is None:
+        with _lock:
+            return dict(_py_stats)
+    values = (ctypes.c_int64 * len(STATS))()
+    lib.tensorlang_pool_stats(values, len(STATS))
+    return dict(zip(STATS, values))
 
 
 def backend() -> str:

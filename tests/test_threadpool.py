@@ -6,6 +6,7 @@ Run: ``.venv/bin/pytest tests/test_threadpool.py -q``
 """
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -261,16 +262,27 @@ def test_concurrent_callers_take_turns():
 # Put the pool's worker on the caller's CPU, free to leave it, and call a parallel kernel: the worker must move
 # itself off (else both run their chunks on one CPU, one after the other).
 COLOCATED = """
-import os
+import os, time
 import numpy as np
 import tensorlang as tl
+from tensorlang.threadpool import pool_stats
 op = tl.op("def g(A: f32[N]) -> B:\\n    B[i] = A[i] * 3.0 + 1.0\\n")
 s = tl.schedule(op, N=256)
 io, _ = s["B"].split("i", 64)
 s["B"].parallel(io)
 k = tl.build(s)
 A = np.arange(256, dtype=np.float32)
-k(A)                                                              # starts the pool
+def picked_up():                                                  # loops the worker has taken up (work or not)
+    stats = pool_stats()
+    return stats["worker_pieces"] + stats["late"]
+def call_and_let_the_worker_see_it():                             # the caller may run the loop alone: the
+    seen = picked_up()                                            # worker moves when it takes the loop up
+    np.testing.assert_array_equal(k(A), A * 3 + 1)
+    for _ in range(10000):
+        if picked_up() > seen:
+            return
+        time.sleep(0.001)
+call_and_let_the_worker_see_it()                                  # starts the pool
 names = {t: open(f"/proc/self/task/{t}/comm").read().strip() for t in os.listdir("/proc/self/task")}
 workers = [int(t) for t, n in names.items() if n == "tensorlang-1"]
 assert len(workers) == 1, names
@@ -286,7 +298,7 @@ for _ in range(50):
     if cpu_of(worker) != here:
         continue
     tries += 1
-    np.testing.assert_array_equal(k(A), A * 3 + 1)
+    call_and_let_the_worker_see_it()
     moved += cpu_of(worker) != here
     if tries == 10:
         break
@@ -336,3 +348,261 @@ def test_parallel_chunk_gets_its_buffers_as_noalias_arguments(monkeypatch):
         monkeypatch.setenv("TENSORLANG_NUM_THREADS", threads)
         # mul + add may fuse into one FMA: one rounding fewer than numpy's
         np.testing.assert_allclose(k(A, B), A * B + 1, rtol=1e-6, atol=1e-6)
+
+
+# ---- dynamic scheduling: a thread that does not run holds no loop up ----
+
+DRIVER_C = os.path.join(ROOT, "tests", "runtime_driver.c")
+
+
+@pytest.fixture(scope="module")
+def driver(tmp_path_factory):
+    """tests/runtime_driver.c linked with the runtime compiled as `tensorlang export` compiles it (-O2, no
+    TENSORLANG_JIT_RUNTIME: hidden symbols)."""
+    from tensorlang.codegen_c import find_c_compiler
+    from tensorlang.threadpool import RUNTIME_C
+    out = tmp_path_factory.mktemp("driver")
+    cc = find_c_compiler()
+    subprocess.run([*cc, "-O2", "-c", str(RUNTIME_C), "-o", str(out / "runtime.o")], check=True,
+                   capture_output=True, timeout=120)
+    subprocess.run([*cc, "-O2", "-pthread", "-o", str(out / "driver"), DRIVER_C, str(out / "runtime.o")],
+                   check=True, capture_output=True, timeout=120)
+    return out / "driver"
+
+
+def run_driver(driver, mode, threads) -> tuple[dict, str]:
+    env = dict(os.environ, TENSORLANG_NUM_THREADS=str(threads))
+    r = subprocess.run([str(driver), mode], capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0 and r.stdout.startswith(f"ok {mode}"), (r.returncode, r.stdout, r.stderr)
+    words = r.stdout.split()[2:]
+    return {k: int(v) for k, v in zip(words[::2], words[1::2])}, r.stderr
+
+
+needs_linux_cc = pytest.mark.skipif(not HAVE_CC or not sys.platform.startswith("linux"),
+                                    reason="needs a C compiler and Linux (/proc, tgkill)")
+STALL_LINE = ("tensorlang: parallel loops keep waiting for threads that do not get a CPU (2 threads; other programs, "
+              "or another thread pool in this process, use the CPUs); fewer threads may be faster: set "
+              "TENSORLANG_NUM_THREADS (e.g. to 1)")
+
+
+@needs_linux_cc
+@pytest.mark.parametrize("threads", [2, 3])
+@pytest.mark.parametrize("mode", ["check", "nested", "concurrent", "fork"])
+def test_exported_runtime_runs_every_iteration_once(driver, mode, threads):
+    """Loops of every extent (up to past 2**20, where a unit is a run of iterations), failing pieces, a loop
+    inside a piece, four threads calling at once, a forked child: each iteration runs exactly once."""
+    stats, err = run_driver(driver, mode, threads)
+    assert err == "" and stats["loops"] > 0, (stats, err)
+
+
+@needs_linux_cc
+@pytest.mark.parametrize("threads", [2, 3])
+def test_exported_runtime_runs_a_stopped_workers_share(driver, threads):
+    """issue 54: worker 1 stopped (a signal handler that blocks) before the loops start: every loop completes
+    with its share run by the other threads. The runtime that gave each thread one fixed chunk waited for it
+    forever (the driver's alarm ends it)."""
+    stats, err = run_driver(driver, "park", threads)
+    assert stats["steals"] > 0 and err == "", (stats, err)
+
+
+@needs_linux_cc
+def test_exported_runtime_says_once_that_its_threads_stall(driver):
+    """A worker that stops inside a piece it claimed is waited for (the loop is not over without it), and each
+    such wait long enough to mean the thread lost its CPU is a stall: after 8 of them the runtime names
+    TENSORLANG_NUM_THREADS in one line on stderr, once."""
+    stats, err = run_driver(driver, "stall", 2)
+    assert stats["stalls"] >= 8 and stats["caller_sleeps"] >= 8, stats
+    assert err.splitlines() == [STALL_LINE], err
+
+
+# A kernel called from four Python threads while one pool thread is stopped (a signal handler that blocks until
+# released), then after it is released: every result right, and a watchdog ends a run that hangs.
+HOLD_C = r"""
+#define _GNU_SOURCE
+#include <signal.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+static volatile sig_atomic_t held, release;
+static void hold(int sig) {
+    (void)sig;
+    held = 1;
+    while (!release) {
+        struct timespec t = {0, 100000};
+        nanosleep(&t, 0);
+    }
+    held = 0;
+}
+int hold_thread(int tid) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = hold;
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(SIGUSR1, &sa, 0) != 0)
+        return -1;
+    return (int)syscall(SYS_tgkill, getpid(), tid, SIGUSR1);
+}
+int is_held(void) { return held; }
+void let_go(void) { release = 1; }
+"""
+
+STOPPED_WORKER = """
+import ctypes, faulthandler, json, os, sys, threading, time
+import numpy as np
+import tensorlang as tl
+from tensorlang import threadpool
+faulthandler.dump_traceback_later(60, exit=True)                  # a hang fails the test
+hold = ctypes.CDLL(sys.argv[1])
+op = tl.op("def g(A: f32[N]) -> B:\\n    B[i] = A[i] * 3.0 + 1.0\\n")
+s = tl.schedule(op, N=4099)
+io, _ = s["B"].split("i", 16)
+s["B"].parallel(io)
+k = tl.build(s)
+inputs = [np.random.default_rng(i).standard_normal(4099).astype(np.float32) for i in range(4)]
+expected = [x.astype(np.float64) * 3 + 1 for x in inputs]
+def check(i):
+    np.testing.assert_allclose(k(inputs[i]), expected[i], rtol=1e-6, atol=1e-6)
+check(0)                                                          # starts the pool
+def pool_threads():
+    if threadpool.backend() == "python":
+        return [t.native_id for t in threading.enumerate() if t.name.startswith("tensorlang")]
+    for _ in range(10000):                                        # a worker names itself when it starts
+        names = {int(t): open(f"/proc/self/task/{t}/comm").read().strip() for t in os.listdir("/proc/self/task")}
+        found = [t for t, n in names.items() if n.startswith("tensorlang-")]
+        if found:
+            return found
+        time.sleep(0.001)
+stopped = pool_threads()[0]
+assert hold.hold_thread(stopped) == 0
+while not hold.is_held():
+    time.sleep(0.001)
+before = threadpool.pool_stats()
+def calls(i, n):
+    for _ in range(n):
+        check(i)
+threads = [threading.Thread(target=calls, args=(i, 100)) for i in range(4)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+calls(0, 20)
+stats = threadpool.pool_stats()
+print("backend", threadpool.backend())
+print("while stopped", json.dumps({key: stats[key] - before[key] for key in stats}))
+hold.let_go()
+while hold.is_held():
+    time.sleep(0.001)
+calls(1, 50)
+"""
+
+
+@needs_linux_cc
+@pytest.mark.parametrize("pool", ["native", "python"])
+def test_jit_loops_complete_while_a_pool_thread_is_stopped(tmp_path, pool):
+    """issue 54: the JIT's pools (native and Python) with one of their threads stopped: kernels called from four
+    Python threads at once still complete, right, their share run by the threads that run; and so after the
+    thread is released. With one fixed chunk per thread, the first call waited for the stopped thread forever."""
+    from tensorlang.codegen_c import find_c_compiler
+    (tmp_path / "hold.c").write_text(HOLD_C)
+    lib = tmp_path / "hold.so"
+    subprocess.run([*find_c_compiler(), "-O2", "-shared", "-fPIC", "-o", str(lib), str(tmp_path / "hold.c")],
+                   check=True, capture_output=True, timeout=120)
+    full = dict(os.environ, PYTHONPATH=ROOT, XDG_CACHE_HOME=str(tmp_path / "cache"), TENSORLANG_NUM_THREADS="2",
+                TENSORLANG_THREAD_POOL=pool)
+    r = subprocess.run([sys.executable, "-c", STOPPED_WORKER, str(lib)], capture_output=True, text=True, env=full,
+                       timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"backend {pool}" in r.stdout, r.stdout
+    stats = json.loads(r.stdout.split("while stopped")[1])
+    # 420 calls of one parallel loop each, every piece run by the callers (the only worker is stopped)
+    assert stats["loops"] == 420 and stats["worker_pieces"] == 0 and stats["caller_pieces"] >= 2 * 420, stats
+    if pool == "native":  # the caller takes the stopped worker's home range
+        assert stats["steals"] >= 420, stats
+
+
+def test_pool_stats_count_the_parallel_loops(monkeypatch):
+    """pool_stats() counts each parallel loop run on the pool, whichever pool the process uses, and the pieces of
+    each are run by the caller or the workers."""
+    from tensorlang.threadpool import pool_stats
+    op = tl.op("def g(A: f32[N]) -> B:\n    B[i] = A[i] * 3.0 + 1.0\n")
+    s = tl.schedule(op, N=1000)
+    io, _ = s["B"].split("i", 10)
+    s["B"].parallel(io)
+    k = tl.build(s)
+    A = np.arange(1000, dtype=np.float32)
+    monkeypatch.setenv("TENSORLANG_NUM_THREADS", "2")
+    before = pool_stats()
+    for _ in range(5):
+        np.testing.assert_array_equal(k(A), A * 3 + 1)
+    after = pool_stats()
+    assert after["loops"] - before["loops"] == 5, (before, after)
+    pieces = (after["caller_pieces"] + after["worker_pieces"]) - (before["caller_pieces"] + before["worker_pieces"])
+    assert pieces >= 5 * 2, (before, after)
+    monkeypatch.setenv("TENSORLANG_NUM_THREADS", "1")                # one thread: no pool
+    k(A)
+    assert pool_stats()["loops"] == after["loops"]
+
+
+# ---- benchmarks/shared_cpu.py ----
+
+SHARED_CPU = os.path.join(ROOT, "benchmarks", "shared_cpu.py")
+
+
+@pytest.mark.parametrize("args,message", [
+    (("--cases", "mnist,nosuch"), "--cases: unknown case 'nosuch'; cases: conv2d, matmul"),
+    (("--threads", "1"), "--threads: 1; give 2 or more"),
+    (("--rounds", "0"), "--rounds must be at least 1"),
+    (("--baseline-commit", "no-such-commit", "--cases", "softmax"),
+     "--baseline-commit no-such-commit: git cannot show its tensorlang/csrc/tensorlang_runtime.c"),
+])
+def test_shared_cpu_benchmark_refuses_bad_flags(args, message):
+    pytest.importorskip("torch")
+    r = subprocess.run([sys.executable, SHARED_CPU, *args], capture_output=True, text=True, cwd=ROOT, timeout=300,
+                       env=dict(os.environ, PYTHONPATH=ROOT))
+    assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+# The benchmark's switch: the same kernel on the current runtime and on a baseline's (the newest committed version
+# of the runtime other than the checkout's that the JIT can load), chosen call by call, each right.
+SWITCHED = """
+import pathlib, sys, tempfile
+import numpy as np
+sys.path.insert(0, BENCHMARKS)
+import shared_cpu
+runtimes = shared_cpu.Runtimes(COMMIT, pathlib.Path(tempfile.mkdtemp()))
+import tensorlang as tl
+from tensorlang.threadpool import pool_stats
+op = tl.op("def g(A: f32[N]) -> B:\\n    B[i] = A[i] * 3.0 + 1.0\\n")
+s = tl.schedule(op, N=4099)
+io, _ = s["B"].split("i", 16)
+s["B"].parallel(io)
+k = tl.build(s)
+A = np.arange(4099, dtype=np.float32)
+loops = []
+for rt in runtimes.names * 3:
+    runtimes.use(rt)
+    before = pool_stats()["loops"]
+    np.testing.assert_array_equal(k(A), A * 3 + 1)
+    loops.append((rt, pool_stats()["loops"] - before))
+print(loops)
+"""
+
+
+@pytest.mark.skipif(not HAVE_CC or shutil.which("git") is None
+                    or not os.path.exists(os.path.join(ROOT, ".git")), reason="needs a C compiler and a git checkout")
+def test_shared_cpu_benchmark_switches_runtimes_call_by_call(tmp_path):
+    from tensorlang.threadpool import RUNTIME_C
+    path = "tensorlang/csrc/tensorlang_runtime.c"
+    commits = subprocess.run(["git", "-C", ROOT, "log", "--format=%H", "--", path], capture_output=True,
+                             text=True).stdout.split()
+    current = RUNTIME_C.read_text()
+    older = [c for c in commits if (text := subprocess.run(["git", "-C", ROOT, "show", f"{c}:{path}"],
+                                                           capture_output=True, text=True).stdout) != current
+             and "TENSORLANG_JIT_RUNTIME" in text]
+    if not older:
+        pytest.skip("the checkout's history has no other version of the runtime the JIT can load")
+    code = SWITCHED.replace("BENCHMARKS", repr(os.path.join(ROOT, "benchmarks"))).replace("COMMIT", repr(older[0]))
+    r = run_program(tmp_path, code, TENSORLANG_NUM_THREADS="2")
+    # the current runtime counts its loop; the baseline's (another library) does not touch its counters
+    assert r.stdout.strip() == str([("current", 1), ("baseline", 0)] * 3), r.stdout

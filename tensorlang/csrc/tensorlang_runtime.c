@@ -6,28 +6,46 @@
  *                                     void *closure, int64_t lo, int64_t extent);
  *
  * for each parallel loop. This file provides it for kernels exported with `tensorlang export`, and, built as a
- * shared library with -DTENSORLANG_JIT_RUNTIME (which makes the symbol visible), for the JIT's kernels in the
- * Python process (tensorlang/threadpool.py builds and caches it). It cuts [lo, lo+extent) into one contiguous chunk per thread (chunk i is
- * [lo + extent*i/n, lo + extent*(i+1)/n), as tensorlang/threadpool.py does), runs chunk 0 on the calling thread
- * and the others on a persistent pool of pthreads, waits for all of them and returns the largest status (0: all
- * chunks succeeded, 1: one could not allocate its temporaries).
+ * shared library with -DTENSORLANG_JIT_RUNTIME (which makes the symbols visible), for the JIT's kernels in the
+ * Python process (tensorlang/threadpool.py builds and caches it). It returns the largest status of the calls of
+ * `fn` (0: all succeeded, 1: one could not allocate its temporaries).
+ *
+ * Scheduling (the ideas of LLVM libomp's static-steal schedule and TBB's work stealing). The range is cut into
+ * units (its iterations; runs of iterations when it has more than 65535) and each of the loop's n threads (the
+ * calling thread is one) owns a contiguous home range of units, [lo + extent*t/n, lo + extent*(t+1)/n) for
+ * thread t as before, so that on an idle machine every thread runs the same part of every loop. A thread claims
+ * pieces of about 1/8 of its home range from the front with a compare-and-swap on a word of its own; once its
+ * home range is empty it steals the back half of the units another thread has not claimed (all of them, in
+ * halves, from a thread that has not started; not the last one of a thread that has, unless the caller has
+ * waited for it a while, see below) and goes on with that. The
+ * loop is over when every unit has been run, counted per thread: a thread that never wakes (its CPU is taken by
+ * another process, or by another thread pool's spinning threads) has its whole range run by the others, and the
+ * caller waits only for pieces already claimed. Each claim word carries the loop's number (32 bits: a thread
+ * would have to stop between reading a word and claiming from it for 2**32 loops to be fooled), so a thread that
+ * arrives after its loop ended cannot claim the next loop's units with the old loop's function.
  *
  * Threads: TENSORLANG_NUM_THREADS (read at every call), else the CPUs in this process's affinity mask. The pool
- * grows on demand. Between calls its threads spin for TENSORLANG_SPIN_US microseconds (default 500, at most
- * 1000000; read at every call; 0: sleep at once) before they sleep, and
- * the caller spins as long for the last chunk: waking a sleeping thread costs about 0.1 ms on a virtual machine
- * (OpenMP and OpenBLAS spin for the same reason). A spinning thread yields the CPU every microsecond or so, so
- * that more threads than CPUs do not starve the ones with work (conv2d on 4 threads and 2 CPUs: 2.6 ms without
- * the yield, 0.92 ms with it).
- * A worker that picks up a job on the CPU the caller published it from moves itself to another CPU (where the
- * job has no more threads than CPUs): the two would otherwise run their chunks one after the other. The
- * workers are named tensorlang-1, tensorlang-2, ... (Linux).
+ * grows on demand. Between loops its threads spin for TENSORLANG_SPIN_US microseconds (default 500, at most
+ * 1000000; read at every call; 0: sleep at once) before they sleep: waking a sleeping thread costs about 0.1 ms
+ * on a virtual machine (OpenMP and OpenBLAS spin for the same reason). A spinning thread yields the CPU every
+ * microsecond or so, so that more threads than CPUs do not starve the ones with work. The caller,
+ * once nothing is left to claim, spins for the claimed pieces at most about twice its own time per piece (at
+ * least 50 us, at most TENSORLANG_SPIN_US), then runs the last units the slow threads left unclaimed and sleeps:
+ * a thread that holds a piece but lost its CPU then gets the caller's. Sleeping threads are woken with a futex (Linux), by the caller or by the thread that ran the
+ * last piece, never through a thread that may not be running.
+ * Oversubscription: a wait for claimed pieces longer than 1 ms and 8 times the caller's own time per piece is a
+ * stall (a thread that claimed work lost its CPU); after 8 stalls within 10 seconds one line on stderr (once per
+ * process) says that the threads do not get their CPUs and names TENSORLANG_NUM_THREADS.
+ * tensorlang_pool_stats() (below) returns the counters behind it.
+ * A worker that picks up a loop on the CPU the caller published it from moves itself to another CPU (where the
+ * loop has no more threads than CPUs): the two would otherwise run one after the other. The workers are named
+ * tensorlang-1, tensorlang-2, ... (Linux).
  * A value of either variable that is not an integer in its range (1 to 1024 threads) is not used: the default is,
  * and one line on stderr (once per variable and process) names the variable and the values it takes.
  * Concurrent callers are safe: parallel regions from different threads take turns (a mutex); a parallel loop
- * reached from inside a chunk runs serially on that thread. After fork() the child starts a fresh pool.
+ * reached from inside a piece runs serially on that thread. After fork() the child starts a fresh pool.
  *
- * The symbol has hidden visibility, so a shared library built from it keeps its own copy and never binds to
+ * The symbols have hidden visibility, so a shared library built from it keeps its own copy and never binds to
  * (or exports) another definition. Build: cc -O2 -c tensorlang_runtime.c (link with -lpthread where needed).
  */
 #ifndef _GNU_SOURCE
@@ -40,9 +58,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
-
 #include <time.h>
+#include <unistd.h>
+#ifdef __linux__
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#endif
 
 #if defined(TENSORLANG_JIT_RUNTIME)
 #define TL_HIDDEN __attribute__((visibility("default")))
@@ -58,34 +79,77 @@
 #define TL_MAX_THREADS 1024
 #define TL_DEFAULT_SPIN_US 500 /* (the message of tl_env_int says "using 500") */
 #define TL_MAX_SPIN_US 1000000
+#define TL_MAX_UNITS 65535        /* a loop has at most this many units: a claim word holds two 16-bit offsets */
+#define TL_PIECES_PER_THREAD 8    /* pieces of a home range: what a thread that stops can leave unclaimed */
+#define TL_WAIT_SPIN_MIN_US 50    /* the caller spins at least this long for claimed pieces before it sleeps */
+#define TL_STALL_US 1000          /* a wait for claimed pieces this long (and 8 pieces' time) is a stall */
+#define TL_STALLS_TO_WARN 8       /* this many stalls ... */
+#define TL_STALL_WINDOW_US 10000000 /* ... within this time: say so on stderr */
 
 typedef int32_t (*tl_chunk_fn)(int64_t begin, int64_t end, void *closure);
 
-struct tl_job {
+/* One parallel loop as the threads see it. */
+struct tl_loop {
     tl_chunk_fn fn;
     void *closure;
-    int64_t lo, extent;
-    int n;          /* chunks; worker i (1..n-1) runs chunk i */
-    int caller_cpu; /* the CPU the caller ran on when it published the job; -1: unknown */
+    int64_t lo, extent, grain; /* unit u is [lo + u*grain, lo + (u+1)*grain) clipped to the range */
+    int32_t n;                 /* threads; thread 0 is the caller, worker i is thread i */
+    int32_t units, piece;      /* units in all; units a thread claims at once from its own range */
+    int32_t caller_cpu;        /* the CPU the caller ran on when it published the loop; -1: unknown */
 };
 
+/* The loop being run: written by the caller (under tl_region_lock) before it publishes `generation`; a worker
+ * reads it after reading the generation, and uses what it read only once a claim tagged with that generation
+ * succeeded (which proves the loop was still running when it read it, see tl_read_loop). */
+static struct {
+    uint32_t generation; /* the loop's number (tag of its claim words); workers sleep on it (a futex word) */
+    struct tl_loop loop;
+} tl_job __attribute__((aligned(64)));
+
+/* Each thread's own cache line: its claim word, the units it finished in the current loop, its counters. */
+struct tl_slot {
+    uint64_t range; /* generation << 32 | front << 16 | back: units [front, back) not yet claimed */
+    uint32_t done;  /* units of the current loop this thread has run */
+    int64_t pieces, steals, late; /* totals since the process started (tensorlang_pool_stats) */
+} __attribute__((aligned(64)));
+static struct tl_slot tl_slots[TL_MAX_THREADS];
+
+/* What threads that finish pieces read (the caller waiting) and write (a status other than 0, the wake-up). */
+static struct {
+    int32_t status;      /* largest status of the current loop's pieces */
+    int caller_waiting;  /* the caller sleeps until the loop is over */
+    uint32_t wake;       /* futex word the caller sleeps on; bumped by the thread that ends the loop */
+    int sleepers;        /* workers asleep (or about to sleep) on tl_job.generation */
+} tl_end __attribute__((aligned(64)));
+
+/* Counters only the caller writes (under tl_region_lock). */
+static struct {
+    int64_t loops, caller_sleeps, stalls;
+    int64_t recent[TL_STALLS_TO_WARN]; /* times of the last stalls, a ring */
+    int warned;
+} tl_stats;
+
 static pthread_mutex_t tl_region_lock = PTHREAD_MUTEX_INITIALIZER; /* one parallel region at a time */
-static pthread_mutex_t tl_lock = PTHREAD_MUTEX_INITIALIZER;        /* guards everything below */
-static pthread_cond_t tl_work = PTHREAD_COND_INITIALIZER;          /* a new job was published */
-static pthread_cond_t tl_done = PTHREAD_COND_INITIALIZER;          /* the last worker finished its chunk */
-static struct tl_job tl_current;
-static uint64_t tl_generation; /* incremented for each published job (written under tl_lock, read atomically) */
-static int tl_workers;         /* worker threads started (ids 1..tl_workers) */
-static int tl_pending;         /* workers still running a chunk of the current job (as tl_generation) */
-static int32_t tl_status;      /* largest status the workers returned */
+static pthread_mutex_t tl_lock = PTHREAD_MUTEX_INITIALIZER;        /* guards starting workers */
+static int tl_workers; /* worker threads started (ids 1..tl_workers) */
 static int tl_atfork_done;
 static int tl_spin_us = TL_DEFAULT_SPIN_US; /* how long to spin before sleeping (set by each call) */
-static TL_THREAD_LOCAL int tl_in_chunk; /* this thread is running a chunk */
+static TL_THREAD_LOCAL int tl_in_chunk;     /* this thread is running a piece */
 
 struct tl_worker_arg {
     int id;
-    uint64_t seen; /* the generation already published when the worker was created */
+    uint32_t seen; /* the generation already published when the worker was created */
 };
+
+#define TL_LOAD(p) __atomic_load_n(p, __ATOMIC_RELAXED)
+#define TL_STORE(p, v) __atomic_store_n(p, v, __ATOMIC_RELAXED)
+#define TL_TAG(w) ((uint32_t)((w) >> 32))
+#define TL_FRONT(w) ((uint32_t)((w) >> 16) & 0xffffu)
+#define TL_BACK(w) ((uint32_t)(w) & 0xffffu)
+
+static uint64_t tl_word(uint32_t tag, uint32_t front, uint32_t back) {
+    return (uint64_t)tag << 32 | (uint64_t)front << 16 | back;
+}
 
 static int64_t tl_bound(int64_t lo, int64_t extent, int n, int i) {
     /* lo + floor(extent * i / n) without overflow: extent = q*n + r with r < n */
@@ -107,24 +171,150 @@ static int64_t tl_now_us(void) {
     return (int64_t)t.tv_sec * 1000000 + t.tv_nsec / 1000;
 }
 
-/* Spin for up to tl_spin_us microseconds until *word != value (until_zero = 0) or *word == 0 (until_zero = 1);
- * returns whether that happened. Called without tl_lock. */
-static int tl_spin(const void *word, uint64_t value, int until_zero) {
-    int limit = __atomic_load_n(&tl_spin_us, __ATOMIC_RELAXED);
-    if (limit <= 0)
-        return 0;
-    int64_t start = tl_now_us();
-    for (;;) {
-        for (int i = 0; i < 128; i++) {
-            if (until_zero ? __atomic_load_n((const int *)word, __ATOMIC_ACQUIRE) == 0
-                           : __atomic_load_n((const uint64_t *)word, __ATOMIC_ACQUIRE) != value)
-                return 1;
-            tl_pause();
-        }
-        if (tl_now_us() - start >= limit)
-            return 0;
-        sched_yield(); /* more threads than CPUs: let the thread with work run */
+/* Sleep while *word == value; tl_wake_all(word) wakes the sleepers. Linux: a futex, so that waking takes no
+ * lock a descheduled thread could hold. Elsewhere: a condition variable. */
+#ifdef __linux__
+static void tl_sleep_while(uint32_t *word, uint32_t value) {
+    while (__atomic_load_n(word, __ATOMIC_SEQ_CST) == value)
+        syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, value, NULL, NULL, 0);
+}
+
+static void tl_wake_all(uint32_t *word) { syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0); }
+#else
+static pthread_cond_t tl_wake_cond = PTHREAD_COND_INITIALIZER;
+
+static void tl_sleep_while(uint32_t *word, uint32_t value) {
+    pthread_mutex_lock(&tl_lock);
+    while (__atomic_load_n(word, __ATOMIC_SEQ_CST) == value)
+        pthread_cond_wait(&tl_wake_cond, &tl_lock);
+    pthread_mutex_unlock(&tl_lock);
+}
+
+static void tl_wake_all(uint32_t *word) {
+    (void)word;
+    pthread_mutex_lock(&tl_lock);
+    pthread_cond_broadcast(&tl_wake_cond);
+    pthread_mutex_unlock(&tl_lock);
+}
+#endif
+
+/* Whether every unit of the loop has been run. */
+static int tl_finished(int n, int32_t units) {
+    uint32_t done = 0;
+    for (int t = 0; t < n; t++)
+        done += __atomic_load_n(&tl_slots[t].done, __ATOMIC_SEQ_CST);
+    return done == (uint32_t)units;
+}
+
+/* Run units [f, b) of the loop as thread `me` and count them; wake the caller if it sleeps and they were the
+ * last. */
+static void tl_run(const struct tl_loop *L, struct tl_slot *me, uint32_t f, uint32_t b) {
+    int64_t begin = L->lo + (int64_t)f * L->grain;
+    int64_t end = b >= (uint32_t)L->units ? L->lo + L->extent : L->lo + (int64_t)b * L->grain;
+    int32_t status = L->fn(begin, end, L->closure);
+    if (status > 0) {
+        int32_t cur = __atomic_load_n(&tl_end.status, __ATOMIC_RELAXED);
+        while (status > cur && !__atomic_compare_exchange_n(&tl_end.status, &cur, status, 0, __ATOMIC_RELAXED,
+                                                            __ATOMIC_RELAXED))
+            ;
     }
+    TL_STORE(&me->pieces, TL_LOAD(&me->pieces) + 1);
+    /* seq_cst store, then seq_cst load of caller_waiting: the caller stores that, then reads every `done` */
+    __atomic_store_n(&me->done, TL_LOAD(&me->done) + (b - f), __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&tl_end.caller_waiting, __ATOMIC_SEQ_CST) && tl_finished(L->n, L->units)) {
+        __atomic_add_fetch(&tl_end.wake, 1, __ATOMIC_SEQ_CST);
+        tl_wake_all(&tl_end.wake);
+    }
+}
+
+/* Take the back half of the units another thread of loop `tag` has not claimed: 1 and the units in [*f, *b), or 0
+ * when there are none to take. From a thread that has not claimed any yet (asleep, or without a CPU), or when
+ * `greedy`, half rounded up, so that its last unit is taken too; from one that has, half rounded down: it is
+ * running, and would have started its last unit before the thief finished it (with a loop of 4 units on 2
+ * threads, a caller that took a running worker's 4th unit ran 3). */
+static int tl_steal(const struct tl_loop *L, uint32_t tag, int t, int greedy, uint32_t *f_out, uint32_t *b_out) {
+    for (int k = 1; k < L->n; k++) {
+        int v = (t + k) % L->n;
+        struct tl_slot *victim = &tl_slots[v];
+        uint32_t home = (uint32_t)tl_bound(0, L->units, L->n, v);
+        uint64_t w = __atomic_load_n(&victim->range, __ATOMIC_ACQUIRE);
+        for (;;) {
+            if (TL_TAG(w) != tag)
+                return 0; /* the loop is over */
+            uint32_t f = TL_FRONT(w), b = TL_BACK(w);
+            uint32_t c = greedy || f == home ? (b - f + 1) / 2 : (b - f) / 2;
+            if (f >= b || c == 0)
+                break;
+            if (__atomic_compare_exchange_n(&victim->range, &w, tl_word(tag, f, b - c), 0, __ATOMIC_ACQ_REL,
+                                            __ATOMIC_ACQUIRE)) {
+                *f_out = b - c;
+                *b_out = b;
+                return 1;
+            }
+        }
+    }
+    return 0;
+}
+
+/* Run pieces of loop `tag` as thread `t` until no unit is left to claim (see tl_steal for `greedy`); returns how
+ * many it ran. */
+static int tl_participate(const struct tl_loop *L, uint32_t tag, int t, int greedy) {
+    struct tl_slot *me = &tl_slots[t];
+    uint32_t piece = (uint32_t)L->piece;
+    int pieces = 0;
+    for (;;) {
+        uint64_t w = __atomic_load_n(&me->range, __ATOMIC_ACQUIRE);
+        if (TL_TAG(w) != tag)
+            return pieces; /* the loop is over (a worker that arrived late) */
+        uint32_t f = TL_FRONT(w), b = TL_BACK(w);
+        if (f < b) {
+            uint32_t c = b - f < piece ? b - f : piece;
+            if (__atomic_compare_exchange_n(&me->range, &w, tl_word(tag, f + c, b), 0, __ATOMIC_ACQ_REL,
+                                            __ATOMIC_ACQUIRE)) {
+                tl_run(L, me, f, f + c);
+                pieces++;
+            }
+            continue;
+        }
+        if (!tl_steal(L, tag, t, greedy, &f, &b))
+            return pieces;
+        TL_STORE(&me->steals, TL_LOAD(&me->steals) + 1);
+        uint32_t c = b - f < piece ? b - f : piece;
+        if (f + c < b) /* the rest becomes this thread's range, which others may steal from in turn */
+            __atomic_store_n(&me->range, tl_word(tag, f + c, b), __ATOMIC_RELEASE);
+        tl_run(L, me, f, f + c);
+        pieces++;
+    }
+}
+
+/* Copy the published loop, field by field (relaxed atomic loads: the caller may be writing the next one). The
+ * copy may mix two loops when the one of `generation` ended meanwhile; it is used only after a claim tagged
+ * with that generation succeeds: the caller writes a loop after a release fence that follows its seeing the
+ * previous loop over, and the reader's acquire fence (below, in the worker) then makes any claim of the old loop
+ * fail. Returns whether the copy is one the claim code can work on without faulting. */
+static int tl_read_loop(struct tl_loop *L) {
+    L->fn = TL_LOAD(&tl_job.loop.fn);
+    L->closure = TL_LOAD(&tl_job.loop.closure);
+    L->lo = TL_LOAD(&tl_job.loop.lo);
+    L->extent = TL_LOAD(&tl_job.loop.extent);
+    L->grain = TL_LOAD(&tl_job.loop.grain);
+    L->n = TL_LOAD(&tl_job.loop.n);
+    L->units = TL_LOAD(&tl_job.loop.units);
+    L->piece = TL_LOAD(&tl_job.loop.piece);
+    L->caller_cpu = TL_LOAD(&tl_job.loop.caller_cpu);
+    return L->n >= 2 && L->n <= TL_MAX_THREADS && L->piece >= 1;
+}
+
+static void tl_write_loop(const struct tl_loop *L) {
+    TL_STORE(&tl_job.loop.fn, L->fn);
+    TL_STORE(&tl_job.loop.closure, L->closure);
+    TL_STORE(&tl_job.loop.lo, L->lo);
+    TL_STORE(&tl_job.loop.extent, L->extent);
+    TL_STORE(&tl_job.loop.grain, L->grain);
+    TL_STORE(&tl_job.loop.n, L->n);
+    TL_STORE(&tl_job.loop.units, L->units);
+    TL_STORE(&tl_job.loop.piece, L->piece);
+    TL_STORE(&tl_job.loop.caller_cpu, L->caller_cpu);
 }
 
 /* Move the calling worker off `cpu`, the caller's, where a job of `n` threads finds them both there: onto the
@@ -167,6 +357,28 @@ static int tl_current_cpu(void) {
 #endif
 }
 
+/* Wait until a loop other than `seen` is published: spin up to `spin_us` microseconds (yielding the CPU every
+ * microsecond or so), then sleep. Returns its generation. */
+static uint32_t tl_next_loop(uint32_t seen, int64_t spin_us) {
+    if (spin_us > 0) {
+        int64_t start = tl_now_us();
+        for (;;) {
+            for (int i = 0; i < 128; i++) {
+                if (__atomic_load_n(&tl_job.generation, __ATOMIC_ACQUIRE) != seen)
+                    return __atomic_load_n(&tl_job.generation, __ATOMIC_ACQUIRE);
+                tl_pause();
+            }
+            if (tl_now_us() - start >= spin_us)
+                break;
+            sched_yield(); /* more threads than CPUs: let the thread with work run */
+        }
+    }
+    __atomic_add_fetch(&tl_end.sleepers, 1, __ATOMIC_SEQ_CST); /* then reads the generation (the caller: the */
+    tl_sleep_while(&tl_job.generation, seen);                  /* other way round) */
+    __atomic_sub_fetch(&tl_end.sleepers, 1, __ATOMIC_SEQ_CST);
+    return __atomic_load_n(&tl_job.generation, __ATOMIC_ACQUIRE);
+}
+
 static void *tl_worker_main(void *p) {
     struct tl_worker_arg arg = *(struct tl_worker_arg *)p;
     free(p);
@@ -176,29 +388,19 @@ static void *tl_worker_main(void *p) {
     snprintf(name, sizeof name, "tensorlang-%d", arg.id);
     pthread_setname_np(pthread_self(), name);
 #endif
-    pthread_mutex_lock(&tl_lock);
+    struct tl_slot *me = &tl_slots[arg.id];
     for (;;) {
-        if (tl_generation == arg.seen) { /* no new job yet: spin a while, then sleep */
-            pthread_mutex_unlock(&tl_lock);
-            tl_spin(&tl_generation, arg.seen, 0);
-            pthread_mutex_lock(&tl_lock);
-        }
-        while (tl_generation == arg.seen)
-            pthread_cond_wait(&tl_work, &tl_lock);
-        arg.seen = tl_generation;
-        if (arg.id >= tl_current.n)
-            continue; /* not needed for this job */
-        struct tl_job job = tl_current;
-        pthread_mutex_unlock(&tl_lock);
-        if (job.caller_cpu >= 0 && tl_current_cpu() == job.caller_cpu)
-            tl_move_off(job.caller_cpu, arg.id, job.n);
-        int32_t status = job.fn(tl_bound(job.lo, job.extent, job.n, arg.id),
-                                tl_bound(job.lo, job.extent, job.n, arg.id + 1), job.closure);
-        pthread_mutex_lock(&tl_lock);
-        if (status > tl_status)
-            tl_status = status;
-        if (__atomic_sub_fetch(&tl_pending, 1, __ATOMIC_RELEASE) == 0)
-            pthread_cond_signal(&tl_done);
+        uint32_t tag = tl_next_loop(arg.seen, TL_LOAD(&tl_spin_us));
+        arg.seen = tag;
+        struct tl_loop L;
+        int usable = tl_read_loop(&L);
+        __atomic_thread_fence(__ATOMIC_ACQUIRE); /* see tl_read_loop */
+        if (!usable || arg.id >= L.n)
+            continue; /* not needed for this loop (or it is over already) */
+        if (L.caller_cpu >= 0 && tl_current_cpu() == L.caller_cpu)
+            tl_move_off(L.caller_cpu, arg.id, L.n);
+        if (tl_participate(&L, tag, arg.id, 0) == 0)
+            TL_STORE(&me->late, TL_LOAD(&me->late) + 1);
     }
     return NULL;
 }
@@ -207,10 +409,12 @@ static void tl_after_fork_in_child(void) {
     /* the pool's threads do not exist in the child: start over */
     pthread_mutex_init(&tl_region_lock, NULL);
     pthread_mutex_init(&tl_lock, NULL);
-    pthread_cond_init(&tl_work, NULL);
-    pthread_cond_init(&tl_done, NULL);
+#ifndef __linux__
+    pthread_cond_init(&tl_wake_cond, NULL);
+#endif
     tl_workers = 0;
-    tl_pending = 0;
+    tl_end.sleepers = 0;
+    tl_end.caller_waiting = 0;
     tl_in_chunk = 0;
 }
 
@@ -266,7 +470,7 @@ static int tl_grow(int want) {
         if (!arg)
             break;
         arg->id = tl_workers + 1;
-        arg->seen = tl_generation;
+        arg->seen = __atomic_load_n(&tl_job.generation, __ATOMIC_RELAXED);
         pthread_attr_t attr;
         pthread_attr_init(&attr);
         pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
@@ -282,6 +486,67 @@ static int tl_grow(int want) {
     return tl_workers;
 }
 
+/* A wait for claimed pieces was a stall: count it, and after TL_STALLS_TO_WARN of them within
+ * TL_STALL_WINDOW_US say so, once per process. Called by the caller, under tl_region_lock. */
+static void tl_note_stall(int64_t now, int n) {
+    tl_stats.recent[tl_stats.stalls % TL_STALLS_TO_WARN] = now;
+    TL_STORE(&tl_stats.stalls, tl_stats.stalls + 1);
+    int64_t first = tl_stats.recent[tl_stats.stalls % TL_STALLS_TO_WARN]; /* of the last TL_STALLS_TO_WARN */
+    if (tl_stats.stalls >= TL_STALLS_TO_WARN && now - first < TL_STALL_WINDOW_US && !tl_stats.warned) {
+        TL_STORE(&tl_stats.warned, 1);
+        fprintf(stderr,
+                "tensorlang: parallel loops keep waiting for threads that do not get a CPU (%d threads; other "
+                "programs, or another thread pool in this process, use the CPUs); fewer threads may be faster: set "
+                "TENSORLANG_NUM_THREADS (e.g. to 1)\n",
+                n);
+    }
+}
+
+/* The caller ran its `pieces` pieces of loop `tag` since `t0` and nothing is left to claim: wait until the pieces
+ * other threads claimed are done. Spin about twice the caller's time per piece (within [TL_WAIT_SPIN_MIN_US, spin
+ * limit]); then take the last units the slow threads left, and sleep, so that a thread holding a piece that lost
+ * its CPU can get this one. */
+static void tl_wait(const struct tl_loop *L, uint32_t tag, int64_t t0, int pieces) {
+    if (tl_finished(L->n, L->units))
+        return;
+    int64_t start = tl_now_us();
+    int64_t per_piece = pieces > 0 ? (start - t0) / pieces : 0;
+    int64_t spin = 2 * per_piece > TL_WAIT_SPIN_MIN_US ? 2 * per_piece : TL_WAIT_SPIN_MIN_US;
+    int64_t limit = TL_LOAD(&tl_spin_us);
+    if (spin > limit)
+        spin = limit;
+    int over = 0;
+    for (;;) {
+        for (int i = 0; i < 128 && !over; i++) {
+            over = tl_finished(L->n, L->units);
+            tl_pause();
+        }
+        if (over || tl_now_us() - start >= spin)
+            break;
+        sched_yield();
+    }
+    if (!over) {
+        tl_in_chunk = 1;
+        if (tl_participate(L, tag, 0, 1) > 0)
+            start = tl_now_us(); /* from here on it waits for claimed pieces only */
+        tl_in_chunk = 0;
+    }
+    if (!over && !tl_finished(L->n, L->units)) {
+        TL_STORE(&tl_stats.caller_sleeps, tl_stats.caller_sleeps + 1);
+        __atomic_store_n(&tl_end.caller_waiting, 1, __ATOMIC_SEQ_CST);
+        for (;;) {
+            uint32_t wake = __atomic_load_n(&tl_end.wake, __ATOMIC_SEQ_CST);
+            if (tl_finished(L->n, L->units))
+                break;
+            tl_sleep_while(&tl_end.wake, wake);
+        }
+        __atomic_store_n(&tl_end.caller_waiting, 0, __ATOMIC_RELAXED);
+    }
+    int64_t now = tl_now_us();
+    if (now - start >= TL_STALL_US && now - start >= 8 * per_piece)
+        tl_note_stall(now, L->n);
+}
+
 TL_HIDDEN int32_t tensorlang_parallel_for(tl_chunk_fn fn, void *closure, int64_t lo, int64_t extent) {
     if (extent <= 0)
         return 0;
@@ -290,38 +555,70 @@ TL_HIDDEN int32_t tensorlang_parallel_for(tl_chunk_fn fn, void *closure, int64_t
         n = (int)extent;
     if (n == 1 || tl_in_chunk)
         return fn(lo, lo + extent, closure);
-    __atomic_store_n(&tl_spin_us, tl_env_int("TENSORLANG_SPIN_US", 0, TL_MAX_SPIN_US, TL_DEFAULT_SPIN_US, "500",
-                                             &tl_warned_spin), __ATOMIC_RELAXED);
+    TL_STORE(&tl_spin_us, tl_env_int("TENSORLANG_SPIN_US", 0, TL_MAX_SPIN_US, TL_DEFAULT_SPIN_US, "500",
+                                     &tl_warned_spin));
     pthread_mutex_lock(&tl_region_lock);
     pthread_mutex_lock(&tl_lock);
     int workers = tl_grow(n - 1);
+    pthread_mutex_unlock(&tl_lock);
     if (workers < n - 1)
         n = workers + 1;
-    tl_current.fn = fn;
-    tl_current.closure = closure;
-    tl_current.lo = lo;
-    tl_current.extent = extent;
-    tl_current.n = n;
-    tl_current.caller_cpu = tl_current_cpu();
-    __atomic_store_n(&tl_pending, n - 1, __ATOMIC_RELAXED);
-    tl_status = 0;
-    __atomic_add_fetch(&tl_generation, 1, __ATOMIC_RELEASE); /* spinning workers start here */
-    pthread_cond_broadcast(&tl_work);
-    pthread_mutex_unlock(&tl_lock);
+    if (n == 1) {
+        pthread_mutex_unlock(&tl_region_lock);
+        return fn(lo, lo + extent, closure);
+    }
+    struct tl_loop L;
+    L.fn = fn;
+    L.closure = closure;
+    L.lo = lo;
+    L.extent = extent;
+    L.grain = (extent + TL_MAX_UNITS - 1) / TL_MAX_UNITS;
+    L.units = (int32_t)((extent + L.grain - 1) / L.grain);
+    L.n = n;
+    L.piece = (L.units + TL_PIECES_PER_THREAD * n - 1) / (TL_PIECES_PER_THREAD * n);
+    L.caller_cpu = tl_current_cpu();
+    uint32_t tag = TL_LOAD(&tl_job.generation) + 1; /* only callers write it, one at a time */
+    __atomic_thread_fence(__ATOMIC_RELEASE); /* see tl_read_loop */
+    tl_write_loop(&L);
+    for (int t = 0; t < n; t++) {
+        TL_STORE(&tl_slots[t].range, tl_word(tag, (uint32_t)tl_bound(0, L.units, n, t),
+                                             (uint32_t)tl_bound(0, L.units, n, t + 1)));
+        TL_STORE(&tl_slots[t].done, 0);
+    }
+    TL_STORE(&tl_end.status, 0);
+    __atomic_store_n(&tl_job.generation, tag, __ATOMIC_SEQ_CST); /* spinning workers start here */
+    if (__atomic_load_n(&tl_end.sleepers, __ATOMIC_SEQ_CST) > 0)
+        tl_wake_all(&tl_job.generation);
+    TL_STORE(&tl_stats.loops, tl_stats.loops + 1);
 
+    int64_t t0 = tl_now_us();
     tl_in_chunk = 1;
-    int32_t status = fn(tl_bound(lo, extent, n, 0), tl_bound(lo, extent, n, 1), closure);
+    int pieces = tl_participate(&L, tag, 0, 0);
     tl_in_chunk = 0;
-
-    tl_spin(&tl_pending, 0, 1);
-    pthread_mutex_lock(&tl_lock);
-    while (tl_pending > 0)
-        pthread_cond_wait(&tl_done, &tl_lock);
-    if (tl_status > status)
-        status = tl_status;
-    pthread_mutex_unlock(&tl_lock);
+    tl_wait(&L, tag, t0, pieces);
+    int32_t status = __atomic_load_n(&tl_end.status, __ATOMIC_ACQUIRE);
     pthread_mutex_unlock(&tl_region_lock);
     return status;
+}
+
+/* The pool's counters since the process started, for tests and benchmarks: writes up to `n` of them to `out`
+ * in this order and returns how many there are (7):
+ *   0 parallel loops run on the pool, 1 pieces the callers ran, 2 pieces the workers ran, 3 steals,
+ *   4 times a worker arrived after all the work was taken, 5 times the caller slept waiting for claimed pieces,
+ *   6 stalls (see the top of the file).
+ * Each is read without stopping the pool. */
+TL_HIDDEN int32_t tensorlang_pool_stats(int64_t *out, int32_t n) {
+    int64_t v[7] = {TL_LOAD(&tl_stats.loops), TL_LOAD(&tl_slots[0].pieces), 0, 0, 0,
+                    TL_LOAD(&tl_stats.caller_sleeps), TL_LOAD(&tl_stats.stalls)};
+    for (int t = 0; t < TL_MAX_THREADS; t++) {
+        if (t > 0)
+            v[2] += TL_LOAD(&tl_slots[t].pieces);
+        v[3] += TL_LOAD(&tl_slots[t].steals);
+        v[4] += TL_LOAD(&tl_slots[t].late);
+    }
+    for (int i = 0; i < n && i < 7; i++)
+        out[i] = v[i];
+    return 7;
 }
 
 #ifdef TENSORLANG_LIBRARY_KERNEL
