@@ -1036,7 +1036,7 @@ def test_a_short_window_has_every_tap_unrolled_and_the_pick_takes_it():
     assert conv.default()["O.ku"] == 1
 
 
-def test_the_pick_unrolls_a_large_body_less():
+def test_the_pick_unrolls_a_large_body_less(zen5):
     # the same reduction of 8 steps: a multiply-add is unrolled whole; a fused body of math calls in a register
     # tile of many vectors is unrolled only as far as UNROLLED_OPS allows (random programs' bodies emitted 13,000
     # vector operations and took 5 s to compile), and what it computes is unchanged
