@@ -9,7 +9,9 @@ from __future__ import annotations
 import ast
 import doctest
 import importlib
+import importlib.util
 import pathlib
+import re
 
 import pytest
 
@@ -59,3 +61,69 @@ def test_every_public_definition_is_documented(module):
 def test_the_checks_see_every_package():
     assert {m.split(".")[0] for m in MODULES} == set(PACKAGES)
     assert "tensorlang.lower" in MODULES and "tuner.measure" in MODULES and "schedules.matmul" in MODULES
+
+
+# ---- the docs site and the README (docs/, mkdocs.yml): what `mkdocs build --strict` does not check ----------------
+
+DOCS = ROOT / "docs"
+DATE_OR_SESSION = re.compile(r"20\d\d-\d\d-\d\d|session", re.IGNORECASE)
+#: names in the code that look like variables but are C macros of the generated code
+C_MACROS = {"TENSORLANG_RESTRICT"}
+
+
+def _pages():
+    return [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *sorted(DOCS.rglob("*.md"))]
+
+
+def development_log_lines(path: pathlib.Path) -> list[str]:
+    """The lines of a README or docs page that carry a date or a session account; on the benchmarks page a date is
+    allowed on its "measured on" lines only.
+
+    >>> import tempfile
+    >>> page = pathlib.Path(tempfile.mkdtemp()) / "benchmarks.md"
+    >>> _ = page.write_text("Measured on 2026-12-04: 1.2x\\nFaster since 2026-11-28.\\n")
+    >>> development_log_lines(page)
+    ['benchmarks.md:2: Faster since 2026-11-28.']
+    """
+    found = []
+    for n, line in enumerate(path.read_text().splitlines(), 1):
+        if DATE_OR_SESSION.search(line) and not (path.name == "benchmarks.md" and "measured on" in line.lower()):
+            found.append(f"{path.name}:{n}: {line.strip()}")
+    return found
+
+
+def test_the_readme_is_a_front_door_of_at_most_350_lines():
+    lines = (ROOT / "README.md").read_text().splitlines()
+    assert len(lines) <= 350, f"README.md has {len(lines)} lines; move the details to docs/"
+
+
+def test_the_readme_and_docs_carry_no_development_log():
+    found = [hit for page in _pages() for hit in development_log_lines(page)]
+    assert not found, "dates or session accounts outside the benchmarks page's measured-on lines:\n" + "\n".join(found)
+
+
+def test_every_tutorial_is_a_page_of_the_docs_in_cells():
+    spec = importlib.util.spec_from_file_location("tutorial_pages", DOCS / "_hooks" / "tutorial_pages.py")
+    hook = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hook)  # the mkdocs hook that renders the tutorials' pages
+    nav = (ROOT / "mkdocs.yml").read_text()
+    for path in sorted((ROOT / "tutorials").glob("*.py")):
+        assert f"tutorials/{path.stem}.md" in nav, f"mkdocs.yml's nav lacks the tutorial {path.name}"
+        source = path.read_text()
+        titles = re.findall(r"^# %% (.+)$", source, re.MULTILINE)
+        assert titles, f"{path.name} has no `# %% TITLE` cells"
+        page = hook.render(source, path.name)
+        assert all(f"## {t}" in page for t in titles), f"{path.name}: a cell's title is not a section of its page"
+        code = [ln for ln in source.splitlines()[1:] if ln.strip() and not ln.startswith("#") and '"""' not in ln]
+        missing = [ln for ln in code if ln not in page]
+        assert not missing, f"{path.name}: lines of code missing from its page: {missing[:3]}"
+
+
+def test_every_environment_variable_the_code_reads_is_documented():
+    names = set()
+    for folder in ("tensorlang", "tuner", "schedules", "tests", "tutorials"):
+        for path in (ROOT / folder).rglob("*.py"):
+            names |= set(re.findall(r"(?<![\w-])TENSORLANG_[A-Z_]+", path.read_text()))
+    documented = (DOCS / "user-guide" / "environment.md").read_text()
+    missing = sorted(n for n in names - C_MACROS if f"`{n}`" not in documented)
+    assert not missing, f"docs/user-guide/environment.md does not describe {', '.join(missing)}"

@@ -23,17 +23,19 @@ from tuner.task import Task
 TRIALS = int(os.environ.get("TENSORLANG_TUTORIAL_TRIALS", "48"))
 db_path = os.path.join(tempfile.mkdtemp(), "tutorial.db")   # default: TENSORLANG_DB, or ~/.cache/tensorlang
 
-# 1. The task: a workload at fixed sizes, on this CPU, with a thread count. Its space is a product of knobs.
+# %% 1. The task and its search space
+# The task: a workload at fixed sizes, on this CPU, with a thread count. Its space is a product of knobs.
 task = Task.create("conv2d", sizes={"C": 32, "F": 32, "H": 28, "W": 28}, threads=1)
 print(task.describe())
 print(task.space.describe())
 
-# 2. Tune. The first candidate is the auto-scheduler's zero-trial pick (in the workload's hand-written space,
-#    space="hand", it is the hand schedule's config; hand_start=False: search from nothing). The default strategy,
-#    xgb-genetic, measures random configs next, then trains an XGBoost model on features of each candidate's loop
-#    IR and measures the configs the model ranks best (plus some random ones). A run ends by timing its 5 fastest
-#    configs again, longer and interleaved: that re-timing chooses the best (one short measurement each is biased
-#    by the machine's noise), and it is the figure to quote.
+# %% 2. Tune
+# Tune. The first candidate is the auto-scheduler's zero-trial pick (in the workload's hand-written space,
+# space="hand", it is the hand schedule's config; hand_start=False: search from nothing). The default strategy,
+# xgb-genetic, measures random configs next, then trains an XGBoost model on features of each candidate's loop
+# IR and measures the configs the model ranks best (plus some random ones). A run ends by timing its 5 fastest
+# configs again, longer and interleaved: that re-timing chooses the best (one short measurement each is biased
+# by the machine's noise), and it is the figure to quote.
 best = tuner.tune("conv2d", trials=TRIALS, sizes=task.sizes, threads=1, db=db_path, seed=0, progress=False)
 
 
@@ -45,7 +47,8 @@ def retimed_gflops(config_key: str) -> float:
 first_best = retimed_gflops(best.config_key())
 print(f"best after {TRIALS} trials: {first_best:.1f} GFLOPS (re-timed), knobs {best.config}")
 
-# 3. A record holds everything: the config, the schedule as JSON, every repeat time, the strategy and the seed.
+# %% 3. A record holds everything
+# A record holds everything: the config, the schedule as JSON, every repeat time, the strategy and the seed.
 s = tl.Schedule.from_json(best.schedule, task.op)
 print(s)                                   # the Python calls that rebuild it
 kernel = tl.build(s)
@@ -54,7 +57,8 @@ I, Wt = w.make_inputs(task.sizes, np.random.default_rng(1))
 np.testing.assert_allclose(kernel(I, Wt), w.reference(I, Wt, **task.sizes), rtol=1e-4, atol=1e-3)
 print("the tuned kernel matches numpy")
 
-# 4. Tuning the same task again resumes: earlier records count towards `trials` and warm-start the search.
+# %% 4. Tuning again resumes
+# Tuning the same task again resumes: earlier records count towards `trials` and warm-start the search.
 again = tuner.tune("conv2d", trials=TRIALS + 4, sizes=task.sizes, threads=1, db=db_path, seed=0, progress=False)
 with Database(db_path) as db:
     records = db.records(task.key)
@@ -75,6 +79,7 @@ assert first.strategy == "auto" and first.config == task.space.default()
 print("re-timed:", ", ".join(f"{task.flops / m / 1e9:.1f}" for m in sorted(retimed.values())), "GFLOPS")
 assert again.config_key() == min(retimed, key=retimed.get) and best.config_key() in retimed
 
-# 5. Bad candidates never stop tuning: they are records too, with the kind of error and its message.
+# %% 5. Bad candidates are records too
+# Bad candidates never stop tuning: they are records too, with the kind of error and its message.
 kinds = sorted({r.error_kind for r in records if not r.ok})
 print("invalid candidates by kind:", kinds or "none")

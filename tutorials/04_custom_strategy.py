@@ -17,6 +17,8 @@ TRIALS = int(os.environ.get("TENSORLANG_TUTORIAL_TRIALS", "200"))
 DATASET = pathlib.Path(__file__).resolve().parent.parent / "datasets" / "conv2d_resnet18_3x3.csv"
 
 
+# %% A strategy: simulated annealing
+# `_propose` mutates the current config; `observe` decides whether to move to what was measured.
 class Annealing(tuner.Strategy):
     """Simulated annealing: measure neighbours of the current config (a few knobs moved); move to a worse one
     with probability exp(-drop / temperature), the temperature falling after every observation."""
@@ -45,6 +47,8 @@ class Annealing(tuner.Strategy):
             self.temperature *= self.cooling
 
 
+# %% Register it and compare it on replay
+# Replay answers every config from the shipped dataset, so five seeds of three strategies take seconds.
 tuner.register_strategy("annealing", Annealing)   # or an entry point, or --strategies my_search:Annealing
 
 result = tuner.compare(["random", "genetic", "annealing"], trials=TRIALS, seeds=5, replay=str(DATASET))

@@ -17,7 +17,8 @@ if shutil.which("cc") is None:
     print("this tutorial calls the kernel from C and needs a C compiler (cc); install gcc or clang")
     sys.exit(0)
 
-# 1. A kernel: a 64x64 matmul whose rows of tiles run in parallel and whose columns are vectorized.
+# %% 1. A kernel
+# A kernel: a 64x64 matmul whose rows of tiles run in parallel and whose columns are vectorized.
 op = tl.op("""
 def matmul(A: f32[M, K], B: f32[K, N]) -> C:
     C[m, n] += A[m, k] * B[k, n]
@@ -30,17 +31,19 @@ c.vectorize(ni)
 c.parallel(mo)
 kernel = tl.build(s)
 
-# 2. Export it as a shared library. The directory gets libmatmul.so, matmul.h (the prototype, and a comment on
-#    each buffer's shape, dtype and layout) and matmul_example.c (its first comment says how to build it).
-#    Other formats: "o" (object file + the runtime's C source), "c" (C source), "ll" (LLVM IR), "asm".
+# %% 2. Export it as a shared library
+# Export it as a shared library. The directory gets libmatmul.so, matmul.h (the prototype, and a comment on
+# each buffer's shape, dtype and layout) and matmul_example.c (its first comment says how to build it).
+# Other formats: "o" (object file + the runtime's C source), "c" (C source), "ll" (LLVM IR), "asm".
 out = tempfile.mkdtemp(prefix="tensorlang-tutorial-")
 files = kernel.export(out, format="so")
 header = open(files["header"]).read()
 print("wrote", ", ".join(os.path.basename(f) for f in files.values()))
 print([line for line in header.splitlines() if line.startswith("int32_t matmul(")][0])
 
-# 3. Call it from our own C program: fill A and B, call matmul(A, B, C), print C. Link with -lmatmul; the rpath
-#    lets the program find the library next to it.
+# %% 3. Call it from C
+# Call it from our own C program: fill A and B, call matmul(A, B, C), print C. Link with -lmatmul; the rpath
+# lets the program find the library next to it.
 with open(os.path.join(out, "caller.c"), "w") as f:
     f.write(r"""
 #include <stdio.h>
@@ -70,12 +73,14 @@ B = ((np.arange(64 * 64) % 5) * 0.5).astype(np.float32).reshape(64, 64)
 np.testing.assert_allclose(C, A @ B, rtol=1e-6)
 print(f"C from C: C[0, :4] = {C[0, :4]}, matches numpy")
 
-# 4. The generated example program does the same with deterministic inputs and prints a checksum.
+# %% 4. The generated example program
+# The generated example program does the same with deterministic inputs and prints a checksum.
 command = open(files["example"]).read().split("Build and run, in this directory:\n *   ")[1].split("\n")[0]
 subprocess.run(command, shell=True, cwd=out, check=True)
 print(subprocess.run(["./matmul_example"], cwd=out, capture_output=True, text=True, check=True).stdout.strip())
 
-# 5. Load the library back: a Kernel with the same argument checks as tl.build's, no side files needed.
+# %% 5. Load the library back
+# Load the library back: a Kernel with the same argument checks as tl.build's, no side files needed.
 loaded = tl.load(files["library"])
 print(loaded)
 np.testing.assert_allclose(loaded(A, B), A @ B, rtol=1e-6)

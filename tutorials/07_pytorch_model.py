@@ -32,6 +32,7 @@ if shutil.which("cc") is None:
     sys.exit(0)
 
 
+# %% The network
 class Net(nn.Module):
     """The network of pytorch/examples mnist/main.py."""
 
@@ -59,41 +60,47 @@ torch.manual_seed(0)
 net = Net().eval()
 x = torch.randn(1, 1, 28, 28)
 
-# 1. Compile it: torch.export captures the network, its ops become core ATen, the graph passes optimise it
-#    (dropout is gone in eval mode, the weight transposes of the linear layers are folded, each convolution takes
-#    its bias and ReLU into one kernel), and each node's tensorlang program is compiled. print_passes=True shows
-#    what each pass changed (as TENSORLANG_PRINT_PASSES=1 does).
+# %% 1. Compile it
+# Compile it: torch.export captures the network, its ops become core ATen, the graph passes optimise it
+# (dropout is gone in eval mode, the weight transposes of the linear layers are folded, each convolution takes
+# its bias and ReLU into one kernel), and each node's tensorlang program is compiled. print_passes=True shows
+# what each pass changed (as TENSORLANG_PRINT_PASSES=1 does).
 model = tl.from_torch(net, (x,), print_passes=True, out=sys.stdout)
 print(model.graph)                         # one line per node, with shapes; fused nodes show what they hold
 
-# 2. Run it on numpy arrays: no torch involved. The result is torch's up to rounding.
+# %% 2. Run it on numpy arrays
+# Run it on numpy arrays: no torch involved. The result is torch's up to rounding.
 y = model(x.numpy())
 with torch.no_grad():
     want = net(x).numpy()
 print("largest difference from torch:", float(np.max(np.abs(y - want))))
 assert np.max(np.abs(y - want)) <= 1e-3 * max(1.0, float(np.max(np.abs(want))))
 
-# 3. What runs: each kernel's program, its schedule's source ("naive", "auto", "hand" or "tuned") and FLOPs; with
-#    inputs, a profile run adds each kernel's time and GFLOPS.
+# %% 3. What runs
+# What runs: each kernel's program, its schedule's source ("naive", "auto", "hand" or "tuned") and FLOPs; with
+# inputs, a profile run adds each kernel's time and GFLOPS.
 first = next(n for n in model.graph.nodes if n.op == "fused")
 print(model.source(first))                 # the DSL program of the first convolution + bias + ReLU
 print(model.summary(x.numpy()))
 
-# 4. Save it: one file (the graph as JSON, the weights as .npy); tl.load_model needs no torch to read it.
+# %% 4. Save it
+# Save it: one file (the graph as JSON, the weights as .npy); tl.load_model needs no torch to read it.
 out = tempfile.mkdtemp(prefix="tensorlang-tutorial-")
 again = tl.load_model(model.save(os.path.join(out, "mnist.tlm")))
 assert np.array_equal(again(x.numpy()), y)
 
-# 5. Export the whole network as C: mnist.c (every kernel from the C backend, and a driver that runs them over
-#    one arena), mnist.weights, mnist.h and mnist_example.c. format="so" writes one shared library instead, with
-#    the weights inside (tl.load reads it back).
+# %% 5. Export the whole network as C
+# Export the whole network as C: mnist.c (every kernel from the C backend, and a driver that runs them over
+# one arena), mnist.weights, mnist.h and mnist_example.c. format="so" writes one shared library instead, with
+# the weights inside (tl.load reads it back).
 files = model.export(out, format="c", name="mnist")
 print("wrote", ", ".join(os.path.basename(f) for f in files.values()))
 header = open(files["header"]).read()
 print("\n".join(line for line in header.splitlines() if line.startswith(("mnist_model", "int32_t", "void"))))
 
-# 6. Build the example program and run it: C only. It makes its input as tensorlang.export.example_inputs does,
-#    runs the network and writes the output; the same input through the Python model gives the same numbers.
+# %% 6. Build the example program and run it
+# Build the example program and run it: C only. It makes its input as tensorlang.export.example_inputs does,
+# runs the network and writes the output; the same input through the Python model gives the same numbers.
 from tensorlang.export import example_inputs  # noqa: E402
 from tensorlang.graph.export import build_command  # noqa: E402
 
