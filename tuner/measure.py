@@ -559,8 +559,9 @@ class LocalRunner:
                        between=None) -> list[Result]:
         """Time ``tl.Schedule`` objects (the baselines: the naive nest, the pick, the best record's) in ``rounds``
         interleaved rounds, each built once and run once a round with ``options`` (default: ``RETIME_OPTIONS``),
-        no shortcut for slow ones; ``between(k)``, when given, runs after round ``k``'s schedules (a library
-        baseline timed in the same rounds). One that fails in any round keeps that error and is not run again.
+        no shortcut for slow ones, a round during which the machine was busy run again as :meth:`retime` does;
+        ``between(k)``, when given, runs after round ``k``'s schedules (a library baseline timed in the same
+        rounds). One that fails in any round keeps that error and is not run again.
 
         Example::
 
