@@ -39,8 +39,10 @@ sys.path.insert(0, HERE)
 import schedules  # noqa: E402
 import tensorlang as tl  # noqa: E402
 from tensorlang.choice import auto_schedule  # noqa: E402
+from tensorlang.threadpool import num_threads  # noqa: E402
 from tuner.bench import KernelRow, LibraryRow, avx512_coretype, time_interleaved  # noqa: E402
 from tuner.database import Database  # noqa: E402
+from tuner.disturbance import Tally  # noqa: E402
 from tuner.measure import MeasureOptions  # noqa: E402
 from tuner.task import Task  # noqa: E402
 from tuner.tuning import Tuner, hand_start_configs, start_name  # noqa: E402
@@ -74,24 +76,31 @@ def tune(task: Task, trials: int, seed: int, db: Database, start: bool = True, l
     summary = tuner.run()
     log(f"    {task.describe()}, {task.space_used} space: {summary.trials_done} trials in "
         f"{time.perf_counter() - t0:.0f} s, best {summary.best_gflops or 0:.1f} GFLOPS (re-timed)")
+    if summary.disturbance.note():
+        log(f"    note: {summary.disturbance.note()}")
     return tl.Schedule.from_json(summary.best.schedule, task.op) if summary.best else None
 
 
-def side_by_side(rows: list, flops: float, check, rounds: int = 5) -> dict:
+def side_by_side(rows: list, flops: float, check, rounds: int = 5, log=print) -> dict:
     """Check each row's output with `check(outputs) -> tensorlang.compare.Comparison`, then time the rows
-    interleaved; {name: {"gflops", "spread"}}. SystemExit naming the row when an output does not match: a ratio
-    against a wrong result means nothing."""
+    interleaved; {name: {"gflops", "spread"}, "disturbance": {...}} (`log` gets a note when the machine was busy
+    during rounds). SystemExit naming the row when an output does not match: a ratio against a wrong result means
+    nothing."""
+    tally = Tally(num_threads())
     try:
         for r in rows:
             out = r.first()
             result = check(out if not isinstance(out, list) else tuple(out))
             if not result.ok:
                 raise SystemExit(f"{r.name}: {result.describe()}")
-        timed = time_interleaved(rows, rounds, 20, 1.0)
+        timed = time_interleaved(rows, rounds, 20, 1.0, tally=tally)
     finally:
         for r in rows:
             r.close()
-    return {r.name: {"gflops": flops / t["median_s"] / 1e9, "spread": t["spread"]} for r, t in zip(rows, timed)}
+    if tally.note():
+        log(f"    note: {tally.note()}")
+    return {**{r.name: {"gflops": flops / t["median_s"] / 1e9, "spread": t["spread"]} for r, t in zip(rows, timed)},
+            "disturbance": tally.to_json()}
 
 
 def checker(w, inputs: list, sizes: dict):
@@ -129,7 +138,7 @@ def part_builtins(args, db, out, log):
             hs = tl.schedule(gen.op, **sizes)
             w.hand_schedule(hs)
             rows.insert(2, KernelRow("hand schedule", tl.build(hs), inputs))
-        res = side_by_side(rows, gen.flops, checker(w, inputs, sizes))
+        res = side_by_side(rows, gen.flops, checker(w, inputs, sizes), log=log)
         res["ratio"] = res["generated"]["gflops"] / res["hand space"]["gflops"]
         out["builtins"][name] = res
         log(f"    generated {res['generated']['gflops']:.1f}, hand space {res['hand space']['gflops']:.1f} GFLOPS: "
@@ -153,7 +162,7 @@ def part_resnet(args, db, out, log):
             rows = [KernelRow("tuned", tl.build(s), inputs),
                     KernelRow("auto pick", tl.build(auto_schedule(task.op, task.sizes, threads)), inputs),
                     LibraryRow("torch", w, task.sizes, inputs, threads, "torch")]
-            res = side_by_side(rows, task.flops, checker(w, inputs, task.sizes))
+            res = side_by_side(rows, task.flops, checker(w, inputs, task.sizes), log=log)
             res["vs_torch"] = res["tuned"]["gflops"] / res["torch"]["gflops"]
             out["resnet"][f"{label}/{threads}"] = res
             log(f"    tuned {res['tuned']['gflops']:.1f} GFLOPS, torch {res['torch']['gflops']:.1f}: "
@@ -199,7 +208,8 @@ def part_programs(args, db, out, log):
                 ProgramRow("numpy", name, inputs, args.threads, "numpy"),
                 ProgramRow("torch", name, inputs, args.threads, "torch")]
         # every row, numpy's and torch's too, against numpy's evaluation of the program (tl.reference)
-        res = side_by_side(rows, flop_count(op, sizes), checker(program_workload(p["source"], sizes), inputs, sizes))
+        res = side_by_side(rows, flop_count(op, sizes), checker(program_workload(p["source"], sizes), inputs, sizes),
+                           log=log)
         best_lib = max(res["numpy"]["gflops"], res["torch"]["gflops"])
         res.update(vs_library=res["tuned"]["gflops"] / best_lib,
                    pick_vs_tuned=res["auto pick"]["gflops"] / res["tuned"]["gflops"],

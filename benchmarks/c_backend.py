@@ -31,6 +31,7 @@ import tensorlang as tl
 from tensorlang.codegen_c import CFLAGS, compile_c, emit_c, find_c_compiler
 from tensorlang.threadpool import num_threads
 from tensorlang.timing import measure, median
+from tuner.disturbance import Tally, busy_note
 
 
 def check(name: str, got: np.ndarray, want: np.ndarray, k: int) -> float:
@@ -73,9 +74,11 @@ def bench(preset: str, workdir: Path, openmp: bool, min_runs: int, rounds: int) 
     err_llvm = check("LLVM", C_llvm, want, K)
     err_c = check("C", C_c, want, K)
     times = {"llvm": [], "c": []}
+    tally = Tally(num_threads())  # what other processes took during each round
     for _ in range(rounds):
-        times["llvm"] += measure(run_llvm, min_runs=min_runs, min_time=0.5)
-        times["c"] += measure(run_c, min_runs=min_runs, min_time=0.5)
+        with tally.watch():
+            times["llvm"] += measure(run_llvm, min_runs=min_runs, min_time=0.5)
+            times["c"] += measure(run_c, min_runs=min_runs, min_time=0.5)
     flops = 2.0 * M * N * K
     row = {"preset": preset, "sizes": sizes}
     for name, ts in times.items():
@@ -84,6 +87,7 @@ def bench(preset: str, workdir: Path, openmp: bool, min_runs: int, rounds: int) 
         row[f"{name}_runs"] = len(ts)
     row["ratio_c_over_llvm"] = row["c_gflops"] / row["llvm_gflops"]
     row["max_rel_error"] = {"llvm": err_llvm, "c": err_c}
+    row["disturbance"] = tally.to_json()
     return row
 
 
@@ -116,6 +120,9 @@ def main() -> None:
     for r in rows:
         print(f"{r['preset']:<8} {r['llvm_median_s'] * 1e3:>9.2f} {r['llvm_gflops']:>12.1f} "
               f"{r['c_median_s'] * 1e3:>9.2f} {r['c_gflops']:>10.1f} {r['ratio_c_over_llvm']:>7.2f}")
+        note = busy_note(r["disturbance"])
+        if note:
+            print(f"  note: {note}")
 
 
 if __name__ == "__main__":

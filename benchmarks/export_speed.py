@@ -21,6 +21,8 @@ import numpy as np
 
 import schedules
 import tensorlang as tl
+from tensorlang.threadpool import num_threads
+from tuner.disturbance import Tally
 
 
 def main() -> None:
@@ -53,18 +55,20 @@ def main() -> None:
             for name, k in kernels.items():
                 k(*inputs, out=outs[name])
         times = {"jit": [], "so": []}
-        for i in range(args.runs):
-            for name in (("jit", "so") if i % 2 == 0 else ("so", "jit")):
-                t0 = time.perf_counter()
-                kernels[name](*inputs, out=outs[name])
-                times[name].append(time.perf_counter() - t0)
+        tally = Tally(num_threads())  # what other processes took while the runs were timed
+        with tally.watch():
+            for i in range(args.runs):
+                for name in (("jit", "so") if i % 2 == 0 else ("so", "jit")):
+                    t0 = time.perf_counter()
+                    kernels[name](*inputs, out=outs[name])
+                    times[name].append(time.perf_counter() - t0)
     flops = w.flops(sizes)
     med = {n: statistics.median(t) for n, t in times.items()}
     result = {"workload": w.name, "sizes": sizes, "threads": int(os.environ.get("TENSORLANG_NUM_THREADS", 0))
               or len(os.sched_getaffinity(0)), "runs": args.runs, "cpu": jit.target.cpu,
               "jit": {"median_s": med["jit"], "gflops": flops / med["jit"] / 1e9},
               "so": {"median_s": med["so"], "gflops": flops / med["so"] / 1e9},
-              "ratio": med["jit"] / med["so"]}
+              "ratio": med["jit"] / med["so"], "disturbance": tally.to_json()}
     if args.json:
         print(json.dumps(result))
         return
@@ -73,6 +77,8 @@ def main() -> None:
     for name, label in (("jit", "JIT kernel (tl.build)"), ("so", "exported .so (tl.load)")):
         print(f"  {label:<24} {med[name] * 1e3:8.3f} ms  {result[name]['gflops']:7.1f} GFLOPS")
     print(f"  ratio .so / JIT speed: {result['ratio']:.3f} (bar 0.95)")
+    if tally.note():
+        print(f"  note: {tally.note()}")
 
 
 if __name__ == "__main__":

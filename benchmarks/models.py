@@ -112,6 +112,7 @@ def bench_model(name: str, threads: int, rounds: int, min_time: float, db: str |
 
     import reference_models as R
     import tensorlang as tl
+    from tuner.disturbance import Tally
     from tuner.model_tuning import TORCH_COMPILE, torch_like_for_like
     from tuner.model_variants import compare_outputs
     work = tempfile.mkdtemp(prefix="tensorlang-bench-models-")
@@ -152,9 +153,11 @@ def bench_model(name: str, threads: int, rounds: int, min_time: float, db: str |
         except Exception as e:
             notes[TORCH_COMPILE] = f"failed here: {type(e).__name__}: {str(e).splitlines()[0][:120]}"
         times = {n: [] for n, _ in contenders}
+        tally = Tally(threads)  # what other processes took during each round
         for _ in range(rounds):
-            for n, fn in contenders:
-                times[n].append(_timed(fn, min_time))
+            with tally.watch():
+                for n, fn in contenders:
+                    times[n].append(_timed(fn, min_time))
     med = {n: statistics.median(t) for n, t in times.items()}
     return {"model": name, "threads": threads, "max_rel_error": error, "correct": not mismatch, "mismatch": mismatch,
             "median_s": med, "spread_s": {n: [min(t), max(t)] for n, t in times.items()}, "not_run": notes,
@@ -162,7 +165,8 @@ def bench_model(name: str, threads: int, rounds: int, min_time: float, db: str |
             "arena_bytes": model.plan.arena_bytes, "model_intermediate_bytes": model.model_bytes,
             "value_bytes": model.plan.value_bytes, "arena_ratio": model.plan.arena_bytes / model.model_bytes,
             "compile_cold": cold, "compile_warm": warm, "peak_rss_mib": rss["peak_rss_mib"],
-            "kernels": len(model.steps), "schedules": sorted({s.kernel.schedule_source for s in model.steps})}
+            "kernels": len(model.steps), "schedules": sorted({s.kernel.schedule_source for s in model.steps}),
+            "disturbance": tally.to_json()}
 
 
 EXPORT = r"""
@@ -223,6 +227,7 @@ def main(argv=None) -> int:
 
         python benchmarks/models.py --models mnist,recurrent --rounds 3
     """
+    from tuner.disturbance import busy_note
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--models", default=",".join(KWARGS), help=f"comma-separated, from {', '.join(KWARGS)}")
     p.add_argument("--threads", default="2", help="thread counts, comma-separated (default 2)")
@@ -268,6 +273,8 @@ def main(argv=None) -> int:
                 f"{k} {v * 1e3:.2f} ms ({sp[k][0] * 1e3:.2f}-{sp[k][1] * 1e3:.2f})" for k, v in m.items())
                   + f"; tensorlang {r['tensorlang_vs_eager']:.2f}x torch eager"
                   + ("".join(f"; {k}: {v}" for k, v in r["not_run"].items())))
+            if busy_note(r["disturbance"]):
+                print(f"  note: {busy_note(r['disturbance'])}")
             print(f"  memory: arena {r['arena_bytes'] / 2**20:.2f} MiB = {r['arena_ratio']:.3f}x the model's "
                   f"intermediate tensors ({r['model_intermediate_bytes'] / 2**20:.2f} MiB; one buffer per value of "
                   f"the optimised graph: {r['value_bytes'] / 2**20:.2f} MiB)")

@@ -38,6 +38,8 @@ def tune_once(workload: str, strategy: str, seed: int, trials: int, threads: int
     tuner = Tuner(task, trials, strategy, "xgb", seed, db, None, MeasureOptions())
     summary = tuner.run()
     best = summary.best.gflops if summary.best else 0.0
+    if summary.disturbance.note():
+        print(f"  note: {summary.disturbance.note()}", file=sys.stderr)
     return best, summary.wall_s, tuner, db
 
 

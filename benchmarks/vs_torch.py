@@ -25,27 +25,31 @@ import numpy as np
 DEFAULT = ("matmul", "conv2d", "depthwise_conv2d", "softmax", "maxpool2d")
 
 
-def timed_pair(ours, theirs, rounds: int, calls: int) -> tuple[float, float]:
-    """Median seconds of one call of `ours` and of `theirs`, `calls` calls per round, the two alternating.
+def timed_pair(ours, theirs, rounds: int, calls: int, tally=None) -> tuple[float, float]:
+    """Median seconds of one call of `ours` and of `theirs`, `calls` calls per round, the two alternating; each
+    round's disturbance goes to `tally` (a tuner.disturbance.Tally), when given.
 
     Example::
 
         timed_pair(lambda: None, lambda: None, rounds=3, calls=2)   # (2e-07, 2e-07), say
     """
+    from tuner.disturbance import Watch
     times: tuple[list, list] = ([], [])
     for _ in range(rounds):
-        for fn, out in zip((ours, theirs), times):
-            fn()
-            t0 = time.perf_counter()
-            for _ in range(calls):
+        with Watch(tally):
+            for fn, out in zip((ours, theirs), times):
                 fn()
-            out.append((time.perf_counter() - t0) / calls)
+                t0 = time.perf_counter()
+                for _ in range(calls):
+                    fn()
+                out.append((time.perf_counter() - t0) / calls)
     return statistics.median(times[0]), statistics.median(times[1])
 
 
 def compare(name: str, rounds: int) -> dict:
     """Build `name`'s hand schedule at its default preset, check it and `torch_fast` against numpy, and time
-    them interleaved on one thread; returns {"workload", "tensorlang_s", "torch_s", "ratio", "torch"}.
+    them interleaved on one thread; returns {"workload", "tensorlang_s", "torch_s", "ratio", "torch",
+    "disturbance"} (what other processes took meanwhile: tuner.disturbance.Tally.to_json).
 
     Example::
 
@@ -55,6 +59,7 @@ def compare(name: str, rounds: int) -> dict:
 
     import schedules
     import tensorlang as tl
+    from tuner.disturbance import Tally
     w = schedules.get(name)
     sizes = w.sizes()
     s = tl.schedule(tl.op(w.source), **sizes)
@@ -75,9 +80,10 @@ def compare(name: str, rounds: int) -> dict:
     kernel(*inputs)
     calls = max(1, min(20, int(0.02 / max(time.perf_counter() - first, 1e-6))))
     # one timing contract: both through their public calls, outputs allocated as a user's call allocates them
-    ours, theirs = timed_pair(lambda: kernel(*inputs), run_torch, rounds, calls)
+    tally = Tally(1)
+    ours, theirs = timed_pair(lambda: kernel(*inputs), run_torch, rounds, calls, tally)
     return {"workload": name, "tensorlang_s": ours, "torch_s": theirs, "ratio": theirs / ours,
-            "torch": torch.__version__}
+            "torch": torch.__version__, "disturbance": tally.to_json()}
 
 
 def main(argv=None) -> int:
@@ -93,6 +99,7 @@ def main(argv=None) -> int:
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
     import schedules
+    from tuner.disturbance import busy_note
     names = args.workloads.split(",")
     for name in names:
         w = schedules.WORKLOADS.get(name)
@@ -119,6 +126,9 @@ def main(argv=None) -> int:
         for r in rows:
             print(f"  {r['workload']:18} tensorlang {r['tensorlang_s'] * 1e3:8.3f} ms   torch "
                   f"{r['torch_s'] * 1e3:8.3f} ms   {r['ratio']:.2f}x")
+            note = busy_note(r["disturbance"])
+            if note:
+                print(f"    note: {note}")
     return 0
 
 

@@ -16,6 +16,7 @@ from dataclasses import replace
 import pytest
 
 import tuner.database as database
+from tensorlang.errors import UsageError
 from tuner.database import ERROR_KINDS, SCHEMA_VERSION, Database, DatabaseError, Record, default_db_path
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -78,6 +79,54 @@ def test_round_trip_of_every_field(tmp_path):
     assert raw[0][4] == 2e-4 and raw[0][5] == pytest.approx(valid.gflops)
     assert raw[0][6] == valid.config_key() == '{"order":"ijk","parallel":true,"tile_i":32,"unroll":null,"vec":8}'
     assert raw[1][4] is None and raw[1][5] is None
+
+
+def test_the_disturbance_figure_round_trips_in_a_table_created_at_first_use(tmp_path):
+    """A record's disturbance goes to the optional table ``disturbances`` (created by the first record that has
+    one, in the same transaction as the record); records without a figure, and every record of a file written
+    before the table existed, read back None."""
+    from tuner.disturbance import Disturbance
+    path = tmp_path / "t.db"
+    with Database(path) as d:
+        old = d.add(rec(config={"v": 1}))  # an older file: records, no table
+    tables = {n for (n,) in sqlite3.connect(path).execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    assert "disturbances" not in tables
+    with Database(path) as d:
+        assert [r.disturbance for r in d.records()] == [None] and d.best("t").disturbance is None
+        busy = Disturbance(others_cpus=1.25, cpus=2, seconds=0.0625, uncertainty=0.3)
+        new = d.add(rec(config={"v": 2}, times=(1e-4,), disturbance=busy, threads=2))
+        none = d.add(rec(config={"v": 3}))
+    with Database(path, read_only=True) as d:
+        back = {r.id: r.disturbance for r in d.records()}
+        assert back == {old: None, new: busy, none: None}
+        assert d.best("t").disturbance == busy  # the fastest
+        assert [r.id for r in d.records("t", quiet_only=True)] == [old, none]  # 1.25 CPUs of 2 taken from 2 threads
+    raw = sqlite3.connect(path).execute("SELECT * FROM disturbances").fetchall()
+    assert raw == [(new, 1.25, 2, 0.0625, 0.3)]
+
+
+def test_a_record_with_a_disturbance_that_cannot_be_written_is_not_added(db):
+    from tuner.disturbance import Disturbance
+    with pytest.raises(UsageError, match="record disturbance must be a tuner.disturbance.Disturbance"):
+        db.add(rec(disturbance={"others_cpus": 1.0}))
+    db._db().execute("CREATE TABLE disturbances (record_id INTEGER PRIMARY KEY, others_cpus REAL NOT NULL "
+                     "CHECK (others_cpus < 0), cpus INTEGER, seconds REAL, uncertainty REAL)")
+    with pytest.raises(DatabaseError, match="cannot add a record"):
+        db.add(rec(disturbance=Disturbance(0.5, 2, 0.1)))
+    assert db.count("t") == 0  # the record and its figure together, or neither
+
+
+def test_a_damaged_disturbance_figure_names_the_record(tmp_path):
+    from tuner.disturbance import Disturbance
+    path = tmp_path / "t.db"
+    with Database(path) as d:
+        rid = d.add(rec(disturbance=Disturbance(0.5, 2, 0.1)))
+    conn = sqlite3.connect(path)
+    conn.execute("UPDATE disturbances SET cpus = 0")
+    conn.commit()
+    conn.close()
+    with Database(path) as d, pytest.raises(DatabaseError, match=f"record {rid} is damaged.*cpus"):
+        d.records()
 
 
 def test_add_fills_created_and_version_and_returns_increasing_ids(db):

@@ -564,7 +564,8 @@ def test_a_slow_checked_run_alone_does_not_cut_a_candidate_short(monkeypatch):
 
 @pytest.mark.parametrize("bad, field", [
     ({"min_runs": 0}, "min_runs"), ({"min_runs": 5, "max_runs": 3}, "max_runs"), ({"run_timeout": 0}, "run_timeout"),
-    ({"min_time": -1}, "min_time"), ({"coarse_factor": 0.9}, "coarse_factor"), ({"slow_factor": "x"}, "slow_factor")])
+    ({"min_time": -1}, "min_time"), ({"coarse_factor": 0.9}, "coarse_factor"), ({"slow_factor": "x"}, "slow_factor"),
+    ({"disturbance_time": -0.1}, "disturbance_time")])
 def test_bad_measure_options_are_refused_by_name(bad, field):
     with pytest.raises(ValueError, match=f"MeasureOptions: .*{field}"):
         MeasureOptions(**bad)
@@ -1086,6 +1087,42 @@ def test_best_follows_a_retiming_only_while_it_covers_every_record():
     db.close()
 
 
+def test_a_retiming_runs_a_busy_round_again_and_the_choice_rests_on_the_quiet_rounds(monkeypatch):
+    """The run worker reads what other processes took around each measurement; a re-timing round during which
+    the machine was busy is run again (the rows stay interleaved) and the times of the quiet rounds count."""
+    from tuner.disturbance import Disturbance
+    from tuner.measure import LocalRunner
+    task = matmul_task()
+    a, b = task.space.config_at(0), task.space.config_at(1)
+    monkeypatch.setenv(FAULTS_ENV, json.dumps({config_key(a): "busy_first", config_key(b): "quiet"}))
+    with LocalRunner(task, jobs=1) as runner:
+        ra, rb = runner.retime([a, b], rounds=2)
+    assert ra.ok and rb.ok
+    rounds_a = ra.extra["round_disturbances"]
+    assert len(rounds_a) == 3 and len(rb.extra["round_disturbances"]) == 3  # one round more, for both
+    assert rounds_a[0].busy(task.threads) and not any(d.busy(task.threads) for d in rounds_a[1:])
+    # the figure of the rounds kept: only the quiet ones, each over 0.05 s at least
+    assert ra.disturbance == Disturbance.combine(rounds_a[1:]) and ra.disturbance.others_cpus == 0.0
+    assert all(d.seconds >= 0.05 for d in rounds_a)
+    assert len(ra.times) >= 2 * 5 and len(rb.times) >= 2 * 5
+
+
+def test_tuning_counts_the_busy_measurements_and_the_records_keep_their_figure(tmp_path, monkeypatch):
+    from tuner.tune_cli import summary_json
+    task = matmul_task()
+    start = task.space.config_at(0)
+    monkeypatch.setenv(FAULTS_ENV, json.dumps({config_key(start): "busy_first"}))
+    db = Database(tmp_path / "busy.db")
+    summary = Tuner(task, 3, "random", db=db, jobs=1, start=[start], retime_top=0).run()
+    [rec] = [r for r in db.records(task.key) if r.config_key() == config_key(start)]
+    assert rec.disturbance is not None and rec.disturbance.others_cpus == rec.disturbance.cpus
+    assert rec.disturbance.busy(task.threads) and summary.disturbance.busy >= 1
+    assert rec not in db.records(task.key, quiet_only=True)
+    figures = summary_json(summary, db)["disturbance"]
+    assert figures["busy"] == summary.disturbance.busy and figures["measurements"] >= 1
+    db.close()
+
+
 def test_the_baselines_are_timed_in_interleaved_rounds_as_bench_times_them(monkeypatch):
     """The summary's rows (naive nest, pick, hand schedule, best, numpy) are timed as `tensorlang bench` times
     them (the same function, so the same call path: public calls with outputs allocated), each once a round in 3
@@ -1127,6 +1164,7 @@ def test_the_baselines_are_timed_in_interleaved_rounds_as_bench_times_them(monke
     monkeypatch.setattr(bench, "run_bench", recording_run_bench)
     monkeypatch.setattr(bench.KernelRow, "burst", recording_burst)
     monkeypatch.setattr(bench, "library_row", FakeNumpy)
+    monkeypatch.setattr("tuner.disturbance.read_stat", lambda: None)  # no round run again for a busy machine
     s_hand = tl.schedule(task.op, **task.sizes)
     schedules.get("matmul").hand_schedule(s_hand)
     best = Record(task.key, "matmul", task.sizes, {}, {}, s_hand.to_json(), times=(1e-3,), flops=task.flops)

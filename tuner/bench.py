@@ -4,7 +4,9 @@ PyTorch, timed in one run.
 The baselines run in subprocesses, because OpenBLAS reads its thread count and its kernel choice when it loads:
 numpy once as installed and, where the CPU has AVX-512, once with `OPENBLAS_CORETYPE=SkylakeX` (its AVX-512
 kernel; this machine's environment pins the AVX2 `Haswell` kernel, which is half as fast), and PyTorch with
-`torch.set_num_threads`. Every row's result is compared with the workload's numpy reference.
+`torch.set_num_threads`. Every row's result is compared with the workload's numpy reference. A round of the
+rows during which other processes took CPU the rows' threads needed (:mod:`tuner.disturbance`) is timed again,
+and the table says when the machine was busy.
 """
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ import numpy as np
 
 from tensorlang.compare import max_rel_error, reference_mismatch  # noqa: F401  (the models' metric, used here)
 from tensorlang.errors import TensorlangError, UsageError
+from tuner.disturbance import Disturbance, Tally, busy_note, run_rounds
 
 class BaselineError(TensorlangError, RuntimeError):
     """A library baseline (numpy or PyTorch) failed in its subprocess: out of memory at the sizes asked for, a
@@ -53,8 +56,9 @@ def library_handler(init: dict):
     ``init`` holds ``kind`` ("numpy": the workload's ``numpy_fast``, else its ``reference``; "torch": its
     ``torch_fast`` with ``torch.set_num_threads(threads)``), the workload ``name``, ``sizes``, the ``.npy`` paths of
     the ``inputs``, ``threads`` and a ``folder``. ``{"first": True}`` runs it once and writes its outputs to
-    ``folder/out{i}.npy`` (answer: their count and the library's version); ``{"runs": n, "min_time": t}`` times
-    at least n runs and t seconds (answer: the times).
+    ``folder/out{i}.npy`` (answer: their count, the library's version and this process's ``pid``, whose CPU time
+    a bench counts as its own); ``{"runs": n, "min_time": t}`` times at least n runs and t seconds (answer: the
+    times).
 
     Example::
 
@@ -90,7 +94,7 @@ def library_handler(init: dict):
             for i, o in enumerate(outs):
                 np.save(os.path.join(init["folder"], f"out{i}.npy"),
                         o.numpy() if init["kind"] == "torch" else np.asarray(o))
-            return {"outputs": len(outs), "version": version}
+            return {"outputs": len(outs), "version": version, "pid": os.getpid()}
         return {"times": measure(run, min_runs=request["runs"], min_time=request["min_time"])}
 
     return handle
@@ -128,7 +132,8 @@ class KernelRow:
 
 class LibraryRow:
     """A row of the bench: a library's formulation, timed in a worker process of its own (OpenBLAS reads its
-    thread count and its kernel choice when it loads), started once and asked for a burst of runs each round.
+    thread count and its kernel choice when it loads), started once and asked for a burst of runs each round;
+    ``pids`` holds that process's id once :meth:`first` ran (its CPU time is the bench's own, not another's).
 
     Example::
 
@@ -154,6 +159,7 @@ class LibraryRow:
                               {"kind": kind, "name": w.name, "sizes": sizes, "inputs": files, "threads": threads,
                                "folder": self._tmp.name}, env=env)
         self.extra: dict = {}
+        self.pids: tuple = ()
 
     def _call(self, request: dict):
         from tuner.worker import WorkerCrash, WorkerTimeout
@@ -166,6 +172,7 @@ class LibraryRow:
         """Run once in the worker and return its outputs (a list of arrays)."""
         answer = self._call({"first": True})
         self.extra["version"] = answer["version"]
+        self.pids = (answer["pid"],)
         return [np.load(os.path.join(self._tmp.name, f"out{i}.npy")) for i in range(answer["outputs"])]
 
     def burst(self, runs: int, min_time: float) -> list[float]:
@@ -189,11 +196,19 @@ def library_row(name: str, w, sizes: dict, inputs: list, threads: int, kind: str
     return LibraryRow(name, w, sizes, inputs, threads, kind, coretype)
 
 
-def time_interleaved(rows: list, rounds: int, min_runs: int, min_time: float, log=lambda *a: None) -> list[dict]:
+def time_interleaved(rows: list, rounds: int, min_runs: int, min_time: float, log=lambda *a: None,
+                     tally: Tally | None = None) -> list[dict]:
     """Time `rows` in `rounds` rounds, each row once a round (a burst of ``min_runs / rounds`` runs and
     ``min_time / rounds`` seconds), so that a slow spell of the machine hits every row alike: one dict per row
     with the median over every run, the runs, and the spread of the rounds' medians (lowest and highest, as a
     fraction of the median).
+
+    Each round's disturbance is read (:class:`tuner.disturbance.Watch`; the CPU time of the processes a row names
+    in its ``pids`` counts as the bench's own) and added to ``tally`` (default: one for this process's kernel
+    threads); a round during which the machine was busy for the tally's threads is run again, at most 3 more
+    rounds, and the figures rest on the quiet rounds where there are any (:func:`tuner.disturbance.run_rounds`).
+    Each row's dict also holds ``busy_rounds`` (the rounds run during which the machine was busy) and
+    ``others_cpus`` (the CPUs other processes used in the kept rounds; None where unknown).
 
     >>> class Fixed:
     ...     def __init__(self, t): self.t = t
@@ -202,20 +217,35 @@ def time_interleaved(rows: list, rounds: int, min_runs: int, min_time: float, lo
     [0.001, 0.002]
     """
     from tensorlang.timing import median
+    if tally is None:
+        from tensorlang.threadpool import num_threads
+        tally = Tally(num_threads())
+    pids = [p for row in rows for p in getattr(row, "pids", ())]
     per_round = max(1, -(-min_runs // rounds))
-    times: list[list[float]] = [[] for _ in rows]
-    medians: list[list[float]] = [[] for _ in rows]
-    for k in range(rounds):
-        for i, row in enumerate(rows):
-            t = row.burst(per_round, min_time / rounds)
-            times[i] += t
-            medians[i].append(median(t))
-        log(f"  round {k + 1}/{rounds}: " + ", ".join(f"{getattr(r, 'name', i)} {medians[i][-1] * 1e3:.3f} ms"
-                                                  for i, r in enumerate(rows)))
+    times: list[dict] = [{} for _ in rows]  # round -> the row's times in it
+    figures: dict[int, Disturbance | None] = {}
+
+    def run_round(k: int) -> bool:
+        with tally.watch(pids) as watch:
+            for i, row in enumerate(rows):
+                times[i][k] = row.burst(per_round, min_time / rounds)
+        d = figures[k] = watch.disturbance
+        busy = d is not None and d.busy(tally.threads)
+        log(f"  round {k + 1}/{rounds}: " + ", ".join(f"{getattr(r, 'name', i)} {median(times[i][k]) * 1e3:.3f} ms"
+                                                  for i, r in enumerate(rows))
+            + (f" (the machine was busy: other processes used {d.others_cpus:.1f} CPUs)" if busy else ""))
+        return busy
+
+    kept = run_rounds(rounds, run_round)
+    busy_rounds = sum(1 for d in figures.values() if d is not None and d.busy(tally.threads))
+    quiet = Disturbance.combine(figures[k] for k in kept)
     out = []
-    for ts, ms in zip(times, medians):
+    for per in times:
+        ts = [t for k in kept for t in per[k]]
+        ms = [median(per[k]) for k in kept]
         m = median(ts)
-        out.append({"median_s": m, "runs": len(ts), "spread": [min(ms) / m - 1, max(ms) / m - 1]})
+        out.append({"median_s": m, "runs": len(ts), "spread": [min(ms) / m - 1, max(ms) / m - 1],
+                    "busy_rounds": busy_rounds, "others_cpus": None if quiet is None else quiet.others_cpus})
     return out
 
 
@@ -267,7 +297,8 @@ LIBRARIES = ("numpy", "numpy-avx512", "torch")
 
 
 def run_bench(w, sizes: dict, threads: int, min_runs: int = 10, min_time: float = 0.3, extra: list | None = None,
-              log=print, rounds: int = 5, libraries=LIBRARIES, timeout: float | None = None) -> dict:
+              log=print, rounds: int = 5, libraries=LIBRARIES, timeout: float | None = None,
+              tally: Tally | None = None) -> dict:
     """Time, in `rounds` interleaved rounds (:func:`time_interleaved`), the naive loop nest ("naive"), the
     auto-scheduler's zero-trial pick ("auto"), the hand schedule ("hand", where the workload has one), the `extra`
     (name, Schedule) pairs (the best tuned record: "tuned") and the `libraries` rows of :data:`LIBRARIES` that
@@ -276,10 +307,12 @@ def run_bench(w, sizes: dict, threads: int, min_runs: int = 10, min_time: float 
     seconds is not timed (its row has "error"). Each row's result is checked against the workload's reference
     (:meth:`schedules.workload.Workload.check`, after every timing); `log` gets one line a round.
 
-    Returns {"workload", "sizes", "threads", "rounds", "contract", "results"}, each result with "name",
-    "median_s", "runs", "gflops", "spread" (the lowest and highest round median over the median, minus 1),
-    "max_rel_error", "tolerance", "matches_reference" and, when it does not match, "mismatch" saying where (and
-    the library's "version" for numpy and torch).
+    Returns {"workload", "sizes", "threads", "rounds", "contract", "results", "disturbance"}, each result with
+    "name", "median_s", "runs", "gflops", "spread" (the lowest and highest round median over the median, minus
+    1), "busy_rounds", "others_cpus", "max_rel_error", "tolerance", "matches_reference" and, when it does not
+    match, "mismatch" saying where (and the library's "version" for numpy and torch); "disturbance" is the
+    figures of :meth:`tuner.disturbance.Tally.to_json` over the rounds (of `tally`, when given, which then also
+    counts them).
 
     Example::
 
@@ -296,7 +329,8 @@ def run_bench(w, sizes: dict, threads: int, min_runs: int = 10, min_time: float 
     saved = os.environ.get("TENSORLANG_NUM_THREADS")
     os.environ["TENSORLANG_NUM_THREADS"] = str(threads)
     try:
-        return _run_bench(w, sizes, threads, min_runs, min_time, extra, log, rounds, libraries, timeout)
+        return _run_bench(w, sizes, threads, min_runs, min_time, extra, log, rounds, libraries, timeout,
+                          Tally(threads) if tally is None else tally)
     finally:  # the process's kernels go back to the thread count they had
         if saved is None:
             del os.environ["TENSORLANG_NUM_THREADS"]
@@ -318,7 +352,7 @@ def _library_rows(w, sizes, inputs, threads, libraries) -> list:
             if name in libraries]
 
 
-def _run_bench(w, sizes, threads, min_runs, min_time, extra, log, rounds, libraries, timeout) -> dict:
+def _run_bench(w, sizes, threads, min_runs, min_time, extra, log, rounds, libraries, timeout, tally) -> dict:
     import tensorlang as tl
     from tensorlang.choice import auto_schedule
     op = tl.op(w.source)
@@ -341,7 +375,7 @@ def _run_bench(w, sizes, threads, min_runs, min_time, extra, log, rounds, librar
             if timeout is not None and took > timeout:
                 dropped[row.name] = f"one call took {took:.1f} s, more than the time limit of {timeout:g} s"
         timed_rows = [r for r in rows if r.name not in dropped]
-        timed = dict(zip(map(id, timed_rows), time_interleaved(timed_rows, rounds, min_runs, min_time, log)))
+        timed = dict(zip(map(id, timed_rows), time_interleaved(timed_rows, rounds, min_runs, min_time, log, tally)))
     finally:
         for row in rows:
             row.close()
@@ -364,14 +398,15 @@ def _run_bench(w, sizes, threads, min_runs, min_time, extra, log, rounds, librar
         if r["median_s"]:
             r["gflops"] = flops / r["median_s"] / 1e9
     return {"workload": w.name, "sizes": sizes, "threads": threads, "rounds": rounds,
-            "contract": contract(threads, rounds), "results": results}
+            "contract": contract(threads, rounds), "results": results, "disturbance": tally.to_json()}
 
 
 def format_table(report: dict) -> str:
     """The report of :func:`run_bench` as a text table: median time, GFLOPS, the spread of the rounds' medians,
     and speed ratios against numpy, numpy-avx512 and, when the report has a torch row, PyTorch (above 1x: faster
     than that baseline); a report without library rows (a user's program) compares with the naive loop nest. The
-    last line names the timing contract; a row that could not be timed says why.
+    timing contract follows the table, then, when rounds were timed while the machine was busy, a note saying
+    so (:func:`tuner.disturbance.busy_note`); a row that could not be timed says why.
 
     >>> rows = [{"name": "naive", "median_s": 2.5e-4, "gflops": 2.1, "spread": [-0.02, 0.05]},
     ...         {"name": "numpy", "median_s": 5e-5, "gflops": 10.5},
@@ -388,6 +423,11 @@ def format_table(report: dict) -> str:
     >>> print(format_table({"workload": "matmul", "sizes": {"M": 64, "N": 64, "K": 64}, "threads": 1,
     ...                     "results": rows}).splitlines()[-1])
     torch               0.025      21.0                2.00x      1.60x     1.00x
+    >>> print(format_table({"workload": "matmul", "sizes": {"M": 64}, "threads": 1, "results": rows[:1],
+    ...                     "disturbance": {"busy": 2, "busy_fraction": 0.25, "others_cpus": 1.5,
+    ...                                     "slowdown": 2.0}}).splitlines()[-1])
+    note: the machine was busy during 25% of the measurements (other processes used 1.5 CPUs on average while \
+they ran); figures may be off by up to 100%
     """
     rows = report["results"]
     base = {r["name"]: r["median_s"] for r in rows if r.get("median_s")}
@@ -409,4 +449,7 @@ def format_table(report: dict) -> str:
                      + "".join(f" {base[name] / r['median_s']:{width - 1}.2f}x" for name, _, width in against))
     if report.get("contract"):
         lines.append(f"timed as: {report['contract']}")
+    note = busy_note(report.get("disturbance"))
+    if note:
+        lines.append(f"note: {note}")
     return "\n".join(lines)

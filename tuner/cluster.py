@@ -48,6 +48,7 @@ from dataclasses import dataclass
 from tensorlang.errors import TensorlangError
 from tuner import cluster_worker as cw
 from tuner.cluster_cli import ADDRESS_ENV  # the variable --cluster falls back to (spelled where no Dask is needed)
+from tuner.disturbance import Disturbance
 from tuner.measure import MeasureOptions, RETIME_OPTIONS, Result
 
 __all__ = ["ADDRESS_ENV", "ClusterError", "ClusterOptions", "Cluster", "DaskRunner", "Batch", "WorkerInfo",
@@ -864,9 +865,12 @@ class DaskRunner:
         return self._one(answer, track=True)
 
     def _one(self, a: dict, track: bool = False) -> Result:
+        extra = {"worker": a.get("worker", ""), "built_on": a.get("built_on", "")}
+        if "round_disturbances" in a:
+            extra["round_disturbances"] = [Disturbance.from_json(d) for d in a["round_disturbances"]]
         r = Result(dict(a.get("config") or {}), a.get("schedule"), tuple(a.get("times") or ()),
-                   a.get("error_kind"), a.get("error"), float(a.get("build_s") or 0.0),
-                   {"worker": a.get("worker", ""), "built_on": a.get("built_on", "")})
+                   a.get("error_kind"), a.get("error"), float(a.get("build_s") or 0.0), extra,
+                   Disturbance.from_json(a.get("disturbance")))
         if track:
             self.phase_s["build"] += r.build_s
             self.phase_s["run"] += float(a.get("run_s") or 0.0)

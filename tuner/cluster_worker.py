@@ -330,8 +330,9 @@ def run(job_text: str, built_text: str) -> str:
     """Run the object :func:`build` answered on this worker's runner process (one run at a time): check its
     output against the default schedule's, then time it (the job's ``best_s`` lets a slow candidate stop early,
     as in :class:`tuner.measure.LocalRunner`). Answers the build's fields (without the object) plus ``times``,
-    ``run_s`` and the ``worker`` that ran it (``built_on``: the one that built it); a build that failed is
-    answered as it was.
+    ``disturbance`` (what other processes took meanwhile, :meth:`tuner.disturbance.Disturbance.to_json`, or
+    None), ``run_s`` and the ``worker`` that ran it (``built_on``: the one that built it); a build that failed
+    is answered as it was.
 
     Example::
 
@@ -354,14 +355,19 @@ def run(job_text: str, built_text: str) -> str:
             t0 = time.perf_counter()
             state.runner._run(r, {"object": base64.b64decode(built["object"]), "name": built["name"]})
             out["run_s"] = time.perf_counter() - t0
-    out.update(times=list(r.times), error_kind=r.error_kind, error=r.error)
+    out.update(times=list(r.times), error_kind=r.error_kind, error=r.error, disturbance=_figure(r.disturbance))
     return _answer(job, json.dumps(out))
+
+
+def _figure(d) -> dict | None:
+    """A :class:`tuner.disturbance.Disturbance` as JSON (None stays None)."""
+    return None if d is None else d.to_json()
 
 
 def retime(job_text: str) -> str:
     """Time the job's ``configs`` again on this worker in ``rounds`` interleaved rounds
     (:meth:`tuner.measure.LocalRunner.retime` with the job's options); answers a list of
-    ``{"config", "schedule", "times", "error_kind", "error", "worker"}``.
+    ``{"config", "schedule", "times", "error_kind", "error", "worker", "disturbance", "round_disturbances"}``.
 
     Example::
 
@@ -381,7 +387,10 @@ def retime(job_text: str) -> str:
                     state.builders.put(b)
     return _answer(job, json.dumps([{"config": r.config, "schedule": r.schedule_json, "times": list(r.times),
                                      "error_kind": r.error_kind, "error": r.error, "build_s": r.build_s,
-                                     "worker": where} for r in results]))
+                                     "worker": where, "disturbance": _figure(r.disturbance),
+                                     "round_disturbances": [_figure(d) for d in
+                                                            r.extra.get("round_disturbances", ())]}
+                                    for r in results]))
 
 
 @functools.lru_cache(maxsize=8)

@@ -1,8 +1,11 @@
 """The tuning records database: every measured (or failed) trial of the auto-tuner, in one SQLite file.
 
 A record holds the task key, the workload, its sizes, the target, the knob values (config), the schedule's JSON,
-every timed repeat, the error if the trial failed, the search strategy, the seed, the tensorlang version and the
-time it was measured. The file is ``$TENSORLANG_DB`` or an explicit path; by default it lies in the user's cache
+every timed repeat, the error if the trial failed, the search strategy, the seed, the tensorlang version, the
+time it was measured and, where it is known, its disturbance: what other processes took while it was timed (a
+:class:`tuner.disturbance.Disturbance`: the CPUs they used on average, the CPUs counted, the seconds timed and the
+figure's uncertainty), so that research can leave out measurements a busy machine disturbed (``records(...,
+quiet_only=True)``). The file is ``$TENSORLANG_DB`` or an explicit path; by default it lies in the user's cache
 folder (``$XDG_CACHE_HOME/tensorlang/tuning.db``, else ``~/.cache/tensorlang/tuning.db``).
 
 Storage is the standard :mod:`sqlite3` module (never pickle): dict and tuple fields are JSON text columns, the
@@ -38,6 +41,7 @@ from typing import Any
 from tensorlang import __version__ as _TENSORLANG_VERSION
 from tensorlang.errors import TensorlangError, UsageError
 from tensorlang.space import config_key as _config_key
+from tuner.disturbance import Disturbance
 
 __all__ = ["SCHEMA_VERSION", "ERROR_KINDS", "Database", "DatabaseError", "Record", "default_db_path"]
 
@@ -99,6 +103,19 @@ CREATE TABLE IF NOT EXISTS retimes (
 );
 CREATE INDEX IF NOT EXISTS retimes_task ON retimes (task_key, batch);
 """
+
+# Optional since schema version 1 (created by the first record that has a disturbance figure; older tensorlang
+# versions ignore it): what other processes took while a record was timed (tuner/disturbance.py).
+_DISTURBANCES = """
+CREATE TABLE IF NOT EXISTS disturbances (
+    record_id   INTEGER PRIMARY KEY, -- records.id
+    others_cpus REAL NOT NULL,       -- CPUs other processes used on average while it was timed
+    cpus        INTEGER NOT NULL,    -- the CPUs counted (those the measuring process could run on)
+    seconds     REAL NOT NULL,       -- how long it was timed
+    uncertainty REAL NOT NULL        -- CPUs the figure may be off by (/proc/stat's tick rounding)
+)
+"""
+_DISTURBANCE_COLUMNS = ("others_cpus", "cpus", "seconds", "uncertainty")
 
 _COLUMNS = ("id", "task_key", "workload", "sizes", "target", "config", "schedule", "times", "error_kind", "error",
             "strategy", "seed", "trial", "threads", "flops", "version", "created")
@@ -178,6 +195,8 @@ class Record:
     repeat in seconds. ``error_kind`` is None for a valid record, else one of :data:`ERROR_KINDS`. ``flops`` is
     the floating point operations of one run (0 when unknown). ``created`` (unix time) and ``version`` (the
     tensorlang version) are filled by :meth:`Database.add` when left at 0 and ""; ``id`` is filled when read back.
+    ``disturbance`` is what other processes took while it was timed (:class:`tuner.disturbance.Disturbance`; None
+    where unknown: an invalid record, another OS, or a record of an older tensorlang).
 
     Example::
 
@@ -205,6 +224,7 @@ class Record:
     version: str = ""
     created: float = 0.0
     id: int | None = None
+    disturbance: Disturbance | None = None
 
     def __post_init__(self):
         # accept any sequence of numbers for times; store a tuple of floats so records compare and read back equal
@@ -278,6 +298,9 @@ def _validate(record: Record) -> None:
     bad = [t for t in record.times if not (math.isfinite(t) and t >= 0)]
     if bad:
         raise UsageError(f"record times must be finite and non-negative seconds, got {bad[0]!r}")
+    if record.disturbance is not None and not isinstance(record.disturbance, Disturbance):
+        raise UsageError(f"record disturbance must be a tuner.disturbance.Disturbance or None, got "
+                         f"{type(record.disturbance).__name__}")
     if record.seed is not None and not -2**63 <= int(record.seed) < 2**63:
         raise UsageError(f"record seed {record.seed} does not fit in a signed 64-bit integer")
     if record.error_kind is None:
@@ -290,11 +313,14 @@ def _validate(record: Record) -> None:
 
 def _from_row(row: tuple, path) -> Record:
     d = dict(zip(_COLUMNS, row))
+    figure = row[len(_COLUMNS):]  # the disturbances columns, NULL where the record has none
     try:
         for name in ("sizes", "target", "config", "times"):
             d[name] = json.loads(d[name])
             if not isinstance(d[name], list if name == "times" else dict):
                 raise TypeError(f"{name} is a {type(d[name]).__name__}")
+        if figure and figure[0] is not None:
+            d["disturbance"] = Disturbance.from_json(dict(zip(_DISTURBANCE_COLUMNS, figure)))
         return Record(**d)
     except (ValueError, TypeError, RecursionError) as e:  # a damaged file: bad JSON, times that are not numbers
         raise DatabaseError(f"tuning database {path}: record {d['id']} is damaged ({e})") from None
@@ -507,19 +533,39 @@ class Database:
             "version": record.version or _TENSORLANG_VERSION, "created": float(record.created or time.time()),
         }
         sql = f"INSERT INTO records ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})"
+        conn = self._db()
         try:
-            # autocommit mode: the INSERT is its own transaction, committed when execute returns
-            cur = self._db().execute(sql, tuple(row.values()))
+            if record.disturbance is None:
+                # autocommit mode: the INSERT is its own transaction, committed when execute returns
+                return int(conn.execute(sql, tuple(row.values())).lastrowid)
+            conn.execute("BEGIN IMMEDIATE")  # the record and its figure together, or neither
+            try:
+                conn.execute(_DISTURBANCES)
+                rid = int(conn.execute(sql, tuple(row.values())).lastrowid)
+                d = record.disturbance
+                conn.execute(f"INSERT INTO disturbances (record_id, {', '.join(_DISTURBANCE_COLUMNS)}) "
+                             "VALUES (?, ?, ?, ?, ?)", (rid, d.others_cpus, d.cpus, d.seconds, d.uncertainty))
+                conn.execute("COMMIT")
+                return rid
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
         except sqlite3.Error as e:
             raise DatabaseError(f"cannot add a record to tuning database {self.path}: {e}") from None
-        return int(cur.lastrowid)
 
     def _select(self, where: list[str], args: list, tail: str = "") -> list[Record]:
-        sql = f"SELECT {', '.join(_COLUMNS)} FROM records"
-        if where:
-            sql += " WHERE " + " AND ".join(where)
+        conn = self._db()
         try:
-            rows = self._db().execute(sql + " " + tail, args).fetchall()
+            sql = f"SELECT {', '.join('records.' + c for c in _COLUMNS)}"
+            if "disturbances" in self._tables(conn):
+                sql += (f", {', '.join('disturbances.' + c for c in _DISTURBANCE_COLUMNS)} FROM records LEFT JOIN "
+                        "disturbances ON disturbances.record_id = records.id")
+            else:
+                sql += " FROM records"
+            if where:
+                sql += " WHERE " + " AND ".join(where)
+            rows = conn.execute(sql + " " + tail, args).fetchall()
         except sqlite3.Error as e:
             raise DatabaseError(f"cannot read tuning database {self.path}: {e}") from None
         return [_from_row(row, self.path) for row in rows]
@@ -536,22 +582,30 @@ class Database:
         return where, args
 
     def records(self, task_key: str | None = None, workload: str | None = None,
-                valid_only: bool = False) -> list[Record]:
+                valid_only: bool = False, quiet_only: bool = False) -> list[Record]:
         """The records, in insertion order, of one task key and/or one workload (all when None); only the valid
-        ones with ``valid_only``.
+        ones with ``valid_only``; with ``quiet_only``, without those timed while other processes took CPU their
+        threads needed (:meth:`tuner.disturbance.Disturbance.busy`; records without a figure are kept).
 
         Example::
 
+            >>> from tuner.disturbance import Disturbance
             >>> db = Database(":memory:")
             >>> for vec, kind in ((4, None), (8, "wrong"), (16, None)):
             ...     _ = db.add(Record("t", "w", {}, {}, {"vec": vec}, None, (1.0,), kind))
             >>> [r.config["vec"] for r in db.records("t")], [r.config["vec"] for r in db.records(valid_only=True)]
             ([4, 8, 16], [4, 16])
+            >>> _ = db.add(Record("t", "w", {}, {}, {"vec": 32}, None, (1.0,), disturbance=Disturbance(2.0, 2, 0.1)))
+            >>> [r.config["vec"] for r in db.records("t", valid_only=True, quiet_only=True)]
+            [4, 16]
         """
         where, args = self._filters(task_key, workload)
         if valid_only:
             where.append("error_kind IS NULL")
-        return self._select(where, args, "ORDER BY id")
+        found = self._select(where, args, "ORDER BY records.id")
+        if quiet_only:
+            found = [r for r in found if r.disturbance is None or not r.disturbance.busy(r.threads)]
+        return found
 
     def add_retimes(self, task_key: str, timings: list[tuple[dict, tuple]]) -> int:
         """Store one re-timing of a task's top candidates, ``[(config, times), ...]``, in one transaction; return
@@ -640,10 +694,10 @@ class Database:
         retimed = self.retimed(task_key) if task_key is not None and workload is None else {}
         if retimed:
             winner = min(retimed, key=lambda k: (retimed[k], k))
-            found = self._select(where + ["config_key = ?"], args + [winner], "ORDER BY median_s, id LIMIT 1")
+            found = self._select(where + ["config_key = ?"], args + [winner], "ORDER BY median_s, records.id LIMIT 1")
             if found:
                 return found[0]
-        found = self._select(where, args, "ORDER BY median_s, id LIMIT 1")
+        found = self._select(where, args, "ORDER BY median_s, records.id LIMIT 1")
         return found[0] if found else None
 
     def count(self, task_key: str) -> int:

@@ -35,16 +35,19 @@ import numpy as np
 import tensorlang as tl
 from tensorlang.errors import UsageError
 from tensorlang.space import config_key
+from tuner import disturbance
+from tuner.disturbance import Disturbance
 from tuner.task import Task
 from tuner.worker import Worker, WorkerCrash, WorkerTimeout
 
 FAULTS_ENV = "TENSORLANG_TUNER_FAULTS"
 """Test-only hook: JSON ``{config_key: fault}`` with fault one of :data:`FAULTS`; the workers then misbehave that
 way for that config ("nan": every output element NaN, "one_nan": the first one, "cold": the checked run reads a
-second slower than it ran)."""
+second slower than it ran; "busy_first": its first measurement in a runner process reports other processes on
+every CPU, its later ones a quiet machine; "quiet": every measurement reports a quiet machine)."""
 
 FAULTS = ("segfault", "hang", "wrong", "nan", "one_nan", "raise", "build_hang", "build_crash", "features_crash",
-          "cold")
+          "cold", "busy_first", "quiet")
 
 
 def injected_faults() -> dict:
@@ -83,6 +86,9 @@ class MeasureOptions:
             best so far stops there: its rank is clear, and ``min_time`` buys precision only for the contenders.
         build_timeout: seconds one build may take.
         run_timeout: seconds the checked run plus the timed runs of one candidate may take.
+        disturbance_time: seconds the disturbance figure (:mod:`tuner.disturbance`) covers at least: a measurement
+            that took less runs the kernel on, untimed, until then. At 0 the figure covers the checked and timed
+            runs alone, and a measurement shorter than 0.04 s (``/proc/stat`` counts in 0.01 s ticks) has none.
 
     Example::
 
@@ -101,15 +107,17 @@ class MeasureOptions:
     coarse_factor: float = 1.5
     build_timeout: float = 60.0
     run_timeout: float = 10.0
+    disturbance_time: float = 0.0
 
     def __post_init__(self):
         if not (isinstance(self.min_runs, int) and isinstance(self.max_runs, int)
                 and 1 <= self.min_runs <= self.max_runs):
             raise UsageError(f"MeasureOptions: min_runs and max_runs must be integers with 1 <= min_runs <= "
                              f"max_runs, got {self.min_runs!r} and {self.max_runs!r}")
-        for name in ("min_time", "build_timeout", "run_timeout"):
+        for name in ("min_time", "build_timeout", "run_timeout", "disturbance_time"):
             value = getattr(self, name)
-            if not (isinstance(value, (int, float)) and value >= 0 and (value > 0 or name == "min_time")):
+            if not (isinstance(value, (int, float)) and value >= 0
+                    and (value > 0 or name in ("min_time", "disturbance_time"))):
                 raise UsageError(f"MeasureOptions: {name} must be a positive number of seconds, got {value!r}")
         for name in ("slow_factor", "coarse_factor"):
             value = getattr(self, name)
@@ -117,13 +125,16 @@ class MeasureOptions:
                 raise UsageError(f"MeasureOptions: {name} must be a number >= 1 (math.inf: never), got {value!r}")
 
 
-RETIME_OPTIONS = MeasureOptions(min_runs=5, min_time=0.1, slow_factor=math.inf, coarse_factor=math.inf)
-"""How :meth:`LocalRunner.retime` times each candidate in each round: at least 5 runs and 0.1 s."""
+RETIME_OPTIONS = MeasureOptions(min_runs=5, min_time=0.1, slow_factor=math.inf, coarse_factor=math.inf,
+                                disturbance_time=0.05)
+"""How :meth:`LocalRunner.retime` times each candidate in each round: at least 5 runs and 0.1 s (at most 200
+runs), the disturbance figure over 0.05 s at least."""
 
 
 @dataclass
 class Result:
-    """What measuring one config gave: its repeat times, or an error kind and message.
+    """What measuring one config gave: its repeat times, or an error kind and message; ``disturbance``: what other
+    processes took while it was timed (:class:`tuner.disturbance.Disturbance`; None where unknown).
 
     Example::
 
@@ -138,6 +149,7 @@ class Result:
     error: str | None = None
     build_s: float = 0.0
     extra: dict = field(default_factory=dict)
+    disturbance: Disturbance | None = None
 
     @property
     def ok(self) -> bool:
@@ -308,6 +320,9 @@ def run_handler(init: dict):
     quarter of ``run_timeout``, which a second run could overrun). The checked run is cold (the kernel's
     workspace and its threads touched for the first time), so it decides nothing by itself: on batch_matmul (60
     us warm) it read up to 30x slower, and the first warm runs up to 2x, which cut good candidates short.
+    With the times comes ``disturbance``: what other processes took from the checked run to the last timed one,
+    or over the options' ``disturbance_time`` at least (:meth:`tuner.disturbance.Disturbance.to_json`; None
+    where unknown).
 
     Example::
 
@@ -326,6 +341,16 @@ def run_handler(init: dict):
     outs = [np.empty_like(e) for e in expected]
     arrays = inputs + outs
     faults = injected_faults()
+    seen: set = set()  # the configs measured here, for the "busy_first" fault
+
+    def figure(key, before) -> dict | None:
+        d = disturbance.between(before, disturbance.sample())
+        if faults.get(key) in ("busy_first", "quiet"):  # a test's machine is neither busy nor quiet on demand
+            cpus = d.cpus if d else os.cpu_count() or 1
+            others = float(cpus) if faults[key] == "busy_first" and key not in seen else 0.0
+            d = Disturbance(others, cpus, d.seconds if d else 0.0)
+        seen.add(key)
+        return None if d is None else d.to_json()
 
     def handle(request: dict) -> dict:
         opts = request["options"]
@@ -342,6 +367,7 @@ def run_handler(init: dict):
             return {"error_kind": "runtime", "error": "injected failure"}
         for o in outs:
             o.fill(np.nan if np.issubdtype(o.dtype, np.floating) else -12345)
+        before = disturbance.sample()
         t0 = time.perf_counter()
         status = fn(*args)
         first = time.perf_counter() - t0 + (1.0 if fault == "cold" else 0.0)
@@ -366,13 +392,13 @@ def run_handler(init: dict):
             # took so long (a quarter of the run's time limit) that a cold start is no part of it
             if first > opts["run_timeout"] / 4:
                 del code
-                return {"times": [first]}
+                return {"times": [first], "disturbance": figure(request["key"], before)}
             t0 = time.perf_counter()
             fn(*args)
             times.append(time.perf_counter() - t0)
             if times[0] > opts["slow_factor"] * best:
-                del code
-                return {"times": times}  # far slower than the best, warm too: one run says enough
+                del code  # far slower than the best, warm too: one run says enough
+                return {"times": times, "disturbance": figure(request["key"], before)}
         while len(times) < opts["max_runs"]:
             t0 = time.perf_counter()
             fn(*args)
@@ -382,8 +408,11 @@ def run_handler(init: dict):
                     break
                 if best and min(times) > opts["coarse_factor"] * best:
                     break  # clearly not a contender even at its fastest: min_runs are enough to rank it
+        until = before.wall_s + opts.get("disturbance_time", 0.0) if before is not None else 0.0
+        while time.perf_counter() < until:  # untimed: the figure needs a longer look at the machine
+            fn(*args)
         del code
-        return {"times": times}
+        return {"times": times, "disturbance": figure(request["key"], before)}
 
     return handle
 
@@ -509,8 +538,9 @@ class LocalRunner:
 
     def retime(self, configs: list[dict], rounds: int = 3, options: MeasureOptions | None = None) -> list[Result]:
         """Time ``configs`` again, longer, in ``rounds`` interleaved rounds (each config once per round, so that a
-        slow spell of the machine hits them all alike); build each once. Each result's ``times`` hold every
-        repeat of every round; one that fails in any round keeps that error.
+        slow spell of the machine hits them all alike); build each once. A round during which the machine was
+        busy is run again (at most 3 more rounds), and each result's ``times`` hold every repeat of the quiet
+        rounds where there are any, else of every round; one that fails in any round keeps that error.
 
         Example::
 
@@ -529,8 +559,9 @@ class LocalRunner:
                        between=None) -> list[Result]:
         """Time ``tl.Schedule`` objects (the baselines: the naive nest, the pick, the best record's) in ``rounds``
         interleaved rounds, each built once and run once a round with ``options`` (default: ``RETIME_OPTIONS``),
-        no shortcut for slow ones; ``between(k)``, when given, runs after round ``k``'s schedules (a library
-        baseline timed in the same rounds). One that fails in any round keeps that error and is not run again.
+        no shortcut for slow ones, a round during which the machine was busy run again as :meth:`retime` does;
+        ``between(k)``, when given, runs after round ``k``'s schedules (a library baseline timed in the same
+        rounds). One that fails in any round keeps that error and is not run again.
 
         Example::
 
@@ -547,24 +578,38 @@ class LocalRunner:
         return results
 
     def _interleaved(self, results: list[Result], rounds: int, options: MeasureOptions, between=None) -> None:
+        """Run every result once a round; a round during which the machine was busy for the task's threads (any
+        of its measurements, :meth:`tuner.disturbance.Disturbance.busy`) is run again, up to
+        :data:`tuner.disturbance.EXTRA_ROUNDS` more (:func:`tuner.disturbance.run_rounds`), and each result keeps
+        the times of the quiet rounds where there are any. ``disturbance`` combines those rounds' figures;
+        ``extra["round_disturbances"]`` holds every round's, kept or not. ``between(k)`` follows round k."""
         todo = [r for r in results if r.ok]
         builds = self._build_all(todo) if todo else []
         saved, best = self.options, self.best_s
         self.options = options
+        times: dict[int, dict] = {id(r): {} for r in todo}  # round -> that round's times
+        figures: dict[int, dict] = {id(r): {} for r in todo}  # round -> that round's Disturbance
+
+        def run_round(k: int) -> bool:
+            busy = False
+            for r, obj in zip(todo, builds):
+                if obj is None or not r.ok:
+                    continue
+                self.best_s = None  # no shortcut for slow candidates: every one is timed in full
+                self._run(r, obj)
+                times[id(r)][k], figures[id(r)][k] = r.times, r.disturbance
+                busy = busy or (r.disturbance is not None and r.disturbance.busy(self.task.threads))
+            if between is not None:
+                between(k)
+            return busy
+
         try:
-            times: dict[int, list] = {id(r): [] for r in todo}
-            for k in range(rounds):
-                for r, obj in zip(todo, builds):
-                    if obj is None or not r.ok:
-                        continue
-                    self.best_s = None  # no shortcut for slow candidates: every one is timed in full
-                    self._run(r, obj)
-                    times[id(r)].extend(r.times)
-                if between is not None:
-                    between(k)
+            kept = disturbance.run_rounds(rounds, run_round)
             for r in todo:
                 if r.ok:
-                    r.times = tuple(times[id(r)])
+                    r.times = tuple(t for k in kept for t in times[id(r)].get(k, ()))
+                    r.disturbance = Disturbance.combine(figures[id(r)].get(k) for k in kept)
+                    r.extra["round_disturbances"] = list(figures[id(r)].values())
         finally:
             self.options, self.best_s = saved, best
 
@@ -651,6 +696,7 @@ class LocalRunner:
             r.error_kind, r.error = answer["error_kind"], answer["error"]
             return
         r.times = tuple(answer["times"])
+        r.disturbance = Disturbance.from_json(answer.get("disturbance"))
         m = r.median_s
         if self.best_s is None or m < self.best_s:
             self.best_s = m

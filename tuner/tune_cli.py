@@ -318,7 +318,7 @@ def _tune(args, workload, task, db, cluster=None) -> dict:
         say("timing the default schedule, the pick, the hand schedule, the best schedule and numpy as "
             "`tensorlang bench` does ...")
         summary.baselines = measure_baselines(task, summary.best, errors=summary.baseline_errors,
-                                              timeout=args.timeout)
+                                              timeout=args.timeout, tally=summary.disturbance)
     plot_error = None
     if args.plot:
         try:
@@ -356,7 +356,8 @@ def summary_json(summary, db) -> dict:
     """The JSON object ``tune --json`` prints: the task, the trial counts (all runs, and this run's valid and
     invalid ones by error kind), timings, the best record, the re-timed medians by config key (this run's, else
     those ``db`` holds for the task), the baselines' GFLOPS and, where the best was timed with them, its speedup
-    over each.
+    over each, and ``disturbance``: how many of the run's measurements a busy machine disturbed
+    (:meth:`tuner.disturbance.Tally.to_json`).
 
     Example::
 
@@ -386,6 +387,7 @@ def summary_json(summary, db) -> dict:
         "baselines_gflops": summary.baselines,
         "baseline_errors": summary.baseline_errors,
         "space": summary.task.space_used,
+        "disturbance": summary.disturbance.to_json(),
     }
     if best is not None:  # the one figure the text summary prints: the re-timing in force, else the measurement
         t = retimed.get(best.config_key())
@@ -406,7 +408,8 @@ def _duration(s: float) -> str:
 def format_summary(summary, report: dict, args) -> str:
     """The text summary ``tune`` prints at the end, from the ``summary``, its ``report`` (:func:`summary_json`)
     and the command line ``args`` (whose ``--preset``, ``--size`` and ``--db`` go into the suggested next
-    command).
+    command); a line says when measurements were taken while the machine was busy
+    (:func:`tuner.disturbance.busy_note`).
 
     Example::
 
@@ -464,6 +467,9 @@ def format_summary(summary, report: dict, args) -> str:
         retime = f", re-time {_duration(ph['retime'])}" if "retime" in ph else ""
         lines.append(f"  wall time {_duration(summary.wall_s)} (propose {_duration(ph['propose'])}, "
                      f"build {_duration(ph['build'])}, run {_duration(ph['run'])}{retime})")
+    note = summary.disturbance.note()
+    if note:
+        lines.append(f"  {note}")
     if summary.exhausted:
         lines.append("  the search space is used up: every allowed config has been measured")
     if args.plot and "plot_error" not in report:

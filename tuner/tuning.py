@@ -28,6 +28,7 @@ from tuner.interrupt import check as check_ctrl_c
 from tuner.interrupt import stops_on_ctrl_c
 from tuner.costmodel import make_cost_model
 from tuner.database import Database, Record
+from tuner.disturbance import Tally
 from tuner.measure import LocalRunner, MeasureOptions, Result
 from tensorlang.space import config_key
 from tuner.strategies import Observation, Strategy, make_strategy
@@ -36,7 +37,9 @@ from tuner.task import Task
 
 @dataclass
 class TuneSummary:
-    """What a tuning run did: the best record, counts, best-so-far curve, wall time, how it ended."""
+    """What a tuning run did: the best record, counts, best-so-far curve, wall time, how it ended, and
+    ``disturbance``: how many of its measurements (trials, re-timing rounds, baseline bursts) a busy machine
+    disturbed (a :class:`tuner.disturbance.Tally` for the task's threads)."""
 
     task: Task
     best: Record | None
@@ -54,6 +57,11 @@ class TuneSummary:
     phase_s: dict = field(default_factory=dict)  # wall seconds by phase: propose, build, run
     # the previous run's re-timed winner: (config key, GFLOPS then, GFLOPS in this run's re-timing or None)
     previous: tuple | None = None
+    disturbance: Tally | None = None
+
+    def __post_init__(self):
+        if self.disturbance is None:
+            self.disturbance = Tally(self.task.threads)
 
     @property
     def best_gflops(self) -> float | None:
@@ -82,7 +90,7 @@ def record_of(task: Task, r: Result, strategy: str, seed: int, trial: int) -> Re
     return Record(task_key=task.key, workload=task.workload, sizes=dict(task.sizes), target=dict(task.target),
                   config=dict(r.config), schedule=r.schedule_json, times=tuple(r.times), error_kind=r.error_kind,
                   error=r.error, strategy=strategy, seed=seed, trial=trial, threads=task.threads, flops=task.flops,
-                  version=tl.__version__)
+                  version=tl.__version__, disturbance=r.disturbance if r.ok else None)
 
 
 def hand_start_configs(task: Task) -> list[dict]:
@@ -348,6 +356,9 @@ class Tuner:
         t0 = time.perf_counter()
         results = runner.retime(candidates, self.retime_rounds)
         summary.phase_s["retime"] = time.perf_counter() - t0
+        for r in results:
+            for d in r.extra.get("round_disturbances", ()):
+                summary.disturbance.add(d)
         timed = [(r.config, r.times) for r in results if r.ok and r.times]
         if timed:
             self.db.add_retimes(self.task.key, timed)
@@ -363,6 +374,7 @@ class Tuner:
         """Commit one result to the database at once, update the summary, return it as an observation."""
         rec = record_of(self.task, r, strategy, self.seed, summary.trials_before + summary.trials_done)
         self.db.add(rec)
+        summary.disturbance.add(rec.disturbance)
         summary.trials_done += 1
         if rec.ok:
             summary.valid += 1
@@ -383,13 +395,14 @@ BASELINE_ROUNDS, BASELINE_RUNS, BASELINE_SECONDS = 3, 6, 0.3
 
 
 def measure_baselines(task: Task, best: Record | None, numpy: bool = True, errors: dict | None = None,
-                      timeout: float | None = None) -> dict:
+                      timeout: float | None = None, tally: Tally | None = None) -> dict:
     """GFLOPS of the default schedule, the zero-trial pick, the hand schedule (if any), numpy as installed and
     the best record, timed exactly as ``tensorlang bench`` times them (:func:`tuner.bench.run_bench`: public calls
     with outputs allocated, the task's threads for every library, rows alternating in 3 rounds), so that ``tune``
     and ``bench`` report the same ratios. Every row's output is checked against the reference. A row that fails
     (its output does not match; its warm-up call took more than `timeout` seconds, as the default matmul 1024
-    does) gets None, and ``errors[name]`` says why.
+    does) gets None, and ``errors[name]`` says why. ``tally`` (say the run's ``TuneSummary.disturbance``) counts
+    each burst's disturbance.
 
     Returns ``{"default": ..., "auto": ..., "hand": ..., "tuned": ..., "numpy": ...}`` (``hand`` only when the
     workload has a hand schedule, ``tuned`` only when ``best`` has a schedule, ``numpy`` only when ``numpy`` is
@@ -406,7 +419,7 @@ def measure_baselines(task: Task, best: Record | None, numpy: bool = True, error
     extra = [("tuned", tl.Schedule.from_json(best.schedule, task.op))] if best is not None and best.schedule else []
     report = run_bench(task.workload_def, task.sizes, task.threads, min_runs=BASELINE_RUNS,
                        min_time=BASELINE_SECONDS, extra=extra, log=lambda *a: None, rounds=BASELINE_ROUNDS,
-                       libraries=("numpy",) if numpy else (), timeout=timeout)
+                       libraries=("numpy",) if numpy else (), timeout=timeout, tally=tally)
     out = {}
     for r in report["results"]:
         name = "default" if r["name"] == "naive" else r["name"]
