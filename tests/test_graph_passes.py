@@ -287,6 +287,22 @@ def test_fusion_keeps_a_value_with_two_readers_as_an_output():
     changes, g = same_result(build, fusion.run, expect_change=False)
 
 
+
+def test_fusion_places_a_group_after_a_group_that_one_of_its_later_members_reads():
+    """A group whose first member comes first but whose later member reads another group's value (ResNet-50's
+    residual add, GoogLeNet's concatenated branches, ShuffleNet's channel shuffle) ran before that group: the group
+    made first kept reading the value the later group's fused node replaced."""
+    def build():
+        g = Graph("fuse")
+        x = g.add_input("x", TensorType((5,), "f32"))
+        r = node(g, "relu", [x], name="r")                       # group A starts here
+        e = node(g, "neg", [node(g, "exp", [x], name="e")], name="e2")  # group B, after A's first member
+        g.outputs = [node(g, "add.Tensor", [r, e], {"alpha": 1}, name="s")]  # A's second member reads B
+        return g
+    changes, g = same_result(build, fusion.run)
+    assert len(changes) == 2 and [n.op for n in g.nodes] == ["fused", "fused"], changes
+    assert [n.attrs["name"] for n in g.nodes] == ["exp_neg", "relu_add"]
+
 # ---- layout ----
 
 def test_layout_runs_a_conv_chain_in_blocks_with_conversions_only_at_its_ends():

@@ -209,7 +209,12 @@ def _materialise(graph: Graph, gs: _Groups) -> list[str]:
         if g in done:
             continue
         done.add(g)
-        fused = _fuse(graph, members, gs.group_outputs(members))
+        fused, rename = _fuse(graph, members, gs.group_outputs(members))
+        # a fused node made earlier may read what this group computes (a group's later member reads another
+        # group's value: a residual add, a concatenation of branches): it reads the new node's output now, so that
+        # the order below puts it after this node
+        for made in new_nodes:
+            made.inputs = [rename.get(v.uid, v) if v is not None else None for v in made.inputs]
         new_nodes.append(fused)
         changes.append(f"fused {fused.attrs['name']}: {', '.join(f'{m.name} ({m.op})' for m in members)}")
     graph.nodes = topological(new_nodes)
@@ -247,8 +252,10 @@ def topological(nodes: list[Node]) -> list[Node]:
     return out
 
 
-def _fuse(graph: Graph, members: list[Node], outputs: list[Value]) -> Node:
-    """A fused node for `members`: its body holds them, reading fresh body inputs for the values from outside."""
+def _fuse(graph: Graph, members: list[Node], outputs: list[Value]) -> tuple[Node, dict]:
+    """A fused node for `members`: its body holds them, reading fresh body inputs for the values from outside; and
+    {uid of a member's output: the fused node's output that replaces it}, applied to the graph's other nodes and
+    outputs here (nodes not in ``graph.nodes`` are the caller's to rename)."""
     kind = program_kind(members)
     body = Graph(kind)
     inside = {v.uid for m in members for v in m.outputs}
@@ -278,4 +285,4 @@ def _fuse(graph: Graph, members: list[Node], outputs: list[Value]) -> Node:
             n.inputs = [rename.get(v.uid, v) if v is not None else None for v in n.inputs]
     graph.outputs = [rename.get(v.uid, v) for v in graph.outputs]
     node.body = body
-    return node
+    return node, rename
