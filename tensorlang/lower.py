@@ -30,6 +30,7 @@ from .errors import BuildError, ScheduleError
 from .loopnest import LoopNest, substitute, variables
 from .primitives import Annotate, Fuse, Reorder, Split
 from .program import Access, Binary, Call, Expr, IndexExpr, IntValue, Literal, Unary
+from .schedule import At, Epilogue, Inline, Root
 from .simplify import _linear, simplify, simplify_divmod
 from .tighten import tighten_loops
 
@@ -185,17 +186,17 @@ class Lowerer:
     def __init__(self, bound: BoundOp, state):
         self.bound, self.state = bound, state
         self.op = bound.op
-        self.inlined = {n for n, st in state.stages.items() if st.attach[0] == "inline"}
+        self.inlined = {n for n, st in state.stages.items() if isinstance(st.attach, Inline)}
         self.buffers = buffers_of(bound, self.inlined)
         state.check_attachments()
         self.local_stages: set[str] = set()  # computed at a loop and stored there (see stored_here)
         # producer -> the stage computed in its write-back (reverse_compute_inline)
-        self.epilogue = {st.attach[1]: n for n, st in state.stages.items() if st.attach[0] == "epilogue"}
+        self.epilogue = {st.attach.producer: n for n, st in state.stages.items() if isinstance(st.attach, Epilogue)}
         self.attached: dict[tuple[str, str], list[str]] = {}
         for s in self.op.stages:
-            st = state.stages[s.name]
-            if st.attach[0] == "at":
-                self.attached.setdefault((st.attach[1], st.attach[2]), []).append(s.name)
+            at = state.stages[s.name].attach
+            if isinstance(at, At):
+                self.attached.setdefault((at.consumer, at.axis), []).append(s.name)
 
     # ---- the function ----
     def function(self) -> ir.Func:
@@ -203,7 +204,7 @@ class Lowerer:
         their consumers), every temporary stage's buffer allocated around the whole body, the inputs then the outputs
         as parameters, vectorized reductions into one element accumulated in a vector (`accumulate.py`), and no
         Let whose variable nothing reads."""
-        roots = [s.name for s in self.op.stages if self.state.stages[s.name].attach[0] == "root"]
+        roots = [s.name for s in self.op.stages if isinstance(self.state.stages[s.name].attach, Root)]
         body = ir.seq(*(self.stage(name, None) for name in roots))
         used = ir.stmt_buffers(body)
         for s in reversed(self.op.stages):
@@ -254,11 +255,12 @@ class Lowerer:
                 elif isinstance(p, Annotate):
                     nest.annotate(p.verb, p.axis, p.kind)
         except ScheduleError as e:
-            _, consumer, axis = self.state.stages[name].attach
+            at = self.state.stages[name].attach
+            assert isinstance(at, At)  # a region is given only to a stage computed at a consumer's loop
             shape = " x ".join(str(x) for x in region.extents)
-            raise ScheduleError(f"compute_at({name}, {consumer}, {axis}): {name} is computed there over the region "
-                                f"its readers use, {shape} elements, and its own loop primitives do not fit that "
-                                f"region: {e}") from None
+            raise ScheduleError(f"compute_at({name}, {at.consumer}, {at.axis}): {name} is computed there over the "
+                                f"region its readers use, {shape} elements, and its own loop primitives do not fit "
+                                f"that region: {e}") from None
         return nest, domains, prefix
 
     def stage(self, name: str, region: Region | None) -> ir.Stmt:

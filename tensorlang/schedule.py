@@ -43,12 +43,60 @@ SCHEDULE_FORMAT = 1
 VERBS = {"vectorized": "vectorize", "unrolled": "unroll", "parallel": "parallel", "serial": "serial"}
 
 
+@dataclass(frozen=True)
+class Root:
+    """Where a stage is computed: on its own, in loops of its own at the root (every stage's start).
+
+    >>> Root() == Root(), Root() == Inline()
+    (True, False)
+    """
+
+
+@dataclass(frozen=True)
+class Inline:
+    """Where a stage is computed: its expression substituted into every read of it (``compute_inline``); it has
+    no loops and no buffer.
+
+    >>> isinstance(Inline(), Root)
+    False
+    """
+
+
+@dataclass(frozen=True)
+class At:
+    """Where a stage is computed: inside loop `axis` of stage `consumer`, the part one iteration reads
+    (``compute_at``).
+
+    >>> At("C", "i_o").consumer, At("C", "i_o") == At("C", "i_o")
+    ('C', True)
+    """
+
+    consumer: str
+    axis: str
+
+
+@dataclass(frozen=True)
+class Epilogue:
+    """Where a stage is computed: element by element in the write-back of the reduction `producer`
+    (``reverse_compute_inline``); it has no loops of its own.
+
+    >>> Epilogue("D").producer
+    'D'
+    """
+
+    producer: str
+
+
+Attachment = Root | Inline | At | Epilogue
+"""Where a stage is computed: :class:`Root`, :class:`Inline`, :class:`At` or :class:`Epilogue`."""
+
+
 @dataclass
 class StageState:
     """Everything the schedule says about one stage after replay."""
 
     nest: LoopNest
-    attach: tuple = ("root",)            # ("root",), ("inline",), ("at", consumer, axis) or ("epilogue", producer)
+    attach: Attachment = Root()
     cache_write: str | None = None       # loop at whose level the output tile is accumulated locally
     cache_reads: list = field(default_factory=list)   # [(tensor, axis, layout)]
 
@@ -70,7 +118,7 @@ class ScheduleState:
         out: list[str] = []
         for s in self.bound.op.stages:
             if name in s.reads():
-                inlined = self.stages[s.name].attach[0] == "inline"
+                inlined = isinstance(self.stages[s.name].attach, Inline)
                 out += [r for r in (self.readers(s.name) if inlined else [s.name]) if r not in out]
         return out
 
@@ -86,13 +134,14 @@ class ScheduleState:
         """Apply one primitive, or raise ScheduleError saying why it is illegal."""
         name = verb(p)
         st = self.stage(name, p.stage)
-        if st.attach[0] == "epilogue" and isinstance(p, (Split, Fuse, Reorder, Annotate, CacheWrite, CacheRead)):
-            raise ScheduleError(f"{describe(p)}: {p.stage} is computed in {st.attach[1]}'s write-back "
-                                f"(reverse_compute_inline) and has no loops of its own; schedule {st.attach[1]}, or "
+        if isinstance(st.attach, Epilogue) and isinstance(p, (Split, Fuse, Reorder, Annotate, CacheWrite, CacheRead)):
+            raise ScheduleError(f"{describe(p)}: {p.stage} is computed in {st.attach.producer}'s write-back "
+                                f"(reverse_compute_inline) and has no loops of its own; schedule "
+                                f"{st.attach.producer}, or "
                                 f"s[{p.stage!r}].compute_root() first")
         if isinstance(p, (ComputeAt, ComputeInline)):
             for n, other in self.stages.items():
-                if other.attach == ("epilogue", p.stage):
+                if other.attach == Epilogue(p.stage):
                     raise ScheduleError(f"{describe(p)}: {n} is computed in {p.stage}'s write-back "
                                         f"(reverse_compute_inline), so {p.stage} stays at the root; "
                                         f"s[{n!r}].compute_root() first")
@@ -111,9 +160,9 @@ class ScheduleState:
         elif isinstance(p, Reorder):
             st.nest.reorder(name, tuple(p.axes))
         elif isinstance(p, Annotate):
-            if p.kind == "parallel" and st.attach[0] == "at":
+            if p.kind == "parallel" and isinstance(st.attach, At):
                 raise ScheduleError(f"parallel({p.stage}, {p.axis}): {p.stage} is computed inside "
-                                    f"{st.attach[1]}; parallelise a loop of {st.attach[1]} instead")
+                                    f"{st.attach.consumer}; parallelise a loop of {st.attach.consumer} instead")
             if p.kind == "vectorized":
                 i = st.nest.index(name, p.axis)
                 inside = {lp.name for lp in st.nest.loops[i:]}
@@ -127,12 +176,12 @@ class ScheduleState:
         elif isinstance(p, ComputeInline):
             self._compute_inline(p, st)
         elif isinstance(p, ComputeRoot):
-            st.attach = ("root",)
+            st.attach = Root()
         elif isinstance(p, ReverseComputeInline):
             self._reverse_compute_inline(p, st)
         elif isinstance(p, CacheWrite):
             i = st.nest.index(name, p.axis)
-            if st.attach[0] == "inline":
+            if isinstance(st.attach, Inline):
                 raise ScheduleError(f"cache_write({p.stage}, {p.axis}): {p.stage} is inlined and has no loops")
             if st.cache_write is not None:
                 raise ScheduleError(f"cache_write({p.stage}, {p.axis}): {p.stage} is cached at {st.cache_write} "
@@ -170,40 +219,40 @@ class ScheduleState:
         self._producer_checks("compute_at", p)
         cons = self.stage("compute_at", p.consumer)
         readers = self.readers(p.stage)
-        if p.consumer not in readers and not any(self.stages[r].attach == ("at", p.consumer, p.axis)
-                                                 for r in readers):
+        here = At(p.consumer, p.axis)
+        if p.consumer not in readers and not any(self.stages[r].attach == here for r in readers):
             raise ScheduleError(f"{where}: neither {p.consumer} nor a stage computed at {p.consumer}.{p.axis} reads "
                                 f"{p.stage} (its readers: {', '.join(readers)})")
         for r in readers:
-            if r != p.consumer and self.stages[r].attach != ("at", p.consumer, p.axis):
+            if r != p.consumer and self.stages[r].attach != here:
                 raise ScheduleError(f"{where}: {p.stage} is also read by {r}, which is not computed at "
                                     f"{p.consumer}.{p.axis}; compute {r} there first "
                                     f"(s[{r!r}].compute_at(s[{p.consumer!r}], {p.axis!r}))")
-        if cons.attach[0] == "inline":
+        if isinstance(cons.attach, Inline):
             raise ScheduleError(f"{where}: {p.consumer} is inlined and has no loops")
-        if cons.attach[0] == "epilogue":
-            raise ScheduleError(f"{where}: {p.consumer} is computed in {cons.attach[1]}'s write-back and has no "
+        if isinstance(cons.attach, Epilogue):
+            raise ScheduleError(f"{where}: {p.consumer} is computed in {cons.attach.producer}'s write-back and has no "
                                 "loops of its own")
         i = cons.nest.index("compute_at", p.axis)
         vec = [lp.name for lp in cons.nest.loops[:i + 1] if lp.kind == "vectorized"]
         if vec:
             raise ScheduleError(f"{where}: {p.axis} is inside the vectorized loop {vec[0]}")
         # no cycle: the consumer must not be computed inside the producer
-        c = cons
-        while c.attach[0] == "at":
-            if c.attach[1] == p.stage:
+        c = cons.attach
+        while isinstance(c, At):
+            if c.consumer == p.stage:
                 raise ScheduleError(f"{where}: {p.consumer} is computed inside {p.stage}; that would be a cycle")
-            c = self.stages[c.attach[1]]
+            c = self.stages[c.consumer].attach
         if any(lp.kind == "parallel" for lp in st.nest.loops):
             raise ScheduleError(f"{where}: {p.stage} has a parallel loop; a stage computed inside another "
                                 "runs on that stage's thread")
-        st.attach = ("at", p.consumer, p.axis)
+        st.attach = here
 
     def uses_of_loop(self, stage: str, axis: str) -> str:
         """What names loop `axis` of `stage` (a compute_at, cache_write or cache_read), or ''."""
         st = self.stages[stage]
         for n, other in self.stages.items():
-            if other.attach == ("at", stage, axis):
+            if other.attach == At(stage, axis):
                 return f"compute_at({n}, {stage}, {axis})"
         if st.cache_write == axis:
             return f"cache_write({stage}, {axis})"
@@ -215,8 +264,8 @@ class ScheduleState:
     def levels_of(self, stage: str) -> list[tuple[str, str]]:
         """(what, loop) for everything attached to a loop of `stage`."""
         st = self.stages[stage]
-        out = [(f"{n} is computed", other.attach[2]) for n, other in self.stages.items()
-               if other.attach[0] == "at" and other.attach[1] == stage]
+        out = [(f"{n} is computed", other.attach.axis) for n, other in self.stages.items()
+               if isinstance(other.attach, At) and other.attach.consumer == stage]
         if st.cache_write:
             out.append(("its cache_write", st.cache_write))
         out += [(f"its cache_read of {t}", a) for t, a, _ in st.cache_reads]
@@ -237,13 +286,13 @@ class ScheduleState:
         for name, st in self.stages.items():
             names = st.nest.names()
             for tensor, axis, _ in st.cache_reads:
-                t = self.stages.get(tensor)
-                if t is None or t.attach[0] != "at" or t.attach[1] != name:
+                t = self.stages[tensor].attach if tensor in self.stages else None
+                if not isinstance(t, At) or t.consumer != name:
                     continue
-                if axis in names and t.attach[2] in names and names.index(axis) < names.index(t.attach[2]):
+                if axis in names and t.axis in names and names.index(axis) < names.index(t.axis):
                     raise ScheduleError(f"{prim}: {name} copies {tensor} at loop {axis}, but {tensor} is computed "
-                                        f"at the inner loop {t.attach[2]}; the copy would come first; cache it at "
-                                        f"{t.attach[2]} or inside it")
+                                        f"at the inner loop {t.axis}; the copy would come first; cache it at "
+                                        f"{t.axis} or inside it")
 
     def check_attachments(self) -> None:
         """Every reader of a stage computed at C.axis must be C or computed at C.axis too (checked when lowering,
@@ -253,11 +302,11 @@ class ScheduleState:
                 if axis not in st.nest.names():
                     raise ScheduleError(f"{name}: {what} at loop {axis}, which no longer exists (loops: "
                                         f"{', '.join(st.nest.names())})")
-            if st.attach[0] != "at":
+            if not isinstance(st.attach, At):
                 continue
-            _, cons, axis = st.attach
+            cons, axis = st.attach.consumer, st.attach.axis
             for r in self.readers(name):
-                if r != cons and self.stages[r].attach != ("at", cons, axis):
+                if r != cons and self.stages[r].attach != st.attach:
                     raise ScheduleError(f"compute_at({name}, {cons}, {axis}): {name} is also read by {r}, which "
                                         f"is no longer computed at {cons}.{axis}")
 
@@ -272,10 +321,10 @@ class ScheduleState:
             if any(t == p.stage for t, _, _ in other.cache_reads):
                 raise ScheduleError(f"compute_inline({p.stage}): {n} copies {p.stage} with cache_read; an inlined "
                                     "stage has no buffer to copy")
-            if other.attach[0] == "at" and other.attach[1] == p.stage:
+            if isinstance(other.attach, At) and other.attach.consumer == p.stage:
                 raise ScheduleError(f"compute_inline({p.stage}): {n} is computed inside {p.stage}; compute it "
                                     "elsewhere first")
-        st.attach = ("inline",)
+        st.attach = Inline()
 
     def _reverse_compute_inline(self, p: ReverseComputeInline, st: StageState) -> None:
         where = f"reverse_compute_inline({p.stage})"
@@ -288,7 +337,7 @@ class ScheduleState:
             raise ScheduleError(f"{where}: {p.stage}'s own loops are scheduled already (or something is computed "
                                 f"at them); computed in its producer's write-back it has none: do this first")
         stages = {x.name for x in op.stages}
-        producers = [t for t in s.reads() if t in stages and self.stages[t].attach[0] != "inline"]
+        producers = [t for t in s.reads() if t in stages and not isinstance(self.stages[t].attach, Inline)]
         if len(producers) != 1:
             what = ", ".join(producers) if producers else "none"
             raise ScheduleError(f"{where}: {p.stage} must read exactly one stage that is not inlined, the reduction "
@@ -301,7 +350,7 @@ class ScheduleState:
         if d in op.outputs:
             raise ScheduleError(f"{where}: {d} is an output of the program and must be stored; only an intermediate "
                                 "reduction can hand its elements straight to the stage that reads it")
-        if self.stages[d].attach[0] != "root":
+        if not isinstance(self.stages[d].attach, Root):
             raise ScheduleError(f"{where}: {d} is not computed at the root; s[{d!r}].compute_root() first")
         others = [r for r in self.readers(d) if r != p.stage]
         if others:
@@ -322,7 +371,7 @@ class ScheduleState:
                                     "computed in the write-back")
         order = [x.name for x in op.stages]
         self._check_epilogue_reads(where, s, d, order)
-        st.attach = ("epilogue", d)
+        st.attach = Epilogue(d)
 
     def _check_epilogue_reads(self, where: str, s, d: str, order: list) -> None:
         """The other tensors an epilogue reads (directly or through inlined stages) must be ready when the producer
@@ -331,13 +380,13 @@ class ScheduleState:
             if t == d or t not in self.stages:  # the producer itself, or an input
                 continue
             other = self.stages[t]
-            if other.attach[0] == "inline":
+            if isinstance(other.attach, Inline):
                 inner = self.bound.op.stage(t)
                 if d in inner.reads():
                     raise ScheduleError(f"{where}: the inlined stage {t} reads {d}; the write-back has one element "
                                         f"of {d} at a time")
                 self._check_epilogue_reads(where, inner, d, order)
-            elif other.attach[0] != "root" or order.index(t) > order.index(d):
+            elif not isinstance(other.attach, Root) or order.index(t) > order.index(d):
                 raise ScheduleError(f"{where}: it reads {t}, which is computed after {d} (or inside another "
                                     f"stage); the write-back of {d} needs it ready")
 
@@ -346,7 +395,7 @@ class ScheduleState:
         s = self.bound.op.stage(p.stage)
         if p.tensor not in s.reads():
             raise ScheduleError(f"{where}: {p.stage} does not read {p.tensor}; it reads {', '.join(s.reads())}")
-        if p.tensor in self.stages and self.stages[p.tensor].attach[0] == "inline":
+        if p.tensor in self.stages and isinstance(self.stages[p.tensor].attach, Inline):
             raise ScheduleError(f"{where}: {p.tensor} is inlined; there is no buffer to copy")
         i = st.nest.index("cache_read", p.axis)
         self.not_inside_vector("cache_read", st, i, p)
@@ -645,15 +694,15 @@ def _may_break_regions(state: ScheduleState, p: Primitive) -> bool:
     """Whether `p`, just applied to `state`, can make a computed-at stage illegal over its region: it attaches or
     detaches a stage, schedules a stage computed at another's loop or a consumer of one (its loops decide the
     region), or any loop is parallel (threads must not share a region) while some stage is computed at another."""
-    epilogues = [(n, st.attach[1]) for n, st in state.stages.items() if st.attach[0] == "epilogue"]
+    epilogues = [(n, st.attach.producer) for n, st in state.stages.items() if isinstance(st.attach, Epilogue)]
     if isinstance(p, ReverseComputeInline) or any(p.stage in pair for pair in epilogues):
         return True  # the producer's loops decide where its elements are final: lowering tells
-    attached = [st for st in state.stages.values() if st.attach[0] == "at"]
+    attached = [st.attach for st in state.stages.values() if isinstance(st.attach, At)]
     if not attached:
         return False
-    if isinstance(p, (ComputeAt, ComputeRoot, ComputeInline)) or state.stages[p.stage].attach[0] == "at":
+    if isinstance(p, (ComputeAt, ComputeRoot, ComputeInline)) or isinstance(state.stages[p.stage].attach, At):
         return True
-    if any(st.attach[1] == p.stage for st in attached):
+    if any(a.consumer == p.stage for a in attached):
         return True
     return any(lp.kind == "parallel" for st in state.stages.values() for lp in st.nest.loops)
 

@@ -48,6 +48,12 @@ import fuzzenv
 import progen
 import tensorlang as tl
 from oracle import assert_close, tolerance
+from tensorlang.schedule import At
+
+
+def _at(attach, consumer: str) -> bool:
+    """Whether a stage attached by `attach` is computed at a loop of `consumer`."""
+    return isinstance(attach, At) and attach.consumer == consumer
 
 # --------------------------------------------------------------------------------------------- known bugs
 # Compiler bugs the fuzzer has found and reported that are still open, which would otherwise fail most runs
@@ -104,7 +110,7 @@ def known_failure(s, kind: str, error: BaseException | None = None) -> str | Non
         writers = {n for n, x in stages.items() if x.cache_write}
         if buf in writers or buf in {f"{n}_local" for n in writers}:
             return "strict-cache_write"
-        if any(re.search(rf"\b{n}[.:]", idx) for n, x in stages.items() if x.attach[0] == "at"):
+        if any(re.search(rf"\b{n}[.:]", idx) for n, x in stages.items() if isinstance(x.attach, At)):
             return "strict-compute_at-padded"
     return None
 
@@ -323,7 +329,7 @@ class Fuzzer:
     def named_loops(self, stage) -> set[str]:
         """Loops of `stage` that a compute_at (of another stage), its cache_write or a cache_read names."""
         st = self.s.state()
-        out = {o.attach[2] for o in st.stages.values() if o.attach[0] == "at" and o.attach[1] == stage}
+        out = {o.attach.axis for o in st.stages.values() if isinstance(o.attach, At) and o.attach.consumer == stage}
         if st.stages[stage].cache_write:
             out.add(st.stages[stage].cache_write)
         out |= {axis for _t, axis, _l in st.stages[stage].cache_reads}
@@ -467,7 +473,7 @@ class Fuzzer:
             # legal, unless a vectorized or parallel loop moves relative to others, or the stage copies a stage
             # computed inside it (those rules are re-checked after a reorder)
             st = self.s.state().stages
-            copies_computed = any(t in st and st[t].attach[:2] == ("at", stage) for t, _a, _l in st[stage].cache_reads)
+            copies_computed = any(t in st and _at(st[t].attach, stage) for t, _a, _l in st[stage].cache_reads)
             plain = all(lp.kind in ("serial", "unrolled") for lp in self.nest(stage).loops)
             expect = "legal" if plain and not copies_computed else None
         elif k == "dup" and loops:
@@ -528,7 +534,7 @@ class Fuzzer:
             expect = "illegal"
         elif verb == "serial":
             expect = "legal"
-        elif verb in ("unroll", "vectorize") and self.attach(stage)[0] == "at":
+        elif verb in ("unroll", "vectorize") and isinstance(self.attach(stage), At):
             pass  # its loops run over the region its readers use, whose extents this model does not know
         elif verb == "unroll":
             copies = math.prod(q.extent for q in nest.loops if q.kind == "unrolled" and q is not lp) * lp.extent
@@ -544,8 +550,9 @@ class Fuzzer:
                 expect = "legal"
         elif verb == "parallel":
             i = nest.names().index(axis)
-            computed_here = {o.attach[2] for o in self.s.state().stages.values() if o.attach[:2] == ("at", stage)}
-            if (self.attach(stage)[0] != "at" and not any(q.kind == "parallel" for q in nest.loops if q is not lp)
+            computed_here = {o.attach.axis for o in self.s.state().stages.values() if _at(o.attach, stage)}
+            if (not isinstance(self.attach(stage), At)
+                    and not any(q.kind == "parallel" for q in nest.loops if q is not lp)
                     and not any(q.kind == "vectorized" for q in nest.loops[:i])
                     and not set(nest.names()[i:]) & computed_here):  # (those need disjoint regions)
                 expect = "legal"
@@ -593,7 +600,7 @@ class Fuzzer:
 
     def p_compute_root(self, stage):
         # legal, unless a stage computed at another's loop would be left with a reader computed elsewhere
-        at = any(o.attach[0] == "at" for o in self.s.state().stages.values())
+        at = any(isinstance(o.attach, At) for o in self.s.state().stages.values())
         return f"s[{_q(stage)}].compute_root()", lambda: self.s[stage].compute_root(), None if at else "legal"
 
     def p_cache_write(self, stage):

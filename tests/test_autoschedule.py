@@ -10,6 +10,7 @@ configs, is the long mode), ``TENSORLANG_AUTOSCHED_FUZZ_RANDOM=1`` draws new pro
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import random
@@ -23,6 +24,7 @@ import progen
 import schedfuzz
 import tensorlang as tl
 from oracle import assert_close
+from tensorlang.autosched.problems import Problem, ProblemKind
 from tensorlang.autosched.space import GeneratedSpace, generated_space
 from tensorlang.choice import choose_schedule, register_schedule_source, unregister_schedule_source
 
@@ -177,18 +179,18 @@ def test_filters_already_blocked_are_read_in_place(zen5):
     # copy it as it is (ResNet-18's 3x3 convolution at 7 x 7, 512 channels, two threads: 1.43 -> 1.04 ms)
     from tensorlang.autosched.pick import panel_in_place
     sp = generated_space(tl.op(blocked_conv(512, 7)), {}, threads=2)
-    pick, st = sp.default(), sp.info.stage("O")
+    pick, st, tile = sp.default(), sp.info.stage("O"), sp.roles["O"].tile_config
     assert pick["O.vec"] == "v" and pick["O.pack.W"] is False, pick
-    assert panel_in_place(st, "W", pick)
-    assert not panel_in_place(st, "W", {**pick, "O.red_order": "r,s,u,c"})  # c's stride is outside r's
-    assert panel_in_place(st, "W", {**pick, "O.o.reg": 4})  # four output blocks: four runs, each in place
-    assert not panel_in_place(st, "W", {**pick, "O.vw": 8})  # two register tiles along the vector in a block
+    assert panel_in_place(st, "W", tile(pick))
+    assert not panel_in_place(st, "W", tile({**pick, "O.red_order": "r,s,u,c"}))  # c's stride is outside r's
+    assert panel_in_place(st, "W", tile({**pick, "O.o.reg": 4}))  # four output blocks: four runs, each in place
+    assert not panel_in_place(st, "W", tile({**pick, "O.vw": 8}))  # two register tiles along the vector in a block
     # read in place or packed, the same result (a small one, to build)
     op = tl.op(blocked_conv(32, 5))
     sp = generated_space(op, {}, threads=2)
     cfg = {**sp.default(), "O.o.reg": 1, "O.o.block": 1, "O.parallel": "none"}
     in_place = {**cfg, "O.pack.W": False}
-    assert panel_in_place(sp.info.stage("O"), "W", in_place)
+    assert panel_in_place(sp.info.stage("O"), "W", sp.roles["O"].tile_config(in_place))
     assert "W_O_local" not in sp.schedule(op, {}, in_place).lower()
     rng = np.random.default_rng(0)
     I, W = rng.standard_normal((1, 2, 5, 5, 16), np.float32), rng.standard_normal((2, 2, 3, 3, 16, 16), np.float32)
@@ -216,7 +218,8 @@ def test_the_pick_takes_the_best_register_tile_whose_working_set_fits_in_l2(zen5
     assert sp.allowed(pick) and not sp.problems(pick)
     for vw, rows, _ in tiles[:chosen]:  # each better tile has a working set beyond L2 with the pick's blocks
         bigger = {**pick, "O.vw": vw, **{f"O.{v}.reg": rows.get(v, 1) for v in st.spatial if v != "v"}}
-        assert any("working set" in p or "accumulators" in p for p in sp.problems(bigger)), (vw, rows)
+        assert any(p.stage == "O" and p.kind in (ProblemKind.WORKING_SET, ProblemKind.ACCUMULATORS)
+                   for p in sp.problems(bigger)), (vw, rows)
     if sp.l2 <= 1 << 20:  # a 1 MB L2 (Zen 4, Zen 5): two output blocks by seven rows
         assert (pick["O.vw"], regs["o"], regs["y"] * regs["x"]) == (16, 2, 7), pick
 
@@ -459,11 +462,11 @@ def test_the_pick_blocks_a_long_transpose_and_keeps_vectors_on_a_short_one():
     assert cfg["Y.i.block"] <= lanes and cfg["Y.j.block"] <= lanes, cfg
     X = np.random.default_rng(0).standard_normal((1024, 1024)).astype(np.float32)
     np.testing.assert_array_equal(tl.build(sp.schedule(op, sp.sizes, cfg))(X), X.T)
-    unpacked = {k.name: k for k in sp.knobs if k.name != "Y.pack.X"}
+    unpacked = dataclasses.replace(sp.roles["Y"].offered, pack=())
     from tensorlang.autosched import pick
-    cfg = dict(cfg, **{"Y.vec": "i", "Y.pack.X": False})
-    pick._transpose_tiles(sp, sp.info.stage("Y"), cfg, unpacked, lanes)
-    assert cfg["Y.vec"] is None and not cfg["Y.pack.X"], cfg
+    tile = sp.roles["Y"].tile_config(dict(cfg, **{"Y.vec": "i", "Y.pack.X": False}))
+    tile = pick._transpose_tiles(sp, sp.info.stage("Y"), tile, unpacked, lanes)
+    assert tile.vec is None and not tile.pack, tile
     op2 = tl.op("def f(X: f32[N, CB, H, W, V]) -> Y:\n    Y[n, cb, v, h, w] = X[n, cb, h, w, v]\n")
     sp2 = generated_space(op2, {"N": 1, "CB": 2, "H": 4, "W": 112, "V": 16}, threads=2)
     assert sp2.default()["Y.vec"] == "w" and not sp2.default().get("Y.pack.X")
@@ -489,7 +492,8 @@ def test_constraint_rules_out_register_tiles_beyond_the_registers():
     sp = generated_space(op, {"M": 256, "N": 256, "K": 256}, threads=1)
     cfg = {**sp.default(), "C.vw": max(sp.knob("C.vw").values), "C.i.reg": 16}
     assert not sp.allowed(cfg)
-    assert any("vector accumulators" in p for p in sp.problems(cfg))
+    assert [(p.stage, p.kind) for p in sp.problems(cfg)] == [("C", ProblemKind.ACCUMULATORS)]
+    assert str(sp.problems(cfg)[0]).endswith(" vector accumulators")
     with pytest.raises(tl.ScheduleError, match="not schedulable"):
         sp.schedule(op, sp.sizes, cfg)
 
@@ -876,11 +880,48 @@ def test_a_pointwise_convolution_packs_its_filters_though_its_padding_stage_is_i
     cfg = sp.default()
     assert cfg["P.place"] == "inline" and cfg["O.vec"] == "f" and cfg["O.pack.Wt"] and not cfg["O.pack.P"], cfg
     bad = {**cfg, "O.pack.P": True}
-    assert sp.problems(bad) == ["O: packs P, which is not computed at the root"]
-    fixed = pick._repair(sp, bad)
+    assert sp.problems(bad) == [Problem("O", ProblemKind.PACK_SOURCE, "O: packs P, which is not computed at the root",
+                                        ("P",))]
+    fixed = sp.knob_config(pick._repair(sp, sp.stage_configs(bad)))
     assert fixed == cfg and sp.allowed(fixed)
     I, Wt = w.make_inputs(sizes, np.random.default_rng(0))
     assert_close(tl.build(sp.schedule(sp.op, sizes, cfg))(I, Wt), w.reference(I, Wt, **sizes))
+
+
+def test_the_repair_moves_only_the_stages_a_problem_concerns(zen5):
+    # the repair decides from each problem's stage and the stages it involves, not from its text: e, computed
+    # inside C's loops, stays there when C's register tile is too big ("C: the register tile's working set exceeds
+    # L2", whose " exceeds" a search of the text for " e" used to take for e) and the tile is narrowed instead
+    from tensorlang.autosched import pick
+    src = "def f(A: f32[M, K], B: f32[K, N]) -> C:\n    e[m, k] = exp(A[m, k])\n    C[m, n] += e[m, k] * B[k, n]\n"
+    sp = generated_space(tl.op(src), {"M": 256, "N": 256, "K": 4096}, threads=1)
+    bad = {**sp.default(), "e.place": "at", "C.pack.e": False, "C.pack.B": False, "C.n.block": 256,
+           "C.k.block": 4096, "C.m.block": 24, "C.m.reg": 4, "C.vw": 64}
+    [problem] = sp.problems(bad)
+    assert (problem.stage, problem.kind, problem.others) == ("C", ProblemKind.WORKING_SET, ()), problem
+    assert not problem.concerns("e") and " e" in str(problem)
+    fixed = sp.knob_config(pick._repair(sp, sp.stage_configs(bad)))
+    assert fixed["e.place"] == "at" and fixed["C.vw"] < 64 and sp.allowed(fixed), fixed
+
+
+@pytest.mark.parametrize("name", ["conv2d", "softmax", "dense_bias_relu", "layernorm", "transpose"])
+def test_typed_stage_configs_round_trip_to_knob_values(name):
+    # the rules work on one StageConfig a stage and flatten to knob values once: every config of the space
+    # (every knob set) goes there and back unchanged, in the space's knob order
+    import schedules
+    w = schedules.get(name)
+    sp = generated_space(tl.op(w.source), dict(w.sizes("small")), threads=2)
+    rng = np.random.default_rng(0)
+    for cfg in sp.variants() + [sp.random(rng) for _ in range(20)]:
+        configs = sp.stage_configs(cfg)
+        assert list(configs) == list(sp.stage_names) and sp.stage_configs(configs) is configs
+        back = sp.knob_config(configs)
+        assert back == cfg and list(back) == [k.name for k in sp.knobs]
+        assert sp.problems(configs) == sp.problems(cfg) and sp.plans(configs).keys() == sp.plans(cfg).keys()
+        for name_, sc in configs.items():
+            assert sc.place == sp.placement(cfg, name_) and sc.tile == sp.roles[name_].tile_config(cfg)
+    with pytest.raises(tl.UsageError, match="one for each stage"):
+        sp.stage_configs({"nope": next(iter(configs.values()))})
 
 
 def test_search_keeps_a_proposal_in_each_rival_basin():

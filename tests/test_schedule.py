@@ -1207,6 +1207,29 @@ def test_compute_root_undoes_compute_inline():
     assert text == default_text(s) and "allocate P" in text
 
 
+def test_each_stage_is_attached_by_a_typed_placement_and_the_json_keeps_its_format():
+    # replay says where each stage is computed as Root(), Inline(), At(consumer, axis) or Epilogue(producer),
+    # compared by value; the schedule's JSON, which tuning records store, keeps its format whatever the state
+    from tensorlang.schedule import At, Epilogue, Inline, Root
+    src = ("def f(X: f32[M, K], W: f32[K, N], b: f32[N]) -> Y:\n    T[m, k] = X[m, k] * 2.0\n"
+           "    D[m, n] += T[m, k] * W[k, n]\n    Y[m, n] = max(D[m, n] + b[n], 0.0)\n")
+    s = tl.schedule(tl.op(src), M=4, N=8, K=3)
+    assert {n: st.attach for n, st in s.state().stages.items()} == {"T": Root(), "D": Root(), "Y": Root()}
+    s["T"].compute_inline()
+    s["Y"].reverse_compute_inline()
+    assert {n: st.attach for n, st in s.state().stages.items()} == {"T": Inline(), "D": Root(), "Y": Epilogue("D")}
+    s["Y"].compute_root()
+    s["T"].compute_root()
+    s["T"].compute_at(s["D"], "m")
+    assert {n: st.attach for n, st in s.state().stages.items()} == {"T": At("D", "m"), "D": Root(), "Y": Root()}
+    assert json.loads(s.to_json()) == {
+        "format": 1, "op": "f", "sizes": {"K": 3, "M": 4, "N": 8}, "source": src,
+        "primitives": [{"prim": "compute_inline", "stage": "T"}, {"prim": "reverse_compute_inline", "stage": "Y"},
+                       {"prim": "compute_root", "stage": "Y"}, {"prim": "compute_root", "stage": "T"},
+                       {"axis": "m", "consumer": "D", "prim": "compute_at", "stage": "T"}]}
+    assert tl.Schedule.from_json(s.to_json()).state().stages["T"].attach == At("D", "m")
+
+
 def test_compute_root_with_a_stale_reader_is_refused_at_the_call():
     s = _softmax_at_row()
     # e would stay computed at Y.n while its reader sm would not: the call that would make it so is refused

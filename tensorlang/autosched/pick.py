@@ -17,6 +17,12 @@ The rules are those an expert applies by hand (and BLIS by construction):
 A rule that leaves the config unschedulable (the space's ``problems``) is relaxed, in a fixed order, until it is
 not; the pick is deterministic.
 
+The rules read and write one typed :class:`~tensorlang.autosched.space.StageConfig` a stage (its placement and
+its template's :class:`~tensorlang.autosched.template.TileConfig`), choosing among the values the space offers
+(:class:`~tensorlang.autosched.space.StageKnobs`); the config becomes knob values once, at the end. Each rule's
+docstring lists its conditions, numbered; the repairs decide from each problem's stage and kind
+(:class:`~tensorlang.autosched.problems.Problem`), never from its text.
+
 >>> import tensorlang as tl
 >>> from tensorlang.autosched.space import generated_space
 >>> op = tl.op("def mm(A: f32[M, K], B: f32[K, N]) -> C:\\n    C[i, j] += A[i, k] * B[k, j]")
@@ -29,10 +35,17 @@ from __future__ import annotations
 import itertools
 import math
 
+from dataclasses import replace
+
 from ..dtypes import DTYPES
 from .analysis import StageInfo
-from .space import epilogue_producer, packable
-from .template import window_taps, y_side
+from .problems import PACK_KINDS, ProblemKind
+from .space import KnobField, Placement, StageConfig, StageKnobs, epilogue_producer, packable
+from .template import TileConfig, chunks, plan_loops, window_taps, y_side
+
+Configs = dict[str, StageConfig]
+"""A config as the rules read and write it: one StageConfig a stage, in program order (see
+:meth:`~tensorlang.autosched.space.GeneratedSpace.stage_configs`)."""
 
 
 def _round_up(x: int, m: int) -> int:
@@ -205,29 +218,45 @@ MIN_KC = 128
 accumulators costs more than the block's FMAs gain."""
 
 
-def _reduction_block(space, st: StageInfo, cfg: dict, knob: dict, vec: str, vw: int) -> int:
+def _with_packs(st: StageInfo, tile: TileConfig, packs: dict[str, bool]) -> TileConfig:
+    """`tile` with each tensor of `packs` packed or not, the others as they were (packs in the order `st` reads
+    them, which is the order they are made in)."""
+    return replace(tile, pack=tuple(t for t in dict.fromkeys(r.tensor for r in st.reads)
+                                    if packs.get(t, t in tile.pack)))
+
+
+def _reduction_block(space, st: StageInfo, tile: TileConfig, offered: StageKnobs, vec: str,
+                     vw: int) -> tuple[TileConfig, int]:
     """Block the outer reduction variable so that the vector side's packed block (the panels of every register
     tile along it: each X-side block sweeps all of them) stays in half of L2; where that leaves fewer than
-    `MIN_KC` reduction steps, block the vector side instead. Sets the knobs in `cfg`; returns the reduction
-    steps of a block (matmul 1024: a 4 MB packed B swept from L3 for every block of 8 rows ran 2.3x slower
-    than blocks of 128 steps, 512 KB)."""
-    n = st.name
+    `MIN_KC` reduction steps, block the vector side instead. Returns `tile` so blocked and the reduction steps of
+    a block (matmul 1024: a 4 MB packed B swept from L3 for every block of 8 rows ran 2.3x slower than blocks of
+    128 steps, 512 KB).
+
+    Conditions:
+      1. the space offers to block the stage's outermost reduction variable (else nothing changes);
+      2. its block is the largest whose vector-side block (the vector variable's block x the block's reduction
+         steps) fits in half of L2, else the smallest;
+      3. where that leaves fewer than `MIN_KC` steps (or the whole reduction, if shorter) and the space offers to
+         block the vector variable: the smallest block of at least `MIN_KC` steps, and the vector side's block
+         narrowed to the widest (at least one register tile) that then fits.
+    """
     red = math.prod(st.extents[r] for r in st.reduction) or 1
     outer = st.reduction[0] if st.reduction else None
-    if outer is None or f"{n}.{outer}.block" not in knob:
-        return red
+    if outer is None or outer not in offered.rblock:
+        return tile, red
     inner = red // st.extents[outer]
     half = space.l2 // 2
-    vb = min(cfg.get(f"{n}.{vec}.block", st.extents[vec]), st.extents[vec])
-    values = knob[f"{n}.{outer}.block"].values
+    vb = min(tile.block.get(vec, st.extents[vec]), st.extents[vec])
+    values = offered.rblock[outer]
     b = max((x for x in values if vb * 4 * inner * x <= half), default=values[0])
-    if b * inner < min(MIN_KC, red) and f"{n}.{vec}.block" in knob:
+    block = tile.block
+    if b * inner < min(MIN_KC, red) and vec in offered.block:
         b = min((x for x in values if x * inner >= MIN_KC), default=st.extents[outer])
-        narrower = [x for x in knob[f"{n}.{vec}.block"].values if vw <= x < vb and x * 4 * inner * b <= half]
+        narrower = [x for x in offered.block[vec] if vw <= x < vb and x * 4 * inner * b <= half]
         if narrower:
-            cfg[f"{n}.{vec}.block"] = max(narrower)
-    cfg[f"{n}.{outer}.block"] = b
-    return b * inner
+            block = {**block, vec: max(narrower)}
+    return replace(tile, block=block, rblock={**tile.rblock, outer: b}), b * inner
 
 
 FEW_X_TILES = 4
@@ -235,163 +264,227 @@ FEW_X_TILES = 4
 times, so that block must stay in L2 (see :func:`_reduction_block`)."""
 
 
-def _x_tiles(st: StageInfo, cfg: dict, ys: set) -> int:
-    """The register tiles in one X-side block of `cfg`."""
-    n = st.name
-    return math.prod(-(-min(cfg.get(f"{n}.{v}.block", st.extents[v]), st.extents[v]) // cfg.get(f"{n}.{v}.reg", 1))
+def _x_tiles(st: StageInfo, tile: TileConfig, ys: set) -> int:
+    """The register tiles in one X-side block of `tile`."""
+    return math.prod(-(-min(tile.block.get(v, st.extents[v]), st.extents[v]) // tile.reg.get(v, 1))
                      for v in st.spatial if v not in ys)
 
 
-def _x_block(space, st: StageInfo, cfg: dict, knob: dict, rows: dict, ys: set, red: int) -> None:
-    """The X side's rows in blocks of register tiles whose panel (rows x `red` reduction steps) fits in 60% of
-    L1 (A's mr x kc panel in BLIS), so that the threads can split the blocks."""
-    n = st.name
+def _x_block(space, st: StageInfo, tile: TileConfig, offered: StageKnobs, rows: dict, ys: set,
+             red: int) -> TileConfig:
+    """`tile` with the X side's rows in blocks of register tiles whose panel (rows x `red` reduction steps) fits
+    in 60% of L1 (A's mr x kc panel in BLIS), so that the threads can split the blocks.
+
+    Conditions:
+      1. the register tile unrolls some variable (`rows`); the one of the largest extent is the row;
+      2. the row is on the X side and the space offers to block it;
+      3. its block is the smallest of at least as many register tiles as fit in 60% of L1, else the whole extent.
+    """
     row = max(rows, key=lambda v: st.extents[v]) if rows else None
-    if row is not None and row not in ys and f"{n}.{row}.block" in knob:
-        per = max(1, int(0.6 * space.l1) // (rows[row] * min(red, 1024) * 4))
-        cfg[f"{n}.{row}.block"] = min((b for b in knob[f"{n}.{row}.block"].values if b >= rows[row] * per),
-                                      default=st.extents[row])
+    if row is None or row in ys or row not in offered.block:
+        return tile
+    per = max(1, int(0.6 * space.l1) // (rows[row] * min(red, 1024) * 4))
+    b = min((b for b in offered.block[row] if b >= rows[row] * per), default=st.extents[row])
+    return replace(tile, block={**tile.block, row: b})
 
 
-def _reuse_tile_defaults(space, st: StageInfo, cfg: dict, knob: dict, vec: str, vw: int, rows: dict,
-                         packable_reads: set) -> None:
-    """The knobs of a reduction with reuse that follow from its register tile (`vw` elements of `vec` by `rows`):
-    blocks, the reduction's blocking, packs and the unrolling of the innermost reduction loop; set in `cfg`."""
-    n = st.name
-    cfg[f"{n}.vw"] = vw
-    for v, r in rows.items():
-        cfg[f"{n}.{v}.reg"] = r
+def _pack_rule(space, st: StageInfo, configs: Configs, tile: TileConfig, vec: str,
+               packable_reads: set) -> TileConfig:
+    """`tile` with each read the space offers to pack (`packable_reads`) of a reduction with reuse packed or not.
+
+    Conditions for packing tensor T:
+      1. a read of T moves with the vector variable (a vector read that a pack makes contiguous, or a contiguous
+         one whose panels then stream from L1), or is contiguous along a reduction variable (broadcasts along a
+         reduction whose rows lie far apart: A's rows in a matmul);
+      2. some element of T is read more than once, or a read of T moves with the vector variable by more than
+         one element (a copy pays only when the copied panel is read again: the weights of a matrix-vector
+         product are read once, in place where they are contiguous);
+      3. T is in memory whole (an input, or a stage at the root): a stage inlined or computed inside another's
+         loops has no buffer to copy from (a 1x1 convolution's padding stage with no padding is inlined);
+      4. where T moves with the vector variable, its panel is not already contiguous in the loops' order
+         (:func:`panel_in_place`): a copy would cost a pass over it on every call and stream no better
+         (NCHW16c convolutions' blocked filters; on ResNet-18's 3x3 convolution at 7 x 7, 512 channels, two
+         threads: 1.43 -> 1.04 ms).
+    """
+    packs = {}
+    for t in packable_reads:
+        reads = st.reads_of(t)
+        moves = any(r.strides.get(vec, 0) for r in reads)
+        along_reduction = any(any(abs(r.strides.get(x, 0)) == 1 for x in st.reduction) for r in reads)
+        once = reuse(st, t) == 1 and all(abs(r.strides.get(vec, 0)) <= 1 for r in reads)
+        packs[t] = bool(moves or along_reduction) and not once and space.has_buffer(configs, t) \
+            and not (moves and panel_in_place(st, t, tile))
+    return _with_packs(st, tile, packs)
+
+
+def _ku_rule(space, st: StageInfo, configs: Configs, tile: TileConfig, offered: StageKnobs, vec: str,
+             rows: dict) -> int:
+    """How far the rules unroll the innermost reduction loop of a reduction with reuse whose register tile is
+    `tile` (`tile.vw` elements of `vec` by `rows`).
+
+    Conditions, the first that holds deciding:
+      1. a short window's taps (:func:`~tensorlang.autosched.template.window_taps`) are offered: all of them
+         (depthwise 3x3 1.3x faster);
+      2. the loop has at most 8 steps, some value covers it, and the stage reads, contiguously along `vec`, an
+         inlined stage read through a window (a padded image): the whole loop, so that each tap's bounds guard
+         folds to a constant offset (conv1d with its padding inlined: 186 -> 217 GFLOPS, conv2d 119 -> 169 on two
+         Zen 4 cores; at stride 2 the reads are gathers and unrolling them ran slower: 67 -> 58);
+      3. the loop has at most 8 steps and its extent is offered: the whole loop;
+      4. else the largest of 4 and 2 that divides it (a tail would put a guard in the hot loop), else 1;
+
+    then, where the unrolled body would exceed :data:`UNROLLED_OPS` (each step copies it once per vector of the
+    register tile), the largest value within that which divides the loop, else 1.
+    """
+    inner = st.extents[st.reduction[-1]]
+    values = offered.ku
+    taps = window_taps(st)
+    if taps in values:
+        ku = taps
+    elif inner <= 8 and any(v >= inner for v in values) and _reads_inlined_window(space, st, configs, vec):
+        ku = min(v for v in values if v >= inner)
+    else:
+        ku = inner if inner in values and inner <= 8 else \
+            next((v for v in (4, 2) if v in values and inner % v == 0), 1)
+    step = (st.ops + len(st.reads)) * math.prod(rows.values()) * max(1, -(-tile.vw // space.roles[st.name].lanes))
+    if ku * step > UNROLLED_OPS:
+        ku = max((v for v in values if v * step <= UNROLLED_OPS and inner % v == 0), default=1)
+    return ku
+
+
+def _reuse_tile_defaults(space, st: StageInfo, configs: Configs, tile: TileConfig, offered: StageKnobs, vec: str,
+                         vw: int, rows: dict, packable_reads: set) -> TileConfig:
+    """`tile` with the knobs of a reduction with reuse that follow from its register tile (`vw` elements of `vec`
+    by `rows`): blocks, the reduction's blocking, packs and the unrolling of the innermost reduction loop.
+
+    Conditions:
+      1. the other Y-side variables (a batch) are blocked one at a time, so that the threads can split them;
+      2. the X side is blocked for L1 (:func:`_x_block`);
+      3. where the vector side's panel over the whole reduction exceeds half of L2 and the space offers to block
+         the outer reduction variable: the largest block that fits, else the smallest;
+      4. where an X-side block holds at most :data:`FEW_X_TILES` register tiles, it sweeps the vector side's
+         whole packed block for each of them: that block in half of L2 (:func:`_reduction_block`) and the X
+         blocks sized again for the shorter reduction block (matmul 1024: 1.6x faster on two threads, conv1d
+         2.9x; convolutions, whose X blocks hold many tiles, keep theirs);
+      5. packs by :func:`_pack_rule`, the unrolling by :func:`_ku_rule` where the space offers it.
+    """
+    tile = replace(tile, vw=vw, reg={**tile.reg, **rows})
     ys = set(y_side(st, vec))
-    for v in st.spatial:  # other Y-side variables (a batch): one at a time, so the threads can split them
-        if v in ys and v != vec and f"{n}.{v}.block" in knob:
-            cfg[f"{n}.{v}.block"] = 1
-    _x_block(space, st, cfg, knob, rows, ys, math.prod(st.extents[r] for r in st.reduction) or 1)
-    # the reduction blocked so that the vector side's panel of the register tile stays in half of L2
+    tile = replace(tile, block={**tile.block, **{v: 1 for v in st.spatial
+                                                 if v in ys and v != vec and v in offered.block}})
+    tile = _x_block(space, st, tile, offered, rows, ys, math.prod(st.extents[r] for r in st.reduction) or 1)
     panel = min(vw, st.extents[vec]) * 4
     for r in st.reduction:
         panel *= st.extents[r]
     outer = st.reduction[0] if st.reduction else None
-    if outer and f"{n}.{outer}.block" in knob and panel > space.l2 // 2:
-        fits = [b for b in knob[f"{n}.{outer}.block"].values
-                if panel // st.extents[outer] * b <= space.l2 // 2]
-        cfg[f"{n}.{outer}.block"] = max(fits) if fits else knob[f"{n}.{outer}.block"].values[0]
-    if _x_tiles(st, cfg, ys) <= FEW_X_TILES:
-        # an X-side block of few register tiles sweeps the vector side's whole packed block for each of them:
-        # that block in half of L2, and the X blocks sized again for the shorter reduction block (matmul
-        # 1024: 1.6x faster on two threads, conv1d 2.9x; convolutions, whose X blocks hold many tiles, keep
-        # theirs)
-        kc = _reduction_block(space, st, cfg, knob, vec, vw)
-        _x_block(space, st, cfg, knob, rows, ys, kc)
-    for t in packable_reads:
-        reads = st.reads_of(t)
-        # a vector read that is not contiguous (a pack makes it so), a contiguous one (panels stream from
-        # L1), or broadcasts along a reduction whose rows lie far apart (A's rows in a matmul)
-        moves = any(r.strides.get(vec, 0) for r in reads)
-        along_reduction = any(any(abs(r.strides.get(x, 0)) == 1 for x in st.reduction) for r in reads)
-        # a copy pays only when the copied panel is read again: a read that every spatial variable moves
-        # (the weights of a matrix-vector product) is read once, and read in place where it is contiguous
-        once = reuse(st, t) == 1 and all(abs(r.strides.get(vec, 0)) <= 1 for r in reads)
-        # a stage inlined or computed inside another's loops has no buffer to copy from (a 1x1 convolution's
-        # padding stage with no padding, a plain copy, is inlined)
-        # and a vector-side panel that is already contiguous runs in the loops' order is read in place: a copy
-        # costs a pass over it on every call and streams no better (NCHW16c convolutions' blocked filters; on
-        # ResNet-18's 3x3 convolution at 7 x 7, 512 channels, two threads: 1.43 -> 1.04 ms)
-        cfg[f"{n}.pack.{t}"] = bool(moves or along_reduction) and not once and space.has_buffer(cfg, t) \
-            and not (moves and panel_in_place(st, t, cfg))
-    if f"{n}.ku" in knob:
-        inner = st.extents[st.reduction[-1]]
-        values = knob[f"{n}.ku"].values
-        # a short window's taps all unrolled (the space offers their product up to 16: depthwise 3x3 1.3x
-        # faster); else a short loop unrolled whole; else the largest of 4 and 2 that divides it (a tail would
-        # put a guard in the hot loop)
-        taps = window_taps(st)
-        if taps in values:
-            cfg[f"{n}.ku"] = taps
-        elif inner <= 8 and any(v >= inner for v in values) and _reads_inlined_window(space, st, cfg, vec):
-            # a padded image inlined into a stride-1 window: its bounds guards are in the hot loop unless the
-            # short window loop is unrolled whole, each tap's guard then folding to a constant offset (conv1d
-            # with its padding inlined: 186 -> 217 GFLOPS, conv2d 119 -> 169 on two Zen 4 cores; at stride 2
-            # the reads are gathers and unrolling them ran slower: 67 -> 58)
-            cfg[f"{n}.ku"] = min(v for v in values if v >= inner)
-        else:
-            cfg[f"{n}.ku"] = inner if inner in values and inner <= 8 else \
-                next((v for v in (4, 2) if v in values and inner % v == 0), 1)
-        # a large body is unrolled less: each unrolled step copies it once per vector of the register tile
-        step = (st.ops + len(st.reads)) * math.prod(rows.values()) * max(1, -(-vw // space.roles[n].lanes))
-        if cfg[f"{n}.ku"] * step > UNROLLED_OPS:
-            cfg[f"{n}.ku"] = max((v for v in values if v * step <= UNROLLED_OPS and inner % v == 0), default=1)
+    if outer and outer in offered.rblock and panel > space.l2 // 2:
+        values = offered.rblock[outer]
+        fits = [b for b in values if panel // st.extents[outer] * b <= space.l2 // 2]
+        tile = replace(tile, rblock={**tile.rblock, outer: max(fits) if fits else values[0]})
+    if _x_tiles(st, tile, ys) <= FEW_X_TILES:
+        tile, kc = _reduction_block(space, st, tile, offered, vec, vw)
+        tile = _x_block(space, st, tile, offered, rows, ys, kc)
+    tile = _pack_rule(space, st, configs, tile, vec, packable_reads)
+    if offered.ku:
+        tile = replace(tile, ku=_ku_rule(space, st, configs, tile, offered, vec, rows))
+    return tile
 
 
-def _stage_defaults(space, st: StageInfo, cfg: dict, vw: int | None = None, registers: int | None = None) -> None:
+def _vector_rule(space, st: StageInfo, vws: tuple, registers: int, packable_reads: set) -> str | None:
+    """The variable the rules vectorize in stage `st` (None: leave it to LLVM).
+
+    Conditions, the first that holds deciding:
+      1. a reduction with reuse: the spatial candidate whose best register tile (:func:`register_tile`, at the
+         vector widths `vws` within `registers`) runs closest to the FMA peak, ties to the earlier candidate;
+      2. the best candidate by :func:`~tensorlang.autosched.space.vec_candidates` gathers in every vector (a read
+         strided along it that no pack can make contiguous: a pool's window at stride 2): None, since LLVM's loop
+         vectorizer does better on the plain loop (two loads and a shuffle for a stride of 2; maxpool 56 x 56 x 64
+         ran 5x slower vectorized by hand);
+      3. else that best candidate.
+    """
     role = space.roles[st.name]
-    registers = space.registers if registers is None else registers
-    n, L = st.name, role.lanes
-    knob = {k.name: k for k in role.knobs}
-    vws = knob[f"{n}.vw"].values
-    if st.kind == "reuse" and vw in vws:  # a variant of the pick: the register tile at this vector width
-        vws = (vw,)
     vec = role.vecs[0]
-    packable_reads = {t for t in dict.fromkeys(r.tensor for r in st.reads) if f"{n}.pack.{t}" in knob}
-    if st.kind == "reuse":  # the candidate whose best register tile runs closest to the FMA peak
-        reg_values = {v: knob[f"{n}.{v}.reg"].values for v in st.spatial if f"{n}.{v}.reg" in knob}
+    if st.kind == "reuse":
         scored = []
         for i, v in enumerate(role.vecs):
             if v is None or v not in st.spatial:
                 continue
-            e = register_tile(st, v, L, registers, reg_values, vws, packable_reads)[2]
+            e = register_tile(st, v, role.lanes, registers, role.offered.reg, vws, packable_reads)[2]
             scored.append((round(e, 2), -i, v))
         if scored:
             vec = max(scored)[2]
     elif vec is not None and any(abs(r.strides.get(vec, 0)) > 1 and not packable(st, r.tensor) for r in st.reads):
-        # a gather in every vector (a pool's window at stride 2): LLVM's loop vectorizer does better on the plain
-        # loop (two loads and a shuffle for a stride of 2); maxpool 56 x 56 x 64 ran 5x slower vectorized by hand
         vec = None
-    cfg[f"{n}.vec"] = vec
-    for v in st.spatial:
-        if f"{n}.{v}.reg" in knob:
-            cfg[f"{n}.{v}.reg"] = 1
-        if f"{n}.{v}.block" in knob:
-            cfg[f"{n}.{v}.block"] = st.extents[v]
-    for r in st.reduction:
-        if f"{n}.{r}.block" in knob:
-            cfg[f"{n}.{r}.block"] = st.extents[r]
+    return vec
+
+
+def _stage_defaults(space, st: StageInfo, configs: Configs, vw: int | None = None,
+                    registers: int | None = None) -> None:
+    """Set, in `configs`, the rules' template of stage `st` (its placement already chosen): with `vw`, a reduction
+    with reuse gets its best register tile at that vector width; `registers` bounds the register tiles weighed.
+
+    Conditions:
+      1. the vector variable by :func:`_vector_rule`; every register tile and block first the whole extent;
+      2. a reduction with reuse vectorized along a spatial variable: the best register tile
+         (:func:`register_tiles`, at most :data:`TILE_TRIES`) whose working set fits in L2 and whose
+         accumulators fit the registers (the space rules the others out; relaxing the best one afterwards, knob
+         by knob, dropped ResNet-18's 7 x 7 convolution from 4 output blocks x 7 rows to 1 x 7, 7 accumulators,
+         where 2 x 7 ran 1.4x faster on two Zen 5 cores), with the knobs that follow from it
+         (:func:`_reuse_tile_defaults`); where none fits, the best, for the repair to relax;
+      3. vectorized along a reduction variable: the widest vector (several vector accumulators hide the add's
+         latency);
+      4. computed inside a reader's loops: the narrowest vector (it covers the reader's tile, which may be
+         narrower than two vectors: a vector wider than the region it computes is mostly masked, 13x slower on
+         `elementwise`'s T1 at 64);
+      5. else two vectors where the space offers them;
+      6. no pack but in a reduction with reuse (a transposing copy is the search's to try: it needs blocks to
+         copy);
+      7. an injective stage with a vector variable: :func:`_transpose_tiles`, then :func:`_stencil_rows`.
+    """
+    role = space.roles[st.name]
+    offered = role.offered
+    registers = space.registers if registers is None else registers
+    vws = offered.vw
+    if st.kind == "reuse" and vw in vws:  # a variant of the pick: the register tile at this vector width
+        vws = (vw,)
+    packable_reads = set(offered.pack)
+    vec = _vector_rule(space, st, vws, registers, packable_reads)
+    sc = configs[st.name]
+    tile = replace(sc.tile, vec=vec, reg={**sc.tile.reg, **{v: 1 for v in offered.reg}},
+                   block={**sc.tile.block, **{v: st.extents[v] for v in offered.block}},
+                   rblock={**sc.tile.rblock, **{r: st.extents[r] for r in offered.rblock}})
     if st.kind == "reuse" and vec in st.spatial:
-        reg_values = {v: knob[f"{n}.{v}.reg"].values for v in st.spatial if f"{n}.{v}.reg" in knob}
-        tiles = register_tiles(st, vec, L, registers, reg_values, vws, packable_reads) or [(vws[0], {}, 0.0)]
-        # the best tile whose working set fits in L2 (the space rules the others out; relaxing the best one
-        # afterwards, knob by knob, dropped ResNet-18's 7 x 7 convolution from 4 output blocks x 7 rows to 1 x 7,
-        # 7 accumulators, where 2 x 7 ran 1.4x faster on two Zen 5 cores)
-        for tile in tiles[:TILE_TRIES] + tiles[:1]:  # none fits: the best, for the repair to relax
-            trial = dict(cfg)
-            _reuse_tile_defaults(space, st, trial, knob, vec, tile[0], tile[1], packable_reads)
-            if not any(p.startswith(f"{n}: ") and ("working set" in p or "accumulators" in p)
-                       for p in space.problems(trial)):
+        tiles = register_tiles(st, vec, role.lanes, registers, offered.reg, vws, packable_reads) \
+            or [(vws[0], {}, 0.0)]
+        for width, rows, _ in tiles[:TILE_TRIES] + tiles[:1]:  # none fits: the best, for the repair to relax
+            trial = _reuse_tile_defaults(space, st, configs, tile, offered, vec, width, rows, packable_reads)
+            problems = space.problems({**configs, st.name: replace(sc, tile=trial)})
+            if not any(p.stage == st.name and p.kind in (ProblemKind.WORKING_SET, ProblemKind.ACCUMULATORS)
+                       for p in problems):
                 break
-        cfg.update(trial)
+        tile = trial
     elif vec in st.reduction:
-        cfg[f"{n}.vw"] = vws[-1]  # several vector accumulators hide the add's latency
-    elif cfg.get(f"{n}.place") == "at":
-        # inside a reader's loops it covers the reader's tile, which may be narrower than two vectors (a vector
-        # wider than the region it computes is mostly masked: 13x slower on `elementwise`'s T1 at 64)
-        cfg[f"{n}.vw"] = vws[0]
+        tile = replace(tile, vw=vws[-1])
+    elif sc.place == "at":
+        tile = replace(tile, vw=vws[0])
     else:
-        cfg[f"{n}.vw"] = vws[min(1, len(vws) - 1)]
-    if st.kind != "reuse":  # a transposing copy is the search's to try (it needs blocks to copy)
-        for t in packable_reads:
-            cfg[f"{n}.pack.{t}"] = False
+        tile = replace(tile, vw=vws[min(1, len(vws) - 1)])
+    if st.kind != "reuse":
+        tile = _with_packs(st, tile, dict.fromkeys(packable_reads, False))
     if st.kind == "injective" and vec is not None:
-        _transpose_tiles(space, st, cfg, knob, L)
-        _stencil_rows(space, st, cfg, knob, L)
+        tile = _transpose_tiles(space, st, tile, offered, role.lanes)
+        tile = _stencil_rows(space, st, configs, tile, offered, role.lanes)
+    configs[st.name] = replace(sc, tile=tile)
 
 
 STENCIL_ROWS = 8
 """The most rows of a stencil's register tile (:func:`_stencil_rows`): each row's window rows stay in registers."""
 
 
-def window_vars(space, cfg: dict, st: StageInfo) -> dict:
+def window_vars(space, config: dict, st: StageInfo) -> dict:
     """{variable of `st`: taps} for the variables along which `st` reads some tensor at several offsets (a
-    window: `X[y, x] + X[y + 1, x]` reads along `y` with 2 taps), directly or through the stages `cfg` inlines
-    into it, whose windows are then `st`'s (a separable blur's vertical pass, inlined into the horizontal one).
+    window: `X[y, x] + X[y + 1, x]` reads along `y` with 2 taps), directly or through the stages `config` (knob
+    values, or one StageConfig a stage) inlines into it, whose windows are then `st`'s (a separable blur's
+    vertical pass, inlined into the horizontal one).
 
     >>> import tensorlang as tl
     >>> from tensorlang.autosched.space import generated_space
@@ -402,18 +495,19 @@ def window_vars(space, cfg: dict, st: StageInfo) -> dict:
     >>> window_vars(sp, {"T.place": "inline"}, B), window_vars(sp, {"T.place": "root"}, B)
     ({'x': 2, 'y': 3}, {'x': 2})
     """
+    configs = space.stage_configs(config)
     taps: dict = {}
     offsets: dict = {}
     for r in st.reads:
         for terms, const in r.dims:
             if len(terms) == 1 and terms[0][1] == 1:
                 offsets.setdefault((r.tensor, terms[0][0]), set()).add(const)
-        if r.tensor in space.roles and space.placement(cfg, r.tensor) == "inline":
+        if r.tensor in space.roles and configs[r.tensor].place == "inline":
             producer = space.info.stage(r.tensor)
             # the producer's variables as this stage's: a plain index `T[y, x + 1]` maps T's d-th variable to y
             names = {producer.spatial[d]: terms[0][0] for d, (terms, _) in enumerate(r.dims)
                      if d < len(producer.spatial) and len(terms) == 1 and terms[0][1] == 1}
-            for v, n in window_vars(space, cfg, producer).items():
+            for v, n in window_vars(space, configs, producer).items():
                 if v in names:
                     taps[names[v]] = max(taps.get(names[v], 1), n)
     for (_, v), consts in offsets.items():
@@ -422,55 +516,69 @@ def window_vars(space, cfg: dict, st: StageInfo) -> dict:
     return dict(sorted(taps.items()))
 
 
-def _stencil_rows(space, st: StageInfo, cfg: dict, knob: dict, lanes: int) -> None:
-    """A stencil (an injective stage that reads a window along a variable other than its vector one, itself or
-    through a stage it inlines) gets a register tile of rows along that variable, up to :data:`STENCIL_ROWS`
-    within the vector registers, so that each row it loads serves every output row whose window covers it (LLVM
-    keeps the loads of the unrolled rows in registers): a 3-tap window then loads each row about once instead of
-    three times. On a separable 3x3 blur of 2048 x 2048 (the vertical pass inlined) on two Zen 5 cores, 8 rows
-    ran 2.2x faster than one (1.57 -> 0.71 ms); computing the vertical pass at the tile instead of inlining it
-    came within the spread of that (0.89 ms at 11 rows), and the search may take it."""
-    n, vec = st.name, cfg[f"{st.name}.vec"]
-    vecs = -(-min(cfg[f"{n}.vw"], st.extents[vec]) // lanes)
-    for v, taps in sorted(window_vars(space, cfg, st).items(), key=lambda t: (-t[1], t[0])):
-        name = f"{n}.{v}.reg"
-        if v == vec or name not in knob or st.extents[v] < 2 * taps:
+def _stencil_rows(space, st: StageInfo, configs: Configs, tile: TileConfig, offered: StageKnobs,
+                  lanes: int) -> TileConfig:
+    """`tile` with a stencil's register tile of rows along its window, so that each row it loads serves every
+    output row whose window covers it (LLVM keeps the loads of the unrolled rows in registers): a 3-tap window
+    then loads each row about once instead of three times. On a separable 3x3 blur of 2048 x 2048 (the vertical
+    pass inlined) on two Zen 5 cores, 8 rows ran 2.2x faster than one (1.57 -> 0.71 ms); computing the vertical
+    pass at the tile instead of inlining it came within the spread of that (0.89 ms at 11 rows), and the search
+    may take it.
+
+    Conditions, for the window variables (:func:`window_vars`) by most taps first, the first that qualifies:
+      1. the variable is not the vector variable and the space offers a register tile along it;
+      2. its extent is at least twice its taps;
+      3. some register tile of 2 to :data:`STENCIL_ROWS` rows keeps its rows' windows (rows + taps - 1 rows of
+         vectors) within the vector registers, less :data:`FREE_REGISTERS`: the largest such.
+    """
+    vec = tile.vec
+    vecs = -(-min(tile.vw, st.extents[vec]) // lanes)
+    for v, taps in sorted(window_vars(space, configs, st).items(), key=lambda t: (-t[1], t[0])):
+        if v == vec or v not in offered.reg or st.extents[v] < 2 * taps:
             continue
-        fits = [r for r in knob[name].values
+        fits = [r for r in offered.reg[v]
                 if 1 < r <= STENCIL_ROWS and (r + taps - 1) * vecs <= space.registers - FREE_REGISTERS]
         if fits:
-            cfg[name] = max(fits)
-            return
+            return replace(tile, reg={**tile.reg, v: max(fits)})
+    return tile
 
 
-def panel_in_place(st: StageInfo, tensor: str, cfg: dict) -> bool:
-    """Whether each read of `tensor` by `st` that moves with the vector variable of `cfg` reads its panel as
+def panel_in_place(st: StageInfo, tensor: str, tile: TileConfig) -> bool:
+    """Whether each read of `tensor` by `st` that moves with the vector variable of `tile` reads its panel as
     contiguous runs of memory in the order of the loops, one run per value of the other spatial variables (a
-    register tile of several output-channel blocks reads one run each): the vector variable at stride 1
-    innermost, one register tile wide, and each reduction variable outside it at the stride of the elements
-    inside, in the reduction's order, over its whole block. The hardware prefetcher streams such runs as well as
-    it streams a packed copy, which would cost a pass over the panel on every call (NCHW16c filters).
+    register tile of several output-channel blocks reads one run each). The hardware prefetcher streams such runs
+    as well as it streams a packed copy, which would cost a pass over the panel on every call (NCHW16c filters).
+
+    Conditions:
+      1. some read of `tensor` moves with the vector variable;
+      2. the vector variable's block is one register tile wide (several register tiles along it in a block: the
+         copy puts each one's panel apart);
+      3. every such read indexes each dimension by one variable (not a window or a scaled index: not the plain
+         layout a copy makes);
+      4. in each, the vector variable is at stride 1, and each reduction variable blocked beyond 1 at the stride
+         of the elements inside it, innermost first in the reduction's order.
 
     >>> import tensorlang as tl
     >>> from tensorlang.autosched.analysis import analyze
     >>> src = "def c(I: f32[4, 8], W: f32[2, 4, 16]) -> O:\\n    O[o, x, v] += I[c, x] * W[o, c, v]"
     >>> st = analyze(tl.op(src), {}).stage("O")
-    >>> cfg = {"O.vec": "v", "O.vw": 16, "O.o.reg": 2, "O.v.block": 16, "O.red_order": "c"}
-    >>> panel_in_place(st, "W", cfg), panel_in_place(st, "W", {**cfg, "O.v.block": 8, "O.vw": 8})
+    >>> tile = TileConfig(vec="v", vw=16, reg={"o": 2}, block={"v": 16}, red_order=("c",))
+    >>> panel_in_place(st, "W", tile), panel_in_place(st, "W", replace(tile, block={"v": 8}, vw=8))
     (True, False)
     """
-    n, vec = st.name, cfg.get(f"{st.name}.vec")
-    order = [x for x in cfg.get(f"{n}.red_order", "").split(",") if x] or list(st.reduction)
+    vec = tile.vec
+    order = list(tile.red_order) or list(st.reduction)
 
     def block(v: str) -> int:
-        return min(cfg.get(f"{n}.{v}.block", st.extents[v]), st.extents[v])
+        blocks = tile.rblock if v in st.reduction else tile.block
+        return min(blocks.get(v, st.extents[v]), st.extents[v])
 
     reads = [r for r in st.reads_of(tensor) if r.strides.get(vec or "", 0)]
-    if not reads or block(vec) > cfg.get(f"{n}.vw", 1) * cfg.get(f"{n}.{vec}.reg", 1):
-        return False  # several register tiles along the vector in a block: the copy puts each one's panel apart
+    if not reads or block(vec) > tile.vw * tile.reg.get(vec, 1):
+        return False
     for r in reads:
         if any(len(terms) != 1 or terms[0][1] != 1 for terms, _ in r.dims):
-            return False  # a window or a scaled index: not the plain layout a copy makes
+            return False
         run = 1
         for v in [vec] + sorted((x for x in r.strides if x in st.reduction and block(x) > 1), key=order.index,
                                 reverse=True):
@@ -480,17 +588,28 @@ def panel_in_place(st: StageInfo, tensor: str, cfg: dict) -> bool:
     return True
 
 
-def _transpose_tiles(space, st: StageInfo, cfg: dict, knob: dict, lanes: int) -> None:
-    """A stage that writes along one variable and reads along another, touching more cache lines in a run of the
-    written one than L1 keeps (a transpose): both in blocks of one vector (`lanes` elements, or the largest block
-    below), and no vector of gathers, so that each line is read and written whole while it is in L1. Vectors of
-    gathers along 1,024 elements of a transpose touch 1,024 lines before coming back to the next element of each,
-    all 4 KB apart (one L1 set of 12 ways): blocks run 10x faster. A short run (NCHW to NCHW16c: 16 channels), or
-    one whose lines fit in half of L1 and fall in different sets (NCHW16c to NCHW: 112 lines 64 bytes apart),
-    keeps its vectors, 1.7x to 2x faster there than blocks. Where the space offers to pack the read, its blocks are
-    copied transposed (a transpose in registers) and the stage keeps one vector along the written variable: on a
-    1024 x 1024 transpose on Zen 4, 8x faster than the blocks of scalars on one thread and 2x on two."""
-    n, vec = st.name, cfg[f"{st.name}.vec"]
+def _transpose_tiles(space, st: StageInfo, tile: TileConfig, offered: StageKnobs, lanes: int) -> TileConfig:
+    """`tile` for a stage that writes along one variable and reads along another, touching more cache lines in a
+    run of the written one than L1 keeps (a transpose): vectors of gathers along 1,024 elements of a transpose
+    touch 1,024 lines before coming back to the next element of each, all 4 KB apart (one L1 set of 12 ways):
+    blocks run 10x faster. A short run (NCHW to NCHW16c: 16 channels), or one whose lines fit in half of L1 and
+    fall in different sets (NCHW16c to NCHW: 112 lines 64 bytes apart), keeps its vectors, 1.7x to 2x faster
+    there than blocks. A transposed copy of the read's blocks (a transpose in registers) with one vector along the
+    written variable ran, on a 1024 x 1024 transpose on Zen 4, 8x faster than the blocks of scalars on one thread
+    and 2x on two.
+
+    Conditions, for the first read that qualifies:
+      1. lanes along the vector variable fall in different cache lines (the read's stride along it exceeds 64
+         bytes);
+      2. the run along the vector variable touches more lines than L1 keeps (more than its 12 ways where the
+         stride is a multiple of 4 KB, else more than L1 / 128);
+      3. the read is contiguous along another spatial variable;
+
+    then the vector variable and that one in blocks of one vector (`lanes` elements, or the largest block
+    below) where the space offers them, and the read packed (transposed) with the narrowest vector where the
+    space offers to pack it, else nothing vectorized (no vector of gathers).
+    """
+    vec = tile.vec
     for r in st.reads:
         stride = abs(r.strides.get(vec, 0)) * DTYPES[space.info.bound.dtypes[r.tensor]].itemsize
         if stride <= 64:
@@ -501,16 +620,15 @@ def _transpose_tiles(space, st: StageInfo, cfg: dict, knob: dict, lanes: int) ->
         along = next((v for v, step in r.strides.items() if abs(step) == 1 and v in st.spatial), None)
         if along is None or along == vec:
             continue
+        block = dict(tile.block)
         for v in (vec, along):
-            name = f"{n}.{v}.block"
-            if name in knob:
-                cfg[name] = max((b for b in knob[name].values if b <= lanes), default=knob[name].values[0])
-        if f"{n}.pack.{r.tensor}" in knob:
-            cfg[f"{n}.pack.{r.tensor}"] = True
-            cfg[f"{n}.vw"] = knob[f"{n}.vw"].values[0]
-        else:
-            cfg[f"{n}.vec"] = None
-        return
+            if v in offered.block:
+                block[v] = max((b for b in offered.block[v] if b <= lanes), default=offered.block[v][0])
+        tile = replace(tile, block=block)
+        if r.tensor in offered.pack:
+            return replace(_with_packs(st, tile, {r.tensor: True}), vw=offered.vw[0])
+        return replace(tile, vec=None)
+    return tile
 
 
 PARALLEL_WORK = 1 << 16
@@ -518,57 +636,94 @@ PARALLEL_WORK = 1 << 16
 microseconds, which is more than such a stage takes."""
 
 
-def _balanced_parallel(space, st: StageInfo, cfg: dict) -> str:
-    """The parallel knob for stage `st` (and, where no loop of `cfg` splits evenly between the threads, a block
-    of some spatial variable, largest first, changed in `cfg` so that one does): every thread the same number of
-    iterations, or at least eight each."""
-    choices, balanced = _parallel_choices(space, st, cfg, with_balance=True)
-    # balanced, or too little work for threads (also "balanced"); with no parallel loop at all (every block the
-    # whole extent, or a reduction block outermost), a block of a spatial variable makes one
+def _balanced_parallel(space, st: StageInfo, configs: Configs, tile: TileConfig) -> TileConfig:
+    """`tile` (stage `st`'s, in `configs`) with the rules' parallel loop.
+
+    Conditions, the first that holds deciding:
+      1. some parallel choice gives every thread the same number of iterations, or at least eight each
+         (:func:`_parallel_choices`), or there is one thread: the first of the choices;
+      2. a block of some spatial variable the space offers to block (largest extent first; blocks that divide the
+         extent first, since 112 in blocks of 96 gives one thread 96 rows and the other 16), of as many blocks
+         as a multiple of the threads or at least eight a thread, makes such a choice (with no parallel loop at
+         all, every block the whole extent or a reduction block outermost, a block makes one): that block and
+         that choice;
+      3. else the first choice (with too little work, "none").
+    """
+    choices, balanced = _parallel_choices(space, st, configs, tile)
     if balanced or space.threads == 1:
-        return choices[0]
-    knob = {k.name: k for k in space.roles[st.name].knobs}
-    # blocks that divide the extent first (112 in blocks of 96 gives one thread 96 rows and the other 16)
+        return replace(tile, parallel=choices[0])
+    offered = space.roles[st.name].offered
     for exact in (True, False):
         for v in sorted(st.spatial, key=lambda v: -st.extents[v]):
-            name = f"{st.name}.{v}.block"
-            if name not in knob:
+            if v not in offered.block:
                 continue
             E = st.extents[v]
-            for B in sorted(knob[name].values, reverse=True):
+            for B in sorted(offered.block[v], reverse=True):
                 n = -(-E // B)
                 if B >= E or (n % space.threads and n < 8 * space.threads) or (exact and E % B):
                     continue
-                trial = {**cfg, name: B}
-                got, ok = _parallel_choices(space, st, trial, with_balance=True)
+                trial = replace(tile, block={**tile.block, v: B})
+                got, ok = _parallel_choices(space, st, configs, trial)
                 if ok:
-                    cfg[name] = B
-                    return got[0]
-    return choices[0]
+                    return replace(trial, parallel=got[0])
+    return replace(tile, parallel=choices[0])
 
 
-def _parallel_choices(space, st: StageInfo, cfg: dict, with_balance: bool = False):
+def _parallel_choices(space, st: StageInfo, configs: Configs, tile: TileConfig) -> tuple[list[str], bool]:
+    """The parallel choices the space offers stage `st` under `tile` that give every thread an iteration, those
+    that split evenly (or at least eight a thread) first, then "none"; and whether any splits evenly.
+
+    Conditions for a choice:
+      1. the stage and the stages computed in its loops do at least :data:`PARALLEL_WORK` operations (else only
+         "none", which counts as even);
+      2. its loop plan has no problem;
+      3. it has at least as many iterations as threads.
+    """
     role = space.roles[st.name]
-    anchors = space.anchors(cfg)  # the stages computed in this one's loops add their work to its own
+    anchors = space.anchors(configs)  # the stages computed in this one's loops add their work to its own
     work = sum(s.points * max(1, s.ops) for s in space.info.stages if anchors.get(s.name) == st.name)
     if max(work, st.points * max(1, st.ops)) < PARALLEL_WORK:
-        return (["none"], True) if with_balance else ["none"]
-    values = next(k.values for k in role.knobs if k.name == f"{st.name}.parallel")
-    from .template import chunks, plan_loops
+        return ["none"], True
     good, ok = [], []
-    for p in values:
+    for p in role.offered.parallel:
         if p == "none":
             continue
-        plan = plan_loops(st, role.tile_config({**cfg, f"{st.name}.parallel": p}), role.lanes)
+        plan = plan_loops(st, replace(tile, parallel=p), role.lanes)
         if plan.problems:
             continue
         c = chunks(plan)
         if c < space.threads:
             continue
         (good if c % space.threads == 0 or c >= 8 * space.threads else ok).append(p)
-    if with_balance:
-        return good + ok + ["none"], bool(good)
-    return good + ok + ["none"]
+    return good + ok + ["none"], bool(good)
+
+
+def _placement_rule(space, st: StageInfo, producers: set) -> Placement:
+    """Where the rules compute stage `st`, one the space lets move (`producers`: the reductions whose
+    write-back can compute their reader).
+
+    Conditions, the first that holds deciding:
+      1. the space offers to compute it in its producer's write-back: "epilogue";
+      2. it is such a producer (its reader is computed in its write-back): "root";
+      3. an injective stage that is cheap (no math calls, no reads that pad): "inline";
+      4. an injective stage read through a window (a padded image): "root", since computed inside its readers its
+         halo would be recomputed;
+      5. a reduction with reuse (a matmul or convolution read by a stage that is not its epilogue, a permuted
+         write say): "root", where it gets its own register tile (computed at a reader's loop it gets the
+         reader's);
+      6. else (an expensive injective stage, a reduction without reuse): "at", inside its reader's loops.
+    """
+    if "epilogue" in space.roles[st.name].placements:
+        return "epilogue"
+    if st.name in producers:
+        return "root"
+    if st.kind == "injective" and not st.expensive:
+        return "inline"
+    if st.kind == "injective" and windowed(space.info, st.name):
+        return "root"
+    if st.kind == "reuse":
+        return "root"
+    return "at"
 
 
 def rule_config(space, vw: int | None = None, place: dict | None = None, registers: int | None = None) -> dict:
@@ -577,6 +732,10 @@ def rule_config(space, vw: int | None = None, place: dict | None = None, registe
     the reductions with reuse are the best the rules find at that vector width; `place` overrides the rules'
     placement of the stages it names (stage -> "root", "at", ...; see :func:`rule_variants`).
 
+    Every stage gets its placement (:func:`_placement_rule`) and its template (:func:`_stage_defaults`) in
+    program order, then its parallel loop (:func:`_balanced_parallel`); the config is repaired until it
+    schedules (:func:`_until_it_schedules`).
+
     >>> import tensorlang as tl
     >>> from tensorlang.autosched.space import generated_space
     >>> sp = generated_space(tl.op("def f(A: f32[N, M]) -> B:\\n    B[i, j] = exp(A[i, j])"), {"N": 512, "M": 512}, 2)
@@ -584,35 +743,19 @@ def rule_config(space, vw: int | None = None, place: dict | None = None, registe
     >>> cfg["B.vec"], cfg["B.parallel"], sp.allowed(cfg)
     ('j', 'outer1', True)
     """
-    cfg = {k.name: k.values[0] for k in space.knobs}
+    configs = space.stage_configs({k.name: k.values[0] for k in space.knobs})
     info = space.info
     producers = {epilogue_producer(info, st) for st in info.stages
                  if "epilogue" in space.roles[st.name].placements}
     for st in info.stages:
-        role = space.roles[st.name]
-        if f"{st.name}.place" in cfg:
-            if place and st.name in place:
-                cfg[f"{st.name}.place"] = place[st.name]
-            elif "epilogue" in role.placements:
-                cfg[f"{st.name}.place"] = "epilogue"
-            elif st.name in producers:
-                cfg[f"{st.name}.place"] = "root"  # its reader is computed in its write-back
-            elif st.kind == "injective" and not st.expensive:
-                cfg[f"{st.name}.place"] = "inline"
-            elif st.kind == "injective" and windowed(info, st.name):
-                cfg[f"{st.name}.place"] = "root"  # a padded image: computed inside, its halo would be recomputed
-            elif st.kind == "reuse":
-                # a matmul or convolution read by a stage that is no epilogue of it (a permuted write, say): at
-                # the root it gets its own register tile; computed at a reader's loop it gets the reader's
-                cfg[f"{st.name}.place"] = "root"
-            else:
-                cfg[f"{st.name}.place"] = "at"
-        if f"{st.name}.vec" in cfg:
-            _stage_defaults(space, st, cfg, vw, registers)
+        if len(space.roles[st.name].placements) > 1:
+            where = place[st.name] if place and st.name in place else _placement_rule(space, st, producers)
+            configs[st.name] = replace(configs[st.name], place=where)
+        _stage_defaults(space, st, configs, vw, registers)
     for st in info.stages:
-        if f"{st.name}.parallel" in cfg:
-            cfg[f"{st.name}.parallel"] = _balanced_parallel(space, st, cfg)
-    return _until_it_schedules(space, cfg)
+        configs[st.name] = replace(configs[st.name], tile=_balanced_parallel(space, st, configs,
+                                                                              configs[st.name].tile))
+    return space.knob_config(_until_it_schedules(space, configs))
 
 
 def rule_variants(space) -> list[dict]:
@@ -647,15 +790,16 @@ def rule_variants(space) -> list[dict]:
     """
     from ..space import config_key
     pick = rule_config(space)
+    chosen = space.stage_configs(pick)
     widths: list[int] = []
     for st in space.info.stages:
-        if st.kind == "reuse" and f"{st.name}.vw" in pick and pick.get(f"{st.name}.vec") in st.spatial:
-            widths += [w for w in space.knob(f"{st.name}.vw").values if w not in widths]
-    moved = [(st.name, "root") for st in space.info.stages if pick.get(f"{st.name}.place") in ("at", "inline")
+        if st.kind == "reuse" and chosen[st.name].tile.vec in st.spatial:
+            widths += [w for w in space.roles[st.name].offered.vw if w not in widths]
+    moved = [(st.name, "root") for st in space.info.stages if chosen[st.name].place in ("at", "inline")
              and "root" in space.roles[st.name].placements]
     # and the other way: a stage the pick keeps at the root, inlined (depthwise 3x3's padded image: inlined, its
     # guards fold per unrolled tap, 1.4x faster than the copy)
-    moved += [(st.name, "inline") for st in space.info.stages if pick.get(f"{st.name}.place") == "root"
+    moved += [(st.name, "inline") for st in space.info.stages if chosen[st.name].place == "root"
               and "inline" in space.roles[st.name].placements]
     places = [{name: where} for name, where in moved[:PLACEMENT_VARIANTS]]
     first = [pick] + [rule_config(space, w) for w in widths] + [rule_config(space, place=p) for p in places]
@@ -705,6 +849,12 @@ def x_side_in_l2(space, cfg: dict) -> dict:
     bias + ReLU at 128 x 3072 x 768 (activations 384 KB) this config ran 202 GFLOPS on two Zen 4 cores against the
     pick's 171, and 200 trials of search from the pick never unblocked the rows. Unchanged where nothing fits.
 
+    Conditions, for each reduction with reuse at the root vectorized along a spatial variable (:func:`_x_sides`):
+      1. it has X-side reads;
+      2. they fit, whole, in half of L2;
+
+    then its parallel loop is chosen again (:func:`_balanced_parallel`).
+
     >>> import tensorlang as tl
     >>> from tensorlang.autosched.space import generated_space
     >>> op = tl.op("def mm(A: f32[M, K], B: f32[K, N]) -> C:\\n    C[i, j] += A[i, k] * B[k, j]")
@@ -713,25 +863,22 @@ def x_side_in_l2(space, cfg: dict) -> dict:
     >>> v["C.i.block"], v["C.k.block"], v["C.pack.A"]
     (64, 512, False)
     """
-    out = dict(cfg)
-    for st, vec, ys, x_reads in _x_sides(space, out):
-        n = st.name
+    configs = space.stage_configs(cfg)
+    for st, vec, ys, x_reads in _x_sides(space, configs):
         held = sum(math.prod(r.shape) * DTYPES[space.info.bound.dtypes[r.tensor]].itemsize for r in x_reads)
         if not x_reads or held > space.l2 // 2:
             continue
-        knob = {k.name: k for k in space.roles[n].knobs}
-        for v in [v for v in st.spatial if v not in ys] + list(st.reduction):
-            if f"{n}.{v}.block" in knob:
-                out[f"{n}.{v}.block"] = st.extents[v]
-        if f"{n}.{vec}.block" in knob:
-            values = knob[f"{n}.{vec}.block"].values
-            out[f"{n}.{vec}.block"] = min((b for b in values if b >= out[f"{n}.vw"]), default=values[-1])
-        for r in x_reads:
-            if f"{n}.pack.{r.tensor}" in knob:
-                out[f"{n}.pack.{r.tensor}"] = False
-        if f"{n}.parallel" in out:
-            out[f"{n}.parallel"] = _balanced_parallel(space, st, out)
-    return out
+        offered = space.roles[st.name].offered
+        tile = configs[st.name].tile
+        block = {**tile.block, **{v: st.extents[v] for v in st.spatial if v not in ys and v in offered.block}}
+        rblock = {**tile.rblock, **{r: st.extents[r] for r in st.reduction if r in offered.rblock}}
+        if vec in offered.block:
+            values = offered.block[vec]
+            block[vec] = min((b for b in values if b >= tile.vw), default=values[-1])
+        tile = _with_packs(st, replace(tile, block=block, rblock=rblock),
+                           {r.tensor: False for r in x_reads if r.tensor in offered.pack})
+        configs[st.name] = replace(configs[st.name], tile=_balanced_parallel(space, st, configs, tile))
+    return space.knob_config(configs)
 
 
 def x_side_in_place(space, cfg: dict) -> dict:
@@ -750,12 +897,11 @@ def x_side_in_place(space, cfg: dict) -> dict:
     >>> v["C.pack.A"], v["C.pack.B"]
     (False, True)
     """
-    out = dict(cfg)
-    for st, _, _, x_reads in _x_sides(space, out):
-        for r in x_reads:
-            if out.get(f"{st.name}.pack.{r.tensor}"):
-                out[f"{st.name}.pack.{r.tensor}"] = False
-    return out
+    configs = space.stage_configs(cfg)
+    for st, _, _, x_reads in _x_sides(space, configs):
+        sc = configs[st.name]
+        configs[st.name] = replace(sc, tile=_with_packs(st, sc.tile, {r.tensor: False for r in x_reads}))
+    return space.knob_config(configs)
 
 
 def every_read_in_place(space, cfg: dict) -> dict:
@@ -774,18 +920,12 @@ def every_read_in_place(space, cfg: dict) -> dict:
     >>> v["C.pack.A"], v["C.pack.B"]
     (False, False)
     """
-    out = dict(cfg)
+    configs = space.stage_configs(cfg)
     for st in space.info.stages:
-        if st.kind == "reuse" and space.placement(out, st.name) == "root":
-            _packs_off(space, out, st.name)
-    return out
-
-
-def _packs_off(space, cfg: dict, stage: str) -> None:
-    """Switch off, in place, every pack of `stage` that `cfg` turns on."""
-    for k in space.roles[stage].knobs:
-        if ".pack." in k.name and cfg.get(k.name):
-            cfg[k.name] = False
+        sc = configs[st.name]
+        if st.kind == "reuse" and sc.place == "root":
+            configs[st.name] = replace(sc, tile=replace(sc.tile, pack=()))
+    return space.knob_config(configs)
 
 
 def read_side_vectorized(space, cfg: dict) -> dict:
@@ -794,9 +934,12 @@ def read_side_vectorized(space, cfg: dict) -> dict:
     and that stage's packs off: the loads stream and the stores scatter, where the pick's stream the stores from a
     transposed copy of the read. On a transpose 1024 x 1024 (two Zen 4 cores) both run at about 4.8 elements a
     nanosecond, the hand-written space's best is of the read side's kind, and 200 trials of search from the pick
-    never left the pick's basin (0.85x the hand-written space side by side, in one run). Only a read that the
-    vector variable moves by more than one element counts (not a row's statistic or a bias); unchanged where no
-    read is contiguous in another spatial variable.
+    never left the pick's basin (0.85x the hand-written space side by side, in one run).
+
+    Conditions, for each stage at the root without a reduction, the first read that qualifies:
+      1. the vector variable moves the read by more than one element (not a read along the vector already, nor a
+         row's statistic or a bias, which it does not move);
+      2. the read is contiguous along another spatial variable, which the space offers to vectorize.
 
     >>> import tensorlang as tl
     >>> from tensorlang.autosched.space import generated_space
@@ -806,38 +949,38 @@ def read_side_vectorized(space, cfg: dict) -> dict:
     >>> sp.default()["Y.vec"], v["Y.vec"], v["Y.pack.X"], sp.allowed(v)
     ('i', 'j', False, True)
     """
-    out = dict(cfg)
+    configs = space.stage_configs(cfg)
     for st in space.info.stages:
-        key = f"{st.name}.vec"
-        if st.reduction or key not in out or space.placement(out, st.name) != "root":
+        sc = configs[st.name]
+        if st.reduction or sc.place != "root":
             continue
-        values = space.knob(key).values
         for r in st.reads:
-            if abs(r.strides.get(out[key], 1)) == 1:
-                continue  # read along the vector already, or not moved by it (a row's statistic, a bias)
+            if abs(r.strides.get(sc.tile.vec, 1)) == 1:
+                continue
             v = next((v for v, stride in r.strides.items() if abs(stride) == 1 and v in st.spatial), None)
-            if v is not None and v in values:
-                out[key] = v
-                _packs_off(space, out, st.name)
+            if v is not None and v in space.roles[st.name].offered.vec:
+                configs[st.name] = replace(sc, tile=replace(sc.tile, vec=v, pack=()))
                 break
-    return out
+    return space.knob_config(configs)
 
 
-def _x_sides(space, cfg: dict):
+def _x_sides(space, configs: Configs):
     """(stage, vector variable, Y-side variables, X-side reads) of each reduction with reuse at the root whose
-    vector variable is spatial under `cfg`: the X-side reads are those that do not move with any Y-side variable."""
+    vector variable is spatial under `configs`: the X-side reads are those that do not move with any Y-side
+    variable."""
     for st in space.info.stages:
-        vec = cfg.get(f"{st.name}.vec")
-        if st.kind != "reuse" or space.placement(cfg, st.name) != "root" or vec not in st.spatial:
+        sc = configs[st.name]
+        vec = sc.tile.vec
+        if st.kind != "reuse" or sc.place != "root" or vec not in st.spatial:
             continue
         ys = set(y_side(st, vec))
         yield st, vec, ys, [r for r in st.reads if not set(r.vars) & ys]
 
 
-def _reads_inlined_window(space, st: StageInfo, cfg: dict, vec: str) -> bool:
-    """Whether `st` reads, contiguously along `vec`, a stage that `cfg` inlines and that is read through a window
-    (a padded image: its bounds guards are then in `st`'s loops)."""
-    return any(r.tensor in space.roles and space.placement(cfg, r.tensor) == "inline"
+def _reads_inlined_window(space, st: StageInfo, configs: Configs, vec: str) -> bool:
+    """Whether `st` reads, contiguously along `vec`, a stage that `configs` inlines and that is read through a
+    window (a padded image: its bounds guards are then in `st`'s loops)."""
+    return any(r.tensor in space.roles and configs[r.tensor].place == "inline"
                and windowed(space.info, r.tensor) and abs(r.strides.get(vec, 0)) == 1 for r in st.reads)
 
 
@@ -858,15 +1001,13 @@ def windowed(info, name: str) -> bool:
     return False
 
 
-def _to_root(space, cfg: dict, name: str) -> dict:
-    """`cfg` with stage `name` computed at the root (with the rules' template) instead of where it was."""
+def _to_root(space, configs: Configs, name: str) -> Configs:
+    """`configs` with stage `name` computed at the root (with the rules' template) instead of where it was."""
     st = space.info.stage(name)
-    cfg = {**cfg, f"{name}.place": "root"}
-    if f"{name}.vec" in cfg:
-        _stage_defaults(space, st, cfg)
-        if f"{name}.parallel" in cfg:
-            cfg[f"{name}.parallel"] = _balanced_parallel(space, st, cfg)
-    return cfg
+    configs = {**configs, name: replace(configs[name], place="root")}
+    _stage_defaults(space, st, configs)
+    configs[name] = replace(configs[name], tile=_balanced_parallel(space, st, configs, configs[name].tile))
+    return configs
 
 
 def plain_config(space) -> dict:
@@ -879,74 +1020,102 @@ def plain_config(space) -> dict:
     >>> plain_config(generated_space(op, {"N": 8}, threads=2))["B.parallel"]
     'none'
     """
-    cfg = {}
-    for k in space.knobs:
-        if k.name.endswith(".place"):
-            cfg[k.name] = "inline" if "inline" in k.values else "root"
-        elif k.name.endswith(".vec"):
-            cfg[k.name] = None
-        elif k.name.endswith((".reg", ".ku")):
-            cfg[k.name] = 1 if 1 in k.values else k.values[0]
-        elif k.name.endswith(".block"):
-            cfg[k.name] = k.values[-1]  # the whole extent
-        elif k.name.endswith(".parallel"):
-            cfg[k.name] = "none"
-        elif ".pack." in k.name:
-            cfg[k.name] = False
-        else:
-            cfg[k.name] = k.values[0]
-    return cfg
+    return space.knob_config(_plain(space))
 
 
-def _until_it_schedules(space, cfg: dict) -> dict:
-    """Apply `cfg` to a schedule; where the space's constraint or a primitive refuses it (regions that threads
-    would share, say), move the stages computed inside others back to the root, one at a time in program order,
-    then run serially; last, the plain config."""
+def _plain(space) -> Configs:
+    """:func:`plain_config` as one StageConfig a stage."""
+    configs = {}
+    for name, role in space.roles.items():
+        sc = role.config({})
+        for f in role.fields:
+            sc = f.set(sc, _plain_value(f))
+        configs[name] = sc
+    return configs
+
+
+def _plain_value(f: KnobField):
+    """The value of knob `f` in :func:`plain_config`."""
+    values = f.knob.values
+    if f.field == "place":
+        return "inline" if "inline" in values else "root"
+    if f.field == "vec":
+        return None
+    if f.field in ("reg", "ku"):
+        return 1 if 1 in values else values[0]
+    if f.field in ("block", "rblock"):
+        return values[-1]  # the whole extent
+    if f.field == "parallel":
+        return "none"
+    if f.field == "pack":
+        return False
+    return values[0]
+
+
+def _until_it_schedules(space, configs: Configs) -> Configs:
+    """`configs` repaired until it schedules.
+
+    Conditions, tried in turn until the config schedules (or, after twice as many rounds as stages, the plain
+    config, :func:`plain_config`):
+      1. where the space's constraint refuses it, :func:`_repair`;
+      2. where a primitive still refuses it (regions that threads would share, say), the first stage computed
+         inside another's loops or in a write-back, in program order, computed at the root instead;
+      3. where there is none, every stage run serially.
+    """
     from ..errors import ScheduleError
     for _ in range(2 * len(space.info.stages) + 2):
-        if space.problems(cfg):
-            cfg = _repair(space, cfg)
+        if space.problems(configs):
+            configs = _repair(space, configs)
         try:
-            space.schedule(space.op, space.sizes, cfg)
-            return cfg
+            space.schedule(space.op, space.sizes, space.knob_config(configs))
+            return configs
         except ScheduleError:
             pass
-        moved = False
-        for st in space.info.stages:
-            if cfg.get(f"{st.name}.place") in ("at", "epilogue"):
-                cfg = _to_root(space, cfg, st.name)
-                moved = True
-                break
-        if not moved:
-            cfg = {**cfg, **{k.name: "none" for k in space.knobs if k.name.endswith(".parallel")}}
-    return plain_config(space)
+        moved = next((st.name for st in space.info.stages if configs[st.name].place in ("at", "epilogue")), None)
+        if moved is not None:
+            configs = _to_root(space, configs, moved)
+        else:
+            configs = {name: replace(sc, tile=replace(sc.tile, parallel="none")) for name, sc in configs.items()}
+    return _plain(space)
 
 
-def _repair(space, cfg: dict) -> dict:
-    """Relax the rules' choices in a fixed order until the space allows the config: placements back to the
-    root, then each stage's parallel loop, vector width and register tile, then packs off."""
+RELAXED_FIELDS = ("parallel", "vw", "reg", "block", "rblock", "ku", "pack")
+"""The knobs :func:`_repair` relaxes last, one at a time, in the space's order."""
+
+
+def _repair(space, configs: Configs) -> Configs:
+    """Relax the rules' choices in a fixed order until the space allows the config.
+
+    Conditions, in order:
+      1. each stage computed inside another's loops or in a write-back that a problem concerns: at the root;
+      2. each stage's packs of tensors that are not in memory whole: off; where a pack problem of the stage
+         remains, all of its packs;
+      3. while problems remain, each knob of :data:`RELAXED_FIELDS` (the parallel loop, vector width, register
+         tile, blocks, unrolling and packs), stage by stage in the space's order, at the value that leaves the
+         fewest problems, where that is fewer.
+    """
     for st in space.info.stages:
-        key = f"{st.name}.place"
-        if key in cfg and cfg[key] in ("at", "epilogue") and any(p.startswith(st.name) or f" {st.name}" in p
-                                                                  for p in space.problems(cfg)):
-            cfg = _to_root(space, cfg, st.name)
-    if not space.problems(cfg):
-        return cfg
-    for st in space.info.stages:  # packs of what is not in memory whole: off; where packs still have nowhere to
-        # go, all of the stage's
-        prefix = f"{st.name}.pack."
-        packs = [k.name for k in space.roles[st.name].knobs if k.name.startswith(prefix)]
-        cfg = {**cfg, **{k: False for k in packs if not space.has_buffer(cfg, k[len(prefix):])}}
-        if any(p.startswith(f"{st.name}:") and "pack" in p for p in space.problems(cfg)):
-            cfg = {**cfg, **{k: False for k in packs}}
+        if configs[st.name].place in ("at", "epilogue") \
+                and any(p.concerns(st.name) for p in space.problems(configs)):
+            configs = _to_root(space, configs, st.name)
+    if not space.problems(configs):
+        return configs
     for st in space.info.stages:
-        for k in space.roles[st.name].knobs:
-            if not space.problems(cfg):
-                return cfg
-            if k.name.endswith((".parallel", ".vw", ".reg", ".block", ".ku")) or ".pack." in k.name:
-                current = len(space.problems(cfg))
-                for v in k.values:
-                    trial = {**cfg, k.name: v}
+        offered = space.roles[st.name].offered.pack
+        sc = configs[st.name]
+        off = {t: False for t in offered if not space.has_buffer(configs, t)}
+        configs = {**configs, st.name: replace(sc, tile=_with_packs(st, sc.tile, off))}
+        if any(p.stage == st.name and p.kind in PACK_KINDS for p in space.problems(configs)):
+            sc = configs[st.name]
+            configs = {**configs, st.name: replace(sc, tile=_with_packs(st, sc.tile, dict.fromkeys(offered, False)))}
+    for st in space.info.stages:
+        for f in space.roles[st.name].fields:
+            if not space.problems(configs):
+                return configs
+            if f.field in RELAXED_FIELDS:
+                current = len(space.problems(configs))
+                for v in f.knob.values:
+                    trial = {**configs, st.name: f.set(configs[st.name], v)}
                     if len(space.problems(trial)) < current:
-                        cfg, current = trial, len(space.problems(trial))
-    return cfg
+                        configs, current = trial, len(space.problems(trial))
+    return configs

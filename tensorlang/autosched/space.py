@@ -28,7 +28,9 @@ iterations than threads, and placements the loop nests cannot hold.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from functools import cached_property
+from typing import Literal
 
 import numpy as np
 
@@ -37,6 +39,7 @@ from ..errors import ScheduleError, UsageError
 from ..space import Knob, Space, factors
 from ..target import cache_sizes, host_target
 from .analysis import ProgramInfo, StageInfo, analyze
+from .problems import Problem, ProblemKind
 from .template import (LoopPlan, TileConfig, accumulators, apply_plan, chunks, plan_loops, register_accumulators,
                        register_extent, rounded_block, window_taps)
 
@@ -66,6 +69,11 @@ def packable(st: StageInfo, tensor: str) -> bool:
     """Whether the space offers to copy `tensor`'s blocks into a blocked layout in stage `st`: a read with reuse
     in a reduction (some of the stage's variables do not move it), or a transposing read in an injective stage
     (its contiguous variable is not the output's).
+
+    Conditions, either of:
+      1. `st` is a reduction with reuse and some read of `tensor` misses one of its spatial variables;
+      2. `st` is injective, `tensor` has at least two dimensions, and some read of it moves with the variable
+         contiguous in `st`'s output by other than one element.
 
     >>> import tensorlang as tl
     >>> from tensorlang.autosched.analysis import analyze
@@ -174,56 +182,162 @@ def _rotations(names: tuple) -> tuple:
     return tuple(",".join(names[i:] + names[:i]) for i in range(len(names))) or ("",)
 
 
+Placement = Literal["root", "inline", "at", "epilogue"]
+"""Where a generated space computes a stage (the values of its ``STAGE.place`` knob): ``root`` in loops of its own,
+``inline`` substituted into its readers, ``at`` inside its reader's loops, ``epilogue`` in its producer's
+write-back."""
+
+
+@dataclass(frozen=True)
+class StageConfig:
+    """One stage's part of a config of a generated space, typed: where it is computed and its loop template's knob
+    values (see :meth:`GeneratedSpace.stage_configs` and :meth:`GeneratedSpace.knob_config`).
+
+    >>> import tensorlang as tl
+    >>> sp = generated_space(tl.op("def f(A: f32[N]) -> C:\\n    B[i] = A[i] + 1.0\\n    C[i] = B[i] * 2.0"),
+    ...                      {"N": 64}, threads=1)
+    >>> sc = sp.stage_configs(sp.default())["B"]
+    >>> sc.place, sc.tile.parallel
+    ('inline', 'none')
+    """
+
+    place: Placement
+    tile: TileConfig
+
+
+Field = Literal["place", "vec", "vw", "reg", "block", "rblock", "red_order", "ku", "tile_order", "parallel", "pack"]
+
+
+@dataclass(frozen=True)
+class KnobField:
+    """Where the value of one knob of a generated space lives in its stage's :class:`StageConfig`: the placement,
+    a field of the TileConfig, or the entry `key` (a variable, or the tensor a pack copies) of a field that holds
+    one per variable or per tensor. `reads`: for a pack, every tensor the stage reads, in order (the order its
+    packs are made in).
+
+    >>> f = KnobField(Knob("C.i.reg", (1, 2, 4)), "reg", "i")
+    >>> sc = StageConfig("root", TileConfig(reg={"i": 1, "j": 1}))
+    >>> f.get(f.set(sc, 4)), f.get(sc), f.set(sc, 4).tile.reg
+    (4, 1, {'i': 4, 'j': 1})
+    """
+
+    knob: Knob
+    field: Field
+    key: str | None = None
+    reads: tuple = ()
+
+    def get(self, sc: StageConfig):
+        """This knob's value in `sc`."""
+        if self.field == "place":
+            return sc.place
+        value = getattr(sc.tile, self.field)
+        if self.field == "pack":
+            return self.key in value
+        if self.field == "red_order":
+            return ",".join(value)
+        return value[self.key] if self.key is not None else value
+
+    def set(self, sc: StageConfig, value) -> StageConfig:
+        """`sc` with this knob at `value`."""
+        if self.field == "place":
+            return replace(sc, place=value)
+        if self.field == "pack":
+            new = tuple(t for t in self.reads if (value if t == self.key else t in sc.tile.pack))
+        elif self.field == "red_order":
+            new = tuple(value.split(","))
+        elif self.key is not None:
+            new = {**getattr(sc.tile, self.field), self.key: value}
+        else:
+            new = value
+        return replace(sc, tile=replace(sc.tile, **{self.field: new}))
+
+
+@dataclass(frozen=True)
+class StageKnobs:
+    """The values a generated space offers one stage for each knob of its loop template (see :class:`StageRole`):
+    what the zero-trial pick chooses among. ``reg``, ``block`` and ``rblock`` hold the variables that have such a
+    knob; ``ku`` and ``tile_order`` are empty where there is no such knob; ``pack``: the tensors it may pack, in
+    the order it reads them.
+
+    >>> import tensorlang as tl
+    >>> sp = generated_space(tl.op("def mm(A: f32[M, K], B: f32[K, N]) -> C:\\n    C[i, j] += A[i, k] * B[k, j]"),
+    ...                      {"M": 64, "N": 64, "K": 16}, threads=1)
+    >>> offered = sp.roles["C"].offered
+    >>> sorted(offered.block), offered.rblock, offered.pack
+    (['i', 'j'], {}, ('A', 'B'))
+    """
+
+    vec: tuple
+    vw: tuple
+    reg: dict
+    block: dict
+    rblock: dict
+    red_order: tuple
+    ku: tuple
+    tile_order: tuple
+    parallel: tuple
+    pack: tuple
+
+
 class StageRole:
-    """What the space offers one stage: its placements and, where it may be at the root, its template knobs."""
+    """What the space offers one stage: its placements and its template knobs (every stage may be at the root).
+
+    ``knobs`` are the space's knobs of the stage, ``fields`` where each one's value lives in a :class:`StageConfig`
+    (the only place knob names are made and read), ``offered`` their values by field.
+    """
 
     def __init__(self, st: StageInfo, placements: tuple, threads: int):
         self.st = st
         self.placements = placements
         self.lanes = lanes_of(st.dtype)
         self.knobs: list[Knob] = []
+        self.fields: list[KnobField] = []
+        reads = tuple(dict.fromkeys(r.tensor for r in st.reads))
         n = st.name
+
+        def offer(field: Field, key: str | None, name: str, values: tuple, doc: str) -> tuple:
+            knob = Knob(name, values, doc)
+            self.knobs.append(knob)
+            self.fields.append(KnobField(knob, field, key, reads if field == "pack" else ()))
+            return values
+
         if len(placements) > 1:
-            self.knobs.append(Knob(f"{n}.place", placements, PLACEMENT_DOC))
-        if "root" not in placements and "epilogue" not in placements:
-            return
+            offer("place", None, f"{n}.place", placements, PLACEMENT_DOC)
         L = self.lanes
-        self.vecs = vec_candidates(st, L)
-        self.knobs.append(Knob(f"{n}.vec", self.vecs, "the variable vectorized innermost"))
+        self.vecs = offer("vec", None, f"{n}.vec", vec_candidates(st, L), "the variable vectorized innermost")
         widest = max((st.extents[v] for v in self.vecs if v is not None), default=1)
-        vws = tuple(k * L for k in (1, 2, 3, 4) if (k - 1) * L < widest) or (L,)
-        self.knobs.append(Knob(f"{n}.vw", vws, "elements of the vector variable in the register tile"))
-        for v in st.spatial:
-            if st.extents[v] > 1:
-                self.knobs.append(Knob(f"{n}.{v}.reg", _reg_values(st.extents[v]),
-                                       f"register tile along {v} (unrolled; not for the vector variable)"))
-        for v in st.spatial:
-            if st.extents[v] > 1:
-                self.knobs.append(Knob(f"{n}.{v}.block", _block_values(st.extents[v]),
-                                       f"block along {v}, in elements (rounded up to whole register tiles)"))
-        for r in st.reduction:
-            if st.extents[r] > 32:
-                self.knobs.append(Knob(f"{n}.{r}.block", _rblock_values(st.extents[r]),
-                                       f"block of the reduction along {r}"))
+        vws = offer("vw", None, f"{n}.vw", tuple(k * L for k in (1, 2, 3, 4) if (k - 1) * L < widest) or (L,),
+                    "elements of the vector variable in the register tile")
+        reg = {v: offer("reg", v, f"{n}.{v}.reg", _reg_values(st.extents[v]),
+                        f"register tile along {v} (unrolled; not for the vector variable)")
+               for v in st.spatial if st.extents[v] > 1}
+        block = {v: offer("block", v, f"{n}.{v}.block", _block_values(st.extents[v]),
+                          f"block along {v}, in elements (rounded up to whole register tiles)")
+                 for v in st.spatial if st.extents[v] > 1}
+        rblock = {r: offer("rblock", r, f"{n}.{r}.block", _rblock_values(st.extents[r]),
+                           f"block of the reduction along {r}")
+                  for r in st.reduction if st.extents[r] > 32}
+        red_order, ku, tile_order = (), (), ()
         if st.reduction:
-            self.knobs.append(Knob(f"{n}.red_order", _rotations(st.reduction), "order of the reduction loops"))
+            red_order = offer("red_order", None, f"{n}.red_order", _rotations(st.reduction),
+                              "order of the reduction loops")
             inner = max(st.extents[r] for r in st.reduction)
-            self.knobs.append(Knob(f"{n}.ku", _ku_values(inner, window_taps(st)),
-                                   "unrolling of the innermost reduction loop (the product of every reduction "
-                                   "extent: all of them)"))
+            ku = offer("ku", None, f"{n}.ku", _ku_values(inner, window_taps(st)),
+                       "unrolling of the innermost reduction loop (the product of every reduction extent: all of them)")
             if st.kind == "reuse" and len(st.spatial) > 1:
-                self.knobs.append(Knob(f"{n}.tile_order", ("y_first", "x_first"),
-                                       "which side's register-tile loops run outside"))
+                tile_order = offer("tile_order", None, f"{n}.tile_order", ("y_first", "x_first"),
+                                   "which side's register-tile loops run outside")
         par = ["outer1", "outer2", "outer3"] if threads > 1 else []
         if threads > 1 and st.kind == "reuse":
             par += ["inner1", "inner2"]
-        self.knobs.append(Knob(f"{n}.parallel", tuple(par) + ("none",),
-                               "the loops the threads split: the first K leading ones fused, or the first K "
-                               "row blocks inside the reduction blocks"))
-        for tensor in dict.fromkeys(r.tensor for r in st.reads):
-            if packable(st, tensor):
-                self.knobs.append(Knob(f"{n}.pack.{tensor}", (True, False),
-                                       f"copy the blocks of {tensor} into a blocked layout (cache_read)"))
+        parallel = offer("parallel", None, f"{n}.parallel", (*par, "none"),
+                         "the loops the threads split: the first K leading ones fused, or the first K row blocks "
+                         "inside the reduction blocks")
+        packs = tuple(t for t in reads if packable(st, t))
+        for t in packs:
+            offer("pack", t, f"{n}.pack.{t}", (True, False),
+                  f"copy the blocks of {t} into a blocked layout (cache_read)")
+        self.offered = StageKnobs(self.vecs, vws, reg, block, rblock, red_order, ku, tile_order, parallel, packs)
 
     def tile_config(self, cfg: dict) -> TileConfig:
         """The template's knob values in `cfg` as a TileConfig."""
@@ -239,8 +353,30 @@ class StageRole:
             parallel=get(f"{n}.parallel", "none"),
             pack=tuple(t for t in dict.fromkeys(r.tensor for r in st.reads) if get(f"{n}.pack.{t}", False)))
 
+    def config(self, cfg: dict) -> StageConfig:
+        """This stage's knob values in `cfg` (a dict of knob values, some of which may be missing: those are at
+        the space's defaults) as a StageConfig."""
+        return StageConfig(cfg.get(f"{self.st.name}.place", self.placements[0]), self.tile_config(cfg))
+
+    def knob_values(self, sc: StageConfig) -> dict:
+        """The value of each knob of this stage in `sc`, by knob name, in the space's order."""
+        return {f.knob.name: f.get(sc) for f in self.fields}
+
+
+def _typed(config: dict) -> bool:
+    """Whether `config` holds one StageConfig a stage (else knob values)."""
+    return bool(config) and isinstance(next(iter(config.values())), StageConfig)
+
 
 def _placements(info: ProgramInfo) -> dict[str, tuple]:
+    """The placements the space offers each stage, the first its default.
+
+    Conditions, the first that holds deciding:
+      1. an output: the root, and its producer's write-back where it has an :func:`epilogue_producer`;
+      2. an injective stage that some stage reads: inlined, the root, or inside its reader's loops;
+      3. an injective stage nothing reads: the root;
+      4. a reduction: the root, or inside its reader's loops.
+    """
     out = {}
     for st in info.stages:
         if st.is_output:
@@ -256,6 +392,12 @@ def epilogue_producer(info: ProgramInfo, st: StageInfo) -> str | None:
     """The reduction whose write-back can compute the injective stage `st`: the one stage `st` reads, read
     element for element (its indices are `st`'s own, in order, over the same extents) and by nothing else;
     None when there is none.
+
+    Conditions:
+      1. `st` is injective and reads exactly one stage, D;
+      2. D is a reduction, not an output, and `st` is its only reader;
+      3. every read of D by `st` is unpadded and indexes D by `st`'s own variables, in order, with no offset, over
+         the same extents.
 
     >>> import tensorlang as tl
     >>> src = "def f(X: f32[M, K], W: f32[K, N], b: f32[N]) -> Y:\\n    D[m, n] += X[m, k] * W[k, n]\\n" \\
@@ -397,15 +539,45 @@ class GeneratedSpace(Space):
             memo[key] = largest
         return memo[key]
 
-    # ---- placements ----
-    def placement(self, cfg: dict, name: str) -> str:
-        """Where stage `name` is computed under `cfg`: "root", "inline", "at" or "epilogue"."""
-        role = self.roles[name]
-        return cfg.get(f"{name}.place", role.placements[0])
+    # ---- typed configs ----
+    def stage_configs(self, config: dict) -> dict[str, StageConfig]:
+        """`config` (a dict of knob values; a missing knob is at its default) as one StageConfig a stage, in program
+        order: what the rules read and write, flattened back to knob values by :meth:`knob_config`. Given one
+        StageConfig a stage already, it is returned as it is: the methods below take either form.
 
-    def has_buffer(self, cfg: dict, tensor: str) -> bool:
-        """Whether `tensor` is in memory whole under `cfg`, so that a pack can copy from it: an input, or a stage
-        computed at the root (not inlined, nor computed inside another's loops).
+        >>> import tensorlang as tl
+        >>> sp = generated_space(tl.op("def f(A: f32[N]) -> C:\\n    B[i] = A[i] + 1.0\\n    C[i] = B[i] * 2.0"),
+        ...                      {"N": 64}, threads=1)
+        >>> configs = sp.stage_configs(sp.default())
+        >>> [(name, sc.place) for name, sc in configs.items()], sp.knob_config(configs) == sp.default()
+        ([('B', 'inline'), ('C', 'root')], True)
+        """
+        if _typed(config):
+            if config.keys() != self.roles.keys():
+                raise UsageError(f"{self.name}: a config of StageConfigs needs one for each stage, "
+                                 f"{', '.join(self.roles)}; got {', '.join(map(str, config))}")
+            return config
+        return {name: role.config(config) for name, role in self.roles.items()}
+
+    def knob_config(self, config: dict) -> dict:
+        """The config as knob values (knob name -> value, every knob, in the space's order) of one StageConfig a
+        stage: the inverse of :meth:`stage_configs` (see there)."""
+        configs = self.stage_configs(config)
+        out: dict = {}
+        for name, role in self.roles.items():
+            out.update(role.knob_values(configs[name]))
+        return out
+
+    # ---- placements ----
+    def placement(self, config: dict, name: str) -> Placement:
+        """Where stage `name` is computed under `config`: "root", "inline", "at" or "epilogue"."""
+        if _typed(config):
+            return config[name].place
+        return config.get(f"{name}.place", self.roles[name].placements[0])
+
+    def has_buffer(self, config: dict, tensor: str) -> bool:
+        """Whether `tensor` is in memory whole under `config`, so that a pack can copy from it: an input, or a
+        stage computed at the root (not inlined, nor computed inside another's loops).
 
         >>> import tensorlang as tl
         >>> sp = generated_space(tl.op("def f(A: f32[N]) -> C:\\n    B[i] = A[i] + 1.0\\n    C[i] = B[i] * 2.0"),
@@ -413,15 +585,16 @@ class GeneratedSpace(Space):
         >>> sp.has_buffer({"B.place": "inline"}, "B"), sp.has_buffer({"B.place": "root"}, "B"), sp.has_buffer({}, "A")
         (False, True, True)
         """
-        return tensor not in self.roles or self.placement(cfg, tensor) == "root"
+        return tensor not in self.roles or self.placement(config, tensor) == "root"
 
-    def anchors(self, cfg: dict) -> dict[str, str | None]:
+    def anchors(self, config: dict) -> dict[str, str | None]:
         """For each stage, the root stage whose loops compute it (itself at the root; None when its readers lead
         to several or it is an output computed elsewhere)."""
+        configs = self.stage_configs(config)
         out: dict[str, str | None] = {}
         stages = self.info.stages
         for st in reversed(stages):
-            place = self.placement(cfg, st.name)
+            place = configs[st.name].place
             if place == "root":
                 out[st.name] = st.name
                 continue
@@ -434,53 +607,54 @@ class GeneratedSpace(Space):
             out[st.name] = found.pop() if len(found) == 1 else None
         return out
 
-    def reader_vars(self, anchor: str, tensor: str, cfg: dict) -> set:
+    def reader_vars(self, anchor: str, tensor: str, config: dict) -> set:
         """The spatial variables of `anchor` on which the part of `tensor` it needs depends (through the stages
         inlined into it or computed inside it)."""
+        configs = self.stage_configs(config)
         st = self.info.stage(anchor)
-        return self._through(st, tensor, cfg, anchor, self.anchors(cfg)) & set(st.spatial)
+        return self._through(st, tensor, configs, anchor, self.anchors(configs)) & set(st.spatial)
 
-    def _through(self, st: StageInfo, tensor: str, cfg: dict, anchor: str, anchors: dict) -> set:
+    def _through(self, st: StageInfo, tensor: str, configs: dict[str, StageConfig], anchor: str,
+                 anchors: dict) -> set:
         out: set = set()
         for r in st.reads:
             if r.tensor == tensor:
                 out |= set(r.vars)
-            elif r.tensor in self.roles and self.placement(cfg, r.tensor) in ("inline", "at") \
+            elif r.tensor in configs and configs[r.tensor].place in ("inline", "at") \
                     and anchors.get(r.tensor) == anchor:
                 mid = self.info.stage(r.tensor)
-                inner = self._through(mid, tensor, cfg, anchor, anchors)
+                inner = self._through(mid, tensor, configs, anchor, anchors)
                 for d, (terms, _) in enumerate(r.dims):
                     if d < len(mid.spatial) and mid.spatial[d] in inner:
                         out |= {v for v, _ in terms}
         return out
 
     # ---- plans ----
-    def plans(self, cfg: dict) -> dict[str, LoopPlan]:
-        """The loop plan of every stage computed at the root under `cfg`."""
-        out = {}
-        for st in self.info.stages:
-            if self.placement(cfg, st.name) == "root":
-                role = self.roles[st.name]
-                out[st.name] = plan_loops(st, role.tile_config(cfg), role.lanes)
-        return out
+    def plans(self, config: dict) -> dict[str, LoopPlan]:
+        """The loop plan of every stage computed at the root under `config`."""
+        configs = self.stage_configs(config)
+        return {st.name: plan_loops(st, configs[st.name].tile, self.roles[st.name].lanes)
+                for st in self.info.stages if configs[st.name].place == "root"}
 
-    def attach_loops(self, cfg: dict, plans: dict) -> tuple[dict[str, str], list[str]]:
+    def attach_loops(self, config: dict, plans: dict) -> tuple[dict[str, str], list[Problem]]:
         """The loop of its anchor at which each "at" stage is computed (one loop for all the stages of an anchor:
         the deepest whose enclosing loops all run over variables each of them depends on), and problems."""
-        anchors = self.anchors(cfg)
+        configs = self.stage_configs(config)
+        anchors = self.anchors(configs)
         groups: dict[str, list[str]] = {}
         problems = []
         for st in self.info.stages:
-            if self.placement(cfg, st.name) == "at":
+            if configs[st.name].place == "at":
                 a = anchors[st.name]
                 if a is None or a not in plans:
-                    problems.append(f"{st.name} at: its readers are not computed in one root stage's loops")
+                    problems.append(Problem(st.name, ProblemKind.AT_READERS,
+                                            f"{st.name} at: its readers are not computed in one root stage's loops"))
                     continue
                 groups.setdefault(a, []).append(st.name)
         out = {}
         for a, members in groups.items():
             plan = plans[a]
-            deps = set.intersection(*(self.reader_vars(a, m, cfg) for m in members))
+            deps = set.intersection(*(self.reader_vars(a, m, configs) for m in members))
             chosen = None
             for lp in plan.final_order():
                 parts = plan.parallel_loops if lp == plan.fused_name() else [lp]
@@ -490,45 +664,64 @@ class GeneratedSpace(Space):
                     break
                 chosen = lp
             if chosen is None:
-                problems.append(f"{', '.join(members)} at {a}: no loop of {a} runs over only what they depend on")
+                problems.append(Problem(members[0], ProblemKind.AT_LOOP,
+                                        f"{', '.join(members)} at {a}: no loop of {a} runs over only what they depend "
+                                        "on", (*members[1:], a)))
                 continue
             for m in members:
                 out[m] = chosen
         return out, problems
 
-    def problems(self, cfg: dict) -> list[str]:
-        """Why `cfg` cannot be scheduled well (empty: it can): loop plans that do not fit, too many vector
-        registers, a working set beyond L2, too few parallel iterations, placements the nests cannot hold."""
+    def problems(self, config: dict) -> list[Problem]:
+        """Why `config` cannot be scheduled well (empty: it can): loop plans that do not fit, too many vector
+        registers, a working set beyond L2, too few parallel iterations, placements the nests cannot hold; each a
+        :class:`~tensorlang.autosched.problems.Problem` whose ``str()`` says it.
+
+        >>> import tensorlang as tl
+        >>> op = tl.op("def mm(A: f32[M, K], B: f32[K, N]) -> C:\\n    C[i, j] += A[i, k] * B[k, j]")
+        >>> sp = generated_space(op, {"M": 64, "N": 64, "K": 64}, threads=2)
+        >>> [(p.stage, p.kind.value) for p in sp.problems({**sp.default(), "C.parallel": "outer3"})]
+        [('C', 'parallel loops')]
+        """
         from ..space import config_key
+        cfg = self.knob_config(config) if _typed(config) else config
         key = config_key(cfg)
         hit = self._problems_cache.get(key)
         if hit is not None:
             return hit
-        out = []
-        anchors = self.anchors(cfg)
-        for st in self.info.stages:
-            place = self.placement(cfg, st.name)
-            if place == "epilogue":
-                prod = anchors[st.name]
-                if prod is None or self.placement(cfg, prod) != "root":
-                    out.append(f"{st.name} epilogue: its producer is not at the root")
-        plans = self.plans(cfg)
-        for name, plan in plans.items():
-            role = self.roles[name]
-            out += [f"{name}: {p}" for p in plan.problems]
-            for tensor, _, _ in plan.packs:
-                if not self.has_buffer(cfg, tensor):
-                    out.append(f"{name}: packs {tensor}, which is not computed at the root")
-            if accumulators(plan, role.lanes) > self.registers:
-                out.append(f"{name}: {accumulators(plan, role.lanes)} vector accumulators")
-            if plan.parallel_loops and chunks(plan) < self.threads:
-                out.append(f"{name}: {chunks(plan)} parallel iterations for {self.threads} threads")
-            if plan.cache_write and self.working_set(role.st, plan, plan.cache_write) > self.l2:
-                out.append(f"{name}: the register tile's working set exceeds L2")
-        _, more = self.attach_loops(cfg, plans)
-        out += more
+        out = self._problems(self.stage_configs(cfg))
         if len(self._problems_cache) < 100_000:
             self._problems_cache[key] = out
+        return out
+
+    def _problems(self, configs: dict[str, StageConfig]) -> list[Problem]:
+        out = []
+        anchors = self.anchors(configs)
+        for st in self.info.stages:
+            if configs[st.name].place == "epilogue":
+                prod = anchors[st.name]
+                if prod is None or configs[prod].place != "root":
+                    out.append(Problem(st.name, ProblemKind.EPILOGUE,
+                                       f"{st.name} epilogue: its producer is not at the root"))
+        plans = self.plans(configs)
+        for name, plan in plans.items():
+            role = self.roles[name]
+            out += plan.problems
+            for tensor, _, _ in plan.packs:
+                if not self.has_buffer(configs, tensor):
+                    out.append(Problem(name, ProblemKind.PACK_SOURCE,
+                                       f"{name}: packs {tensor}, which is not computed at the root", (tensor,)))
+            if accumulators(plan, role.lanes) > self.registers:
+                out.append(Problem(name, ProblemKind.ACCUMULATORS,
+                                   f"{name}: {accumulators(plan, role.lanes)} vector accumulators"))
+            if plan.parallel_loops and chunks(plan) < self.threads:
+                out.append(Problem(name, ProblemKind.PARALLEL_ITERATIONS,
+                                   f"{name}: {chunks(plan)} parallel iterations for {self.threads} threads"))
+            if plan.cache_write and self.working_set(role.st, plan, plan.cache_write) > self.l2:
+                out.append(Problem(name, ProblemKind.WORKING_SET,
+                                   f"{name}: the register tile's working set exceeds L2"))
+        _, more = self.attach_loops(configs, plans)
+        out += more
         return out
 
     def working_set(self, st: StageInfo, plan: LoopPlan, at: str) -> int:
@@ -563,23 +756,23 @@ class GeneratedSpace(Space):
         problems = self.problems(cfg)
         if problems:
             raise ScheduleError(f"{self.name}: config not schedulable: {problems[0]}")
-        plans = self.plans(cfg)
-        attach, _ = self.attach_loops(cfg, plans)
+        configs = self.stage_configs(cfg)
+        plans = self.plans(configs)
+        attach, _ = self.attach_loops(configs, plans)
+        anchors = self.anchors(configs)
         for st in self.info.stages:
-            if self.placement(cfg, st.name) == "inline":
+            if configs[st.name].place == "inline":
                 s[st.name].compute_inline()
         for plan in plans.values():
             apply_plan(s, plan)
         for st in self.info.stages:
-            if self.placement(cfg, st.name) == "at":
-                role = self.roles[st.name]
-                _schedule_inside(s, st, role.lanes, cfg.get(f"{st.name}.vw", role.lanes))
+            if configs[st.name].place == "at":
+                _schedule_inside(s, st, self.roles[st.name].lanes, configs[st.name].tile.vw)
         for st in reversed(self.info.stages):
-            if self.placement(cfg, st.name) == "at":
-                anchor = self.anchors(cfg)[st.name]
-                s[st.name].compute_at(s[anchor], attach[st.name])
+            if configs[st.name].place == "at":
+                s[st.name].compute_at(s[anchors[st.name]], attach[st.name])
         for st in self.info.stages:
-            if self.placement(cfg, st.name) == "epilogue":
+            if configs[st.name].place == "epilogue":
                 s[st.name].reverse_compute_inline()
 
     # ---- the rules' own pick ----
@@ -679,4 +872,5 @@ def generated_space(op, sizes: dict, threads: int | None = None) -> GeneratedSpa
     return GeneratedSpace(op, sizes, threads)
 
 
-__all__ = ["GeneratedSpace", "generated_space", "vec_candidates", "epilogue_producer", "lanes_of", "packable"]
+__all__ = ["GeneratedSpace", "generated_space", "vec_candidates", "epilogue_producer", "lanes_of", "packable",
+           "Placement", "StageConfig", "StageKnobs", "KnobField"]

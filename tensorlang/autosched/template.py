@@ -37,6 +37,7 @@ import math
 from dataclasses import dataclass, field
 
 from .analysis import StageInfo
+from .problems import Problem, ProblemKind
 
 
 def window_taps(st: StageInfo) -> int | None:
@@ -88,7 +89,7 @@ class LoopPlan:
     -> (variable, level) with level one of "block", "rblock", "tile", "red", "unroll", "reg", "vec";
     ``parallel_loops``: the leading loops fused into the parallel loop (empty: none); ``unroll``: loops to
     unroll; ``vectorize``: the vectorized loop; ``cache_write``: the loop of the register tile, or None;
-    ``packs``: (tensor, loop, layout) copies.
+    ``packs``: (tensor, loop, layout) copies; ``problems``: why the plan cannot be scheduled (:class:`Problem`).
     """
 
     stage: str
@@ -101,7 +102,7 @@ class LoopPlan:
     vectorize: str | None = None
     cache_write: str | None = None
     packs: list = field(default_factory=list)
-    problems: list = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
 
     def fused_name(self) -> str | None:
         """The name of the parallel loop once its loops are fused (None: no parallel loop)."""
@@ -340,12 +341,14 @@ def plan_loops(st: StageInfo, cfg: TileConfig, lanes: int) -> LoopPlan:
             else:
                 break
         if len(lead) < k:
-            plan.problems.append(f"parallel {cfg.parallel}: only {len(lead)} leading spatial loops")
+            plan.problems.append(Problem(st.name, ProblemKind.PARALLEL_LOOPS, f"{st.name}: parallel {cfg.parallel}: "
+                                         f"only {len(lead)} leading spatial loops"))
         plan.parallel_loops = lead[:k]
     elif cfg.parallel.startswith("inner"):
         k = int(cfg.parallel[5:])
         if not r0 or len(x0) < k:
-            plan.problems.append(f"parallel {cfg.parallel}: needs reduction blocks and {k} X-side block loops")
+            plan.problems.append(Problem(st.name, ProblemKind.PARALLEL_LOOPS, f"{st.name}: parallel {cfg.parallel}: "
+                                         f"needs reduction blocks and {k} X-side block loops"))
         plan.parallel_loops = x0[:k] if r0 else []
 
     # the register tile: accumulated at the last loop around it, where there is a reduction to accumulate
@@ -363,7 +366,8 @@ def plan_loops(st: StageInfo, cfg: TileConfig, lanes: int) -> LoopPlan:
         else:
             where = x0[-1:] or (y0 + r0)[-1:]
         if not where:
-            plan.problems.append(f"pack {tensor}: no block loop to copy it at")
+            plan.problems.append(Problem(st.name, ProblemKind.PACK_LOOP,
+                                         f"{st.name}: pack {tensor}: no block loop to copy it at", (tensor,)))
             continue
         at = where[0]
         layout = pack_layout(st, tensor, plan, at)
