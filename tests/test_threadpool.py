@@ -142,9 +142,10 @@ def test_spin_setting_sets_how_long_the_workers_spin(tmp_path):
     quiet = idle_cpu("0")
     assert quiet < 0.05
     # about 1 s on an idle CPU; on a busy one the spinning worker yields most of it (0.07 s with five processes on
-    # two cores); a runtime that ignores the variable spins its default 500 us and gives about 0.001 s
+    # two cores, 0.006 s with eight); a runtime that ignores the variable spins its default 500 us and gives about
+    # 0.001 s
     busy = idle_cpu("1000000")
-    assert busy > 0.02 and busy > 5 * quiet, (busy, quiet)
+    assert busy > 0.004 and busy > 5 * quiet, (busy, quiet)
 
 
 @pytest.mark.parametrize("name,value,message", [
