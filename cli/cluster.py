@@ -1,5 +1,6 @@
-"""The command line's side of distributed tuning: the ``--cluster`` and ``--cluster-timeout`` flags of ``tune``
-and ``compare`` (``tuner/cli.py`` adds them with :func:`add_cluster_flags`), and the connection they open.
+"""The command line's side of distributed tuning: the ``--cluster`` and ``--cluster-timeout`` flags of ``tune``,
+``compare`` and ``tune-model`` (their ``register`` adds them with :func:`add_cluster_flags`), and the connection
+they open.
 
     tensorlang tune WORKLOAD --trials N --cluster tcp://HOST:8786 [--cluster-timeout S] ...
     TENSORLANG_CLUSTER=tcp://HOST:8786 tensorlang tune WORKLOAD --trials N ...
@@ -7,6 +8,10 @@ and ``compare`` (``tuner/cli.py`` adds them with :func:`add_cluster_flags`), and
 from __future__ import annotations
 
 import os
+
+from tensorlang.tuner.measure import ADDRESS_ENV
+
+from .common import TuneFlagError
 
 
 def add_cluster_flags(parser) -> None:
@@ -28,10 +33,6 @@ def add_cluster_flags(parser) -> None:
                         help="seconds to reach the scheduler, and to wait for a worker with this CPU (default 20)")
 
 
-#: the variable ``--cluster`` falls back to (here, not in tuner.cluster, which needs Dask; that module re-exports it)
-ADDRESS_ENV = "TENSORLANG_CLUSTER"
-
-
 def cluster_address(args) -> tuple[str | None, str]:
     """(the scheduler address ``args`` ask for or None: this machine, where it came from: ``--cluster`` or
     ``TENSORLANG_CLUSTER``).
@@ -49,9 +50,9 @@ def cluster_address(args) -> tuple[str | None, str]:
 
 
 def open_cluster(args):
-    """The :class:`tuner.cluster.Cluster` that ``--cluster`` (or ``TENSORLANG_CLUSTER``) names, connected; None
-    when neither is given. TuneFlagError naming the flag (or the variable) when the address is wrong or the
-    scheduler cannot be reached within ``--cluster-timeout``.
+    """The :class:`tensorlang.tuner.measure.cluster.Cluster` that ``--cluster`` (or ``TENSORLANG_CLUSTER``) names,
+    connected; None when neither is given. TuneFlagError naming the flag (or the variable) when the address is wrong or
+    the scheduler cannot be reached within ``--cluster-timeout``.
 
     Example::
 
@@ -59,9 +60,8 @@ def open_cluster(args):
         >>> open_cluster(argparse.Namespace(cluster="tcp://10.0.0.1", cluster_timeout=1.0))
         Traceback (most recent call last):
         ...
-        tuner.tune_cli.TuneFlagError: --cluster: 'tcp://10.0.0.1' is not a scheduler address ... (the port is missing)
+        tensorlang.cli.common.TuneFlagError: --cluster: 'tcp://10.0.0.1' is not a scheduler ... (the port is missing)
     """
-    from tuner.tune_cli import TuneFlagError
     address, source = cluster_address(args)
     if address is None:
         return None
@@ -69,7 +69,7 @@ def open_cluster(args):
     if not (isinstance(timeout, (int, float)) and timeout > 0):
         raise TuneFlagError(f"--cluster-timeout: must be a positive number of seconds, got {timeout}")
     try:
-        from tuner.cluster import Cluster, ClusterError, ClusterOptions, check_address
+        from tensorlang.tuner.measure.cluster import Cluster, ClusterError, ClusterOptions, check_address
     except ModuleNotFoundError as e:
         raise TuneFlagError(f"{source}: tuning on a Dask cluster needs Dask's distributed ({e}): "
                             "pip install 'tensorlang[cluster]'") from None

@@ -15,6 +15,38 @@ import shutil
 from tensorlang.errors import BuildError
 from tensorlang.export import FORMATS, build_command, check_name, export
 
+from .common import (DB_DEFAULT, CLIError, add_common, best_record, check_threads_flag, record_schedule,
+                     workload_and_sizes)
+
+
+def register(subparsers) -> None:
+    """Add ``export`` to the ``tensorlang`` parser's ``subparsers``.
+
+    >>> import argparse
+    >>> sub = argparse.ArgumentParser().add_subparsers(dest="command")
+    >>> register(sub)
+    >>> sorted(sub.choices)
+    ['export']
+    """
+    sub = subparsers
+    ex = sub.add_parser("export", help="write a kernel ahead of time: library, object, C, LLVM IR or assembly, "
+                                       "with a header and an example C program",
+                        description="Schedule: the one tl.build chooses (the best tuned record, else the "
+                                    "workload's hand schedule, else the auto-scheduler's pick); --best or --schedule "
+                                    "FILE.json choose another.")
+    add_common(ex)
+    ex.add_argument("--format", default="so", help="so (shared library, default), o (object file + runtime "
+                                                   "source), c (C source), ll (LLVM IR) or asm (assembly)")
+    ex.add_argument("-o", "--output", required=True, metavar="DIR", help="directory to write the files in")
+    exs = ex.add_mutually_exclusive_group()
+    exs.add_argument("--best", action="store_true", help="the best tuned record of the tuning database")
+    exs.add_argument("--schedule", metavar="FILE.json", help="a schedule written by Schedule.to_json()")
+    ex.add_argument("--name", help="the C function's name (default: the workload's)")
+    ex.add_argument("--cc", help="C compiler that links format so (default: $CC, else cc)")
+    ex.add_argument("--threads", type=int, help="with --best: the thread count it was tuned for (default: all CPUs)")
+    ex.add_argument("--db", help=f"tuning database for --best {DB_DEFAULT}")
+    ex.set_defaults(func=cmd_export)
+
 
 def cmd_export(args) -> dict:
     """`tensorlang export`: choose the schedule (hand / --best / --schedule), export, and report the files.
@@ -25,12 +57,10 @@ def cmd_export(args) -> dict:
     Example::
 
         tensorlang export matmul --preset 512 --format so -o out/
-        args = tuner.cli.make_parser().parse_args(["export", "matmul", "--best", "--format", "o", "-o", "out"])
+        args = make_parser().parse_args(["export", "matmul", "--best", "--format", "o", "-o", "out"])
         cmd_export(args)["files"]   # {'object': 'out/matmul.o', 'runtime': 'out/tensorlang_runtime.c', ...}
     """
     import tensorlang as tl
-
-    from tuner.cli import CLIError, workload_and_sizes
     if args.format not in FORMATS:
         raise CLIError(f"--format: unknown format {args.format!r}; formats: "
                        + ", ".join(f"{k} ({v})" for k, v in FORMATS.items()))
@@ -56,7 +86,6 @@ def cmd_export(args) -> dict:
         s, note = _schedule_file(args.schedule, w, op, sizes, bool(args.preset or args.size))
         where = ""
     elif args.best:
-        from tuner.tune_cli import best_record, check_threads_flag, record_schedule
         check_threads_flag(args.threads)
         task, rec, path = best_record(w, sizes, args.threads, args.db)
         if rec is None:
@@ -106,9 +135,8 @@ def check_output_directory(path: str) -> str | None:
         >>> check_output_directory("/dev/null")
         Traceback (most recent call last):
         ...
-        tuner.cli.CLIError: -o: /dev/null exists and is not a directory; pass a directory to write the files in
+        tensorlang.cli.common.CLIError: -o: /dev/null exists and is not a directory; pass a directory to write ...
     """
-    from tuner.cli import CLIError
     if not path:
         raise CLIError("-o: the output directory is an empty string")
     if os.path.exists(path) and not os.path.isdir(path):
@@ -127,7 +155,6 @@ def _schedule_file(path: str, w, op, sizes: dict, sizes_given: bool):
     import tensorlang as tl
 
     from tensorlang.errors import TensorlangError
-    from tuner.cli import CLIError
     try:
         with open(path) as f:
             text = f.read()

@@ -7,9 +7,10 @@
                           [--cluster tcp://HOST:8786] [--json]
 
 MODEL is a ``.pt2`` file (``torch.export.save``) or a saved model (``model.save``); it is read before the tuning
-database is opened, so a file that is no model leaves no database behind. ``tuner/cli.py`` parses the flags and
-reports errors; these functions do the work and return the JSON object of ``--json``. ``tune-model`` fails (exit
-status 2, naming the output and its difference) when the tuned model's outputs differ from torch eager's.
+database is opened, so a file that is no model leaves no database behind. :func:`register` adds the flags and
+:func:`tensorlang.cli.main.main` reports errors; these functions do the work and return the JSON object of ``--json``.
+``tune-model`` fails (exit status 2, naming the output and its difference) when the tuned model's outputs differ from
+torch eager's.
 
 Example::
 
@@ -22,26 +23,30 @@ import os
 import shlex
 import sys
 
-from tuner.tune_cli import TuneFlagError
+from .cluster import add_cluster_flags, open_cluster
+from .common import (DB_DEFAULT, TuneFlagError, add_common, check_db_flag, check_jobs_flag, check_plot_flag,
+                     check_plugin_flags, check_threads_flag, open_db, resume_command, seed_value)
 
 
-def add_parsers(sub, common) -> None:
-    """Add ``tasks`` and ``tune-model`` to the ``tensorlang`` parser's subcommands (`common` adds --json).
+def register(subparsers) -> None:
+    """Add ``tasks`` and ``tune-model`` to the ``tensorlang`` parser's ``subparsers``.
 
-    Example::
-
-        add_parsers(subparsers, common)
+    >>> import argparse
+    >>> sub = argparse.ArgumentParser().add_subparsers(dest="command")
+    >>> register(sub)
+    >>> sorted(sub.choices)
+    ['tasks', 'tune-model']
     """
-    from tuner.cli import DB_DEFAULT, seed_value
+    sub = subparsers
     t = sub.add_parser("tasks", help="a model's tuning tasks: its distinct kernels with FLOPs, calls, schedule source "
                                      "and share of the model's time now")
-    common(t, sizes=False)
+    add_common(t, sizes=False)
     t.add_argument("model", metavar="MODEL", help="a .pt2 file (torch.export.save) or a saved model (.tlm)")
     t.add_argument("--threads", type=int, help="the thread count the tasks are for (default: all CPUs)")
     t.add_argument("--db", help=f"tuning database: trials and best records per task {DB_DEFAULT}")
     t.add_argument("--repeat", type=int, default=5, help="profile runs whose median each kernel's time is (default 5)")
     m = sub.add_parser("tune-model", help="tune a whole model: pass variants, then its tasks by a task scheduler")
-    common(m, sizes=False)
+    add_common(m, sizes=False)
     m.add_argument("model", metavar="MODEL", help="a .pt2 file (torch.export.save) or a saved model (.tlm)")
     m.add_argument("--trials", type=int, required=True,
                    help="tune until the model's tasks hold this many records in all (earlier runs' count)")
@@ -68,12 +73,13 @@ def add_parsers(sub, common) -> None:
     m.add_argument("--no-torch-compile", action="store_true",
                    help="leave torch.compile out of the end-to-end timing (inductor compiles for a while)")
     m.add_argument("--plot", help="write a PNG of the estimated end-to-end latency against trials")
-    from tuner.cluster_cli import add_cluster_flags
     add_cluster_flags(m)  # --cluster: every task's runner measures on the Dask cluster's workers
+    t.set_defaults(func=cmd_tasks)
+    m.set_defaults(func=cmd_tune_model)
+
 
 
 def _check(args) -> None:
-    from tuner.tune_cli import check_jobs_flag, check_plot_flag, check_plugin_flags, check_threads_flag
     if args.trials < 1:
         raise TuneFlagError(f"--trials: must be at least 1, got {args.trials}")
     check_plugin_flags([args.strategy], [args.cost_model])
@@ -101,12 +107,11 @@ def _check_model_path(path: str) -> None:
 def _db_path(args, create: bool = False) -> str:
     """The database path the command uses, checked with the tuner's error messages: an existing file is opened
     read-only (a folder, or a file that is no tuning database, is refused); nothing is created unless `create`."""
-    from tuner.database import default_db_path
-    from tuner.tune_cli import _check_db_flag, _open_db
-    _check_db_flag(args.db)
+    from tensorlang.tuner.records.database import default_db_path
+    check_db_flag(args.db)
     path = os.path.expanduser(args.db) if args.db is not None else str(default_db_path())
     if create or os.path.exists(path):
-        db = _open_db(args.db, read_only=not create)
+        db = open_db(args.db, read_only=not create)
         try:
             return str(db.path)
         finally:
@@ -115,8 +120,8 @@ def _db_path(args, create: bool = False) -> str:
 
 
 def _read_model(args, path: str, threads: int):
-    """The model of the command (:func:`tuner.model_tuning.resolve_model`), read as tuning reads it."""
-    from tuner.model_tuning import environment, resolve_model
+    """The model of the command (:func:`tensorlang.tuner.model.source.resolve_model`), read as tuning reads it."""
+    from tensorlang.tuner.model.source import environment, resolve_model
     with environment(path, threads):  # a saved model compiles its kernels as it loads
         return resolve_model(args.model)
 
@@ -131,10 +136,9 @@ def cmd_tasks(args) -> dict:
     """
     from tensorlang.graph.pass_options import describe_pass_options
     from tensorlang.threadpool import num_threads
-    from tuner.database import Database
-    from tuner.model_tasks import model_tasks, profile_tasks, random_model_inputs, task_rows, tasks_table
-    from tuner.model_tuning import environment
-    from tuner.tune_cli import check_threads_flag
+    from tensorlang.tuner.records.database import Database
+    from tensorlang.tuner.model.tasks import model_tasks, profile_tasks, random_model_inputs, task_rows, tasks_table
+    from tensorlang.tuner.model.source import environment
     check_threads_flag(args.threads)
     if args.repeat < 1:
         raise TuneFlagError(f"--repeat: must be at least 1, got {args.repeat}")
@@ -167,7 +171,7 @@ def cmd_tasks(args) -> dict:
 
 
 def cmd_tune_model(args) -> dict:
-    """``tensorlang tune-model MODEL --trials N``: :func:`tuner.model_tuning.tune_model`, with its progress on
+    """``tensorlang tune-model MODEL --trials N``: :func:`tensorlang.tuner.model.tune.tune_model`, with its progress on
     stderr, then a summary (and a plot with ``--plot``); returns the summary's JSON. When the tuned model's outputs
     differ from torch eager's, the summary (and with ``--json`` its JSON) is printed and an OutputMismatch names
     the output and the difference (exit status 2).
@@ -177,9 +181,8 @@ def cmd_tune_model(args) -> dict:
         tensorlang tune-model mnist.pt2 --trials 200 --json
     """
     from tensorlang.threadpool import num_threads
-    from tuner.cluster_cli import open_cluster
-    from tuner.model_tuning import tune_model
-    from tuner.model_variants import OutputMismatch
+    from tensorlang.tuner.model.tune import tune_model
+    from tensorlang.tuner.model.variants import OutputMismatch
     _check(args)
     path = _db_path(args)
     src = _read_model(args, path, args.threads or num_threads())
@@ -187,8 +190,8 @@ def cmd_tune_model(args) -> dict:
     cluster = open_cluster(args)  # None: measure on this machine
     factory = None
     if cluster is not None:
-        from tuner.cluster import DaskRunner
-        from tuner.measure import MeasureOptions
+        from tensorlang.tuner.measure.cluster import DaskRunner
+        from tensorlang.tuner.measure.local import MeasureOptions
         options = MeasureOptions(run_timeout=args.timeout)
 
         def factory(task):
@@ -208,7 +211,6 @@ def cmd_tune_model(args) -> dict:
     report = summary.to_json()
     say = (lambda *a: print(*a, file=sys.stderr)) if args.json else print
     if summary.interrupted:
-        from tuner.tune_cli import resume_command
         say(f"interrupted: {summary.trials_done} trials measured in this run, all of them kept in {path}")
         say(f"resume with: {resume_command(args)}")
     if args.plot:
@@ -231,7 +233,7 @@ def format_model_summary(summary, args=None) -> str:
 
     Example::
 
-        >>> from tuner.model_tuning import ModelTuneSummary, TaskReport
+        >>> from tensorlang.tuner.model.report import ModelTuneSummary, TaskReport
         >>> s = ModelTuneSummary("net", "k", 2, "t.db", 32, "gradient", "xgb-genetic", "xgb", 0, trials_done=32)
         >>> s.tasks = [TaskReport(0, "f_0123456789", "f", "k", 2, 1e6, 0, 32, None, 1e-3, 2e-3, "auto")]
         >>> s.curve = [(0, 4e-3), (32, 2e-3)]
@@ -250,8 +252,8 @@ def format_model_summary(summary, args=None) -> str:
           this run: 32 trials, 0 invalid
     """
     from tensorlang.graph.pass_options import describe_pass_options
-    from tuner.model_tuning import task_table
-    from tuner.model_variants import TOLERANCE
+    from tensorlang.tuner.model.report import task_table
+    from tensorlang.tuner.model.variants import TOLERANCE
     s = summary
     lines = [f"tuned {s.model}, {s.threads} thread{'s' * (s.threads != 1)}: {s.trials_before + s.trials_done} "
              f"trials, {len(s.tasks)} task{'s' * (len(s.tasks) != 1)} ({s.trials_done} in this run); {s.scheduler} "
@@ -328,7 +330,7 @@ def plot_model_curve(summary, path: str) -> None:
     xs = [p[0] for p in summary.curve]
     ys = [p[1] * 1e3 for p in summary.curve]
     ax.step(xs, ys, where="post", color="tab:blue", label="estimated (sum of calls x best time)")
-    from tuner.model_tuning import TORCH_COMPILE
+    from tensorlang.tuner.model.baselines import TORCH_COMPILE
     colors = {"tuned": "tab:blue", "zero-trial": "gray", "torch eager": "tab:red", TORCH_COMPILE: "tab:orange"}
     for name, v in summary.latency.items():
         if v.get("median_s"):
@@ -345,6 +347,3 @@ def plot_model_curve(summary, path: str) -> None:
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
-
-
-COMMANDS = {"tasks": cmd_tasks, "tune-model": cmd_tune_model}

@@ -23,19 +23,24 @@ import time
 
 import numpy as np
 
+from .common import CLIError, add_common
+
 FORMATS = ("tlm", "so", "c")
 
 
-def add_parsers(sub, common) -> None:
-    """Add the model commands to the `tensorlang` parser's subcommands (`common` adds --json).
+def register(subparsers) -> None:
+    """Add ``compile``, ``bench-model`` and ``show-model`` to the ``tensorlang`` parser's ``subparsers``.
 
-    Example::
-
-        add_parsers(subparsers, common)
+    >>> import argparse
+    >>> sub = argparse.ArgumentParser().add_subparsers(dest="command")
+    >>> register(sub)
+    >>> sorted(sub.choices)
+    ['bench-model', 'compile', 'show-model']
     """
+    sub = subparsers
     c = sub.add_parser("compile", help="compile a PyTorch model (.pt2 from torch.export.save): a saved model (tlm), "
                                        "a shared library (so) or C source (c)")
-    common(c, sizes=False)
+    add_common(c, sizes=False)
     c.add_argument("model", metavar="MODEL.pt2", help="a model written by torch.export.save")
     c.add_argument("-o", "--output", required=True, metavar="DIR", help="directory to write the files in")
     c.add_argument("--format", default="tlm", help="tlm (a saved model for tl.load_model, default), so (one shared "
@@ -44,7 +49,7 @@ def add_parsers(sub, common) -> None:
     c.add_argument("--name", help="the model's C name (default: the file's name)")
     b = sub.add_parser("bench-model", help="time a model: tensorlang against torch eager, torch.compile (inductor, "
                                            "freezing) and onnxruntime, on one thread count, in alternating rounds")
-    common(b, sizes=False)
+    add_common(b, sizes=False)
     b.add_argument("model", metavar="MODEL.pt2", help="a model written by torch.export.save (or a saved .tlm)")
     b.add_argument("--threads", type=int, help="threads for every contender (default: TENSORLANG_NUM_THREADS, else "
                                                 "all CPUs)")
@@ -52,11 +57,15 @@ def add_parsers(sub, common) -> None:
     b.add_argument("--min-time", type=float, default=0.05, help="seconds per contender per round (default 0.05)")
     _pass_flags(b)
     s = sub.add_parser("show-model", help="print a model's optimised graph, its kernels and its memory plan")
-    common(s, sizes=False)
+    add_common(s, sizes=False)
     s.add_argument("model", metavar="MODEL", help="a .pt2 file (torch.export.save) or a saved model (.tlm)")
     s.add_argument("--source", metavar="NODE", help="print the tensorlang program of the kernel computing NODE")
     s.add_argument("--profile", action="store_true", help="time each kernel on random inputs (time share, GFLOPS)")
     _pass_flags(s)
+    c.set_defaults(func=cmd_compile)
+    b.set_defaults(func=cmd_bench_model)
+    s.set_defaults(func=cmd_show_model)
+
 
 
 def _pass_flags(p) -> None:
@@ -66,7 +75,6 @@ def _pass_flags(p) -> None:
 
 def _skip(args) -> tuple[str, ...]:
     from tensorlang.graph.passes import PASS_NAMES
-    from tuner.cli import CLIError
     names = tuple(n for n in (x.strip() for x in args.skip_pass.split(",")) if n)
     for n in names:
         if n not in PASS_NAMES:
@@ -82,7 +90,6 @@ def load(args, *, allow_saved: bool = True):
 
         model, seconds = load(args)
     """
-    from tuner.cli import CLIError
     path = args.model
     if not os.path.exists(path):
         raise CLIError(f"{path}: no such file")
@@ -139,7 +146,6 @@ def cmd_compile(args) -> dict:
     """
     from tensorlang.errors import BuildError
     from tensorlang.export import check_name, output_directory
-    from tuner.cli import CLIError
     if args.format not in FORMATS:
         raise CLIError(f"--format: unknown format {args.format!r}; formats: tlm (saved model), so (shared library), "
                        "c (C source)")
@@ -260,9 +266,8 @@ def cmd_bench_model(args) -> dict:
         tensorlang bench-model resnet18.pt2 --threads 2
     """
     from tensorlang.threadpool import MAX_THREADS, num_threads
-    from tuner.cli import CLIError
-    from tuner.model_tasks import random_model_inputs
-    from tuner.model_variants import TOLERANCE, OutputMismatch, compare_outputs
+    from tensorlang.tuner.model.tasks import random_model_inputs
+    from tensorlang.tuner.model.variants import TOLERANCE, OutputMismatch, compare_outputs
     if args.threads is not None and not 1 <= args.threads <= MAX_THREADS:
         raise CLIError(f"--threads: must be from 1 to {MAX_THREADS}, got {args.threads}")
     if args.rounds < 1:
@@ -281,7 +286,7 @@ def cmd_bench_model(args) -> dict:
             import torch
 
             from tensorlang.frontend.torch_import import load_pt2
-            from tuner.model_tuning import torch_arguments, torch_contenders, torch_like_for_like
+            from tensorlang.tuner.model.baselines import torch_arguments, torch_contenders, torch_like_for_like
             module = load_pt2(args.model).module()
             stack.enter_context(torch_like_for_like(threads))
             for name, fn in torch_contenders(module, inputs, model.graph.input_spec):
@@ -334,6 +339,3 @@ def cmd_bench_model(args) -> dict:
             print(json.dumps(result))
         raise OutputMismatch(f"{args.model}: outputs differ from torch eager's: {'; '.join(wrong)}")
     return result
-
-
-COMMANDS = {"compile": cmd_compile, "bench-model": cmd_bench_model, "show-model": cmd_show_model}

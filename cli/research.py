@@ -1,4 +1,4 @@
-"""The research commands of the ``tensorlang`` command line (``tuner/cli.py`` parses the flags):
+"""The research commands of the ``tensorlang`` command line (:func:`register` adds their flags):
 
     tensorlang compare WORKLOAD --strategies random,genetic,... --trials N --seeds K [--replay DATASET]
                        [--preset P | --size K=V,...] [--cost-model M] [--jobs N] [--plot FILE] [--json]
@@ -14,8 +14,65 @@ from __future__ import annotations
 import os
 import sys
 
-from tuner.tune_cli import (TuneFlagError, check_jobs_flag, check_plot_flag, check_plugin_flags, check_threads_flag,
-                            task_for)
+from .cluster import add_cluster_flags, open_cluster
+from .common import (DB_DEFAULT, Parser, TuneFlagError, add_common, check_jobs_flag, check_plot_flag,
+                     check_plugin_flags, check_threads_flag, db_source, existing_db, seed_value, task_for,
+                     workload_and_sizes)
+
+
+def register(subparsers) -> None:
+    """Add ``compare``, ``dataset`` (``export``, ``info``) and ``costmodel`` (``eval``) to the ``tensorlang``
+    parser's ``subparsers``.
+
+    >>> import argparse
+    >>> sub = argparse.ArgumentParser().add_subparsers(dest="command")
+    >>> register(sub)
+    >>> sorted(sub.choices)
+    ['compare', 'costmodel', 'dataset']
+    """
+    sub = subparsers
+    c = sub.add_parser("compare", help="compare search strategies over seeds, on replay of a dataset or live")
+    add_common(c)
+    c.add_argument("--strategies", required=True,
+                   help="strategies separated by commas: names, entry points or package.module:Class")
+    c.add_argument("--trials", type=int, required=True, help="trials per run")
+    c.add_argument("--seeds", type=int, default=5, help="runs per strategy, with seeds 0..K-1 (default 5)")
+    c.add_argument("--replay", metavar="DATASET", help="answer from this dataset (CSV) instead of measuring")
+    c.add_argument("--cost-model", default="xgb", help="cost model of model-guided strategies (default xgb)")
+    c.add_argument("--jobs", type=int, help="processes sharing the runs on replay (default: the CPU count)")
+    c.add_argument("--threads", type=int, help="threads the kernels use when live (default: all CPUs)")
+    c.add_argument("--timeout", type=float, default=10.0, help="seconds one candidate may run, live (default 10)")
+    c.add_argument("--plot", help="write a PNG of the best-so-far curves (median and 25-75%% over seeds)")
+    c.add_argument("--space", default="default", choices=("default", "generated", "hand"),
+                   help="live: the search space (as for tune)")
+    add_cluster_flags(c)
+    d = sub.add_parser("dataset", help="export tuning records as a dataset for offline replay, or describe one")
+    dsub = d.add_subparsers(dest="dataset_command", metavar="ACTION", parser_class=Parser)
+    dsub.required = True
+    de = dsub.add_parser("export", help="write one task's records as a CSV table with a JSON header")
+    add_common(de)
+    de.add_argument("-o", "--output", required=True, help="the CSV file to write")
+    de.add_argument("--threads", type=int, help="the thread count it was tuned for (default: all CPUs)")
+    de.add_argument("--db", help=f"tuning database file {DB_DEFAULT}")
+    de.add_argument("--note", help="free text stored in the header (how the records were made)")
+    de.add_argument("--space", default="default", choices=("default", "generated", "hand"),
+                    help="export the records of this search space (as for tune)")
+    di = dsub.add_parser("info", help="describe a dataset file")
+    add_common(di, sizes=False)
+    di.add_argument("file", metavar="FILE", help="a dataset CSV")
+    cm = sub.add_parser("costmodel", help="evaluate cost models on a dataset")
+    csub = cm.add_subparsers(dest="costmodel_command", metavar="ACTION", parser_class=Parser)
+    csub.required = True
+    ce = csub.add_parser("eval", help="train each cost model on part of a dataset, rank the rest")
+    add_common(ce, sizes=False)
+    ce.add_argument("--dataset", required=True, help="a dataset CSV (see `tensorlang dataset export`)")
+    ce.add_argument("--models", help="cost models separated by commas (default: every registered one)")
+    ce.add_argument("--train-fraction", type=float, default=0.5, help="share of configs to train on (default 0.5)")
+    ce.add_argument("--splits", type=int, default=5, help="random train/test splits to average (default 5)")
+    ce.add_argument("--seed", type=seed_value, default=0, help="seed of the splits and the models")
+    c.set_defaults(func=cmd_compare)
+    d.set_defaults(func=cmd_dataset)
+    cm.set_defaults(func=cmd_costmodel)
 
 
 def _names(text: str, flag: str) -> list[str]:
@@ -28,30 +85,31 @@ def _names(text: str, flag: str) -> list[str]:
 
 
 def _load_dataset(path: str, flag: str):
-    from tuner.dataset import Dataset, DatasetError
+    from tensorlang.tuner.records.dataset import Dataset, DatasetError
     try:
         return Dataset.load(path)
     except DatasetError as e:
         raise TuneFlagError(f"{flag}: {e}") from None
 
 
-def cmd_compare(args, workload, sizes) -> dict:
+def cmd_compare(args) -> dict:
     """``tensorlang compare``: every strategy with every seed; a table, optionally a plot and JSON.
 
-    ``args`` is the parsed command line, ``workload`` the :class:`schedules.Workload` and ``sizes`` its sizes.
+    ``args`` is the parsed command line (its WORKLOAD, ``--preset`` and ``--size`` name the workload and sizes).
     With ``--replay`` the runs answer from the dataset (which must be of this workload, and of these sizes when
     ``--preset`` or ``--size`` is given) and share ``--jobs`` processes (default: the CPU count); otherwise the
     task is tuned live, one run after another, and no record is kept. Prints progress and the table of
-    :meth:`tuner.comparison.Comparison.table` (with ``--json``, progress only, on stderr); returns
-    :meth:`tuner.comparison.Comparison.to_json`, with the plot's path when ``--plot`` is given.
+    :meth:`tensorlang.tuner.research.comparison.Comparison.table` (with ``--json``, progress only, on stderr); returns
+    :meth:`tensorlang.tuner.research.comparison.Comparison.to_json`, with the plot's path when ``--plot`` is given.
 
     Example::
 
         tensorlang compare matmul --strategies random,genetic,xgb-genetic --trials 200 --seeds 10 \\
             --replay matmul_1024.csv --plot compare.png
     """
-    from tuner.comparison import compare
-    from tuner.measure import MeasureOptions
+    from tensorlang.tuner.research.comparison import compare
+    from tensorlang.tuner.measure.local import MeasureOptions
+    workload, sizes = workload_and_sizes(args)
     strategies = _names(args.strategies, "--strategies")
     check_plugin_flags(strategies, [args.cost_model], strategy_flag="--strategies")
     for flag, v in (("--trials", args.trials), ("--seeds", args.seeds)):
@@ -91,7 +149,6 @@ def cmd_compare(args, workload, sizes) -> dict:
 
     cluster = None
     if dataset is None:
-        from tuner.cluster_cli import open_cluster
         cluster = open_cluster(args)  # live runs measure on the Dask cluster (None: on this machine)
         if cluster is not None:
             say(f"  measuring on the Dask cluster at {cluster.address}")
@@ -128,22 +185,20 @@ def cmd_dataset(args) -> dict:
     """
     if args.dataset_command == "info":
         return _dataset_info(args)
-    from tuner.cli import workload_and_sizes
     return _dataset_export(args, *workload_and_sizes(args))
 
 
 def _dataset_export(args, workload, sizes) -> dict:
-    from tuner.tune_cli import _db_source, _existing_db
-    from tuner.dataset import DatasetError, check_output_path, from_records
+    from tensorlang.tuner.records.dataset import DatasetError, check_output_path, from_records
     check_threads_flag(args.threads)
     try:
         check_output_path(args.output)
     except DatasetError as e:
         raise TuneFlagError(f"-o: {e}") from None
     task = task_for(workload, sizes, args.threads, args.space)
-    path, db = _existing_db(args.db)
+    path, db = existing_db(args.db)
     if db is None:
-        raise TuneFlagError(f"{_db_source(args.db)}: no tuning database at {path}")
+        raise TuneFlagError(f"{db_source(args.db)}: no tuning database at {path}")
     try:
         records = db.records(task.key)
     finally:
@@ -191,15 +246,15 @@ def _dataset_info(args) -> dict:
 def cmd_costmodel(args) -> dict:
     """``tensorlang costmodel eval``: rank held-out configs of a dataset with each cost model.
 
-    Runs :func:`tuner.evaluate.evaluate_dataset` with ``--models`` (default: every registered one),
-    ``--train-fraction``, ``--splits`` and ``--seed``; prints :func:`tuner.evaluate.format_report` (nothing with
-    ``--json``) and returns ``{"dataset", "workload", "models": the report}``.
+    Runs :func:`tensorlang.tuner.research.evaluate.evaluate_dataset` with ``--models`` (default: every registered one),
+    ``--train-fraction``, ``--splits`` and ``--seed``; prints :func:`tensorlang.tuner.research.evaluate.format_report`
+    (nothing with ``--json``) and returns ``{"dataset", "workload", "models": the report}``.
 
     Example::
 
         tensorlang costmodel eval --dataset matmul_1024.csv --models xgb,forest --splits 10
     """
-    from tuner.evaluate import evaluate_dataset, format_report
+    from tensorlang.tuner.research.evaluate import evaluate_dataset, format_report
     ds = _load_dataset(args.dataset, "--dataset")
     models = None
     if args.models:

@@ -1,5 +1,5 @@
-"""The tuner's commands of the ``tensorlang`` command line: ``tune`` and ``best`` (``tuner/cli.py`` parses
-the flags and reports errors; these functions do the work and return the JSON object of ``--json``).
+"""The tuner's commands of the ``tensorlang`` command line: ``tune`` and ``best`` (:func:`register` adds their
+flags; the functions do the work and return the JSON object of ``--json``).
 
     tensorlang tune WORKLOAD --trials N [--preset P | --size K=V,...] [--strategy S] [--cost-model M]
                     [--seed N] [--db PATH] [--jobs N] [--timeout S] [--threads N] [--plot FILE] [--json]
@@ -8,16 +8,63 @@ the flags and reports errors; these functions do the work and return the JSON ob
 """
 from __future__ import annotations
 
-import os
 import shlex
 import sys
 
-from tensorlang.errors import TensorlangError, UsageError
-from tuner.task import Task
+from tensorlang.errors import TensorlangError
+
+from .cluster import add_cluster_flags, open_cluster
+from .common import (DB_DEFAULT, TuneFlagError, add_common, best_and_retimed, check_jobs_flag, check_plot_flag,
+                     check_plugin_flags, check_threads_flag, open_db, record_schedule, resume_command, seed_value,
+                     task_for, workload_and_sizes)
 
 
-class TuneFlagError(UsageError):
-    """A bad flag of ``tune`` or ``best``: the message names the flag and the legal values."""
+def register(subparsers) -> None:
+    """Add ``tune`` and ``best`` to the ``tensorlang`` parser's ``subparsers``.
+
+    >>> import argparse
+    >>> sub = argparse.ArgumentParser().add_subparsers(dest="command")
+    >>> register(sub)
+    >>> sorted(sub.choices)
+    ['best', 'tune']
+    """
+    sub = subparsers
+    t = sub.add_parser("tune", help="auto-tune a workload: search schedules, measure them, keep every record")
+    add_common(t)
+    t.add_argument("--trials", type=int, required=True, help="tune until the task has this many records")
+    t.add_argument("--strategy", default="xgb-genetic",
+                   help="random, grid, genetic, bayesian or xgb-genetic (default); or a plug-in: an entry point "
+                        "name or package.module:Class")
+    t.add_argument("--cost-model", default="xgb",
+                   help="xgb (default), forest or none; or a plug-in (entry point name or package.module:Class)")
+    t.add_argument("--sampler", help="with --strategy bayesian: an optuna sampler class (default TPESampler)")
+    t.add_argument("--seed", type=seed_value, default=0, help="seed of the search (same seed, same proposals)")
+    t.add_argument("--db", help=f"tuning database file {DB_DEFAULT}")
+    t.add_argument("--jobs", type=int, help="build processes (default: the CPU count)")
+    t.add_argument("--timeout", type=float, default=10.0, help="seconds one candidate may run (default 10)")
+    t.add_argument("--threads", type=int, help="threads the kernels use (default: all CPUs)")
+    t.add_argument("--batch", type=int, default=16,
+                   help="candidates proposed and measured per round (at most 8 for the first 64 trials)")
+    t.add_argument("--retime-top", type=int, default=5,
+                   help="at the end, time the K fastest configs again (3 interleaved rounds) and let that choose "
+                        "the best (default 5; 0: no re-timing)")
+    t.add_argument("--no-hand-start", action="store_true",
+                   help="do not measure a starting config first (the hand schedule's, or in a generated space the "
+                        "auto-scheduler's zero-trial pick): search starts from nothing")
+    t.add_argument("--space", default="default", choices=("default", "generated", "hand"),
+                   help="the search space: generated from the program by the auto-scheduler's rules, the "
+                        "workload's hand-written one, or default (the generated one, or the space a built-in "
+                        "workload's measurements chose)")
+    t.add_argument("--plot", help="write a PNG of the best GFLOPS so far against trials")
+    t.add_argument("--no-baselines", action="store_true",
+                   help="skip timing the default and hand schedules and numpy at the end")
+    add_cluster_flags(t)
+    bst = sub.add_parser("best", help="the best tuned record of a workload and its schedule as Python")
+    add_common(bst)
+    bst.add_argument("--threads", type=int, help="the thread count it was tuned for (default: all CPUs)")
+    bst.add_argument("--db", help=f"tuning database file {DB_DEFAULT}")
+    t.set_defaults(func=cmd_tune)
+    bst.set_defaults(func=cmd_best)
 
 
 def check_tune_flags(args) -> None:
@@ -29,12 +76,12 @@ def check_tune_flags(args) -> None:
 
     Example::
 
-        >>> from tuner.cli import make_parser
+        >>> from tensorlang.cli.main import make_parser
         >>> check_tune_flags(make_parser().parse_args(["tune", "matmul", "--trials", "64"]))
         >>> check_tune_flags(make_parser().parse_args(["tune", "matmul", "--trials", "64", "--jobs", "0"]))
         Traceback (most recent call last):
         ...
-        tuner.tune_cli.TuneFlagError: --jobs: must be at least 1, got 0
+        tensorlang.cli.common.TuneFlagError: --jobs: must be at least 1, got 0
     """
     if args.trials < 1:
         raise TuneFlagError(f"--trials: must be at least 1, got {args.trials}")
@@ -44,7 +91,7 @@ def check_tune_flags(args) -> None:
     if not args.timeout > 0:
         raise TuneFlagError(f"--timeout: must be a positive number of seconds, got {args.timeout}")
     if args.sampler is not None:
-        from tuner.strategies import sampler_problem, optuna_samplers
+        from tensorlang.tuner.search.strategies import sampler_problem, optuna_samplers
         if args.strategy != "bayesian":
             raise TuneFlagError(f"--sampler: only with --strategy bayesian, not {args.strategy!r}")
         legal = optuna_samplers()
@@ -57,190 +104,10 @@ def check_tune_flags(args) -> None:
     check_plot_flag(args.plot)
 
 
-def check_plot_flag(path: str | None) -> None:
-    """Refuse a ``--plot`` file that is not a .png, whose folder does not exist, or that cannot be written (None:
-    no plot). The check opens the file as the plot will: permissions do not tell (root may write a read-only
-    folder, and nobody may write some that say otherwise); a file it creates it removes again.
-
-    Example::
-
-        >>> check_plot_flag(None)
-        >>> check_plot_flag("/no/such/folder/curve.png")
-        Traceback (most recent call last):
-        ...
-        tuner.tune_cli.TuneFlagError: --plot: folder '/no/such/folder' does not exist
-    """
-    if path is None:
-        return
-    if not path.lower().endswith(".png"):
-        raise TuneFlagError(f"--plot: the file must end in .png, got {path!r}")
-    folder = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(folder):
-        raise TuneFlagError(f"--plot: folder {folder!r} does not exist")
-    if os.path.isdir(path):
-        raise TuneFlagError(f"--plot: {path!r} is a folder, not a file")
-    existed = os.path.exists(path)
-    try:
-        with open(path, "ab"):
-            pass
-    except OSError as e:
-        raise TuneFlagError(f"--plot: cannot write {path!r}: {e.strerror or e}") from None
-    if not existed:
-        os.unlink(path)
-
-
-#: The most build processes ``--jobs`` starts (each is a Python process of about 100 MB).
-MAX_JOBS = 256
-
-
-def check_threads_flag(threads: int | None, flag: str = "--threads") -> None:
-    """Refuse a thread count (None: not given) below 1 or above :data:`tensorlang.threadpool.MAX_THREADS`, the
-    most threads the thread pool runs, with a TuneFlagError naming ``flag``.
-
-    Example::
-
-        >>> check_threads_flag(None); check_threads_flag(8)
-        >>> check_threads_flag(100000)  # doctest: +ELLIPSIS
-        Traceback (most recent call last):
-        ...
-        tuner.tune_cli.TuneFlagError: --threads: must be at most 1024 (the most threads the thread pool ...), got 100000
-    """
-    from tensorlang.threadpool import MAX_THREADS
-    _check_count(threads, flag, MAX_THREADS, "the most threads the thread pool runs")
-
-
-def check_jobs_flag(jobs: int | None, flag: str = "--jobs") -> None:
-    """Refuse a number of build processes (None: not given, the CPU count) below 1 or above :data:`MAX_JOBS`
-    with a TuneFlagError naming ``flag``.
-
-    Example::
-
-        >>> check_jobs_flag(None); check_jobs_flag(4)
-        >>> check_jobs_flag(0)
-        Traceback (most recent call last):
-        ...
-        tuner.tune_cli.TuneFlagError: --jobs: must be at least 1, got 0
-    """
-    _check_count(jobs, flag, MAX_JOBS, "each job is a Python process")
-
-
-def _check_count(value: int | None, flag: str, most: int, why: str) -> None:
-    if value is None:
-        return
-    if value < 1:
-        raise TuneFlagError(f"{flag}: must be at least 1, got {value}")
-    if value > most:
-        raise TuneFlagError(f"{flag}: must be at most {most} ({why}), got {value}")
-
-
-def check_plugin_flags(strategies, cost_models, strategy_flag: str = "--strategy",
-                       cost_model_flag: str = "--cost-model") -> None:
-    """Resolve every strategy and cost model name (registered, entry point or ``package.module:Class``) before
-    anything starts; TuneFlagError naming the flag otherwise (``strategy_flag`` or ``cost_model_flag``: the
-    commands that take lists pass ``--strategies`` or ``--models``).
-
-    Example::
-
-        >>> check_plugin_flags(["random", "tuner.strategies:GridSearch"], ["xgb"])
-        >>> check_plugin_flags(["annealing"], [], strategy_flag="--strategies")
-        Traceback (most recent call last):
-        ...
-        tuner.tune_cli.TuneFlagError: --strategies: unknown strategy 'annealing'; strategies: random, grid, ...
-    """
-    from tuner.plugins import resolve_cost_model, resolve_strategy
-    for flag, names, resolve in ((strategy_flag, strategies, resolve_strategy),
-                                 (cost_model_flag, cost_models, resolve_cost_model)):
-        for name in names:
-            try:
-                resolve(name)
-            except ValueError as e:
-                raise TuneFlagError(f"{flag}: {e}") from None
-
-
-def _db_source(path) -> str:
-    """Where the tuning database path came from, for error messages: ``--db``, ``TENSORLANG_DB`` or the
-    default."""
-    if path is not None:
-        return "--db"
-    return "TENSORLANG_DB" if os.environ.get("TENSORLANG_DB", "").strip() else "the default tuning database"
-
-
-def _open_db(path, read_only: bool = False):
-    from tuner.database import Database, DatabaseError
-    _check_db_flag(path)
-    try:
-        return Database(path, read_only=read_only)
-    except DatabaseError as e:
-        raise TuneFlagError(f"{_db_source(path)}: {e}") from None
-
-
-def task_for(workload, sizes: dict, threads: int | None, space: str = "default") -> Task:
-    """The tuning task of a workload from the command line: a built-in one by name, a user's program (from a
-    DSL file) by its text.
-
-    Example::
-
-        >>> import schedules
-        >>> task_for(schedules.get("matmul"), {"M": 64, "N": 48, "K": 32}, 1).key == \\
-        ...     Task.create("matmul", preset="small", threads=1).key
-        True
-    """
-    import schedules
-    if schedules.WORKLOADS.get(workload.name) is workload:
-        return Task.create(workload.name, sizes=sizes, threads=threads, space=space)
-    return Task.from_source(workload.source, sizes, threads=threads, space=space)
-
-
-def _check_db_flag(path) -> None:
-    if path is not None and not str(path).strip():
-        raise TuneFlagError("--db: the path is empty; name a tuning database file")
-
-
-def _existing_db(db_path):
-    """(the path ``db_path`` or the default resolves to, the opened Database or None when no file is there yet:
-    reading never creates one); TuneFlagError naming where the path came from."""
-    from tuner.database import DatabaseError, default_db_path
-    _check_db_flag(db_path)
-    try:
-        path = db_path or default_db_path()
-    except DatabaseError as e:
-        raise TuneFlagError(f"{_db_source(db_path)}: {e}") from None
-    if path != ":memory:" and not os.path.exists(os.path.expanduser(path)):
-        return path, None
-    return path, _open_db(db_path, read_only=path != ":memory:")
-
-
-def record_schedule(rec, op, path):
-    """The :class:`tensorlang.Schedule` of a tuning record ``rec`` of the program ``op``, read from the database
-    at ``path``; TuneFlagError naming the database and the record when its schedule cannot be rebuilt (a damaged
-    file, or one written for another version of the program).
-
-    Example::
-
-        >>> import tensorlang as tl
-        >>> from tuner.database import Record
-        >>> op = tl.op("def f(A: f32[N]) -> B:\\n    B[i] = A[i]")
-        >>> good = Record("t", "f", {}, {}, {}, tl.schedule(op, N=4).to_json(), (1.0,), id=3)
-        >>> record_schedule(good, op, "runs.db").sizes
-        {'N': 4}
-        >>> record_schedule(Record("t", "f", {}, {}, {}, "{}", (1.0,), id=3, trial=7), op, "runs.db")
-        Traceback (most recent call last):
-        ...
-        tuner.tune_cli.TuneFlagError: tuning database runs.db: the schedule of record 3 (trial 7) cannot be rebuilt: ...
-    """
-    import tensorlang as tl
-    from tensorlang.errors import TensorlangError
-    try:
-        return tl.Schedule.from_json(rec.schedule, op)
-    except TensorlangError as e:
-        raise TuneFlagError(f"tuning database {path}: the schedule of record {rec.id} (trial {rec.trial}) cannot be "
-                            f"rebuilt: {e}") from None
-
-
-def cmd_tune(args, workload, sizes) -> dict:
+def cmd_tune(args) -> dict:
     """``tensorlang tune``: tune, show progress, then print a summary (and write a plot).
 
-    ``args`` is the parsed command line, ``workload`` the :class:`schedules.Workload` and ``sizes`` its sizes.
+    ``args`` is the parsed command line (its WORKLOAD, ``--preset`` and ``--size`` name the workload and sizes).
     The flags are checked first (:func:`check_tune_flags`); the hand schedule's config is measured first unless
     ``--no-hand-start``; after the run the default schedule, the hand schedule, the best record and numpy are
     timed side by side unless ``--no-baselines`` or the run was interrupted. With ``--json`` the progress goes to
@@ -250,10 +117,10 @@ def cmd_tune(args, workload, sizes) -> dict:
 
         tensorlang tune conv2d --preset resnet18_3x3 --trials 200 --plot conv2d.png
     """
+    workload, sizes = workload_and_sizes(args)
     check_tune_flags(args)
     task = task_for(workload, sizes, args.threads, getattr(args, "space", "default"))
-    db = _open_db(args.db)
-    from tuner.cluster_cli import open_cluster
+    db = open_db(args.db)
     cluster = None
     try:
         cluster = open_cluster(args)  # None: measure on this machine
@@ -265,9 +132,9 @@ def cmd_tune(args, workload, sizes) -> dict:
 
 
 def _tune(args, workload, task, db, cluster=None) -> dict:
-    from tuner.measure import MeasureOptions
+    from tensorlang.tuner.measure.local import MeasureOptions
     from tensorlang.space import config_key
-    from tuner.tuning import ProgressBar, Tuner, hand_start_configs, measure_baselines, start_name
+    from tensorlang.tuner.tuning import ProgressBar, Tuner, hand_start_configs, measure_baselines, start_name
     say = (lambda *a: print(*a, file=sys.stderr)) if args.json else print
     say(f"tuning {task.describe()}: {args.trials} trials, strategy {args.strategy}, cost model {args.cost_model}, "
         f"seed {args.seed}")
@@ -301,9 +168,9 @@ def _tune(args, workload, task, db, cluster=None) -> dict:
     try:
         summary = tuner.run()
     except TensorlangError as e:
-        if cluster is None:  # (tuner.cluster needs Dask's distributed, an extra)
+        if cluster is None:  # (tensorlang.tuner.measure.cluster needs Dask's distributed, an extra)
             raise
-        from tuner.cluster import ClusterError
+        from tensorlang.tuner.measure.cluster import ClusterError
         if not isinstance(e, ClusterError) or not e.resumable:
             raise
         kept = db.count(task.key) - before  # a cluster that failed mid-run: say what is kept and how to go on
@@ -333,36 +200,18 @@ def _tune(args, workload, task, db, cluster=None) -> dict:
     return report
 
 
-def resume_command(args) -> str:
-    """The command line that continues this tuning run, quoted for the shell: the arguments
-    :func:`tuner.cli.main` was given (``args.argv``; this process's ``sys.argv`` when there is none). The
-    same flags resume, since earlier records count.
-
-    Example::
-
-        >>> from tuner.cli import make_parser
-        >>> argv = ["tune", "matmul", "--trials", "500", "--db", "my tuning.db"]
-        >>> args = make_parser().parse_args(argv)
-        >>> args.argv = argv
-        >>> resume_command(args)
-        "tensorlang tune matmul --trials 500 --db 'my tuning.db'"
-    """
-    argv = getattr(args, "argv", None)
-    argv = sys.argv[1:] if argv is None else argv
-    return "tensorlang " + " ".join(shlex.quote(a) for a in argv) if argv else "tensorlang tune ..."
-
-
 def summary_json(summary, db) -> dict:
     """The JSON object ``tune --json`` prints: the task, the trial counts (all runs, and this run's valid and
     invalid ones by error kind), timings, the best record, the re-timed medians by config key (this run's, else
     those ``db`` holds for the task), the baselines' GFLOPS and, where the best was timed with them, its speedup
     over each, and ``disturbance``: how many of the run's measurements a busy machine disturbed
-    (:meth:`tuner.disturbance.Tally.to_json`).
+    (:meth:`tensorlang.tuner.measure.disturbance.Tally.to_json`).
 
     Example::
 
-        >>> from tuner.database import Database, Record
-        >>> from tuner.tuning import TuneSummary
+        >>> from tensorlang.tuner.records.database import Database, Record
+        >>> from tensorlang.tuner.task import Task
+        >>> from tensorlang.tuner.tuning import TuneSummary
         >>> t = Task.create("matmul", preset="small", threads=1)
         >>> best = Record(t.key, "matmul", t.sizes, t.target, t.space.config_at(0), None, times=(1e-4,),
         ...               flops=t.flops, strategy="random", trial=3)
@@ -409,14 +258,15 @@ def format_summary(summary, report: dict, args) -> str:
     """The text summary ``tune`` prints at the end, from the ``summary``, its ``report`` (:func:`summary_json`)
     and the command line ``args`` (whose ``--preset``, ``--size`` and ``--db`` go into the suggested next
     command); a line says when measurements were taken while the machine was busy
-    (:func:`tuner.disturbance.busy_note`).
+    (:func:`tensorlang.tuner.measure.disturbance.busy_note`).
 
     Example::
 
         >>> import argparse
         >>> from collections import Counter
-        >>> from tuner.database import Database, Record
-        >>> from tuner.tuning import TuneSummary
+        >>> from tensorlang.tuner.records.database import Database, Record
+        >>> from tensorlang.tuner.task import Task
+        >>> from tensorlang.tuner.tuning import TuneSummary
         >>> t = Task.create("matmul", preset="small", threads=1)
         >>> best = Record(t.key, "matmul", t.sizes, t.target, t.space.config_at(0), None, times=(1e-4,),
         ...               flops=t.flops, strategy="random", trial=3)
@@ -428,8 +278,8 @@ def format_summary(summary, report: dict, args) -> str:
           this run: 5 valid, 1 invalid (1 wrong)
         next: tensorlang best matmul --preset small   (or: tensorlang bench matmul --preset small)
     """
-    from tuner.bench import contract
-    from tuner.tuning import BASELINE_ROUNDS
+    from tensorlang.tuner.bench import contract
+    from tensorlang.tuner.tuning import BASELINE_ROUNDS
     lines = []
     t = summary.task
     total = report["trials"]
@@ -486,7 +336,7 @@ def plot_curve(summary, path: str) -> None:
 
     Example::
 
-        from tuner.tuning import Tuner
+        from tensorlang.tuner.tuning import Tuner
         summary = Tuner(task, 200).run()
         plot_curve(summary, "matmul-tuning.png")
     """
@@ -511,33 +361,7 @@ def plot_curve(summary, path: str) -> None:
     plt.close(fig)
 
 
-def best_record(workload, sizes, threads, db_path):
-    """(task, its best valid record or None, the database path) for the workload at sizes, this CPU, threads.
-    A database file that does not exist yet is not created. ``db_path`` None: :func:`tuner.database.default_db_path`.
-
-    Example::
-
-        >>> import schedules
-        >>> task, rec, path = best_record(schedules.get("matmul"), {"M": 64, "N": 48, "K": 32}, 1, "/no/such.db")
-        >>> task.describe().split(" on ")[0], rec, path
-        ('matmul(M=64, N=48, K=32)', None, '/no/such.db')
-    """
-    task, rec, path, _ = _best_and_retimed(workload, sizes, threads, db_path)
-    return task, rec, path
-
-
-def _best_and_retimed(workload, sizes, threads, db_path):
-    task = task_for(workload, sizes, threads)
-    path, db = _existing_db(db_path)
-    if db is None:
-        return task, None, path, {}
-    try:
-        return task, db.best(task.key), db.path, db.retimed(task.key)
-    finally:
-        db.close()
-
-
-def cmd_best(args, workload, sizes) -> dict:
+def cmd_best(args) -> dict:
     """``tensorlang best``: the best record of a task and its schedule as Python.
 
     Prints the record's time and GFLOPS (the figure ``tune``'s summary gives: the final re-timing's median where
@@ -549,8 +373,9 @@ def cmd_best(args, workload, sizes) -> dict:
 
         tensorlang best matmul --preset 512 --threads 8 --db runs.db
     """
+    workload, sizes = workload_and_sizes(args)
     check_threads_flag(args.threads)
-    task, rec, path, retimed = _best_and_retimed(workload, sizes, args.threads, args.db)
+    task, rec, path, retimed = best_and_retimed(workload, sizes, args.threads, args.db)
     if rec is None:
         where = f" --preset {args.preset}" if args.preset else f" --size {args.size}" if args.size else ""
         raise TuneFlagError(f"no valid tuning record for {task.describe()} in {path}; "

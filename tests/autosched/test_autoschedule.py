@@ -41,7 +41,7 @@ def dense_gelu(X: f32[M, K], W: f32[N, K], b: f32[N]) -> Y:
 
 # ------------------------------------------------------------------------------------------ fuzz
 def _case(src: progen.Src, rng: random.Random):
-    import schedules
+    from tensorlang import schedules
     if rng.random() < 0.4:
         return schedfuzz.workload_case(rng.choice(list(schedules.WORKLOADS)), src)
     return schedfuzz.progen_case(src)
@@ -136,7 +136,7 @@ def test_matmul_space_has_the_blis_structure():
 
 
 def test_convolution_vectorizes_the_filters_and_packs_them():
-    import schedules
+    from tensorlang import schedules
     w = schedules.get("conv2d")
     op = tl.op(w.source)
     sp = generated_space(op, w.sizes(), threads=2)
@@ -226,9 +226,9 @@ def test_among_tiles_the_model_rates_alike_the_pick_takes_more_fmas_per_load(zen
     # vectors (16 to 8) both rate 1.0; the first issues a load per FMA and ran at 0.42x the second on two Zen 5
     # cores. Above ENOUGH_FMAS_PER_LOAD the bigger tile still wins: 2 vectors x 14 pixels (28 to 16) over 4 x 7
     # (28 to 11) on a convolution, which ran 1.5x to 2x faster on ResNet-18's 3x3 layers
-    import schedules
+    from tensorlang import schedules
     from tensorlang.autosched.pick import ENOUGH_FMAS_PER_LOAD, register_tiles, tile_counts, tile_efficiency
-    from tuner.task import Task
+    from tensorlang.tuner.task import Task
     t = Task.create("batch_matmul", threads=2, space="generated")
     st = t.space.info.stage("C")
     assert tile_efficiency(st, "j", 32, {"b": 6, "i": 2}, 16) == tile_efficiency(st, "j", 64, {"i": 4}, 16) == 1.0
@@ -249,11 +249,11 @@ def test_among_tiles_the_model_rates_alike_the_pick_takes_more_fmas_per_load(zen
 
 
 def test_the_start_configs_are_the_pick_then_one_register_tile_per_vector_width():
-    import schedules
+    from tensorlang import schedules
     from tensorlang.autosched.pick import MAX_STARTS, x_side_in_l2
     from tensorlang.space import config_key
-    from tuner.task import Task
-    from tuner.tuning import hand_start_configs
+    from tensorlang.tuner.task import Task
+    from tensorlang.tuner.tuning import hand_start_configs
     w = schedules.get("conv2d")
     sizes = {"N": 1, "C": 256, "H": 14, "W": 14, "F": 512, "R": 3, "S": 3, "stride": 2, "pad": 1, "dil": 1}
     sp = generated_space(tl.op(w.source), sizes, threads=1)
@@ -335,7 +335,7 @@ def test_epilogue_is_fused_into_the_write_back():
 
 
 def test_softmax_statistics_are_computed_per_row():
-    import schedules
+    from tensorlang import schedules
     w = schedules.get("softmax")
     op = tl.op(w.source)
     sp = generated_space(op, {"N": 64, "D": 256}, threads=2)
@@ -350,7 +350,7 @@ def test_a_stage_inside_a_row_loop_takes_its_vector_width(D):
     # the row statistics of softmax, computed in Y's row loop, accumulate in vw lanes (four vectors at 64: the
     # max's and the add's latency hidden, as the hand schedule does); they were always one vector of 16, and
     # their vw knob a dead one that canonical() threw away
-    import schedules
+    from tensorlang import schedules
     w = schedules.get("softmax")
     op = tl.op(w.source)
     sizes = {"N": 6, "D": D}
@@ -371,7 +371,7 @@ def test_a_stage_inside_a_row_loop_takes_its_vector_width(D):
 def test_the_pick_leaves_a_strided_window_to_llvm():
     # maxpool at stride 2: vectorized by hand along w every vector is a gather (I[.., w*2 + s]); the plain loop,
     # which LLVM vectorizes with two loads and a shuffle, ran 5x faster (the hand schedule's speed)
-    import schedules
+    from tensorlang import schedules
     for name in ("maxpool2d", "avgpool2d"):
         w = schedules.get(name)
         op = tl.op(w.source)
@@ -422,7 +422,7 @@ def test_a_stencil_gets_rows_of_its_window_in_a_register_tile(H, W, zen5):
 def test_the_pick_gives_a_stage_inside_a_tile_one_vector():
     # an elementwise stage computed inside its reader's tile covers that tile only: wider than it, the vector is
     # mostly masked (T1 of `elementwise` at 64 lanes inside a 32-wide tile ran 13x slower)
-    import schedules
+    from tensorlang import schedules
     w = schedules.get("elementwise")
     sp = generated_space(tl.op(w.source), {"N": 64, "M": 256}, threads=2)
     cfg = sp.default()
@@ -432,7 +432,7 @@ def test_the_pick_gives_a_stage_inside_a_tile_one_vector():
 def test_a_stage_inside_a_tile_that_never_runs_past_its_end_is_not_guarded():
     # T1 and T2 of `elementwise` computed at E's 32-wide tiles of 1,024 columns: the tiles' columns j_t*32 ..
     # j_t*32 + 31 stay inside; a guard there kept T1's vector loop from vectorizing (the pick ran 1.4x slower)
-    import schedules
+    from tensorlang import schedules
     w = schedules.get("elementwise")
     op = tl.op(w.source)
     for sizes, guarded in (({"N": 8, "M": 1024}, False), ({"N": 8, "M": 1000}, True)):
@@ -479,7 +479,7 @@ def test_the_pick_keeps_a_thin_x_blocks_vector_side_in_l2():
     assert b_block <= sp.l2 // 2 and cfg["C.k.block"] >= 128, cfg
     assert math.ceil(cfg["C.i.block"] / cfg["C.i.reg"]) > 2, cfg
     # a convolution's X blocks hold many register tiles: its packed filters stay whole along the channels
-    import schedules
+    from tensorlang import schedules
     w = schedules.get("conv2d")
     sizes = {"N": 1, "C": 128, "H": 28, "W": 28, "F": 128, "R": 3, "S": 3, "stride": 1, "pad": 1, "dil": 1}
     assert generated_space(tl.op(w.source), sizes, threads=2).default()["O.c.block"] == 128
@@ -499,7 +499,7 @@ def test_the_register_budget_checked_first_agrees_with_the_loop_plans(seed):
     """`allowed` asks the register budget of the tile configs before any loop plan
     (template.register_accumulators): on random programs and configs it counts what the plans count, and allowed
     says what the full list of problems says."""
-    import schedules
+    from tensorlang import schedules
     from tensorlang.autosched.template import accumulators, plan_loops, register_accumulators
     rng = random.Random(seed)
     nprng = np.random.default_rng(seed)
@@ -523,7 +523,7 @@ def test_the_register_budget_checked_first_agrees_with_the_loop_plans(seed):
 
 def test_pick_is_deterministic_and_quick():
     import time
-    import schedules
+    from tensorlang import schedules
     for name in ("conv2d", "softmax", "dense_bias_relu"):
         w = schedules.get(name)
         op = tl.op(w.source)
@@ -630,7 +630,7 @@ def test_reverse_compute_inline_refuses_later_primitives_on_either_stage():
 
 # ------------------------------------------------------------------------------------------ tl.build's choice
 def test_build_chooses_hand_then_auto_then_naive():
-    import schedules
+    from tensorlang import schedules
     w = schedules.get("softmax")
     hand = tl.build(tl.op(w.source), N=8, D=64)
     assert hand.schedule_source == "hand"
@@ -647,8 +647,8 @@ def test_build_chooses_hand_then_auto_then_naive():
 
 
 def test_build_takes_the_tuned_record(tmp_path):
-    from tuner.database import Database, Record
-    from tuner.task import Task
+    from tensorlang.tuner.records.database import Database, Record
+    from tensorlang.tuner.task import Task
     op = tl.op(MM)
     sizes = {"M": 32, "N": 48, "K": 16}
     task = Task.from_source(MM, sizes)
@@ -691,7 +691,7 @@ PROGRAM = "def scale_add(X: f32[N, M], b: f32[M]) -> Y:\n    Y[i, j] = X[i, j] *
 def _cli(*args, env=None):
     import subprocess
     import sys
-    return subprocess.run([sys.executable, "-m", "tuner.cli", *map(str, args)], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "tensorlang.cli", *map(str, args)], capture_output=True, text=True,
                           env=env)
 
 
@@ -760,7 +760,7 @@ def test_a_misspelt_flag_names_the_closest_one():
 def test_a_read_only_database_is_read_and_named_as_read_only(tmp_path, monkeypatch):
     import json
 
-    from tuner.database import Database, DatabaseError
+    from tensorlang.tuner.records.database import Database, DatabaseError
     db = tmp_path / "t.db"
     assert _cli("tune", "matmul", "--preset", "small", "--trials", 2, "--db", db, "--jobs", 1, "--no-baselines",
                 "--retime-top", 0).returncode == 0
@@ -796,9 +796,9 @@ def test_a_read_only_database_is_read_and_named_as_read_only(tmp_path, monkeypat
 
 
 def test_task_of_any_program_and_tuner_tune_on_dsl_text(tmp_path):
-    from tuner.task import Task
-    import schedules
-    import tuner
+    from tensorlang.tuner.task import Task
+    from tensorlang import schedules
+    from tensorlang import tuner
     t = Task.from_source(PROGRAM, {"N": 64, "M": 96}, threads=1)
     assert t.workload == "scale_add" and not t.builtin and t.space_used == "generated"
     assert Task(**t.to_dict()).key == t.key
@@ -841,7 +841,7 @@ def test_the_starts_end_with_the_register_tile_within_half_the_registers(zen5):
     # every read in place: 1.3x faster than the pick's basin on two Ice Lake cores, and never found from the other
     # starts in 200 trials. Spaces whose round is full keep their starts as they were
     import math
-    import schedules
+    from tensorlang import schedules
     from tensorlang.autosched.pick import FREE_REGISTERS, MAX_STARTS, rule_config
     w = schedules.get("conv2d")
     sp = generated_space(tl.op(w.source), w.sizes(), threads=2)
@@ -868,7 +868,7 @@ def test_a_pointwise_convolution_packs_its_filters_though_its_padding_stage_is_i
     # that used to switch off every pack of the convolution, the filters' too, whose vectors along f are then
     # gathers 256 floats apart (14 -> 93 GFLOPS on one Zen 4 core with the filters packed). Repairing a config
     # switches off only the packs its problems name
-    import schedules
+    from tensorlang import schedules
     from tensorlang.autosched import pick
     w = schedules.get("conv2d")
     sizes = {"N": 1, "C": 256, "H": 14, "W": 14, "F": 512, "R": 1, "S": 1, "stride": 2, "pad": 0, "dil": 1}
@@ -886,8 +886,8 @@ def test_a_pointwise_convolution_packs_its_filters_though_its_padding_stage_is_i
 def test_search_keeps_a_proposal_in_each_rival_basin():
     # the start variants are four loop structures (register tiles at four vector widths); the pick leads, two
     # variants come within 0.85 of it: each round keeps one proposal in each of those two, none in the fourth
-    import schedules
-    from tuner.strategies import RIVAL_SHARE, ModelGuidedGenetic, Observation
+    from tensorlang import schedules
+    from tensorlang.tuner.search.strategies import RIVAL_SHARE, ModelGuidedGenetic, Observation
     w = schedules.get("conv2d")
     sizes = {"N": 1, "C": 256, "H": 14, "W": 14, "F": 512, "R": 3, "S": 3, "stride": 2, "pad": 1, "dil": 1}
     sp = generated_space(tl.op(w.source), sizes, threads=1)
@@ -913,8 +913,8 @@ def test_search_moves_one_structural_knob_out_of_the_measured_structures():
     # ResNet-18's 3x3 convolution at 7 x 7, 512 channels: after the start configs and some slow random ones, a
     # quarter of each proposal is structural moves of the best measured configs, one knob each, alternating
     # between the basin's knobs and the register tiles', each of a structure not measured yet
-    import schedules
-    from tuner.strategies import MOVE_FROM, ModelGuidedGenetic, Observation
+    from tensorlang import schedules
+    from tensorlang.tuner.search.strategies import MOVE_FROM, ModelGuidedGenetic, Observation
     w = schedules.get("conv2d")
     sizes = {"N": 1, "C": 512, "H": 7, "W": 7, "F": 512, "R": 3, "S": 3, "stride": 1, "pad": 1, "dil": 1}
     sp = generated_space(tl.op(w.source), sizes, threads=2)
@@ -945,7 +945,7 @@ def test_search_proposes_canonical_configs_so_one_search_round_fills_a_proposal(
     # dense + bias + GELU: with the epilogue fused, Y's tile knobs are unused; children that differ from a measured
     # config only there are that config again. The search proposes canonical configs, so one round of it fills a
     # proposal (it used to run ten rounds and more: 1.2 s of proposing per trial)
-    from tuner.strategies import ModelGuidedGenetic, Observation
+    from tensorlang.tuner.search.strategies import ModelGuidedGenetic, Observation
     sp = generated_space(tl.op(DENSE), {"M": 128, "N": 3072, "K": 768}, threads=2)
     g = ModelGuidedGenetic(sp, seed=0, featurize=lambda c: np.array(sp.encode(c), float))
     rng = np.random.default_rng(0)
@@ -969,7 +969,7 @@ def test_block_knobs_that_round_to_one_block_are_one_canonical_config(workload):
     # blocks round up to whole register tiles: under a tile of 4 rows, blocks of 1, 2, 3 and 4 rows are one loop
     # nest (27% of one `tune conv2d --trials 500` run measured such twins). canonical() maps every block value to
     # the largest of its class: configs it joins lower alike, and it is idempotent and keeps a config allowed
-    import schedules
+    from tensorlang import schedules
     w = schedules.get(workload)
     sizes = w.sizes("small")
     op = tl.op(w.source)
@@ -997,9 +997,9 @@ def test_block_knobs_that_round_to_one_block_are_one_canonical_config(workload):
 def test_a_config_measured_in_a_non_canonical_form_is_not_proposed_again_in_its_canonical_form():
     # a start config (or a record of an older space) with a block its register tile rounds up: the search knows
     # its canonical twin as measured, so the same kernel is not measured twice
-    import schedules
+    from tensorlang import schedules
     from tensorlang.space import config_key
-    from tuner.strategies import Observation, RandomSearch
+    from tensorlang.tuner.search.strategies import Observation, RandomSearch
     w = schedules.get("conv2d")
     sp = generated_space(tl.op(w.source), w.sizes("small"), threads=2)
     base = sp.canonical(sp.default())
@@ -1018,7 +1018,7 @@ def test_a_config_measured_in_a_non_canonical_form_is_not_proposed_again_in_its_
 def test_a_short_window_has_every_tap_unrolled_and_the_pick_takes_it():
     # depthwise 3x3: ku offers 9 (3 x 3 taps: every reduction loop unrolled) beside 1, 2, 3; the pick takes it
     # (1.3x faster on two Zen 4 cores: the taps' offsets fold); a convolution over channels is offered no such value
-    import schedules
+    from tensorlang import schedules
     w = schedules.get("depthwise_conv2d")
     sizes = {"N": 1, "C": 4, "H": 13, "W": 19, "R": 3, "S": 3, "stride": 1, "pad": 1}
     op = tl.op(w.source)
@@ -1068,7 +1068,7 @@ def test_a_stride_one_window_over_an_inlined_padded_image_is_unrolled_whole():
     # conv1d with its padding stage inlined: the bounds guards of the padded reads sit in the hot loop unless the
     # 3-tap window loop is unrolled whole (186 -> 217 GFLOPS on two Zen 4 cores); with the image at the root there
     # are no guards, and at stride 2 the reads are gathers, so neither unrolls it
-    import schedules
+    from tensorlang import schedules
     from tensorlang.autosched.pick import rule_config
     w = schedules.get("conv1d")
     sizes = w.sizes()
@@ -1091,7 +1091,7 @@ def test_a_start_config_reads_the_image_in_place_where_it_is_too_big_for_l2(zen5
     # (its basin tuned: 108.7 GFLOPS against the packed basin's 102.7 on one Zen 4 core)
     # (a pick rule, so on the Zen 5 view of the machine: with 2 MB of L2 a core the image fits in half of it and
     # x_side_in_l2 takes its place)
-    import schedules
+    from tensorlang import schedules
     from tensorlang.autosched.pick import x_side_in_place
     w = schedules.get("conv2d")
     sizes = {"N": 1, "C": 64, "H": 56, "W": 56, "F": 128, "R": 3, "S": 3, "stride": 2, "pad": 1, "dil": 1}
@@ -1113,7 +1113,7 @@ def test_a_padding_stage_at_a_tile_of_a_parallel_loop_is_recomputed_per_tile(zen
     # vector loop (48 lanes) runs past 66 and is guarded; the guard's bound moves with w_b (P:x <= w_b*64 + 65). The
     # space allowed this config while the lowering refused it ("two threads would write the same elements": 12 of
     # 300 random allowed configs of conv1d, 41 of 300 of conv2d's: invalid trials in tuning)
-    import schedules
+    from tensorlang import schedules
     w = schedules.get("conv1d")
     sizes = w.sizes()
     sp = generated_space(tl.op(w.source), sizes, threads=2)
@@ -1134,7 +1134,7 @@ def test_a_start_config_vectorizes_a_transpose_along_its_read(zen5):
     # the pick of a transpose streams the stores from a transposed copy of each tile of X; the hand-written space's
     # best streams the loads and scatters the stores, and 200 trials from the pick never left its basin (0.85x the
     # hand-written space side by side on two Zen 4 cores): that basin is a start config of its own
-    import schedules
+    from tensorlang import schedules
     from tensorlang.autosched.pick import read_side_vectorized
     w = schedules.get("transpose")
     sizes = w.sizes()  # 1024 x 1024: the pick packs (at small sizes it reads in place)

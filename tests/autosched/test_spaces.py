@@ -2,7 +2,7 @@
 knobs at the smallest and the default preset, nearly every config schedules and computes what the reference
 computes, the hand schedules are points of their spaces, and ``Space.validate`` names the knob it refuses.
 
-Run: ``.venv/bin/pytest tests/test_spaces.py -q``.
+Run: ``.venv/bin/pytest tests/autosched/test_spaces.py -q``.
 """
 
 from __future__ import annotations
@@ -12,10 +12,9 @@ import math
 import numpy as np
 import pytest
 
-import schedules
+from tensorlang import schedules
 import tensorlang as tl
-from oracle import assert_close
-from test_workloads import EXACT, reduction_len
+from oracle import EXACT, assert_close, reduction_len
 
 WORKLOADS = list(schedules.WORKLOADS.values())
 RANDOM_CONFIGS = 8  # configs built and run per workload

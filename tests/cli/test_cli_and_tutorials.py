@@ -7,16 +7,16 @@ import sys
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def tensorlang(*args):
-    return subprocess.run([sys.executable, "-m", "tuner.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "tensorlang.cli", *args], capture_output=True, text=True,
                           cwd=ROOT, timeout=300)
 
 
 def test_ops_lists_every_workload_with_presets():
-    import schedules
+    from tensorlang import schedules
     r = tensorlang("ops", "--json")
     assert r.returncode == 0, r.stderr
     data = json.loads(r.stdout)
@@ -101,7 +101,8 @@ def test_bad_flags_name_the_flag_without_traceback(args, message):
 
 def test_bad_input_is_one_line_but_a_bug_keeps_its_traceback(monkeypatch, capsys):
     import tensorlang as tl
-    from tuner import cli
+    from tensorlang.cli import kernels
+    from tensorlang.cli import main as cli
 
     def bad_input(args):
         raise tl.UsageError("--thing: 3 is not one of [1, 2]")
@@ -109,10 +110,10 @@ def test_bad_input_is_one_line_but_a_bug_keeps_its_traceback(monkeypatch, capsys
     def bug(args):
         raise ValueError("an index went wrong inside")  # not a TensorlangError: a bug, not the user's input
 
-    monkeypatch.setitem(cli.COMMANDS, "run", bad_input)
+    monkeypatch.setattr(kernels, "cmd_run", bad_input)  # what `run` calls (registered when the parser is made)
     assert cli.main(["run", "matmul"]) == 2
     assert capsys.readouterr().err == "tensorlang run: error: --thing: 3 is not one of [1, 2]\n"
-    monkeypatch.setitem(cli.COMMANDS, "run", bug)
+    monkeypatch.setattr(kernels, "cmd_run", bug)
     with pytest.raises(ValueError, match="an index went wrong inside"):
         cli.main(["run", "matmul"])
     assert issubclass(tl.UsageError, ValueError) and issubclass(tl.UsageError, tl.TensorlangError)
@@ -133,7 +134,7 @@ def test_bench_reports_every_row_in_json():
     data = json.loads(r.stdout)
     assert data["workload"] == "softmax" and data["threads"] == 1 and data["sizes"] == {"N": 8, "D": 40}
     names = [row["name"] for row in data["results"]]
-    from tuner.bench import avx512_coretype, torch_available
+    from tensorlang.tuner.bench import avx512_coretype, torch_available
     # OpenBLAS's AVX-512 kernel only where the CPU has AVX-512 (forced elsewhere it dies of SIGILL)
     assert names == ["naive", "auto", "hand", "numpy"] + (["numpy-avx512"] if avx512_coretype() else []) + \
         (["torch"] if torch_available() else [])
@@ -176,8 +177,8 @@ class _HalfRow:
 
 
 def test_bench_fails_a_baseline_that_computes_something_else(monkeypatch, capsys):
-    from tuner import bench
-    from tuner.cli import main
+    from tensorlang.tuner import bench
+    from tensorlang.cli.main import main
     real = bench.library_row
 
     bad = "numpy-avx512" if bench.avx512_coretype() else "numpy"  # the last numpy row this CPU runs
@@ -199,8 +200,8 @@ def test_bench_rejects_bad_thread_count():
 
 
 def test_bench_gives_the_process_its_thread_count_back(monkeypatch):
-    import schedules
-    from tuner.bench import run_bench
+    from tensorlang import schedules
+    from tensorlang.tuner.bench import run_bench
     monkeypatch.setenv("TENSORLANG_NUM_THREADS", "1")
     w = schedules.get("softmax")
     report = run_bench(w, {"N": 8, "D": 40}, threads=2, min_runs=1, min_time=0.0, log=lambda *a: None)
@@ -215,8 +216,8 @@ def test_bench_computes_the_reference_after_every_timing(monkeypatch):
     checks every row against it."""
     import dataclasses
 
-    import schedules
-    from tuner import bench
+    from tensorlang import schedules
+    from tensorlang.tuner import bench
     events = []
     w = schedules.get("softmax")
     reference = w.reference
@@ -234,7 +235,7 @@ def test_bench_computes_the_reference_after_every_timing(monkeypatch):
 def test_bench_interleaves_its_rows():
     """Each round times every row once, so that a slow spell of the machine hits every row alike (issue 19: two
     runs of `bench conv2d` gave the hand schedule 187 and 143 GFLOPS and numpy 59 and 137)."""
-    from tuner.bench import time_interleaved
+    from tensorlang.tuner.bench import time_interleaved
     order = []
 
     class Row:
@@ -271,9 +272,9 @@ def test_autoschedule_benchmark_refuses_bad_flags_before_measuring(args, message
 
 
 def test_a_baseline_of_an_unknown_library_is_refused():
-    import schedules
+    from tensorlang import schedules
     import tensorlang as tl
-    from tuner.bench import baseline
+    from tensorlang.tuner.bench import baseline
     with pytest.raises(tl.UsageError, match="baseline: kind is 'numpy' or 'torch', not 'jax'"):
         baseline(schedules.get("matmul"), {"M": 2, "N": 5, "K": 3}, [], 1, 1, 0.0, kind="jax")
 
@@ -281,9 +282,9 @@ def test_a_baseline_of_an_unknown_library_is_refused():
 def test_a_baseline_that_fails_in_its_worker_is_a_tensorlang_error_with_its_last_line():
     import numpy as np
 
-    import schedules
+    from tensorlang import schedules
     import tensorlang as tl
-    from tuner.bench import BaselineError, baseline
+    from tensorlang.tuner.bench import BaselineError, baseline
     A, B = np.ones((2, 3), np.float32), np.ones((4, 5), np.float32)  # shapes numpy's matmul refuses
     with pytest.raises(BaselineError, match="numpy baseline failed: ValueError: matmul: .*mismatch") as e:
         baseline(schedules.get("matmul"), {"M": 2, "N": 5, "K": 3}, [A, B], 1, 1, 0.0)
@@ -319,7 +320,7 @@ def _build_nan_kernels(monkeypatch, only_first: bool) -> None:
 @pytest.mark.parametrize("only_first", [False, True])
 def test_run_fails_a_kernel_whose_output_is_nan(monkeypatch, capsys, only_first):
     """issue 18: `max(0.0, nan)` is 0.0, and `tensorlang run` said `matches_numpy: true` for an output of NaN."""
-    from tuner.cli import main
+    from tensorlang.cli.main import main
     _build_nan_kernels(monkeypatch, only_first)
     assert main(["run", "matmul", "--size", "M=4,N=5,K=3", "--repeat", "1", "--min-time", "0", "--json"]) == 2
     out, err = capsys.readouterr()
@@ -334,8 +335,8 @@ def test_run_fails_a_kernel_whose_output_is_nan(monkeypatch, capsys, only_first)
 def test_bench_fails_a_kernel_whose_output_is_nan(monkeypatch, capsys, only_first):
     import numpy as np
 
-    from tuner import bench
-    from tuner.cli import main
+    from tensorlang.tuner import bench
+    from tensorlang.cli.main import main
     _build_nan_kernels(monkeypatch, only_first)
 
     class NumpyInProcess:
@@ -367,7 +368,7 @@ def test_run_and_bench_catch_a_softmax_with_its_last_column_zeroed(monkeypatch, 
     import numpy as np
 
     import tensorlang as tl
-    from tuner.cli import main
+    from tensorlang.cli.main import main
     real = tl.build
 
     class ZeroLastColumn:
@@ -395,7 +396,7 @@ def test_run_checks_a_users_program_against_numpy_not_its_own_naive_nest(monkeyp
     import tensorlang as tl
     from tensorlang import lower
     from tensorlang.program import Binary
-    from tuner.cli import main
+    from tensorlang.cli.main import main
     path = tmp_path / "axpy.tl"
     path.write_text("def axpy(X: f32[N], Y: f32[N]) -> Z:\n    Z[i] = X[i] * 2.0 + Y[i]\n")
     argv = ["run", str(path), "--size", "N=64", "--repeat", "1", "--min-time", "0", "--json"]
@@ -420,7 +421,7 @@ def test_run_checks_a_users_program_against_numpy_not_its_own_naive_nest(monkeyp
 def test_max_rel_error_never_lets_a_nan_or_infinity_pass():
     import numpy as np
 
-    from tuner.bench import max_rel_error
+    from tensorlang.tuner.bench import max_rel_error
     e = np.array([1.0, -2.0, np.nan, np.inf, 0.0])
     assert max_rel_error(e.copy(), e) == 0.0                     # the same special values in the same places
     for i, bad in [(0, np.nan), (4, np.inf), (3, -np.inf), (3, 5.0), (2, 0.0), (1, np.nan)]:

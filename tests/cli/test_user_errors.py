@@ -14,12 +14,12 @@ import pytest
 import tensorlang as tl
 from tensorlang.choice import StaleScheduleError
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 SUITE_PROBE = '''
 import json
 import os
-from tuner.database import Database, Record, default_db_path
+from tensorlang.tuner.records.database import Database, Record, default_db_path
 
 def test_the_default_database_and_settings():
     with Database(default_db_path()) as db:
@@ -61,8 +61,8 @@ SIZES = {"N": 16, "M": 32}
 def stale_database(tmp_path):
     """A tuning database whose best record of SCALE splits a loop the program does not have (as a record that an
     older compiler wrote); returns its path, the record's id and the task key."""
-    from tuner.database import Database, Record
-    from tuner.task import Task
+    from tensorlang.tuner.records.database import Database, Record
+    from tensorlang.tuner.task import Task
     task = Task.from_source(SCALE, SIZES)
     s = tl.schedule(tl.op(SCALE), **SIZES)
     s["C"].split("j", 8)
@@ -83,8 +83,8 @@ def test_a_stale_tuned_record_asked_for_is_an_error_naming_the_database_and_the_
     assert f"of task {key} no longer applies to scale: split(C, zz): stage C has no loop 'zz'" in message
     assert f"DELETE FROM records WHERE task_key = '{key}'" in message and "tune it again" in message
     (tmp_path / "scale.tl").write_text(SCALE)
-    r = subprocess.run([sys.executable, "-m", "tuner.cli", "show", str(tmp_path / "scale.tl"), "--size", "N=16,M=32",
-                        "--schedule", "tuned"], capture_output=True, text=True, timeout=300,
+    r = subprocess.run([sys.executable, "-m", "tensorlang.cli", "show", str(tmp_path / "scale.tl"), "--size",
+                        "N=16,M=32", "--schedule", "tuned"], capture_output=True, text=True, timeout=300,
                        env=dict(os.environ, TENSORLANG_DB=str(db), PYTHONPATH=ROOT))
     assert r.returncode == 2 and f"record {rid} (trial 7" in r.stderr and "Traceback" not in r.stderr, r.stderr
 

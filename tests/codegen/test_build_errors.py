@@ -2,7 +2,7 @@
 fit), plus positive tests of the calling conventions: out=, several outputs, 0-d outputs, the kernel cache
 and calls from several threads.
 
-Run: ``PYTHONPATH=/work/main .venv/bin/pytest tests/test_build_errors.py -q``
+Run: ``.venv/bin/pytest tests/codegen/test_build_errors.py -q``
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Kernels are emitted with ``emit_c(func, name=...)``, compiled in batches with ``compile_c`` (one shared library
 per batch, one translation unit per kernel, two batches at once) and called through ctypes with numpy arrays:
 
-* every workload of ``schedules`` at its small preset, default and hand schedule, against numpy;
+* every workload of ``tensorlang.schedules`` at its small preset, default and hand schedule, against numpy;
 * hand schedules at sizes their tiles do not divide (tails, guards), against numpy, and under AddressSanitizer
   with arrays of exactly their size (no read or write out of bounds);
 * random valid schedules of workloads and random programs (the schedule fuzzer of test_schedule_fuzz.py),
@@ -12,7 +12,7 @@ per batch, one translation unit per kernel, two batches at once) and called thro
   NaN in max/min, saturating casts, exp), against the LLVM kernel;
 * parallel loops with and without OpenMP; the readability of the text; errors.
 
-Skipped when there is no C compiler. Run: ``.venv/bin/pytest tests/test_codegen_c.py -q``
+Skipped when there is no C compiler. Run: ``.venv/bin/pytest tests/codegen/test_codegen_c.py -q``
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import schedules
+from tensorlang import schedules
 import tensorlang as tl
 from oracle import assert_close
 from tensorlang import ir
@@ -342,7 +342,7 @@ def test_loop_kinds_are_visible():
     lines = src.splitlines()
     i = next(k for k, line in enumerate(lines) if "#pragma omp parallel for" in line)
     assert re.match(r"\s*for \(int64_t j_o = 0; j_o < \d+; j_o\+\+\) \{  /\* parallel \*/", lines[i + 1])
-    from schedules.matmul import hand_tile
+    from tensorlang.schedules.matmul import hand_tile
     assert f"/* vectorized: j_i_i in 0:{hand_tile()[0]} */" in src  # the hand tile's columns follow the registers
     assert "/* unrolled: i_i_i in 0:6 */" in src
     # the register tile: 6 rows of nr / 16 vectors of 16 lanes (64-byte vectors; 24 with AVX-512's 64 columns,

@@ -12,11 +12,11 @@ import llvmlite.binding as llvm
 import numpy as np
 import pytest
 
-import schedules
+from tensorlang import schedules
 import tensorlang as tl
 from oracle import assert_close
 from tensorlang import export as ex
-from tuner.cli import main
+from tensorlang.cli.main import main
 
 CC = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
 needs_cc = pytest.mark.skipif(CC is None, reason="no C compiler (cc, gcc or clang) on PATH")
@@ -381,8 +381,8 @@ def test_load_refuses_a_library_with_metadata_of_another_format(tmp_path, monkey
 
 @needs_cc
 def test_cli_exports_with_each_schedule_source(tmp_path, capsys):
-    from tuner.database import Database, Record
-    from tuner.task import Task
+    from tensorlang.tuner.records.database import Database, Record
+    from tensorlang.tuner.task import Task
     # default: the hand schedule
     assert main(["export", "softmax", "--preset", "small", "-o", str(tmp_path / "a"), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)

@@ -2,7 +2,7 @@
 is the one the JIT uses where a C compiler exists; the Python pool still computes the same results, and falling
 back to it says why. Each case that changes the environment runs in a fresh interpreter.
 
-Run: ``.venv/bin/pytest tests/test_threadpool.py -q``
+Run: ``.venv/bin/pytest tests/codegen/test_threadpool.py -q``
 """
 from __future__ import annotations
 
@@ -18,7 +18,9 @@ import pytest
 
 import tensorlang as tl
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+#: `python -c` running the command line as the console script does
+CLI_MAIN = "import sys, tensorlang.cli.main; sys.exit(tensorlang.cli.main.main())"
 HAVE_CC = any(shutil.which(c) for c in ("cc", "gcc", "clang"))
 
 # a parallel loop inside another parallel stage's loop nest, and a reduction: results any pool must get right
@@ -162,7 +164,7 @@ def test_bad_pool_settings_are_errors_naming_the_variable(tmp_path, name, value,
            "except ValueError as e:\n    print('ValueError', e)\n"
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert r.returncode == 0 and r.stdout.startswith(f"ValueError {message}"), r.stdout + r.stderr
-    r = subprocess.run([sys.executable, "-c", "import sys, tuner.cli; sys.exit(tuner.cli.main())", "run",
+    r = subprocess.run([sys.executable, "-c", CLI_MAIN, "run",
                         "matmul", "--preset", "small"], capture_output=True, text=True, env=env, timeout=300)
     assert r.returncode == 2 and "Traceback" not in r.stderr and f"tensorlang run: error: {message}" in r.stderr, \
         r.stderr
@@ -325,7 +327,7 @@ def test_bad_thread_count_is_an_error_naming_the_variable(tmp_path, value):
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert r.returncode == 0 and r.stdout.startswith("ValueError TENSORLANG_NUM_THREADS=") and value in r.stdout, \
         r.stdout + r.stderr
-    r = subprocess.run([sys.executable, "-c", "import sys, tuner.cli; sys.exit(tuner.cli.main())", "run",
+    r = subprocess.run([sys.executable, "-c", CLI_MAIN, "run",
                         "matmul", "--preset", "small"],
                        capture_output=True, text=True, env=env, timeout=300)
     assert r.returncode == 2 and "Traceback" not in r.stderr
@@ -352,12 +354,12 @@ def test_parallel_chunk_gets_its_buffers_as_noalias_arguments(monkeypatch):
 
 # ---- dynamic scheduling: a thread that does not run holds no loop up ----
 
-DRIVER_C = os.path.join(ROOT, "tests", "runtime_driver.c")
+DRIVER_C = os.path.join(ROOT, "tests", "support", "runtime_driver.c")
 
 
 @pytest.fixture(scope="module")
 def driver(tmp_path_factory):
-    """tests/runtime_driver.c linked with the runtime compiled as `tensorlang export` compiles it (-O2, no
+    """tests/support/runtime_driver.c linked with the runtime compiled as `tensorlang export` compiles it (-O2, no
     TENSORLANG_JIT_RUNTIME: hidden symbols)."""
     from tensorlang.codegen_c import find_c_compiler
     from tensorlang.threadpool import RUNTIME_C

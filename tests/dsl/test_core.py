@@ -439,7 +439,7 @@ def test_the_emitter_folds_constant_index_arithmetic_and_emits_each_in_a_block_o
     again for every element; the LLVM IR has neither, and the kernel still computes the same."""
     import re
     from tensorlang.codegen_llvm import emit_module
-    import schedules
+    from tensorlang import schedules
     w = schedules.get("conv2d")
     op, sizes = tl.op(w.source), w.sizes("small")
     s = tl.schedule(op, **sizes)

@@ -8,7 +8,7 @@ non-zero-based inferred ranges) are raised by ``tl.build`` and are tested here t
 
 Every case here is handled: positions point into the original text, continuation lines included.
 
-Run: ``PYTHONPATH=/work/main .venv/bin/pytest tests/test_dsl_errors.py -q``
+Run: ``.venv/bin/pytest tests/dsl/test_dsl_errors.py -q``
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The fuzzers' environment settings and the seed of CI's fresh fuzz slice (tests/fuzzenv.py)."""
+"""The fuzzers' environment settings and the seed of CI's fresh fuzz slice (tests/support/fuzzenv.py)."""
 import hashlib
 import subprocess
 

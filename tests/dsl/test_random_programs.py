@@ -579,7 +579,7 @@ def test_padded_max_reduction_builds_without_aborting_llvm():
         "k = tl.build(tl.op('def p(X: f32[N]) -> T:\\n    T max= X[r - 1] where r in 0:N\\n'), N=29)\n"
         "print(float(k(np.arange(29, dtype=np.float32))))\n"
     )
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert p.returncode == 0, p.stderr[-500:]

@@ -13,11 +13,11 @@ torch = pytest.importorskip("torch")
 
 import reference_models as R  # noqa: E402
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def tensorlang(*args, timeout=600):
-    return subprocess.run([sys.executable, "-m", "tuner.cli", *map(str, args)], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "tensorlang.cli", *map(str, args)], capture_output=True, text=True,
                           cwd=ROOT, timeout=timeout)
 
 
@@ -52,7 +52,7 @@ def test_compile_to_a_library_or_c_source(mnist_pt2, tmp_path, fmt):
 
 
 def test_bench_model_times_tensorlang_against_torch(mnist_pt2):
-    from tuner.model_tuning import TORCH_COMPILE
+    from tensorlang.tuner.model.baselines import TORCH_COMPILE
     r = tensorlang("bench-model", mnist_pt2, "--threads", "1", "--rounds", "2", "--min-time", "0", "--json")
     assert r.returncode == 0, r.stderr
     data = json.loads(r.stdout)
@@ -80,8 +80,8 @@ def test_bench_model_runs_every_contender_on_one_thread_count_and_inductor_with_
     from model_faults import probe_torch_compile
     from tensorlang.graph.model import Model
     from tensorlang.threadpool import num_threads
-    from tuner.cli import main
-    from tuner.model_tuning import TORCH_COMPILE
+    from tensorlang.cli.main import main
+    from tensorlang.tuner.model.baselines import TORCH_COMPILE
     compiles = probe_torch_compile(monkeypatch)
     ran = []  # tensorlang's thread count at each run of the model
     run_flat = Model.run_flat
@@ -106,8 +106,8 @@ def test_bench_model_runs_every_contender_on_one_thread_count_and_inductor_with_
 
 def test_bench_model_fails_on_a_nan_in_a_later_output(two_output_pt2, monkeypatch, capsys):
     from model_faults import nan_in_output, probe_torch_compile
-    from tuner import model_cli
-    from tuner.cli import main
+    from tensorlang.cli import models as model_cli
+    from tensorlang.cli.main import main
     probe_torch_compile(monkeypatch)
     load = model_cli.load
 

@@ -16,7 +16,7 @@ import tensorlang as tl
 from tensorlang.graph import compile_graph
 from tensorlang.graph.serialize import ModelFileError
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def test_round_trip_of_a_fused_and_planned_random_graph(tmp_path):

@@ -1,6 +1,6 @@
 """The graph passes, each before and after: what it changes in the graph, and that the model computes the same
 (the same graph compiled without any pass is the reference). A fuzzer runs every pass, and the whole pipeline, on
-random graphs (tests/graphgen.py); the memory planner's plans are checked for overlaps on them too."""
+random graphs (tests/support/graphgen.py); the memory planner's plans are checked for overlaps on them too."""
 from __future__ import annotations
 
 import os

@@ -4,7 +4,7 @@ enough to run quickly, at extra small sizes with strides, padding, dilation and 
 their inputs (which share the numpy inputs' memory) or returning a view of them. Skipped where PyTorch is not
 installed; the schedules package itself must import without it.
 
-Run: ``python -m pytest -q -p no:cacheprovider tests/test_torch_baselines.py``.
+Run: ``python -m pytest -q -p no:cacheprovider tests/graph/test_torch_baselines.py``.
 """
 
 from __future__ import annotations
@@ -17,16 +17,13 @@ import sys
 import numpy as np
 import pytest
 
-from schedules import WORKLOADS
+from tensorlang.schedules import WORKLOADS
 
-try:
-    from tests.oracle import assert_close
-except ImportError:  # tests/ is not a package: pytest puts tests/ itself on sys.path
-    from oracle import assert_close
+from oracle import assert_close  # tests/support/, on sys.path (tests/conftest.py)
 
 torch = pytest.importorskip("torch")
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 # Workloads left without a torch_fast on purpose (none: every workload has a faithful PyTorch formulation).
 NO_TORCH_FAST: set[str] = set()
@@ -182,7 +179,7 @@ def test_softmax_large_logits():
 
 
 def test_schedules_import_without_torch():
-    code = "import sys; sys.modules['torch'] = None; import schedules; print(len(schedules.WORKLOADS))"
+    code = "import sys; sys.modules['torch'] = None; from tensorlang import schedules; print(len(schedules.WORKLOADS))"
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
                             timeout=120)

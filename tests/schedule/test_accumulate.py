@@ -62,7 +62,7 @@ def test_inside_a_parallel_loop_and_around_an_unrolled_one(parallel, unroll):
 
 
 def test_softmax_hand_schedule_accumulates_its_max_and_sum():
-    import schedules
+    from tensorlang import schedules
     w = schedules.get("softmax")
     s = tl.schedule(tl.op(w.source), N=8, D=200)
     w.hand_schedule(s)

@@ -3,7 +3,7 @@ computes, at every preset and at sizes their tiles do not divide."""
 import numpy as np
 import pytest
 
-import schedules
+from tensorlang import schedules
 import tensorlang as tl
 from oracle import assert_close
 

@@ -10,7 +10,7 @@ primitive tests come from builders registered in `CASES`, so that the round-trip
 whatever process (pytest-xdist worker) runs it. Known bugs are `xfail(strict=True)` tests whose reason gives
 the bug.
 
-Run: ``.venv/bin/pytest tests/test_schedule.py -q``
+Run: ``.venv/bin/pytest tests/schedule/test_schedule.py -q``
 """
 from __future__ import annotations
 
@@ -2226,7 +2226,7 @@ def test_vectorized_reduction_into_a_padded_cache_write_element_builds():
     read was a gather of one address, a vector. It is one scalar load now. (Since the region analysis bounds a
     term of the tile's inner loops alone, `i_j_o // 2` here, the tile's index is proven and this schedule no longer
     reads the element as padding; the fuzzers' random schedules still reach that path.)"""
-    import schedules
+    from tensorlang import schedules
     w = schedules.get("batch_matmul")
     s = tl.schedule(tl.op(w.source), BS=6, M=4, K=6, N=6)
     s["C"].split("j", 5, outer="j_o", inner="j_i")
@@ -2247,7 +2247,7 @@ def test_fused_reduction_loops_keep_a_compute_at_region_disjoint_across_a_parall
     the row index h + r became h + rs // 3, a term the region analysis gave up on (the whole of P's rows, the same
     for every h). A term of the inner loops alone is bounded now (rs // 3 in 0..0), so P's rows move with h; with
     R = 2 the rows do overlap, and each iteration of h computes its rows into a buffer of its own."""
-    import schedules
+    from tensorlang import schedules
     w = schedules.get("conv2d")
     op = tl.op(w.source)
     s = tl.schedule(op, N=5, C=7, H=H, W=4, F=1, R=1, S=3, stride=1, pad=2, dil=1)

@@ -1,6 +1,6 @@
 """Schedule fuzzer: random schedules must change how a program runs, never what it computes.
 
-Each hypothesis example takes a program at tiny sizes -- a workload of ``schedules.WORKLOADS`` (shape sizes
+Each hypothesis example takes a program at tiny sizes -- a workload of ``tensorlang.schedules.WORKLOADS`` (shape sizes
 1..7 with primes, now and then one of 8..17; usual strides, paddings, dilations) or a random Einstein
 program from ``progen.py`` -- and applies several random schedules to it, each a sequence of 1 to 8
 primitives (split, tile, reorder, fuse, vectorize, unroll, parallel, serial, compute_at, compute_inline,
@@ -28,7 +28,7 @@ Environment:
   core, half that with ``-n 2``). Long mode (about an hour of one core; the process grows by about 0.4 MB an
   example: llvmlite's O2 pipeline keeps about 80 KB of native memory per kernel built, freed or not)::
 
-      TENSORLANG_SCHEDULE_FUZZ=20000 pytest tests/test_schedule_fuzz.py
+      TENSORLANG_SCHEDULE_FUZZ=20000 pytest tests/schedule/test_schedule_fuzz.py
 
 * ``TENSORLANG_SCHEDULE_FUZZ_RANDOM=1`` -- new random examples instead of the fixed (derandomized) CI set.
 * ``TENSORLANG_FUZZ_SLICE_SEED=N`` -- the seed of the fresh slice (``*_fresh_slice``: 500 examples that CI adds to
@@ -42,7 +42,7 @@ Environment:
   as ``progen`` and ``schedfuzz`` intend), a failure is not shrunk by hypothesis, and its report carries the
   schedule and sizes shrunk by ``schedfuzz.minimize`` instead.
 
-``pytest tests/test_schedule_fuzz.py --hypothesis-show-statistics`` shows how often each outcome occurred.
+``pytest tests/schedule/test_schedule_fuzz.py --hypothesis-show-statistics`` shows how often each outcome occurred.
 """
 
 from __future__ import annotations
@@ -100,7 +100,7 @@ def _schedules(case, src):
 
 
 def _workload_schedules(data):
-    import schedules
+    from tensorlang import schedules
 
     name = data.draw(st.sampled_from(list(schedules.WORKLOADS)), label="workload")
     src = _choices(data)
@@ -158,7 +158,7 @@ def test_random_program_schedules_fresh_slice(data):
 @pytest.mark.parametrize("seed", range(3))
 def test_fuzzer_smoke(seed):
     """A few fixed schedules of every workload, for runs that skip the slow tests."""
-    import schedules
+    from tensorlang import schedules
 
     for i, name in enumerate(schedules.WORKLOADS):
         src = progen.Src.from_random(random.Random(1000 * seed + i))
@@ -241,7 +241,7 @@ def test_fuzzer_judges_an_ill_conditioned_reference_by_its_sensitivity():
     agree, `x - mean` cancels and `sqrt(var + 1e-5)` magnifies the float32 rounding to a relative 5e-5, five
     times the oracle's tolerance. Such an element is judged by how far the float64 reference itself moves when
     each input moves by one unit in the last place; a real wrong value still fails."""
-    import schedules
+    from tensorlang import schedules
 
     w = schedules.WORKLOADS["layernorm"]
     sizes = {"N": 5, "D": 2}

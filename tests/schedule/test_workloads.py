@@ -2,7 +2,7 @@
 its NumPy reference at every preset and at extra edge sizes (1, primes); the references themselves are
 checked against hand-computed values and naive loop implementations, since they are the oracle.
 
-Run: ``PYTHONPATH=/work/main .venv/bin/pytest tests/test_workloads.py -q`` (``-m "not slow"`` skips the
+Run: ``.venv/bin/pytest tests/schedule/test_workloads.py -q`` (``-m "not slow"`` skips the
 big presets).
 """
 
@@ -14,46 +14,15 @@ import math
 import numpy as np
 import pytest
 
-import schedules
-from schedules import WORKLOADS, Workload, conv_output_size
+from tensorlang import schedules
+from tensorlang.schedules import WORKLOADS, Workload, conv_output_size
 
-try:
-    from tests.oracle import assert_close
-except ImportError:  # tests/ is not a package: pytest puts tests/ itself on sys.path
-    from oracle import assert_close
+from oracle import EXACT, assert_close, reduction_len  # tests/support/, on sys.path (tests/conftest.py)
 
 # Presets whose build + run take longer than about 2 s with the default schedule (measured: only matmul 1024,
 # about 5 s; dense_bias_relu bert_ffn at 6e8 flops takes 0.6 s): more than this many flops
 # (for the memory-bound workloads flops() is about the number of elements).
 SLOW_FLOPS = 1e9
-
-
-def reduction_len(name: str, s: dict) -> int:
-    """Number of terms summed into one output element of workload ``name`` at sizes ``s``.
-
-    Example::
-
-        >>> reduction_len("conv2d", schedules.get("conv2d").sizes())
-        576
-    """
-    return {
-        "matmul": lambda: s["K"],
-        "batch_matmul": lambda: s["K"],
-        "conv1d": lambda: s["C"] * s["S"],
-        "conv2d": lambda: s["C"] * s["R"] * s["S"],
-        "depthwise_conv2d": lambda: s["R"] * s["S"],
-        "maxpool2d": lambda: 1,
-        "avgpool2d": lambda: s["KH"] * s["KW"],
-        "softmax": lambda: s["D"],
-        "layernorm": lambda: s["D"],
-        "dense_bias_relu": lambda: s["K"],
-        "transpose": lambda: 1,
-        "reduce_sum": lambda: s["N"],
-        "elementwise": lambda: 1,
-    }[name]()
-
-
-EXACT = {"maxpool2d", "transpose"}  # results are copies of input values: must be bit-exact
 
 
 def _as_tuple(x):
@@ -150,7 +119,7 @@ def test_workload_validates_presets():
 
 def test_sizes_below_a_workloads_minimum_are_refused_by_name():
     from tensorlang.errors import UsageError
-    from tuner.task import Task
+    from tensorlang.tuner.task import Task
     for name, size in (("conv2d", "stride"), ("conv2d", "dil"), ("conv1d", "stride"), ("depthwise_conv2d", "stride"),
                        ("maxpool2d", "KW"), ("avgpool2d", "KH")):
         with pytest.raises(UsageError, match=f"{name}: size {size}=0 must be >= 1"):

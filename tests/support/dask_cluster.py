@@ -1,4 +1,4 @@
-"""A real Dask cluster on loopback for the tests of distributed tuning (tests/test_cluster.py): a ``dask
+"""A real Dask cluster on loopback for the tests of distributed tuning (tests/tuner/test_cluster.py): a ``dask
 scheduler`` and ``dask worker`` processes started from this interpreter (``python -m dask``), each in its own
 process group (a worker's nanny and the worker die together), with their logs in a folder, and all of them
 stopped at the end even when a test fails.
@@ -19,7 +19,7 @@ import subprocess
 import sys
 import time
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def free_port() -> int:

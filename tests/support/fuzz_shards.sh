@@ -3,16 +3,22 @@
 # PROGS processes random-program shards of PN examples, shard after shard until BUDGET seconds are used; every
 # shard has a fresh seed and an empty hypothesis database. Logs, traces of failing shards and summary.txt (one line
 # a shard: seed, examples, exit status, seconds) go to $OUT/logs.
-# usage: OUT=/tmp/fuzz BUDGET=540 SCHED=13 PROGS=3 SN=1000 PN=4000 bash tests/fuzz_shards.sh
+# usage: OUT=/tmp/fuzz BUDGET=540 SCHED=13 PROGS=3 SN=1000 PN=4000 bash tests/support/fuzz_shards.sh
 # (WHEELS=folder installs the wheels in it first, for a machine without the project's packages; PY=python to use)
 set -u
 PY=${PY:-python3}
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 if [ -n "${WHEELS:-}" ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$WHEELS"/*.whl || exit 9
   export PYTHONPATH=/tmp/site
 fi
-export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$PWD PYTHONDONTWRITEBYTECODE=1
+export PYTHONDONTWRITEBYTECODE=1
+# tensorlang.schedules and tensorlang.tuner exist only installed (package-dir mapping): install this checkout when
+# this Python does not have it
+if ! $PY -c "import tensorlang.schedules" 2>/dev/null; then
+  $PY -m pip install -q --no-index --no-deps --no-build-isolation --target /tmp/tensorlang-site . || exit 9
+  export PYTHONPATH=/tmp/tensorlang-site${PYTHONPATH:+:$PYTHONPATH}
+fi
 $PY -c "import llvmlite, numpy, hypothesis, pytest; print('llvmlite', llvmlite.__version__, 'numpy', numpy.__version__, 'hypothesis', hypothesis.__version__, 'pytest', pytest.__version__)"
 lscpu | grep -E 'Model name|^CPU\(s\)'; which cc gcc clang
 git rev-parse --short HEAD 2>/dev/null || echo "(no git)"
@@ -25,11 +31,11 @@ shard() {  # kind examples id
     local store=$(mktemp -d) start=$(date +%s) log=$L/$kind-$id-$seed.log
     if [ $kind = sched ]; then
       HYPOTHESIS_STORAGE_DIRECTORY=$store TENSORLANG_SCHEDULE_FUZZ_TRACE=$log.trace TENSORLANG_SCHEDULE_FUZZ=$n TENSORLANG_SCHEDULE_FUZZ_RANDOM=1 \
-        timeout $(( DEADLINE - start )) $PY -m pytest -p no:cacheprovider -q tests/test_schedule_fuzz.py::test_workload_schedules \
-        tests/test_schedule_fuzz.py::test_random_program_schedules --hypothesis-seed=$seed --hypothesis-show-statistics > $log 2>&1
+        timeout $(( DEADLINE - start )) $PY -m pytest -p no:cacheprovider -q tests/schedule/test_schedule_fuzz.py::test_workload_schedules \
+        tests/schedule/test_schedule_fuzz.py::test_random_program_schedules --hypothesis-seed=$seed --hypothesis-show-statistics > $log 2>&1
     else
       HYPOTHESIS_STORAGE_DIRECTORY=$store TENSORLANG_FUZZ_TRACE=$log.trace TENSORLANG_FUZZ_EXAMPLES=$n TENSORLANG_FUZZ_RANDOM=1 \
-        timeout $(( DEADLINE - start )) $PY -m pytest -p no:cacheprovider -q tests/test_random_programs.py::test_random_program \
+        timeout $(( DEADLINE - start )) $PY -m pytest -p no:cacheprovider -q tests/dsl/test_random_programs.py::test_random_program \
         --hypothesis-seed=$seed --hypothesis-show-statistics > $log 2>&1
     fi
     local rc=$? end=$(date +%s)

@@ -32,7 +32,7 @@ import pathlib
 import re
 import subprocess
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 SEED_ENV = "TENSORLANG_FUZZ_SLICE_SEED"
 FIXED_SEED = 18  # the slice's seed where there is no git commit to derive one from
 

@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-__all__ = ["assert_close", "tolerance"]
+__all__ = ["assert_close", "tolerance", "reduction_len", "EXACT"]
 
 
 def tolerance(dtype, reduction_len: int = 1) -> float:
@@ -70,3 +70,33 @@ def assert_close(actual, expected, reduction_len: int = 1, *, exact: bool = Fals
         atol=tol * scale,
         err_msg=f"{err_msg} (reduction_len={reduction_len}, rtol={tol:.3g}, atol={tol * scale:.3g})",
     )
+
+
+def reduction_len(name: str, s: dict) -> int:
+    """Number of terms summed into one output element of workload ``name`` at sizes ``s``.
+
+    Example::
+
+        >>> from tensorlang import schedules
+        >>> reduction_len("conv2d", schedules.get("conv2d").sizes())
+        576
+    """
+    return {
+        "matmul": lambda: s["K"],
+        "batch_matmul": lambda: s["K"],
+        "conv1d": lambda: s["C"] * s["S"],
+        "conv2d": lambda: s["C"] * s["R"] * s["S"],
+        "depthwise_conv2d": lambda: s["R"] * s["S"],
+        "maxpool2d": lambda: 1,
+        "avgpool2d": lambda: s["KH"] * s["KW"],
+        "softmax": lambda: s["D"],
+        "layernorm": lambda: s["D"],
+        "dense_bias_relu": lambda: s["K"],
+        "transpose": lambda: 1,
+        "reduce_sum": lambda: s["N"],
+        "elementwise": lambda: 1,
+    }[name]()
+
+
+#: the workloads whose results are copies of input values: they must be bit-exact
+EXACT = {"maxpool2d", "transpose"}

@@ -1,5 +1,5 @@
 /* Drives tensorlang/csrc/tensorlang_runtime.c as an exported library carries it (built with `cc -O2 -c`, linked
- * in), with no Python: tests/test_threadpool.py builds it and runs one mode per test. Every mode exits 0 and
+ * in), with no Python: tests/codegen/test_threadpool.py builds it and runs one mode per test. Every mode exits 0 and
  * prints "ok ..." when each parallel loop ran every iteration exactly once; a wrong result prints what and exits
  * 1. An alarm ends a mode that hangs (exit by SIGALRM).
  *

@@ -4,7 +4,7 @@ Used by ``test_schedule_fuzz.py``. The pieces:
 
 * :class:`Case` -- a program bound to tiny sizes, its inputs, and the unscheduled kernel's outputs (which are
   first checked against numpy: the workload's ``reference`` or ``progen``'s independent evaluator).
-  :func:`workload_case` builds one from ``schedules.WORKLOADS``, :func:`progen_case` from a random program of
+  :func:`workload_case` builds one from ``tensorlang.schedules.WORKLOADS``, :func:`progen_case` from a random program of
   ``progen.py``.
 * :class:`Fuzzer` -- applies 1..8 random primitives to ``tl.schedule(op, **sizes)``, choosing each primitive's
   arguments from the *current* loops of a random stage (``loops()``), sometimes with arguments that are
@@ -174,7 +174,7 @@ def workload_sizes(w, op, src: progen.Src) -> dict:
 
 def workload_case(name: str, src: progen.Src) -> Case:
     """Workload `name` at random tiny sizes; its unscheduled kernel checked against the workload's reference."""
-    import schedules
+    from tensorlang import schedules
 
     w = schedules.WORKLOADS[name]
     op = tl.op(w.source)
@@ -246,7 +246,7 @@ def progen_case(src: progen.Src) -> Case:
     sizes = dict(prog.env)
     inputs = [arrays[n] for n in op.inputs]
     nodes = sum(sum(1 for _ in stg.expr.walk()) for stg in prog.stages)
-    case = Case("random program (tests/progen.py)", prog.text, sizes, op, inputs, {}, {}, {})
+    case = Case("random program (tests/support/progen.py)", prog.text, sizes, op, inputs, {}, {}, {})
     trace(f"{case.describe()}\n(unscheduled)")
     kernel = tl.build(op, schedule="naive", **sizes)
     got = dict(zip(op.outputs, _as_tuple(kernel(*inputs))))

@@ -1,5 +1,5 @@
-"""Handler factories for the worker tests in test_tuner.py (imported by ``tuner.worker.Worker`` in a fresh
-interpreter as ``worker_handlers:FACTORY``; the test puts this folder on ``sys.path``, which the worker gets as
+"""Handler factories for the worker tests in test_tuner.py (imported by ``tensorlang.tuner.measure.worker.Worker`` in a
+fresh interpreter as ``worker_handlers:FACTORY``; the test puts this folder on ``sys.path``, which the worker gets as
 ``PYTHONPATH``)."""
 import os
 import signal

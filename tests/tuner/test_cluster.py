@@ -1,6 +1,6 @@
-"""Distributed tuning on a Dask cluster (tuner/cluster.py, tuner/cluster_worker.py): a real ``dask scheduler`` and
-``dask worker`` processes on loopback (tests/dask_cluster.py starts them, each worker pinned to one core, and kills
-them at the end even when a test fails).
+"""Distributed tuning on a Dask cluster (tuner/measure/cluster.py, tuner/measure/cluster_worker.py): a real ``dask
+scheduler`` and ``dask worker`` processes on loopback (tests/support/dask_cluster.py starts them, each worker pinned to
+one core, and kills them at the end even when a test fails).
 
 Covered: tuning through the cluster gives valid records (checked again against numpy here) measured only on the
 workers of the task's target; two tasks of different targets measured at once, each on its own workers; a cluster
@@ -38,14 +38,15 @@ pytest.importorskip("distributed")
 import tensorlang as tl  # noqa: E402
 from dask_cluster import ROOT, LocalDask, free_port  # noqa: E402
 from tensorlang.space import config_key  # noqa: E402
-from tuner import cluster_worker as cw  # noqa: E402
-from tuner import features  # noqa: E402
-from tuner.cli import main  # noqa: E402
-from tuner.cluster import Cluster, ClusterError, ClusterOptions, DaskRunner, check_address, measure_many  # noqa: E402
-from tuner.database import ERROR_KINDS, Database  # noqa: E402
-from tuner.measure import FAULTS_ENV, MeasureOptions, Result  # noqa: E402
-from tuner.task import Task  # noqa: E402
-from tuner.tuning import Tuner  # noqa: E402
+from tensorlang.tuner.measure import cluster_worker as cw  # noqa: E402
+from tensorlang.tuner import features  # noqa: E402
+from tensorlang.cli.main import main  # noqa: E402
+from tensorlang.tuner.measure.cluster import (Cluster, ClusterError, ClusterOptions, DaskRunner, check_address,
+                                              measure_many)  # noqa: E402
+from tensorlang.tuner.records.database import ERROR_KINDS, Database  # noqa: E402
+from tensorlang.tuner.measure.local import FAULTS_ENV, MeasureOptions, Result  # noqa: E402
+from tensorlang.tuner.task import Task  # noqa: E402
+from tensorlang.tuner.tuning import Tuner  # noqa: E402
 
 OTHER = {"cpu": "other-cpu"}  # what the third worker of the shared cluster claims to be (cw.TARGET_ENV)
 
@@ -306,8 +307,8 @@ def test_tls_as_the_readme_shows_it(tmp_path):
         env = dict(os.environ, PYTHONPATH=str(ROOT), DASK_DISTRIBUTED__COMM__TLS__CA_FILE=ca,
                    DASK_DISTRIBUTED__COMM__TLS__CLIENT__CERT=cert, DASK_DISTRIBUTED__COMM__TLS__CLIENT__KEY=key,
                    DASK_DISTRIBUTED__COMM__REQUIRE_ENCRYPTION="True")
-        done = subprocess.run([sys.executable, "-m", "tuner.cli", "tune", "matmul", "--preset", "small", "--trials",
-                               "4", "--threads", "1", "--cluster", address, "--db", str(tmp_path / "t.db"),
+        done = subprocess.run([sys.executable, "-m", "tensorlang.cli", "tune", "matmul", "--preset", "small",
+                               "--trials", "4", "--threads", "1", "--cluster", address, "--db", str(tmp_path / "t.db"),
                                "--no-baselines", "--json"], cwd=ROOT, env=env, capture_output=True, timeout=300)
         assert done.returncode == 0, done.stderr.decode()[-2000:]
         assert json.loads(done.stdout)["valid_this_run"] == 4
@@ -511,7 +512,7 @@ def test_scheduler_killed_mid_run_says_so_keeps_every_record_and_resume_works(tm
                 "random", "--seed", "2", "--db", db, "--cluster", dk.address, "--cluster-timeout", "10",
                 "--retime-top", "0", "--no-baselines"]
         env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
-        proc = subprocess.Popen([sys.executable, "-m", "tuner.cli", *argv], cwd=ROOT, env=env,
+        proc = subprocess.Popen([sys.executable, "-m", "tensorlang.cli", *argv], cwd=ROOT, env=env,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
         try:
             deadline = time.monotonic() + 180
@@ -544,7 +545,7 @@ def test_scheduler_killed_mid_run_says_so_keeps_every_record_and_resume_works(tm
         dk.start_worker("a", cpu=0)
         dk.start_worker("b", cpu=1)
         dk.wait_for_workers(2)
-        done = subprocess.run([sys.executable, "-m", "tuner.cli", *shlex.split(resume)[1:]], cwd=ROOT, env=env,
+        done = subprocess.run([sys.executable, "-m", "tensorlang.cli", *shlex.split(resume)[1:]], cwd=ROOT, env=env,
                               capture_output=True, timeout=300)
         assert done.returncode == 0, done.stderr.decode()[-3000:]
     with Database(db) as d:

@@ -1,10 +1,10 @@
-"""The auto-tuner's cost model: program features (tuner/features.py) and the models (tuner/costmodel.py).
+"""The auto-tuner's cost model: program features (tuner/features.py) and the models (tuner/search/costmodel.py).
 
 Features: fixed length, finite and deterministic on every workload and hand schedule; each annotation and
 memory feature checked on a loop nest whose value is known by hand. Models: learn a ranking, are
 deterministic, predict zeros until trained; the registry and the ranking metrics on hand-made examples.
 
-Run: ``.venv/bin/pytest tests/test_costmodel.py -q``
+Run: ``.venv/bin/pytest tests/tuner/test_costmodel.py -q``
 """
 from __future__ import annotations
 
@@ -12,13 +12,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import schedules
+from tensorlang import schedules
 import tensorlang as tl
 from tensorlang import ir
-from tuner import features
-from tuner.costmodel import (COST_MODELS, ForestCostModel, NoCostModel, XGBCostModel, make_cost_model,
-                             normalise_per_task, ranking_quality, register_cost_model)
-from tuner.features import FEATURE_NAMES, PROGRAM_FEATURES, STORE_FEATURES, as_dict, extract, of_schedule
+from tensorlang.tuner import features
+from tensorlang.tuner.search.costmodel import (COST_MODELS, ForestCostModel, NoCostModel, XGBCostModel, make_cost_model,
+                                               normalise_per_task, ranking_quality, register_cost_model)
+from tensorlang.tuner.features import (FEATURE_NAMES, PROGRAM_FEATURES, STORE_FEATURES, as_dict, extract,
+                                              of_schedule)
 
 HAND_SCHEDULED = ["matmul", "conv2d", "depthwise_conv2d", "softmax", "maxpool2d"]
 MATMUL = schedules.get("matmul")
@@ -236,7 +237,7 @@ def test_features_of_allowed_configs_are_the_same_with_the_lowering_checks_at_th
     # of_config skips the trial lowering after each primitive (tensorlang.schedule.lowering_checks_at_the_end):
     # the configs a generated space allows all lower, so their features are those of the checked schedule, and a
     # schedule that does not lower is still refused (None)
-    from tuner.task import Task
+    from tensorlang.tuner.task import Task
     t = Task.create(name, threads=2, space="generated")
     sp, rng = t.space, np.random.default_rng(3)
     configs = list(sp.variants())
@@ -416,7 +417,7 @@ def test_normalise_per_task():
 def test_a_compiler_bug_in_a_config_warns_and_does_not_stop_featurizing(monkeypatch):
     """A config whose scheduling hits an internal error (BERT's layer norm met a KeyError in lowering, fifth session
     of 2026-11-26, and `tune-model` died) counts as unschedulable, with a warning naming the error."""
-    from tuner.task import Task
+    from tensorlang.tuner.task import Task
     t = Task.create("matmul", preset="small", threads=1)
     cfg = t.space.config_at(0)
     assert features.of_config(t.space, t.op, t.sizes, cfg) is not None

@@ -1,4 +1,4 @@
-"""The tuning records database (tuner/database.py): round trips, queries, paths, schema checks, refusals, and
+"""The tuning records database (tuner/records/database.py): round trips, queries, paths, schema checks, refusals, and
 crash safety (kill -9 of a writer) and several processes on one file."""
 import json
 import os
@@ -15,15 +15,16 @@ from dataclasses import replace
 
 import pytest
 
-import tuner.database as database
+import tensorlang.tuner.records.database as database
 from tensorlang.errors import UsageError
-from tuner.database import ERROR_KINDS, SCHEMA_VERSION, Database, DatabaseError, Record, default_db_path
+from tensorlang.tuner.records.database import (ERROR_KINDS, SCHEMA_VERSION, Database, DatabaseError, Record,
+                                               default_db_path)
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 # shared by this module and the child processes: record number i, deterministic in every field
 _RECORD_SRC = '''
-from tuner.database import Record
+from tensorlang.tuner.records.database import Record
 
 def numbered_record(i):
     return Record(task_key=f"task/{i % 3}", workload=f"w{i % 2}", sizes={"N": i, "M": 7}, target={"arch": "x86_64"},
@@ -85,7 +86,7 @@ def test_the_disturbance_figure_round_trips_in_a_table_created_at_first_use(tmp_
     """A record's disturbance goes to the optional table ``disturbances`` (created by the first record that has
     one, in the same transaction as the record); records without a figure, and every record of a file written
     before the table existed, read back None."""
-    from tuner.disturbance import Disturbance
+    from tensorlang.tuner.measure.disturbance import Disturbance
     path = tmp_path / "t.db"
     with Database(path) as d:
         old = d.add(rec(config={"v": 1}))  # an older file: records, no table
@@ -106,8 +107,8 @@ def test_the_disturbance_figure_round_trips_in_a_table_created_at_first_use(tmp_
 
 
 def test_a_record_with_a_disturbance_that_cannot_be_written_is_not_added(db):
-    from tuner.disturbance import Disturbance
-    with pytest.raises(UsageError, match="record disturbance must be a tuner.disturbance.Disturbance"):
+    from tensorlang.tuner.measure.disturbance import Disturbance
+    with pytest.raises(UsageError, match="record disturbance must be a tensorlang.tuner.measure.disturbance.Disturb"):
         db.add(rec(disturbance={"others_cpus": 1.0}))
     db._db().execute("CREATE TABLE disturbances (record_id INTEGER PRIMARY KEY, others_cpus REAL NOT NULL "
                      "CHECK (others_cpus < 0), cpus INTEGER, seconds REAL, uncertainty REAL)")
@@ -117,7 +118,7 @@ def test_a_record_with_a_disturbance_that_cannot_be_written_is_not_added(db):
 
 
 def test_a_damaged_disturbance_figure_names_the_record(tmp_path):
-    from tuner.disturbance import Disturbance
+    from tensorlang.tuner.measure.disturbance import Disturbance
     path = tmp_path / "t.db"
     with Database(path) as d:
         rid = d.add(rec(disturbance=Disturbance(0.5, 2, 0.1)))
@@ -453,7 +454,7 @@ def _check_intact(path) -> dict[int, Record]:
 
 _ADD_FOREVER = """
 import sys
-from tuner.database import Database
+from tensorlang.tuner.records.database import Database
 db = Database(sys.argv[1])
 i = int(sys.argv[2])
 while True:
@@ -506,7 +507,7 @@ def test_kill_9_loses_no_committed_record(tmp_path):
 
 _WRITE_N = """
 import sys, time
-from tuner.database import Database
+from tensorlang.tuner.records.database import Database
 db = Database(sys.argv[1])
 start, n = int(sys.argv[2]), int(sys.argv[3])
 for i in range(start, start + n):
@@ -517,7 +518,7 @@ for i in range(start, start + n):
 _READ_UNTIL = """
 import json, sys, time
 from dataclasses import replace
-from tuner.database import Database
+from tensorlang.tuner.records.database import Database
 db = Database(sys.argv[1])
 n = int(sys.argv[2])
 deadline = time.monotonic() + 120

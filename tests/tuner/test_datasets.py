@@ -1,6 +1,6 @@
 """The shipped replay datasets (datasets/): each loads, holds at least 2,000 valid configurations of the workload's
 current search space at its preset's sizes, and its header describes the task it was measured for; replaying the
-best configuration answers with the table's best. Run: ``.venv/bin/pytest tests/test_datasets.py -q``.
+best configuration answers with the table's best. Run: ``.venv/bin/pytest tests/tuner/test_datasets.py -q``.
 """
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ import pathlib
 
 import pytest
 
-import schedules
-from tuner.dataset import Dataset
-from tuner.replay import ReplayRunner, replay_task
+from tensorlang import schedules
+from tensorlang.tuner.records.dataset import Dataset
+from tensorlang.tuner.research.replay import ReplayRunner, replay_task
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 SHIPPED = [("matmul_512.csv", "matmul", "512"), ("conv2d_resnet18_3x3.csv", "conv2d", "resnet18_3x3")]
 
 

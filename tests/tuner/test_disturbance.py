@@ -1,10 +1,10 @@
-"""Disturbance-aware measurement (tuner/disturbance.py): the figure of what other processes took from /proc/stat
+"""Disturbance-aware measurement (tuner/measure/disturbance.py): the figure of what other processes took from /proc/stat
 counters, busy marks, rounds of an interleaved timing run again when the machine was busy, the notes of `bench`
 and `tune`, and the figure carried from the run worker and the Dask worker. A fake /proc/stat stands in for the
 machine wherever a test needs a busy or a quiet one: nothing here depends on how busy the test machine is, except
 the one test that starts a competitor of its own.
 
-Run: ``.venv/bin/pytest tests/test_disturbance.py -q``.
+Run: ``.venv/bin/pytest tests/tuner/test_disturbance.py -q``.
 """
 from __future__ import annotations
 
@@ -17,10 +17,10 @@ import time
 import numpy as np
 import pytest
 
-from tuner import disturbance
-from tuner.disturbance import (CpuSample, Disturbance, Tally, between, busy, busy_note, others_cpus,
-                               parse_stat, run_rounds, slowdown)
-from tuner.measure import FAULTS_ENV
+from tensorlang.tuner.measure import disturbance
+from tensorlang.tuner.measure.disturbance import (CpuSample, Disturbance, Tally, between, busy, busy_note, others_cpus,
+                                                  parse_stat, run_rounds, slowdown)
+from tensorlang.tuner.measure.local import FAULTS_ENV
 
 
 @pytest.fixture(autouse=True)
@@ -178,7 +178,7 @@ class Row:
 
 
 def test_time_interleaved_runs_a_busy_round_again_and_rests_on_the_quiet_ones(fake_stat):
-    from tuner.bench import time_interleaved
+    from tensorlang.tuner.bench import time_interleaved
     order: list = []
     tally = Tally(len(fake_stat.cpus))
     logged: list = []
@@ -192,7 +192,7 @@ def test_time_interleaved_runs_a_busy_round_again_and_rests_on_the_quiet_ones(fa
 
 
 def test_time_interleaved_stops_after_three_extra_rounds_of_a_busy_machine(fake_stat):
-    from tuner.bench import time_interleaved
+    from tensorlang.tuner.bench import time_interleaved
 
     class Busy(Row):
         def burst(self, runs, min_time):
@@ -206,7 +206,7 @@ def test_time_interleaved_stops_after_three_extra_rounds_of_a_busy_machine(fake_
 
 
 def test_the_bench_table_says_when_the_machine_was_busy(fake_stat):
-    from tuner.bench import format_table, time_interleaved
+    from tensorlang.tuner.bench import format_table, time_interleaved
 
     def table(disturb: bool) -> list[str]:
         tally = Tally(len(fake_stat.cpus))
@@ -225,15 +225,15 @@ def test_the_bench_table_says_when_the_machine_was_busy(fake_stat):
 def test_library_rows_name_their_worker_process_and_bench_reports_the_figures(fake_stat):
     """The numpy worker's pid comes with its first answer (its CPU time is the bench's own), and run_bench's
     report carries the rounds' figures."""
-    import schedules
-    from tuner.bench import run_bench
+    from tensorlang import schedules
+    from tensorlang.tuner.bench import run_bench
     w = schedules.get("softmax")
     report = run_bench(w, {"N": 8, "D": 40}, threads=1, min_runs=1, min_time=0.0, log=lambda *a: None, rounds=2,
                        libraries=("numpy",))
     figures = report["disturbance"]
     assert figures["threads"] == 1 and figures["busy"] == 0 and figures["measurements"] <= 2
     assert all(r["busy_rounds"] == 0 for r in report["results"])
-    from tuner.bench import LibraryRow
+    from tensorlang.tuner.bench import LibraryRow
     sizes = {"N": 8, "D": 40}
     row = LibraryRow("numpy", w, sizes, w.make_inputs(sizes, np.random.default_rng(0)), threads=1)
     try:
@@ -252,10 +252,10 @@ def test_library_rows_name_their_worker_process_and_bench_reports_the_figures(fa
 def test_the_tune_summary_says_when_the_machine_was_busy():
     import argparse
 
-    from tuner.database import Database
-    from tuner.task import Task
-    from tuner.tune_cli import format_summary, summary_json
-    from tuner.tuning import TuneSummary
+    from tensorlang.tuner.records.database import Database
+    from tensorlang.tuner.task import Task
+    from tensorlang.cli.tune import format_summary, summary_json
+    from tensorlang.tuner.tuning import TuneSummary
     task = Task.create("matmul", preset="small", threads=2)
     s = TuneSummary(task, None, 0, 4, valid=4)
     args = argparse.Namespace(preset="small", size=None, db=None, plot=None)
@@ -285,10 +285,10 @@ def test_the_dask_worker_answers_the_figure_and_the_runner_reads_it(monkeypatch)
     import dataclasses
 
     from tensorlang.space import config_key
-    from tuner import cluster_worker as cw
-    from tuner.cluster import DaskRunner
-    from tuner.measure import MeasureOptions
-    from tuner.task import Task
+    from tensorlang.tuner.measure import cluster_worker as cw
+    from tensorlang.tuner.measure.cluster import DaskRunner
+    from tensorlang.tuner.measure.local import MeasureOptions
+    from tensorlang.tuner.task import Task
     task = Task.create("matmul", preset="small", threads=1, space="hand")
     a, b, c = (task.space.config_at(i) for i in range(3))
     monkeypatch.setenv(FAULTS_ENV, json.dumps({config_key(a): "busy_first", config_key(b): "quiet",
@@ -320,8 +320,8 @@ def test_a_competitor_process_marks_the_measurement_busy():
     answers. Only the figure is checked, never a time."""
     if disturbance.sample() is None:
         pytest.skip("no /proc/stat here")
-    from tuner.measure import LocalRunner
-    from tuner.task import Task
+    from tensorlang.tuner.measure.local import LocalRunner
+    from tensorlang.tuner.task import Task
     task = Task.create("matmul", preset="small", threads=1, space="hand")
     code = "import os\nos.sched_setaffinity(0, range(os.cpu_count()))\nwhile True: pass"
     competitor = subprocess.Popen([sys.executable, "-c", code])

@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 
 from tensorlang.errors import UsageError
-from tuner.task_scheduler import TaskScheduler, TaskState
+from tensorlang.tuner.model.task_scheduler import TaskScheduler, TaskState
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 # ---------------------------------------------------------------- the task scheduler (no measuring)
@@ -129,8 +129,8 @@ def test_the_gradient_rule_reaches_round_robins_latency_in_fewer_trials():
 
 
 def test_the_hindsight_ceiling_never_needs_more_than_the_run_and_finds_the_wasted_rounds(tmp_path):
-    from tuner.database import Database, Record
-    from tuner.run_curves import hindsight_trials, task_curves
+    from tensorlang.tuner.records.database import Database, Record
+    from tensorlang.tuner.research.run_curves import hindsight_trials, task_curves
     # a round-robin run over three tasks, 4 rounds of 4 each: "flat" stops improving after its first round, "slow"
     # improves every round, "tiny" weighs little
     times = {"flat": [3.0, 2.0, 2.5, 2.2] + [2.1] * 12, "slow": [4.0 - 0.2 * k for k in range(16)],
@@ -163,8 +163,8 @@ def test_restore_rebuilds_rounds_from_records():
 
 
 def test_a_shared_model_trained_on_other_tasks_ranks_a_new_task():
-    from tuner.costmodel import ranking_quality
-    from tuner.transfer import PriorData, SharedCostModel
+    from tensorlang.tuner.search.costmodel import ranking_quality
+    from tensorlang.tuner.search.transfer import PriorData, SharedCostModel
     rng = np.random.default_rng(0)
 
     def task_rows(n, scale):
@@ -187,8 +187,8 @@ def test_a_shared_model_trained_on_other_tasks_ranks_a_new_task():
 
 
 def test_a_tasks_own_rows_take_over_its_scores_from_the_shared_model_as_they_come():
-    from tuner.costmodel import ranking_quality
-    from tuner.transfer import PriorData, SharedCostModel
+    from tensorlang.tuner.search.costmodel import ranking_quality
+    from tensorlang.tuner.search.transfer import PriorData, SharedCostModel
     rng = np.random.default_rng(1)
     Xa = rng.random((2000, 4))
     ya = Xa[:, 0] / Xa[:, 0].max()          # the other tasks: feature 0 is fast
@@ -212,7 +212,7 @@ def test_a_tasks_share_of_the_scores_comes_from_a_model_of_the_other_tasks_rows_
     # the task's rows are normalised by its best so far: a task still in a slow region labels it 1.0, and a model
     # trained on those rows too cannot tell that region from a faster one; the model of the other tasks ranks as
     # they measured
-    from tuner.transfer import PriorData, SharedCostModel
+    from tensorlang.tuner.search.transfer import PriorData, SharedCostModel
     rng = np.random.default_rng(2)
     Xa = rng.random((400, 3))
     ya = Xa[:, 0] / Xa[:, 0].max()             # the other tasks: feature 0 large is fast
@@ -231,7 +231,7 @@ def test_a_tasks_share_of_the_scores_comes_from_a_model_of_the_other_tasks_rows_
 
 def test_transfer_genetic_proposes_the_best_predicted_before_any_measurement():
     from tensorlang.space import Knob, Space
-    from tuner.transfer import PriorData, SharedCostModel, TransferGenetic
+    from tensorlang.tuner.search.transfer import PriorData, SharedCostModel, TransferGenetic
     space = Space("toy", [Knob("a", tuple(range(16))), Knob("b", tuple(range(16)))], lambda s, c: None)
     X = np.array([[a, b] for a in range(16) for b in range(16)], dtype=float)
     y = X[:, 0] / 15.0   # "a" large is fast
@@ -247,16 +247,16 @@ def test_transfer_genetic_proposes_the_best_predicted_before_any_measurement():
 
 
 def test_prior_rows_come_from_earlier_records_and_datasets(tmp_path):
-    from tuner.database import Database
-    from tuner.transfer import default_datasets, prior_rows
-    from tuner.tuning import tune
+    from tensorlang.tuner.records.database import Database
+    from tensorlang.tuner.search.transfer import default_datasets, prior_rows
+    from tensorlang.tuner.tuning import tune
     db_path = tmp_path / "t.db"
     tune("matmul", trials=6, preset="small", strategy="random", db=str(db_path), jobs=1, threads=1, progress=False,
          retime_top=0)
     datasets = [p for p in default_datasets() if p.name == "matmul_512.csv"]
     assert datasets, "the shipped datasets are missing"
-    from tuner.dataset import Dataset
-    from tuner.task import _target
+    from tensorlang.tuner.records.dataset import Dataset
+    from tensorlang.tuner.task import _target
     here, there = _target(), Dataset.load(str(datasets[0])).header["target"]
     with Database(db_path) as db:
         # as if this machine were the dataset's CPU: its rows come in, and the database's of another CPU do not
@@ -276,7 +276,7 @@ def test_prior_rows_come_from_earlier_records_and_datasets(tmp_path):
 
 
 def _matmul_small_sizes() -> dict:
-    import schedules
+    from tensorlang import schedules
     return schedules.get("matmul").sizes("small")
 
 
@@ -320,7 +320,7 @@ def small_pt2(tmp_path_factory):
 
 def test_a_models_tasks_are_its_distinct_kernels_weighted_by_calls():
     import tensorlang as tl
-    from tuner.model_tasks import model_tasks, profile_tasks, task_rows
+    from tensorlang.tuner.model.tasks import model_tasks, profile_tasks, task_rows
     net, args = small_net()
     model = tl.from_torch(net, args, pass_options={"layout_block": 0})
     tasks = model_tasks(model, threads=1)
@@ -401,9 +401,10 @@ def test_the_graph_key_is_the_same_from_torch_and_from_a_saved_pt2(small_pt2):
 
 def test_a_stored_variant_is_what_from_torch_compiles_afterwards(tmp_path, monkeypatch):
     import tensorlang as tl
-    from tuner.database import Database
-    from tuner.model_variants import candidate_variants, flat_outputs, measure_variants, store_choice, stored_choice
-    from tuner.model_tasks import random_graph_inputs
+    from tensorlang.tuner.records.database import Database
+    from tensorlang.tuner.model.variants import (candidate_variants, flat_outputs, measure_variants, store_choice,
+                                                 stored_choice)
+    from tensorlang.tuner.model.tasks import random_graph_inputs
     net, args = small_net()
     model = tl.from_torch(net, args)
     variants = candidate_variants(model.source_graph)
@@ -434,7 +435,7 @@ def test_a_stored_variant_is_what_from_torch_compiles_afterwards(tmp_path, monke
 
 def test_records_still_in_the_write_ahead_log_change_the_kernel_cache_key(tmp_path, monkeypatch):
     from tensorlang.graph import kernels
-    from tuner.database import Database, Record
+    from tensorlang.tuner.records.database import Database, Record
     db_path = tmp_path / "t.db"
     monkeypatch.setenv("TENSORLANG_DB", str(db_path))
     db = Database(db_path)  # stays open: what it adds sits in the -wal file until the last connection closes
@@ -460,11 +461,11 @@ def _records(db_path) -> int:
 
 def test_run_curves_value_each_runs_deployed_configs_at_times_measured_again_side_by_side(tmp_path):
     import tensorlang as tl
-    from tuner.database import Database, Record
-    from tuner.model_tasks import model_tasks
-    from tuner.run_curves import best_steps, latency_curve, retime_steps
-    from tuner.strategies import RandomSearch
-    from tuner.tuning import hand_start_configs
+    from tensorlang.tuner.records.database import Database, Record
+    from tensorlang.tuner.model.tasks import model_tasks
+    from tensorlang.tuner.research.run_curves import best_steps, latency_curve, retime_steps
+    from tensorlang.tuner.search.strategies import RandomSearch
+    from tensorlang.tuner.tuning import hand_start_configs
     net, args = small_net()
     tasks = model_tasks(tl.from_torch(net, args, pass_options={"layout_block": 0}), threads=1)
     task = max(tasks, key=lambda t: t.flops).task
@@ -498,8 +499,8 @@ def test_run_curves_value_each_runs_deployed_configs_at_times_measured_again_sid
 def test_tune_model_tunes_every_task_resumes_and_from_torch_picks_up_the_tuned_schedules(small_pt2, tmp_path,
                                                                                          monkeypatch):
     import tensorlang as tl
-    from tuner.database import Database
-    from tuner.model_tuning import tune_model
+    from tensorlang.tuner.records.database import Database
+    from tensorlang.tuner.model.tune import tune_model
     db_path = tmp_path / "t.db"
     rounds = []
     s = tune_model(small_pt2, trials=10, db=str(db_path), jobs=1, threads=1, batch=2, retime_top=2, rounds=2,
@@ -540,10 +541,10 @@ def test_tune_model_tunes_every_task_resumes_and_from_torch_picks_up_the_tuned_s
 
 @pytest.mark.slow
 def test_kill_9_of_a_tune_model_process_group_loses_nothing_and_a_rerun_resumes(small_pt2, tmp_path):
-    from tuner.model_tuning import tune_model
+    from tensorlang.tuner.model.tune import tune_model
     db_path = tmp_path / "t.db"
     env = dict(os.environ, TENSORLANG_DB=str(tmp_path / "other.db"))
-    proc = subprocess.Popen([sys.executable, "-m", "tuner.cli", "tune-model", str(small_pt2), "--trials", "400",
+    proc = subprocess.Popen([sys.executable, "-m", "tensorlang.cli", "tune-model", str(small_pt2), "--trials", "400",
                              "--batch", "2", "--jobs", "1", "--threads", "1", "--db", str(db_path),
                              "--no-measure", "--no-transfer"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, start_new_session=True)
@@ -576,7 +577,7 @@ def test_ctrl_c_stops_tune_model_keeps_its_records_and_says_how_to_resume(small_
     db_path = tmp_path / "t.db"
     # as a terminal starts it: with SIGINT not ignored (a suite started in the background by a non-interactive
     # shell, `pytest &`, runs with SIGINT and SIGQUIT ignored, and so would the command, rightly deaf to Ctrl-C)
-    proc = subprocess.Popen([sys.executable, "-m", "tuner.cli", "tune-model", str(small_pt2), "--trials", "400",
+    proc = subprocess.Popen([sys.executable, "-m", "tensorlang.cli", "tune-model", str(small_pt2), "--trials", "400",
                              "--batch", "2", "--jobs", "1", "--threads", "1", "--db", str(db_path), "--no-transfer",
                              "--json"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             preexec_fn=_sigint_as_in_a_terminal)
@@ -588,7 +589,7 @@ def test_ctrl_c_stops_tune_model_keeps_its_records_and_says_how_to_resume(small_
         proc.send_signal(signal.SIGINT)
         try:
             out, err = proc.communicate(timeout=240)
-        except subprocess.TimeoutExpired:  # say where it is stuck (tuner.cli prints its stacks on SIGUSR1)
+        except subprocess.TimeoutExpired:  # say where it is stuck (tensorlang.cli prints its stacks on SIGUSR1)
             with open(f"/proc/{proc.pid}/status") as f:  # SIGINT blocked, ignored or pending?
                 sig = "\n".join(line for line in f.read().splitlines() if line.startswith(("Sig", "ShdPnd")))
             proc.send_signal(signal.SIGUSR1)
@@ -608,8 +609,8 @@ def test_ctrl_c_stops_tune_model_keeps_its_records_and_says_how_to_resume(small_
 
 def test_a_ctrl_c_that_something_swallowed_still_stops_tune_model_at_the_next_round(small_pt2, tmp_path):
     # Python drops a KeyboardInterrupt raised inside a finalizer or a callback from C ("Exception ignored");
-    # tuner.interrupt remembers the Ctrl-C and raises it again between rounds
-    from tuner.model_tuning import tune_model
+    # tensorlang.tuner.interrupt remembers the Ctrl-C and raises it again between rounds
+    from tensorlang.tuner.model.tune import tune_model
     # Python's own handler, as a program started from a terminal has (a suite started with `pytest &` from a
     # non-interactive shell inherits SIGINT ignored; the tuner then leaves it so)
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -636,8 +637,8 @@ def test_a_ctrl_c_that_something_swallowed_still_stops_tune_model_at_the_next_ro
 def test_tune_model_measures_on_a_dask_cluster_through_its_runner_factory(small_pt2, tmp_path):
     pytest.importorskip("distributed")
     from dask_cluster import LocalDask
-    from tuner.cluster import Cluster, DaskRunner
-    from tuner.model_tuning import tune_model
+    from tensorlang.tuner.measure.cluster import Cluster, DaskRunner
+    from tensorlang.tuner.model.tune import tune_model
     runners = []
     with LocalDask(tmp_path / "dask") as dk:
         dk.start_scheduler()
@@ -659,7 +660,7 @@ def test_tune_model_measures_on_a_dask_cluster_through_its_runner_factory(small_
 
 def _wrong_variants(monkeypatch):
     """Every pass variant but the default computes a wrong result: its largest constant scaled by 1.5."""
-    from tuner import model_variants
+    from tensorlang.tuner.model import variants as model_variants
     candidates = model_variants.candidate_variants
 
     def faulty(snapshot):
@@ -676,8 +677,9 @@ def test_a_pass_variant_whose_outputs_differ_from_torch_is_an_error_and_never_ch
     import torch._inductor.config as inductor_config
     from model_faults import probe_torch_compile
     from tensorlang.graph.pass_options import describe_pass_options
-    from tuner.model_tune_cli import format_model_summary
-    from tuner.model_tuning import TORCH_COMPILE, tune_model
+    from tensorlang.cli.model_tune import format_model_summary
+    from tensorlang.tuner.model.baselines import TORCH_COMPILE
+    from tensorlang.tuner.model.tune import tune_model
     torch = _torch()
     _wrong_variants(monkeypatch)
     compiles = probe_torch_compile(monkeypatch)
@@ -717,8 +719,8 @@ def two_output_pt2(tmp_path_factory):
 def test_tune_model_fails_when_a_later_output_of_the_tuned_model_is_nan(two_output_pt2, tmp_path, monkeypatch,
                                                                          capsys):
     from model_faults import nan_in_output
-    from tuner.cli import main
-    from tuner.model_tuning import ModelSource
+    from tensorlang.cli.main import main
+    from tensorlang.tuner.model.source import ModelSource
     compile_model = ModelSource.compile
     monkeypatch.setattr(ModelSource, "compile", lambda self, options: nan_in_output(compile_model(self, options), 1))
     code = main(["tune-model", str(two_output_pt2), "--trials", "1", "--jobs", "1", "--threads", "1", "--db",
@@ -734,7 +736,7 @@ def test_tune_model_fails_when_a_later_output_of_the_tuned_model_is_nan(two_outp
 
 
 def tensorlang(*args, env=None, timeout=900):
-    return subprocess.run([sys.executable, "-m", "tuner.cli", *map(str, args)], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "tensorlang.cli", *map(str, args)], capture_output=True, text=True,
                           cwd=ROOT, timeout=timeout, env=env)
 
 
@@ -794,7 +796,7 @@ def test_bad_flags_are_one_line_errors(small_pt2, tmp_path, argv, message):
 
 
 def test_tune_model_refuses_bad_arguments(tmp_path):
-    from tuner.model_tuning import tune_model
+    from tensorlang.tuner.model.tune import tune_model
     with pytest.raises(UsageError, match="trials must be an integer >= 1"):
         tune_model("x.pt2", trials=0, db=str(tmp_path / "t.db"))
     with pytest.raises(UsageError, match="scheduler 'fastest'"):
@@ -810,8 +812,8 @@ def test_tune_model_refuses_bad_arguments(tmp_path):
 @pytest.mark.parametrize("argv", [["tasks"], ["tune-model", "--trials", "4"]])
 def test_a_file_that_is_no_model_leaves_no_database_behind(tmp_path, capsys, argv):
     _torch()
-    from tuner.cli import main
-    from tuner.model_tuning import tune_model
+    from tensorlang.cli.main import main
+    from tensorlang.tuner.model.tune import tune_model
     junk = tmp_path / "junk.pt2"
     junk.write_text("junk")
     db = tmp_path / "dbs" / "t.db"

@@ -4,7 +4,7 @@ deterministic), ``tensorlang compare`` statistics and plot, ``tensorlang costmod
 export / info``, and their flag errors.
 
 The replay tests use a synthetic dataset of the small matmul: real configs of its space with a made-up,
-deterministic throughput, so that the best config is known. Run: ``.venv/bin/pytest tests/test_research.py -q``.
+deterministic throughput, so that the best config is known. Run: ``.venv/bin/pytest tests/tuner/test_research.py -q``.
 """
 from __future__ import annotations
 
@@ -16,17 +16,17 @@ import textwrap
 import numpy as np
 import pytest
 
-from tuner.cli import main
-from tuner.comparison import Comparison, Run, compare, replay_run
-from tuner.costmodel import COST_MODELS, make_cost_model
-from tuner.database import Database, Record
-from tuner.dataset import Dataset, DatasetError, TableSpace, from_records
-from tuner.evaluate import evaluate_models
-from tuner.plugins import load_class, load_entry_points, resolve_cost_model, resolve_strategy
-from tuner.replay import ReplayRunner, replay_task, table_features
+from tensorlang.cli.main import main
+from tensorlang.tuner.research.comparison import Comparison, Run, compare, replay_run
+from tensorlang.tuner.search.costmodel import COST_MODELS, make_cost_model
+from tensorlang.tuner.records.database import Database, Record
+from tensorlang.tuner.records.dataset import Dataset, DatasetError, TableSpace, from_records
+from tensorlang.tuner.research.evaluate import evaluate_models
+from tensorlang.tuner.search.plugins import load_class, load_entry_points, resolve_cost_model, resolve_strategy
+from tensorlang.tuner.research.replay import ReplayRunner, replay_task, table_features
 from tensorlang.space import config_key
-from tuner.strategies import STRATEGIES, RandomSearch, make_strategy
-from tuner.task import Task
+from tensorlang.tuner.search.strategies import STRATEGIES, RandomSearch, make_strategy
+from tensorlang.tuner.task import Task
 
 BUILT_IN = ["random", "grid", "genetic", "bayesian", "xgb-genetic"]
 
@@ -59,8 +59,8 @@ def small_dataset(tmp_path_factory) -> Dataset:
 
 PLUGIN_MODULE = '''
 import numpy as np
-from tuner.strategies import Strategy
-from tuner.costmodel import CostModel
+from tensorlang.tuner.search.strategies import Strategy
+from tensorlang.tuner.search.costmodel import CostModel
 
 class FirstFree(Strategy):
     """Configs in the space's order."""
@@ -111,8 +111,9 @@ def test_plugin_spec_resolves_and_registers(plugin_module, small_dataset):
     ("tl_nonexistent_mod:X", "cannot import module 'tl_nonexistent_mod' (No module named 'tl_nonexistent_mod')"),
     ("tl_plugin_mod:Missing", "module 'tl_plugin_mod' has no attribute 'Missing'"),
     ("tl_plugin_mod:NOT_A_CLASS", "'NOT_A_CLASS' is a int, not a class"),
-    ("tl_plugin_mod:Unrelated", "is not a subclass of tuner.strategies.Strategy"),
-    ("tuner.strategies:Strategy", "Strategy does not implement _propose(n) (is it the abstract base class?)"),
+    ("tl_plugin_mod:Unrelated", "is not a subclass of tensorlang.tuner.search.strategies.Strategy"),
+    ("tensorlang.tuner.search.strategies:Strategy",
+     "Strategy does not implement _propose(n) (is it the abstract base class?)"),
 ])
 def test_plugin_spec_errors(plugin_module, spec, message):
     with pytest.raises(ValueError) as e:
@@ -122,10 +123,11 @@ def test_plugin_spec_errors(plugin_module, spec, message):
 
 def test_the_abstract_cost_model_base_is_refused(plugin_module, small_dataset, capsys):
     with pytest.raises(ValueError, match="CostModel does not implement _fit and _predict"):
-        resolve_cost_model("tuner.costmodel:CostModel")
-    assert main(["costmodel", "eval", "--dataset", small_dataset.path, "--models", "tuner.costmodel:CostModel"]) == 2
-    assert "--models: cost model 'tuner.costmodel:CostModel': CostModel does not implement" in capsys.readouterr().err
-    assert resolve_cost_model("tuner.costmodel:NoCostModel").__name__ == "NoCostModel"  # fit/predict of its own
+        resolve_cost_model("tensorlang.tuner.search.costmodel:CostModel")
+    base = "tensorlang.tuner.search.costmodel:CostModel"
+    assert main(["costmodel", "eval", "--dataset", small_dataset.path, "--models", base]) == 2
+    assert f"--models: cost model '{base}': CostModel does not implement" in capsys.readouterr().err
+    assert resolve_cost_model("tensorlang.tuner.search.costmodel:NoCostModel").__name__ == "NoCostModel"  # its own fit
 
 
 def test_unknown_strategy_lists_names_and_plugin_form():
@@ -240,7 +242,7 @@ def test_a_binary_file_is_not_a_dataset(tmp_path, capsys):
 @pytest.mark.skipif(not os.path.exists("/dev/zero"), reason="needs /dev/zero")
 def test_a_folder_or_a_device_is_not_a_dataset(tmp_path):
     """Refused before reading: a device like /dev/zero would never end."""
-    from tuner.dataset import check_output_path
+    from tensorlang.tuner.records.dataset import check_output_path
     for path in (str(tmp_path), "/dev/zero"):
         with pytest.raises(DatasetError, match=f"cannot read dataset {path}: not a regular file"):
             Dataset.load(path)
@@ -337,7 +339,7 @@ def test_strategy_proposals_stay_in_table(small_dataset):
 
 
 def _observe(ds, c):
-    from tuner.strategies import Observation
+    from tensorlang.tuner.search.strategies import Observation
     g, kind = ds.lookup(c)
     return Observation(c, g, kind)
 
@@ -413,8 +415,8 @@ def test_compare_command_on_replay(small_dataset, tmp_path, capsys):
     (["--strategies", "random", "--threads", "0"], "--threads: must be at least 1, got 0"),
     (["--strategies", "random", "--threads", "5000"], "--threads: must be at most 1024"),
     (["--strategies", "random", "--timeout", "0"], "--timeout: must be a positive number of seconds, got 0.0"),
-    (["--strategies", "tuner.strategies:Strategy"], "--strategies: strategy 'tuner.strategies:Strategy': Strategy "
-                                                    "does not implement _propose(n)"),
+    (["--strategies", "tensorlang.tuner.search.strategies:Strategy"],
+     "--strategies: strategy 'tensorlang.tuner.search.strategies:Strategy': Strategy does not implement _propose(n)"),
 ])
 def test_compare_flag_errors(args, message, capsys):
     argv = ["compare", "matmul", "--trials", "5", *args]
@@ -566,7 +568,7 @@ def test_replay_refuses_a_dataset_of_another_program(small_dataset):
 
 
 def test_tuner_compare_stays_the_function_after_its_module_is_imported(small_dataset):
-    import tuner
-    import tuner.comparison  # noqa: F401  (a submodule named like the function would replace it here)
+    from tensorlang import tuner
+    import tensorlang.tuner.research.comparison  # noqa: F401  (a submodule named like the function would replace it here)
     for _ in range(2):
         assert callable(tuner.compare) and tuner.compare(["random"], 3, 1, replay=small_dataset).trials == 3

@@ -4,7 +4,7 @@ the space's constraint, the cost model guided search beats random search, the wo
 and hangs, the output check, and the ``tensorlang tune / best / show --best / bench --db / ops --spaces`` commands.
 
 Every test uses its own database file under ``tmp_path`` (never the user's cache) and the small presets.
-Run: ``.venv/bin/pytest tests/test_tuner.py -q``.
+Run: ``.venv/bin/pytest tests/tuner/test_tuner.py -q``.
 """
 from __future__ import annotations
 
@@ -23,17 +23,17 @@ import zlib
 import numpy as np
 import pytest
 
-import schedules
+from tensorlang import schedules
 import tensorlang as tl
-from tuner.database import ERROR_KINDS, Database, Record
-from tuner.measure import FAULTS_ENV, MeasureOptions, compare
+from tensorlang.tuner.records.database import ERROR_KINDS, Database, Record
+from tensorlang.tuner.measure.local import FAULTS_ENV, MeasureOptions, compare
 from tensorlang.space import Knob, Space, config_key
-from tuner.strategies import STRATEGIES, Observation, make_strategy
-from tuner.task import Task
-from tuner.tuning import TuneSummary, Tuner, hand_start_configs
-from tuner.worker import Worker, WorkerCrash, WorkerTimeout
+from tensorlang.tuner.search.strategies import STRATEGIES, Observation, make_strategy
+from tensorlang.tuner.task import Task
+from tensorlang.tuner.tuning import TuneSummary, Tuner, hand_start_configs
+from tensorlang.tuner.measure.worker import Worker, WorkerCrash, WorkerTimeout
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 HERE = pathlib.Path(__file__).resolve().parent
 
 
@@ -130,7 +130,7 @@ def test_every_fault_becomes_a_record_of_its_kind_and_tuning_goes_on(tmp_path, m
 
 _TUNE_SCRIPT = """
 import sys
-import tuner
+from tensorlang import tuner
 tuner.tune("matmul", trials=int(sys.argv[2]), preset="small", strategy="random", seed=5, db=sys.argv[1], jobs=1,
      threads=1, progress=False, batch=8, space="hand")
 """
@@ -139,7 +139,7 @@ tuner.tune("matmul", trials=int(sys.argv[2]), preset="small", strategy="random",
 @pytest.mark.slow
 def test_a_ctrl_c_that_something_swallowed_still_stops_the_tuner_at_the_next_round(tmp_path):
     # a KeyboardInterrupt raised inside a finalizer or a callback from C is only printed by Python; the tuner
-    # remembers the Ctrl-C (tuner.interrupt) and stops before its next round
+    # remembers the Ctrl-C (tensorlang.tuner.interrupt) and stops before its next round
     task = matmul_task()
     swallowed = []
 
@@ -315,8 +315,8 @@ def _record_closes(monkeypatch) -> list:
 
 
 def test_cli_tune_interrupted_keeps_the_records_and_says_how_to_resume(tmp_path, monkeypatch, capsys):
-    from tuner.cli import main
-    from tuner.tuning import ProgressBar
+    from tensorlang.cli.main import main
+    from tensorlang.tuner.tuning import ProgressBar
 
     def ctrl_c(self, summary):
         raise KeyboardInterrupt
@@ -334,7 +334,7 @@ def test_cli_tune_interrupted_keeps_the_records_and_says_how_to_resume(tmp_path,
 
 
 def test_cli_tune_closes_the_database_when_tuning_fails(tmp_path, monkeypatch):
-    from tuner.cli import main
+    from tensorlang.cli.main import main
 
     def broken(self):
         raise RuntimeError("broken tuner")
@@ -516,7 +516,7 @@ def test_schedule_errors_become_records_and_tuning_goes_on(tmp_path):
 
 
 def test_candidates_far_from_the_best_stop_after_min_runs():
-    from tuner.measure import LocalRunner
+    from tensorlang.tuner.measure.local import LocalRunner
     task = matmul_task()
     cfg = task.space.config_at(0)
     with LocalRunner(task, jobs=1, options=MeasureOptions(min_runs=3, min_time=0.5, slow_factor=1e9)) as runner:
@@ -535,7 +535,7 @@ def test_candidates_far_from_the_best_stop_after_min_runs():
 def test_a_slow_checked_run_alone_does_not_cut_a_candidate_short(monkeypatch):
     # the checked run is cold (workspace and threads touched first): a candidate whose checked run reads far
     # slower than the best but whose warm runs do not is timed in full; one slow when warm too gets one warm run
-    from tuner.measure import LocalRunner
+    from tensorlang.tuner.measure.local import LocalRunner
     task = matmul_task()
     cfg = task.space.config_at(0)
     monkeypatch.setenv(FAULTS_ENV, json.dumps({config_key(cfg): "cold"}))  # the checked run reads 1 s slower
@@ -575,7 +575,7 @@ def test_configs_with_the_same_llvm_ir_share_one_build_and_are_each_measured():
     # O.w.block 1 and 2 under the pick's register tile give the same loop nest (136 of the 500 configs one
     # `tune conv2d --trials 500` measured were such twins): the builders run LLVM once, from a cache in the
     # runner's folder
-    from tuner.measure import LocalRunner
+    from tensorlang.tuner.measure.local import LocalRunner
     task = Task.create("conv2d", preset="small", threads=1, space="generated")
     sp = task.space
     # (the search proposes only canonical configs, which map such twins to one; a start config or an older
@@ -594,7 +594,7 @@ def test_configs_with_the_same_llvm_ir_share_one_build_and_are_each_measured():
 
 
 def test_builders_featurize_exactly_like_the_tuner_and_survive_a_crash(monkeypatch):
-    from tuner.measure import LocalRunner
+    from tensorlang.tuner.measure.local import LocalRunner
     task = Task.create("conv2d", preset="small", threads=1, space="hand")
     rng = np.random.default_rng(3)
     configs = [task.space.random(rng) for _ in range(9)]
@@ -756,7 +756,7 @@ def test_compare():
 def test_a_candidate_whose_output_is_nan_is_a_wrong_record(fault, monkeypatch):
     """The tuner's check of a candidate (in the isolated runner) against the default schedule's output: an output
     of NaN, or one NaN among right values, is a "wrong" result, never a timing."""
-    from tuner.measure import LocalRunner
+    from tensorlang.tuner.measure.local import LocalRunner
     task = matmul_task()
     good, bad = task.space.config_at(0), task.space.config_at(1)
     monkeypatch.setenv(FAULTS_ENV, json.dumps({config_key(bad): fault}))
@@ -771,7 +771,7 @@ def test_a_candidate_whose_output_is_nan_is_a_wrong_record(fault, monkeypatch):
 def test_tuning_refuses_a_default_schedule_whose_output_is_nan(monkeypatch):
     """Candidates are checked against the default schedule's output: one that has NaN where numpy has numbers
     (a compiler bug) would let wrong candidates pass, so the runner refuses to start."""
-    import tuner.measure
+    import tensorlang.tuner.measure.local
     real = tl.build
 
     def nan_build(*args, **kwargs):
@@ -782,16 +782,16 @@ def test_tuning_refuses_a_default_schedule_whose_output_is_nan(monkeypatch):
             out.flat[5] = np.nan
             return out
         return call
-    monkeypatch.setattr(tuner.measure.tl, "build", nan_build)
+    monkeypatch.setattr(tensorlang.tuner.measure.local.tl, "build", nan_build)
     with pytest.raises(tl.BuildError, match=r"matmul: the default schedule's result does not match the numpy "
                                             r"reference \(.*\): output 0: 1 NaN where the reference has a number"):
-        tuner.measure.LocalRunner(matmul_task(), jobs=1)
+        tensorlang.tuner.measure.local.LocalRunner(matmul_task(), jobs=1)
 
 
 @pytest.mark.parametrize("value,message", [
     ("{", "is not JSON"), ('{"k": "explode"}', "with faults from segfault"), ("[1]", "expected a JSON object")])
 def test_bad_fault_hook_is_a_usage_error_naming_the_variable(value, monkeypatch, message):
-    from tuner.measure import LocalRunner
+    from tensorlang.tuner.measure.local import LocalRunner
     monkeypatch.setenv(FAULTS_ENV, value)
     with pytest.raises(tl.UsageError, match=f"TENSORLANG_TUNER_FAULTS=.*{message}"):
         LocalRunner(matmul_task(), jobs=1)
@@ -803,7 +803,7 @@ def test_bad_fault_hook_is_a_usage_error_naming_the_variable(value, monkeypatch,
 
 def tensorlang(*args, timeout=300):
     env = {k: v for k, v in os.environ.items() if k != FAULTS_ENV}
-    return subprocess.run([sys.executable, "-m", "tuner.cli", *map(str, args)], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "tensorlang.cli", *map(str, args)], capture_output=True, text=True,
                           cwd=ROOT, timeout=timeout, env=env)
 
 
@@ -816,7 +816,7 @@ def test_cli_tune_best_show_bench(tmp_path):
     assert r.returncode == 0, r.stderr
     assert len(r.stdout.strip().splitlines()) == 1  # one JSON object on stdout; progress goes to stderr
     report = json.loads(r.stdout)
-    from tuner.tune_cli import summary_json
+    from tensorlang.cli.tune import summary_json
     task = Task.create("matmul", preset="small")  # the CLI's default thread count
     with Database(":memory:") as mem:
         keys = set(summary_json(TuneSummary(task, None, 0, 0), mem))
@@ -970,8 +970,8 @@ def test_cli_plot_to_a_folder_that_cannot_be_written_is_refused_before_tuning(tm
 
 
 def test_cli_plot_that_fails_after_the_run_still_prints_the_summary(tmp_path, monkeypatch, capsys):
-    from tuner import tune_cli
-    from tuner.cli import main
+    from tensorlang.cli import tune as tune_cli
+    from tensorlang.cli.main import main
     folder = tmp_path / "plots"
     folder.mkdir()
     plot_curve = tune_cli.plot_curve
@@ -989,7 +989,7 @@ def test_cli_plot_that_fails_after_the_run_still_prints_the_summary(tmp_path, mo
 
 
 def test_cli_a_damaged_database_names_the_file_and_the_record(tmp_path, monkeypatch, capsys):
-    from tuner.cli import main
+    from tensorlang.cli.main import main
     task = matmul_task()
     path = tmp_path / "damaged.db"
     with Database(path) as db:
@@ -1090,8 +1090,8 @@ def test_best_follows_a_retiming_only_while_it_covers_every_record():
 def test_a_retiming_runs_a_busy_round_again_and_the_choice_rests_on_the_quiet_rounds(monkeypatch):
     """The run worker reads what other processes took around each measurement; a re-timing round during which
     the machine was busy is run again (the rows stay interleaved) and the times of the quiet rounds count."""
-    from tuner.disturbance import Disturbance
-    from tuner.measure import LocalRunner
+    from tensorlang.tuner.measure.disturbance import Disturbance
+    from tensorlang.tuner.measure.local import LocalRunner
     task = matmul_task()
     a, b = task.space.config_at(0), task.space.config_at(1)
     monkeypatch.setenv(FAULTS_ENV, json.dumps({config_key(a): "busy_first", config_key(b): "quiet"}))
@@ -1108,7 +1108,7 @@ def test_a_retiming_runs_a_busy_round_again_and_the_choice_rests_on_the_quiet_ro
 
 
 def test_tuning_counts_the_busy_measurements_and_the_records_keep_their_figure(tmp_path, monkeypatch):
-    from tuner.tune_cli import summary_json
+    from tensorlang.cli.tune import summary_json
     task = matmul_task()
     start = task.space.config_at(0)
     monkeypatch.setenv(FAULTS_ENV, json.dumps({config_key(start): "busy_first"}))
@@ -1128,8 +1128,8 @@ def test_the_baselines_are_timed_in_interleaved_rounds_as_bench_times_them(monke
     them (the same function, so the same call path: public calls with outputs allocated), each once a round in 3
     rounds, so that a slow spell hits them alike: `tune` had timed its kernels as raw calls into preallocated
     buffers and numpy as an allocating call, and read 1.82x numpy where `bench` read 0.68x."""
-    from tuner import bench
-    from tuner.tuning import measure_baselines
+    from tensorlang.tuner import bench
+    from tensorlang.tuner.tuning import measure_baselines
     task = matmul_task()
     order: list[str] = []
     calls: list[dict] = []
@@ -1164,7 +1164,8 @@ def test_the_baselines_are_timed_in_interleaved_rounds_as_bench_times_them(monke
     monkeypatch.setattr(bench, "run_bench", recording_run_bench)
     monkeypatch.setattr(bench.KernelRow, "burst", recording_burst)
     monkeypatch.setattr(bench, "library_row", FakeNumpy)
-    monkeypatch.setattr("tuner.disturbance.read_stat", lambda: None)  # no round run again for a busy machine
+    # no round run again for a busy machine
+    monkeypatch.setattr("tensorlang.tuner.measure.disturbance.read_stat", lambda: None)
     s_hand = tl.schedule(task.op, **task.sizes)
     schedules.get("matmul").hand_schedule(s_hand)
     best = Record(task.key, "matmul", task.sizes, {}, {}, s_hand.to_json(), times=(1e-3,), flops=task.flops)
@@ -1180,9 +1181,9 @@ def test_a_baseline_that_fails_says_why(monkeypatch):
     """A baseline that cannot be timed (its warm-up call runs past the time limit, as the default matmul 1024's
     does) or whose output does not match the reference gets None and its reason, and the summary prints it
     instead of leaving the speed-up out silently."""
-    from tuner import bench
-    from tuner.tune_cli import format_summary
-    from tuner.tuning import measure_baselines
+    from tensorlang.tuner import bench
+    from tensorlang.cli.tune import format_summary
+    from tensorlang.tuner.tuning import measure_baselines
     task = matmul_task()
     errors: dict = {}
     got = measure_baselines(task, None, numpy=False, errors=errors, timeout=0.0)
@@ -1209,7 +1210,7 @@ def test_random_unseen_never_walks_a_huge_space():
     """Found tuning ResNet-18 with tune-model: where rejection sampling found too few allowed configs, the strategy
     walked the whole space for the rest, which never ends in a generated space of 10^9 and more configs. It now
     returns what sampling found (possibly nothing) at once."""
-    from tuner.strategies import WALK_LIMIT, make_strategy
+    from tensorlang.tuner.search.strategies import WALK_LIMIT, make_strategy
 
     class Huge:
         size = WALK_LIMIT * 1000
@@ -1241,7 +1242,7 @@ def test_tune_works_without_dask_and_cluster_says_what_to_install(tmp_path):
     (fake / "__init__.py").write_text("raise ModuleNotFoundError(\"No module named 'distributed'\")\n")
     env = {k: v for k, v in os.environ.items() if k != FAULTS_ENV}
     env["PYTHONPATH"] = os.pathsep.join([str(tmp_path / "nodask"), str(ROOT)])
-    run = lambda *a: subprocess.run([sys.executable, "-m", "tuner.cli", *map(str, a)], capture_output=True,  # noqa: E731
+    run = lambda *a: subprocess.run([sys.executable, "-m", "tensorlang.cli", *map(str, a)], capture_output=True,  # noqa: E731
                                     text=True, cwd=ROOT, timeout=300, env=env)
     r = run("tune", "matmul", "--preset", "small", "--trials", 2, "--db", tmp_path / "t.db", "--no-baselines",
             "--jobs", 1, "--retime-top", 0)

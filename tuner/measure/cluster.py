@@ -1,21 +1,21 @@
 """Distributed tuning on a Dask cluster: candidates are built and measured on the workers of a Dask ``distributed``
 scheduler, and the tuner's process keeps the database and commits each result as it arrives.
 
-A :class:`DaskRunner` stands in for :class:`tuner.measure.LocalRunner` (the same ``measure``, ``retime``,
-``measure_schedule``, ``close`` and ``phase_s``), and adds ``submit`` / ``wait``, so that the tuner proposes the
-next round while the last one is measured. A :class:`Cluster` is the connection: several runners (tasks) share
-it, and :func:`measure_many` measures several tasks at once, each on the workers that match its target.
+A :class:`DaskRunner` stands in for :class:`tensorlang.tuner.measure.local.LocalRunner` (the same ``measure``,
+``retime``, ``measure_schedule``, ``close`` and ``phase_s``), and adds ``submit`` / ``wait``, so that the tuner proposes
+the next round while the last one is measured. A :class:`Cluster` is the connection: several runners (tasks) share it,
+and :func:`measure_many` measures several tasks at once, each on the workers that match its target.
 
 What runs where:
 
-- The tuner sends only references to the functions of :mod:`tuner.cluster_worker` and JSON text (the task as
-  ``dataclasses.asdict``, its seed, the measure options, a config); workers answer JSON text.
+- The tuner sends only references to the functions of :mod:`tensorlang.tuner.measure.cluster_worker` and JSON text (the
+  task as ``dataclasses.asdict``, its seed, the measure options, a config); workers answer JSON text.
 - Each candidate is two Dask tasks: a build (``schedule`` + compile in the worker's isolated builder processes;
   it holds one unit of the worker's target resource, i.e. one core) and a run (output check and timing in the
   worker's isolated runner process; it holds ``measure=1`` and as many target units as the task has threads),
   so a worker measures one candidate at a time while its other cores build.
-- Every worker advertises its target (:class:`tuner.cluster_worker.TargetPlugin`): a resource named after its
-  triple, CPU and features. A task's tasks ask for the resource of the task's own target, so they run only on
+- Every worker advertises its target (:class:`tensorlang.tuner.measure.cluster_worker.TargetPlugin`): a resource named
+  after its triple, CPU and features. A task's tasks ask for the resource of the task's own target, so they run only on
   matching workers; a cluster with none is a :class:`ClusterError` naming both.
 
 Faults: a worker that dies mid-candidate: Dask runs the candidate again on another worker; when the scheduler's
@@ -27,8 +27,8 @@ Faults: a worker that dies mid-candidate: Dask runs the candidate again on anoth
 
 Example::
 
-    from tuner.cluster import Cluster, DaskRunner
-    from tuner.task import Task
+    from tensorlang.tuner.measure.cluster import Cluster, DaskRunner
+    from tensorlang.tuner.task import Task
     task = Task.create("conv2d", threads=1)
     with Cluster("tcp://10.0.0.1:8786") as cluster:
         with DaskRunner(task, cluster) as runner:
@@ -46,10 +46,10 @@ import uuid
 from dataclasses import dataclass
 
 from tensorlang.errors import TensorlangError
-from tuner import cluster_worker as cw
-from tuner.cluster_cli import ADDRESS_ENV  # the variable --cluster falls back to (spelled where no Dask is needed)
-from tuner.disturbance import Disturbance
-from tuner.measure import MeasureOptions, RETIME_OPTIONS, Result
+from tensorlang.tuner.measure import cluster_worker as cw
+from tensorlang.tuner.measure import ADDRESS_ENV  # the variable --cluster falls back to (spelled without Dask)
+from tensorlang.tuner.measure.disturbance import Disturbance
+from tensorlang.tuner.measure.local import MeasureOptions, RETIME_OPTIONS, Result
 
 __all__ = ["ADDRESS_ENV", "ClusterError", "ClusterOptions", "Cluster", "DaskRunner", "Batch", "WorkerInfo",
            "check_address", "measure_many"]
@@ -89,7 +89,7 @@ class ClusterOptions:
         >>> ClusterOptions(timeout=0)
         Traceback (most recent call last):
         ...
-        tuner.cluster.ClusterError: ClusterOptions: timeout must be a positive number of seconds, got 0
+        tensorlang.tuner.measure.cluster.ClusterError: ClusterOptions: timeout must be a positive number of ... got 0
     """
 
     timeout: float = 20.0
@@ -116,7 +116,7 @@ def check_address(address) -> str:
         >>> check_address("http://10.0.0.1:8786")
         Traceback (most recent call last):
         ...
-        tuner.cluster.ClusterError: 'http://10.0.0.1:8786' is not a scheduler address like ... (protocol 'http')
+        tensorlang.tuner.measure.cluster.ClusterError: 'http://10.0.0.1:8786' is not a scheduler ... (protocol 'http')
     """
     if not isinstance(address, str) or not address.strip():
         raise ClusterError(f"the Dask scheduler address is empty; give tcp://HOST:PORT (got {address!r})")
@@ -230,7 +230,7 @@ def _close_quietly(client) -> None:
 
 
 class Batch:
-    """Configs of one runner submitted together: ``results[i]`` is the :class:`tuner.measure.Result` of
+    """Configs of one runner submitted together: ``results[i]`` is the :class:`tensorlang.tuner.measure.local.Result` of
     ``configs[i]`` once it arrived (None before); ``complete`` when all have.
 
     Example::
@@ -276,10 +276,11 @@ class _Candidate:
 
 class Cluster:
     """The tuner's connection to a Dask scheduler: an address (``tcp://HOST:8786``, ``tls://...``) or a
-    ``distributed.Client`` (which it does not close). It registers :class:`tuner.cluster_worker.TargetPlugin` on
-    the workers, listens to their progress, and waits for the candidates of every :class:`DaskRunner` that uses
-    it (:meth:`wait`), committing nothing itself: each result goes to its batch's ``on_result`` as it arrives.
-    ``broken`` names the workers that could not load tensorlang (they get no candidates) and why.
+    ``distributed.Client`` (which it does not close). It registers
+    :class:`tensorlang.tuner.measure.cluster_worker.TargetPlugin` on the workers, listens to their progress, and waits
+    for the candidates of every :class:`DaskRunner` that uses it (:meth:`wait`), committing nothing itself: each result
+    goes to its batch's ``on_result`` as it arrives. ``broken`` names the workers that could not load tensorlang (they
+    get no candidates) and why.
 
     Example::
 
@@ -722,9 +723,10 @@ def _uid() -> str:
 
 
 class DaskRunner:
-    """Measures a task's candidates on a Dask cluster, with the interface of :class:`tuner.measure.LocalRunner`
-    (``measure``, ``retime``, ``measure_schedule``, ``close``, ``phase_s``, ``best_s``), plus ``submit`` and
-    ``wait`` (and :attr:`parallelism`) for a tuner that proposes while it measures.
+    """Measures a task's candidates on a Dask cluster, with the interface of
+    :class:`tensorlang.tuner.measure.local.LocalRunner` (``measure``, ``retime``, ``measure_schedule``, ``close``,
+    ``phase_s``, ``best_s``), plus ``submit`` and ``wait`` (and :attr:`parallelism`) for a tuner that proposes while it
+    measures.
 
     ``cluster`` is a scheduler address, a ``distributed.Client`` or a :class:`Cluster` (shared by several runners,
     which then measure their tasks at the same time). ``seed`` makes the inputs, on every worker alike.
@@ -797,8 +799,8 @@ class DaskRunner:
         return list(batch.results)
 
     def measure(self, configs: list[dict], on_result=None) -> list[Result]:
-        """Measure ``configs`` on the cluster; one :class:`tuner.measure.Result` each, in order, each passed to
-        ``on_result`` as soon as it arrives."""
+        """Measure ``configs`` on the cluster; one :class:`tensorlang.tuner.measure.local.Result` each, in order, each
+        passed to ``on_result`` as soon as it arrives."""
         return self.wait(self.submit(configs, on_result))
 
     @property
@@ -841,8 +843,8 @@ class DaskRunner:
         return self.wait(batch)[0]
 
     def retime(self, configs: list[dict], rounds: int = 3, options: MeasureOptions | None = None) -> list[Result]:
-        """Time ``configs`` again in ``rounds`` interleaved rounds, all on one worker (times of different
-        machines are not compared); see :meth:`tuner.measure.LocalRunner.retime`. A retiming whose workers died
+        """Time ``configs`` again in ``rounds`` interleaved rounds, all on one worker (times of different machines are
+        not compared); see :meth:`tensorlang.tuner.measure.local.LocalRunner.retime`. A retiming whose workers died
         gives results with error kind ``lost``."""
         opts = options or RETIME_OPTIONS
         extra = {"configs": [dict(c) for c in configs], "rounds": rounds,

@@ -1,13 +1,13 @@
-"""The Dask worker's side of distributed tuning (:mod:`tuner.cluster`): the only functions the tuner sends to
-workers, and the plugin that makes each worker advertise its target.
+"""The Dask worker's side of distributed tuning (:mod:`tensorlang.tuner.measure.cluster`): the only functions the tuner
+sends to workers, and the plugin that makes each worker advertise its target.
 
 Every entry point takes JSON text and answers JSON text: a job holds the task (the fields of
-:class:`tuner.task.Task`, as ``dataclasses.asdict`` gives them), the seed of its inputs, the
-:class:`tuner.measure.MeasureOptions` and a config (or a schedule's JSON). Nothing of the tuner's is unpickled
-here but the reference to these functions. The candidates are built and timed in this worker's own isolated
-processes, those of a :class:`tuner.measure.LocalRunner` kept per task (its builders, its runner, and its
-reference output, computed on this worker from the same seed), so that a candidate that crashes or hangs is
-an error of that candidate and never takes the Dask worker down.
+:class:`tensorlang.tuner.task.Task`, as ``dataclasses.asdict`` gives them), the seed of its inputs, the
+:class:`tensorlang.tuner.measure.local.MeasureOptions` and a config (or a schedule's JSON). Nothing of the tuner's is
+unpickled here but the reference to these functions. The candidates are built and timed in this worker's own isolated
+processes, those of a :class:`tensorlang.tuner.measure.local.LocalRunner` kept per task (its builders, its runner, and
+its reference output, computed on this worker from the same seed), so that a candidate that crashes or hangs is an error
+of that candidate and never takes the Dask worker down.
 
 - :func:`build` schedules a config and compiles it to object code on a builder process;
 - :func:`run` checks the object's output against the default schedule's and times it, one at a time;
@@ -45,7 +45,7 @@ would then be sent tasks compiled for a CPU it is not."""
 FAULTS_ENV = "TENSORLANG_CLUSTER_FAULTS"
 """Test-only hook: JSON ``{config_key: fault}`` with fault ``kill_worker`` (the Dask worker's process ends when it
 runs that config) or ``hang_worker`` (it freezes); the candidates' own faults are
-``tuner.measure.FAULTS_ENV``'s."""
+``tensorlang.tuner.measure.local.FAULTS_ENV``'s."""
 
 MEASURE = "measure"
 """The worker resource a measurement holds (one at a time per worker: ``dask worker ... --resources measure=1``)."""
@@ -137,14 +137,14 @@ class TargetPlugin(WorkerPlugin):
 
 
 class _TaskState:
-    """A task's :class:`tuner.measure.LocalRunner` on this worker (its reference output, builder processes and
-    runner process), shared by the threads of the Dask worker: builders are lent one per build, the runner is
-    used under a lock. The runner's internals (``_schedule``, ``_build``, ``_run``, ``_builders``) are used on
+    """A task's :class:`tensorlang.tuner.measure.local.LocalRunner` on this worker (its reference output, builder
+    processes and runner process), shared by the threads of the Dask worker: builders are lent one per build, the runner
+    is used under a lock. The runner's internals (``_schedule``, ``_build``, ``_run``, ``_builders``) are used on
     purpose, so that whatever the local measurement does, a worker does the same."""
 
     def __init__(self, task_fields: dict, seed: int, options):
-        from tuner.measure import LocalRunner
-        from tuner.task import Task
+        from tensorlang.tuner.measure.local import LocalRunner
+        from tensorlang.tuner.task import Task
         self.task = Task(**task_fields)
         self.runner = LocalRunner(self.task, jobs=usable_cores(), options=options, seed=seed)
         self.runner.start()
@@ -155,8 +155,8 @@ class _TaskState:
         self.users = 0
 
     def build(self, r, options):
-        """Build ``r`` (a scheduled :class:`tuner.measure.Result`) on a free builder process; the build answer or
-        None (then ``r`` holds the error)."""
+        """Build ``r`` (a scheduled :class:`tensorlang.tuner.measure.local.Result`) on a free builder process; the build
+        answer or None (then ``r`` holds the error)."""
         b = self.builders.get()
         try:
             self.runner.options = options  # _build reads only build_timeout from it
@@ -183,7 +183,7 @@ class _Using:
     wait for it), never closed while in use; the least recently used beyond ``_MAX_TASKS`` are closed."""
 
     def __init__(self, job: dict):
-        from tuner.measure import MeasureOptions
+        from tensorlang.tuner.measure.local import MeasureOptions
         self.key = json.dumps([job["task"], job.get("seed", 0)], sort_keys=True)
         self.job = job
         self.options = MeasureOptions(**job["options"])
@@ -292,8 +292,8 @@ def build(job_text: str) -> str:
     Example::
 
         >>> import dataclasses
-        >>> from tuner.measure import MeasureOptions
-        >>> from tuner.task import Task
+        >>> from tensorlang.tuner.measure.local import MeasureOptions
+        >>> from tensorlang.tuner.task import Task
         >>> task = Task.create("matmul", preset="small", threads=1)
         >>> job = {"id": "1", "task": dataclasses.asdict(task), "seed": 0, "options": MeasureOptions().__dict__,
         ...        "config": task.space.config_at(0)}
@@ -305,7 +305,7 @@ def build(job_text: str) -> str:
         True
         >>> close_all()
     """
-    from tuner.measure import Result
+    from tensorlang.tuner.measure.local import Result
     job = json.loads(job_text)
     out = {"config": job.get("config") or {}, "build_s": 0.0, "worker": _here()["address"]}
     with _Using(job) as state:
@@ -322,23 +322,23 @@ def build(job_text: str) -> str:
 
 
 def _options(job: dict):
-    from tuner.measure import MeasureOptions
+    from tensorlang.tuner.measure.local import MeasureOptions
     return MeasureOptions(**job["options"])
 
 
 def run(job_text: str, built_text: str) -> str:
-    """Run the object :func:`build` answered on this worker's runner process (one run at a time): check its
-    output against the default schedule's, then time it (the job's ``best_s`` lets a slow candidate stop early,
-    as in :class:`tuner.measure.LocalRunner`). Answers the build's fields (without the object) plus ``times``,
-    ``disturbance`` (what other processes took meanwhile, :meth:`tuner.disturbance.Disturbance.to_json`, or
-    None), ``run_s`` and the ``worker`` that ran it (``built_on``: the one that built it); a build that failed
-    is answered as it was.
+    """Run the object :func:`build` answered on this worker's runner process (one run at a time): check its output
+    against the default schedule's, then time it (the job's ``best_s`` lets a slow candidate stop early, as in
+    :class:`tensorlang.tuner.measure.local.LocalRunner`). Answers the build's fields (without the object) plus
+    ``times``, ``disturbance`` (what other processes took meanwhile,
+    :meth:`tensorlang.tuner.measure.disturbance.Disturbance.to_json`, or None), ``run_s`` and the ``worker`` that ran it
+    (``built_on``: the one that built it); a build that failed is answered as it was.
 
     Example::
 
         answer = json.loads(run(job_text, build(job_text)))   # see build()
     """
-    from tuner.measure import Result
+    from tensorlang.tuner.measure.local import Result
     job = json.loads(job_text)
     built = json.loads(built_text)
     out = {k: v for k, v in built.items() if k != "object"}
@@ -360,13 +360,13 @@ def run(job_text: str, built_text: str) -> str:
 
 
 def _figure(d) -> dict | None:
-    """A :class:`tuner.disturbance.Disturbance` as JSON (None stays None)."""
+    """A :class:`tensorlang.tuner.measure.disturbance.Disturbance` as JSON (None stays None)."""
     return None if d is None else d.to_json()
 
 
 def retime(job_text: str) -> str:
     """Time the job's ``configs`` again on this worker in ``rounds`` interleaved rounds
-    (:meth:`tuner.measure.LocalRunner.retime` with the job's options); answers a list of
+    (:meth:`tensorlang.tuner.measure.local.LocalRunner.retime` with the job's options); answers a list of
     ``{"config", "schedule", "times", "error_kind", "error", "worker", "disturbance", "round_disturbances"}``.
 
     Example::
@@ -395,7 +395,7 @@ def retime(job_text: str) -> str:
 
 @functools.lru_cache(maxsize=8)
 def _task(task_json: str):
-    from tuner.task import Task
+    from tensorlang.tuner.task import Task
     return Task(**json.loads(task_json))
 
 
@@ -408,13 +408,13 @@ def features(job_text: str) -> str:
     Example::
 
         >>> import dataclasses
-        >>> from tuner.task import Task
+        >>> from tensorlang.tuner.task import Task
         >>> task = Task.create("matmul", preset="small", threads=1)
         >>> job = {"id": "1", "task": dataclasses.asdict(task), "configs": [task.space.config_at(0)]}
         >>> len(json.loads(features(json.dumps(job)))["features"][0])
         58
     """
-    from tuner import features as extraction
+    from tensorlang.tuner import features as extraction
     job = json.loads(job_text)
     _started(job, "features")
     try:

@@ -10,7 +10,7 @@ fans candidates out to other machines) can stand in for it.
 
 Example::
 
-    >>> from tuner.task import Task
+    >>> from tensorlang.tuner.task import Task
     >>> task = Task.create("matmul", preset="small", threads=1)
     >>> with LocalRunner(task, jobs=1) as runner:
     ...     [r] = runner.measure([task.space.config_at(0)])
@@ -35,10 +35,10 @@ import numpy as np
 import tensorlang as tl
 from tensorlang.errors import UsageError
 from tensorlang.space import config_key
-from tuner import disturbance
-from tuner.disturbance import Disturbance
-from tuner.task import Task
-from tuner.worker import Worker, WorkerCrash, WorkerTimeout
+from tensorlang.tuner.measure import disturbance
+from tensorlang.tuner.measure.disturbance import Disturbance
+from tensorlang.tuner.task import Task
+from tensorlang.tuner.measure.worker import Worker, WorkerCrash, WorkerTimeout
 
 FAULTS_ENV = "TENSORLANG_TUNER_FAULTS"
 """Test-only hook: JSON ``{config_key: fault}`` with fault one of :data:`FAULTS`; the workers then misbehave that
@@ -86,9 +86,9 @@ class MeasureOptions:
             best so far stops there: its rank is clear, and ``min_time`` buys precision only for the contenders.
         build_timeout: seconds one build may take.
         run_timeout: seconds the checked run plus the timed runs of one candidate may take.
-        disturbance_time: seconds the disturbance figure (:mod:`tuner.disturbance`) covers at least: a measurement
-            that took less runs the kernel on, untimed, until then. At 0 the figure covers the checked and timed
-            runs alone, and a measurement shorter than 0.04 s (``/proc/stat`` counts in 0.01 s ticks) has none.
+        disturbance_time: seconds the disturbance figure (:mod:`tensorlang.tuner.measure.disturbance`) covers at least:
+            a measurement that took less runs the kernel on, untimed, until then. At 0 the figure covers the checked and
+            timed runs alone, and a measurement shorter than 0.04 s (``/proc/stat`` counts in 0.01 s ticks) has none.
 
     Example::
 
@@ -134,7 +134,7 @@ runs), the disturbance figure over 0.05 s at least."""
 @dataclass
 class Result:
     """What measuring one config gave: its repeat times, or an error kind and message; ``disturbance``: what other
-    processes took while it was timed (:class:`tuner.disturbance.Disturbance`; None where unknown).
+    processes took while it was timed (:class:`tensorlang.tuner.measure.disturbance.Disturbance`; None where unknown).
 
     Example::
 
@@ -170,8 +170,8 @@ def build_handler(init: dict):
     with the task in ``init``, also answers ``{"features": [config, ...]}`` with each config's loop-IR features
     (a list of floats, or None where the config cannot be scheduled).
 
-    ``init`` holds the DSL ``source`` and, optionally, the ``task`` (the fields of :class:`tuner.task.Task`) and
-    an ``object_cache`` folder, shared by the builders of one runner: a config whose LLVM IR is that of one built
+    ``init`` holds the DSL ``source`` and, optionally, the ``task`` (the fields of :class:`tensorlang.tuner.task.Task`)
+    and an ``object_cache`` folder, shared by the builders of one runner: a config whose LLVM IR is that of one built
     before (configs that differ only where the loop nest does not: 136 of the 500 one `tune conv2d --trials 500`
     measured) reuses its object code instead of running LLVM again (:func:`cached_object`). A build answers the object
     code with the kernel's ``name`` and ``build_s`` (its seconds), or ``error_kind`` "schedule" or "build" and the
@@ -252,7 +252,7 @@ def cached_object(folder: str | None, llvm_ir: str, compile) -> bytes:
 
 
 def _features(task: Task | None, config: dict, faults: dict) -> list[float] | None:
-    from tuner import features
+    from tensorlang.tuner import features
     if task is None:
         raise UsageError("this builder was started without a task: it cannot compute features")
     if faults.get(config_key(config)) == "features_crash":
@@ -308,26 +308,25 @@ def compare(out: np.ndarray, expected: np.ndarray) -> str | None:
 def run_handler(init: dict):
     """Worker factory: loads each object, runs it on the task's inputs, checks it and times it.
 
-    ``init`` holds the ``.npy`` paths of the ``inputs`` and of the ``expected`` outputs, the output names
-    (``outputs``) and the kernel ``threads`` (set as ``$TENSORLANG_NUM_THREADS`` of this process). A request
-    holds the ``object`` and ``name`` a build answered, the config ``key``, the best median so far ``best_s``
-    (or None) and the :class:`MeasureOptions` as a dict. The outputs are filled with NaN (integers: -12345)
-    before the checked run; a wrong output answers ``error_kind`` "wrong", a non-zero status "runtime".
-    Otherwise the answer is ``{"times": [seconds, ...]}``: timed runs until there are ``min_runs`` and
-    ``min_time`` has passed (at most ``max_runs``), cut short, from ``min_runs`` runs on, while even the fastest of
-    them is above ``coarse_factor`` times ``best_s``; or one warm run's time alone when it and the checked run
-    both took more than ``slow_factor`` times ``best_s`` (the checked run's alone when it took more than a
-    quarter of ``run_timeout``, which a second run could overrun). The checked run is cold (the kernel's
-    workspace and its threads touched for the first time), so it decides nothing by itself: on batch_matmul (60
-    us warm) it read up to 30x slower, and the first warm runs up to 2x, which cut good candidates short.
-    With the times comes ``disturbance``: what other processes took from the checked run to the last timed one,
-    or over the options' ``disturbance_time`` at least (:meth:`tuner.disturbance.Disturbance.to_json`; None
-    where unknown).
+    ``init`` holds the ``.npy`` paths of the ``inputs`` and of the ``expected`` outputs, the output names (``outputs``)
+    and the kernel ``threads`` (set as ``$TENSORLANG_NUM_THREADS`` of this process). A request holds the ``object`` and
+    ``name`` a build answered, the config ``key``, the best median so far ``best_s`` (or None) and the
+    :class:`MeasureOptions` as a dict. The outputs are filled with NaN (integers: -12345) before the checked run; a
+    wrong output answers ``error_kind`` "wrong", a non-zero status "runtime". Otherwise the answer is ``{"times":
+    [seconds, ...]}``: timed runs until there are ``min_runs`` and ``min_time`` has passed (at most ``max_runs``), cut
+    short, from ``min_runs`` runs on, while even the fastest of them is above ``coarse_factor`` times ``best_s``; or one
+    warm run's time alone when it and the checked run both took more than ``slow_factor`` times ``best_s`` (the checked
+    run's alone when it took more than a quarter of ``run_timeout``, which a second run could overrun). The checked run
+    is cold (the kernel's workspace and its threads touched for the first time), so it decides nothing by itself: on
+    batch_matmul (60 us warm) it read up to 30x slower, and the first warm runs up to 2x, which cut good candidates
+    short. With the times comes ``disturbance``: what other processes took from the checked run to the last timed one,
+    or over the options' ``disturbance_time`` at least
+    (:meth:`tensorlang.tuner.measure.disturbance.Disturbance.to_json`; None where unknown).
 
     Example::
 
-        runner = Worker("tuner.measure:run_handler", {"inputs": ["A.npy", "B.npy"], "expected": ["C.npy"],
-                                                      "outputs": ["C"], "threads": 4})
+        runner = Worker("tensorlang.tuner.measure.local:run_handler",
+                        {"inputs": ["A.npy", "B.npy"], "expected": ["C.npy"], "outputs": ["C"], "threads": 4})
         runner.call({"object": build["object"], "name": build["name"], "key": key, "best_s": None,
                      "options": MeasureOptions().__dict__}, timeout=10)   # {"times": [...]}
     """
@@ -478,8 +477,8 @@ class LocalRunner:
         objects = os.path.join(self._tmp.name, "objects")
         os.makedirs(objects)
         init = {"source": w.source, "task": task.to_dict(), "object_cache": objects}
-        self._builders = [Worker("tuner.measure:build_handler", init) for _ in range(self.jobs)]
-        self._runner = Worker("tuner.measure:run_handler", {**paths, "threads": task.threads,
+        self._builders = [Worker("tensorlang.tuner.measure.local:build_handler", init) for _ in range(self.jobs)]
+        self._runner = Worker("tensorlang.tuner.measure.local:run_handler", {**paths, "threads": task.threads,
                                                             "outputs": list(task.op.outputs)})
         self.phase_s = {"build": 0.0, "run": 0.0}  # wall seconds spent building and running, for reports
 
@@ -504,8 +503,8 @@ class LocalRunner:
 
         Example::
 
-            >>> from tuner import features
-            >>> from tuner.task import Task
+            >>> from tensorlang.tuner import features
+            >>> from tensorlang.tuner.task import Task
             >>> task = Task.create("matmul", preset="small", threads=1)
             >>> def local(c):
             ...     return features.of_schedule(task.space.schedule(task.op, task.sizes, c))
@@ -544,7 +543,7 @@ class LocalRunner:
 
         Example::
 
-            >>> from tuner.task import Task
+            >>> from tensorlang.tuner.task import Task
             >>> task = Task.create("matmul", preset="small", threads=1)
             >>> with LocalRunner(task, jobs=1) as runner:
             ...     [r] = runner.retime([task.space.config_at(0)], rounds=2)
@@ -566,7 +565,7 @@ class LocalRunner:
         Example::
 
             >>> import tensorlang as tl
-            >>> from tuner.task import Task
+            >>> from tensorlang.tuner.task import Task
             >>> task = Task.create("matmul", preset="small", threads=1)
             >>> with LocalRunner(task, jobs=1) as runner:
             ...     [r] = runner.time_schedules([tl.schedule(task.op, **task.sizes)], rounds=2)
@@ -578,11 +577,12 @@ class LocalRunner:
         return results
 
     def _interleaved(self, results: list[Result], rounds: int, options: MeasureOptions, between=None) -> None:
-        """Run every result once a round; a round during which the machine was busy for the task's threads (any
-        of its measurements, :meth:`tuner.disturbance.Disturbance.busy`) is run again, up to
-        :data:`tuner.disturbance.EXTRA_ROUNDS` more (:func:`tuner.disturbance.run_rounds`), and each result keeps
-        the times of the quiet rounds where there are any. ``disturbance`` combines those rounds' figures;
-        ``extra["round_disturbances"]`` holds every round's, kept or not. ``between(k)`` follows round k."""
+        """Run every result once a round; a round during which the machine was busy for the task's threads (any of its
+        measurements, :meth:`tensorlang.tuner.measure.disturbance.Disturbance.busy`) is run again, up to
+        :data:`tensorlang.tuner.measure.disturbance.EXTRA_ROUNDS` more
+        (:func:`tensorlang.tuner.measure.disturbance.run_rounds`), and each result keeps the times of the quiet rounds
+        where there are any. ``disturbance`` combines those rounds' figures; ``extra["round_disturbances"]`` holds every
+        round's, kept or not. ``between(k)`` follows round k."""
         todo = [r for r in results if r.ok]
         builds = self._build_all(todo) if todo else []
         saved, best = self.options, self.best_s

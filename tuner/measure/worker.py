@@ -4,7 +4,7 @@ next request.
 
 Example::
 
-    >>> w = Worker("tuner.worker:echo_handler", {})
+    >>> w = Worker("tensorlang.tuner.measure.worker:echo_handler", {})
     >>> w.call({"x": 1}, timeout=30)
     {'x': 1}
     >>> w.close()
@@ -96,7 +96,7 @@ class Worker:
         parent, child = socket.socketpair()
         self._stderr = tempfile.TemporaryFile()
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p), **self.env}
-        code = ("import sys; from tuner.worker import _child_main; "
+        code = ("import sys; from tensorlang.tuner.measure.worker import _child_main; "
                 "_child_main(int(sys.argv[1]), sys.argv[2], sys.argv[3])")
         self._proc = subprocess.Popen(
             [sys.executable, "-c", code, str(child.fileno()), self.handler_path, json.dumps(self.init)],

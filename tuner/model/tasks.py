@@ -1,10 +1,10 @@
 """The tuning tasks of a model: its kernels, deduplicated, weighted by how often each runs, with their share of time.
 
 Each kernel call of a `tl.Model` runs a fused node's program, written with its shapes as numbers. Two calls whose
-programs are the same (up to comments and spacing) at the same sizes, for the same CPU and thread count, are one
-tuning task (:class:`tuner.task.Task`, keyed by :func:`tuner.task.task_key`): tuning it once makes both faster. A
-task's *weight* is its number of calls in one run of the model, so the model's latency is about
-``sum(weight x task time)``, the sum model tuning minimises.
+programs are the same (up to comments and spacing) at the same sizes, for the same CPU and thread count, are one tuning
+task (:class:`tensorlang.tuner.task.Task`, keyed by :func:`tensorlang.tuner.task.task_key`): tuning it once makes both
+faster. A task's *weight* is its number of calls in one run of the model, so the model's latency is about ``sum(weight x
+task time)``, the sum model tuning minimises.
 
 Example::
 
@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tuner.task import Task
+from tensorlang.tuner.task import Task
 
 
 @dataclass

@@ -32,7 +32,7 @@ import numpy as np
 
 from tensorlang.errors import TensorlangError, UsageError
 from tensorlang.target import host_target
-from tuner.bench import max_rel_error, reference_mismatch
+from tensorlang.tuner.bench import max_rel_error, reference_mismatch
 
 _TABLE = """
 CREATE TABLE IF NOT EXISTS model_variants (
@@ -87,8 +87,8 @@ def flat_outputs(x) -> list[np.ndarray]:
 
 def compare_outputs(got, reference, tolerance: float = TOLERANCE) -> tuple[float, str]:
     """Compare a model's outputs with the reference's (anything :func:`flat_outputs` takes): ``(error, why)``, the
-    largest ``|difference| / max(1, max |reference|)`` of any output (:func:`tuner.bench.max_rel_error`: a NaN or
-    an infinity where the reference has a number is an infinite error) and "" when it is within `tolerance`, else
+    largest ``|difference| / max(1, max |reference|)`` of any output (:func:`tensorlang.tuner.bench.max_rel_error`: a
+    NaN or an infinity where the reference has a number is an infinite error) and "" when it is within `tolerance`, else
     what differs, naming the output.
 
     >>> compare_outputs([np.ones(2), np.array([1.0, np.nan])], [np.ones(2), np.array([1.0, 2.0])])
@@ -223,8 +223,8 @@ def _connection(db):
 
 def store_choice(db, model_name: str, key: str, threads: int, timed: list[dict]) -> dict | None:
     """Store one comparison of variants (``measure_variants``' entries) in the database `db` (a
-    :class:`tuner.database.Database`) in one transaction, the fastest of those without an error marked chosen;
-    returns the chosen entry (None when none ran and matched the reference).
+    :class:`tensorlang.tuner.records.database.Database`) in one transaction, the fastest of those without an error
+    marked chosen; returns the chosen entry (None when none ran and matched the reference).
 
     Example::
 
@@ -255,12 +255,12 @@ def store_choice(db, model_name: str, key: str, threads: int, timed: list[dict])
 
 def stored_choice(db, key: str, threads: int) -> dict | None:
     """The latest chosen variant of the graph `key` for this CPU and `threads` in `db` (an open
-    :class:`tuner.database.Database`, read-only or not): ``{"options", "median_s", "variants": [{"options",
-    "median_s", "error"}, ...]}`` of its comparison, or None.
+    :class:`tensorlang.tuner.records.database.Database`, read-only or not): ``{"options", "median_s", "variants":
+    [{"options", "median_s", "error"}, ...]}`` of its comparison, or None.
 
     Example::
 
-        >>> from tuner.database import Database
+        >>> from tensorlang.tuner.records.database import Database
         >>> stored_choice(Database(":memory:"), "0123456789abcdef", 2) is None
         True
     """
@@ -289,7 +289,7 @@ def tuned_pass_options(key: str, *, threads: int, db=None, **_) -> dict | None:
         >>> tuned_pass_options("0123456789abcdef", threads=1, db="/no/such/file.db") is None
         True
     """
-    from tuner.database import Database, DatabaseError, default_db_path
+    from tensorlang.tuner.records.database import Database, DatabaseError, default_db_path
     path = os.fspath(db) if db is not None else os.fspath(default_db_path())
     try:
         stamp = [os.stat(path).st_mtime_ns]

@@ -1,12 +1,12 @@
 """The tuning records database: every measured (or failed) trial of the auto-tuner, in one SQLite file.
 
-A record holds the task key, the workload, its sizes, the target, the knob values (config), the schedule's JSON,
-every timed repeat, the error if the trial failed, the search strategy, the seed, the tensorlang version, the
-time it was measured and, where it is known, its disturbance: what other processes took while it was timed (a
-:class:`tuner.disturbance.Disturbance`: the CPUs they used on average, the CPUs counted, the seconds timed and the
-figure's uncertainty), so that research can leave out measurements a busy machine disturbed (``records(...,
-quiet_only=True)``). The file is ``$TENSORLANG_DB`` or an explicit path; by default it lies in the user's cache
-folder (``$XDG_CACHE_HOME/tensorlang/tuning.db``, else ``~/.cache/tensorlang/tuning.db``).
+A record holds the task key, the workload, its sizes, the target, the knob values (config), the schedule's JSON, every
+timed repeat, the error if the trial failed, the search strategy, the seed, the tensorlang version, the time it was
+measured and, where it is known, its disturbance: what other processes took while it was timed (a
+:class:`tensorlang.tuner.measure.disturbance.Disturbance`: the CPUs they used on average, the CPUs counted, the seconds
+timed and the figure's uncertainty), so that research can leave out measurements a busy machine disturbed
+(``records(..., quiet_only=True)``). The file is ``$TENSORLANG_DB`` or an explicit path; by default it lies in the
+user's cache folder (``$XDG_CACHE_HOME/tensorlang/tuning.db``, else ``~/.cache/tensorlang/tuning.db``).
 
 Storage is the standard :mod:`sqlite3` module (never pickle): dict and tuple fields are JSON text columns, the
 median time and the GFLOP/s are REAL columns for sorting. The schema is versioned in a ``meta`` table. The file
@@ -41,16 +41,16 @@ from typing import Any
 from tensorlang import __version__ as _TENSORLANG_VERSION
 from tensorlang.errors import TensorlangError, UsageError
 from tensorlang.space import config_key as _config_key
-from tuner.disturbance import Disturbance
+from tensorlang.tuner.measure.disturbance import Disturbance
 
 __all__ = ["SCHEMA_VERSION", "ERROR_KINDS", "Database", "DatabaseError", "Record", "default_db_path"]
 
 #: Version of the database layout. A file with a newer version is refused (upgrade tensorlang to read it).
 SCHEMA_VERSION = 1
 
-#: What went wrong in a failed trial: the schedule was refused, the build failed or ran past its time limit,
-#: the kernel crashed, ran past its time limit, gave a wrong result, or failed at run time in another way; or,
-#: on a Dask cluster (tuner/cluster.py), the workers measuring it died or stopped answering too many times (lost).
+#: What went wrong in a failed trial: the schedule was refused, the build failed or ran past its time limit, the kernel
+#: crashed, ran past its time limit, gave a wrong result, or failed at run time in another way; or, on a Dask cluster
+#: (tuner/measure/cluster.py), the workers measuring it died or stopped answering too many times (lost).
 ERROR_KINDS = ("schedule", "build", "build_timeout", "crash", "timeout", "wrong", "runtime", "lost")
 
 _MEMORY = ":memory:"
@@ -105,7 +105,7 @@ CREATE INDEX IF NOT EXISTS retimes_task ON retimes (task_key, batch);
 """
 
 # Optional since schema version 1 (created by the first record that has a disturbance figure; older tensorlang
-# versions ignore it): what other processes took while a record was timed (tuner/disturbance.py).
+# versions ignore it): what other processes took while a record was timed (tuner/measure/disturbance.py).
 _DISTURBANCES = """
 CREATE TABLE IF NOT EXISTS disturbances (
     record_id   INTEGER PRIMARY KEY, -- records.id
@@ -192,10 +192,10 @@ class Record:
     it (every timed repeat, or the kind of error and its message).
 
     ``config`` is the knob values (a JSON-able dict), ``schedule`` the Schedule's JSON text, ``times`` every timed
-    repeat in seconds. ``error_kind`` is None for a valid record, else one of :data:`ERROR_KINDS`. ``flops`` is
-    the floating point operations of one run (0 when unknown). ``created`` (unix time) and ``version`` (the
-    tensorlang version) are filled by :meth:`Database.add` when left at 0 and ""; ``id`` is filled when read back.
-    ``disturbance`` is what other processes took while it was timed (:class:`tuner.disturbance.Disturbance`; None
+    repeat in seconds. ``error_kind`` is None for a valid record, else one of :data:`ERROR_KINDS`. ``flops`` is the
+    floating point operations of one run (0 when unknown). ``created`` (unix time) and ``version`` (the tensorlang
+    version) are filled by :meth:`Database.add` when left at 0 and ""; ``id`` is filled when read back. ``disturbance``
+    is what other processes took while it was timed (:class:`tensorlang.tuner.measure.disturbance.Disturbance`; None
     where unknown: an invalid record, another OS, or a record of an older tensorlang).
 
     Example::
@@ -299,7 +299,7 @@ def _validate(record: Record) -> None:
     if bad:
         raise UsageError(f"record times must be finite and non-negative seconds, got {bad[0]!r}")
     if record.disturbance is not None and not isinstance(record.disturbance, Disturbance):
-        raise UsageError(f"record disturbance must be a tuner.disturbance.Disturbance or None, got "
+        raise UsageError(f"record disturbance must be a tensorlang.tuner.measure.disturbance.Disturbance or None, got "
                          f"{type(record.disturbance).__name__}")
     if record.seed is not None and not -2**63 <= int(record.seed) < 2**63:
         raise UsageError(f"record seed {record.seed} does not fit in a signed 64-bit integer")
@@ -584,12 +584,12 @@ class Database:
     def records(self, task_key: str | None = None, workload: str | None = None,
                 valid_only: bool = False, quiet_only: bool = False) -> list[Record]:
         """The records, in insertion order, of one task key and/or one workload (all when None); only the valid
-        ones with ``valid_only``; with ``quiet_only``, without those timed while other processes took CPU their
-        threads needed (:meth:`tuner.disturbance.Disturbance.busy`; records without a figure are kept).
+        ones with ``valid_only``; with ``quiet_only``, without those timed while other processes took CPU their threads
+        needed (:meth:`tensorlang.tuner.measure.disturbance.Disturbance.busy`; records without a figure are kept).
 
         Example::
 
-            >>> from tuner.disturbance import Disturbance
+            >>> from tensorlang.tuner.measure.disturbance import Disturbance
             >>> db = Database(":memory:")
             >>> for vec, kind in ((4, None), (8, "wrong"), (16, None)):
             ...     _ = db.add(Record("t", "w", {}, {}, {"vec": vec}, None, (1.0,), kind))

@@ -34,7 +34,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from tensorlang.errors import UsageError
-from tuner.database import ERROR_KINDS
+from tensorlang.tuner.records.database import ERROR_KINDS
 from tensorlang.space import Knob, Space, config_key
 
 __all__ = ["FORMAT_VERSION", "MAGIC", "Dataset", "DatasetError", "from_records"]
@@ -188,7 +188,7 @@ class Dataset:
             >>> Dataset.load("/no/such/file.csv")
             Traceback (most recent call last):
             ...
-            tuner.dataset.DatasetError: cannot read dataset /no/such/file.csv: No such file or directory
+            tensorlang.tuner.records.dataset.DatasetError: cannot read dataset /no/such/file.csv: No such file ...
         """
         if os.path.exists(path) and not os.path.isfile(path):  # a folder, /dev/zero, a pipe: never ends or fails
             raise DatasetError(f"cannot read dataset {path}: not a regular file")
@@ -272,7 +272,7 @@ def check_header(header: dict, where: str = "dataset") -> None:
         >>> check_header({"workload": "matmul", "sizes": [8], "threads": 1, "flops": 2.0, "knobs": {}}, "m.csv:1")
         Traceback (most recent call last):
         ...
-        tuner.dataset.DatasetError: m.csv:1: the header's 'sizes' must be an object of NAME: integer, got [8]
+        tensorlang.tuner.records.dataset.DatasetError: m.csv:1: the header's 'sizes' must be an object of ..., got [8]
     """
     for key in ("workload", "sizes", "threads", "flops", "knobs"):
         if key not in header:
@@ -360,8 +360,8 @@ def from_records(records, task, note: str = "") -> Dataset:
 
     Example::
 
-        >>> from tuner.database import Record
-        >>> from tuner.task import Task
+        >>> from tensorlang.tuner.records.database import Record
+        >>> from tensorlang.tuner.task import Task
         >>> t = Task.create("matmul", preset="small", threads=1)
         >>> c = t.space.config_at(0)
         >>> recs = [Record(t.key, "matmul", t.sizes, t.target, c, None, times=(0.002,), flops=t.flops),
@@ -410,7 +410,7 @@ def default_name(task) -> str:
 
     Example::
 
-        >>> from tuner.task import Task
+        >>> from tensorlang.tuner.task import Task
         >>> default_name(Task.create("matmul", preset="small", threads=1))
         'matmul_M64_N48_K32.csv'
     """
@@ -427,11 +427,11 @@ def check_output_path(path: str) -> None:
         >>> check_output_path("/no/such/dir/m.csv")
         Traceback (most recent call last):
         ...
-        tuner.dataset.DatasetError: cannot write dataset /no/such/dir/m.csv: folder /no/such/dir does not exist
+        tensorlang.tuner.records.dataset.DatasetError: cannot write dataset /no/such/dir/m.csv: ... does not exist
         >>> check_output_path(tempfile.gettempdir())
         Traceback (most recent call last):
         ...
-        tuner.dataset.DatasetError: cannot write dataset ...: it is a folder
+        tensorlang.tuner.records.dataset.DatasetError: cannot write dataset ...: it is a folder
     """
     if not path.strip():
         raise DatasetError("cannot write a dataset to an empty path; name a .csv file")

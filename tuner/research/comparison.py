@@ -8,7 +8,7 @@ run found. ``plot`` draws the median curve and the spread (25th to 75th percenti
 
 Example::
 
-    >>> from tuner.dataset import Dataset
+    >>> from tensorlang.tuner.records.dataset import Dataset
     >>> ds = Dataset({"workload": "matmul", "sizes": {"M": 64, "N": 48, "K": 32}, "threads": 1,
     ...               "flops": 196608.0, "knobs": {"nr": [16, 32, 48, 64]}},
     ...              [({"nr": v}, float(v), None) for v in (16, 32, 48, 64)])
@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tensorlang.errors import UsageError
-from tuner.dataset import Dataset
+from tensorlang.tuner.records.dataset import Dataset
 
 __all__ = ["Run", "Comparison", "compare", "replay_run", "live_run"]
 
@@ -156,7 +156,7 @@ def _secs(s: float) -> str:
 def replay_run(dataset: Dataset, strategy: str, seed: int, trials: int, cost_model: str = "xgb",
                batch: int = 16, strategy_options: dict | None = None) -> Run:
     """Tune on replay of ``dataset`` with ``strategy`` and ``seed`` for ``trials`` trials (the tuner's own loop,
-    a :class:`tuner.replay.ReplayRunner` and a database in memory); return the run.
+    a :class:`tensorlang.tuner.research.replay.ReplayRunner` and a database in memory); return the run.
 
     Example::
 
@@ -166,10 +166,10 @@ def replay_run(dataset: Dataset, strategy: str, seed: int, trials: int, cost_mod
         >>> replay_run(ds, "grid", 0, 2).curve
         [1.0, 3.0]
     """
-    from tuner.database import Database
-    from tuner.replay import ReplayRunner, replay_task, table_features
+    from tensorlang.tuner.records.database import Database
+    from tensorlang.tuner.research.replay import ReplayRunner, replay_task, table_features
     from tensorlang.space import config_key
-    from tuner.tuning import Tuner
+    from tensorlang.tuner.tuning import Tuner
 
     task = replay_task(dataset)
     space = dataset.space(task.space if _knobs_match(dataset, task) else None)
@@ -199,11 +199,11 @@ def _knobs_match(dataset: Dataset, task) -> bool:
 
 
 def _uses_features(strategy: str) -> bool:
-    from tuner.plugins import resolve_strategy
-    from tuner.strategies import ModelGuidedGenetic, Strategy
+    from tensorlang.tuner.search.plugins import resolve_strategy
+    from tensorlang.tuner.search.strategies import ModelGuidedGenetic, Strategy
     cls = resolve_strategy(strategy)
     # every strategy but the built-in model-free ones may call featurize
-    return not (issubclass(cls, Strategy) and cls.__module__ == "tuner.strategies"
+    return not (issubclass(cls, Strategy) and cls.__module__ == "tensorlang.tuner.search.strategies"
                 and not issubclass(cls, ModelGuidedGenetic))
 
 
@@ -211,17 +211,17 @@ def live_run(task, strategy: str, seed: int, trials: int, cost_model: str = "xgb
              options=None, batch: int = 16, strategy_options: dict | None = None, cluster=None) -> Run:
     """Tune ``task`` on this machine from scratch (a database in memory, so no earlier records count) with
     ``strategy`` and ``seed`` for ``trials`` trials, without the final re-timing; return the run (measured on the
-    Dask ``cluster`` when one is given: see :mod:`tuner.cluster`). A Ctrl-C
+    Dask ``cluster`` when one is given: see :mod:`tensorlang.tuner.measure.cluster`). A Ctrl-C
     that stopped the tuner is raised again as KeyboardInterrupt (no partial run is returned).
 
     Example::
 
-        from tuner.task import Task
+        from tensorlang.tuner.task import Task
         run = live_run(Task.create("matmul", preset="512"), "xgb-genetic", seed=0, trials=100)
         print(run.curve[-1], run.wall_s)
     """
-    from tuner.database import Database
-    from tuner.tuning import Tuner
+    from tensorlang.tuner.records.database import Database
+    from tensorlang.tuner.tuning import Tuner
     t0 = time.perf_counter()
     db = Database(":memory:")
     try:
@@ -239,11 +239,11 @@ def compare(strategies, trials: int, seeds: int = 5, replay: Dataset | str | Non
             cluster=None) -> Comparison:
     """Run every strategy with seeds ``0 .. seeds-1`` for ``trials`` trials and return the :class:`Comparison`.
 
-    On replay (``replay`` a :class:`Dataset` or its path) nothing is compiled and ``jobs`` processes share the
-    runs; otherwise ``task`` (a :class:`tuner.task.Task`) is tuned live, one run after another. ``on_run(run)``
-    is called as each run ends. Strategies are names, entry points or ``package.module:Class`` specs. Live runs
-    measure on the Dask ``cluster`` when one is given (an address, a ``distributed.Client`` or a
-    :class:`tuner.cluster.Cluster`).
+    On replay (``replay`` a :class:`Dataset` or its path) nothing is compiled and ``jobs`` processes share the runs;
+    otherwise ``task`` (a :class:`tensorlang.tuner.task.Task`) is tuned live, one run after another. ``on_run(run)`` is
+    called as each run ends. Strategies are names, entry points or ``package.module:Class`` specs. Live runs measure on
+    the Dask ``cluster`` when one is given (an address, a ``distributed.Client`` or a
+    :class:`tensorlang.tuner.measure.cluster.Cluster`).
 
     Example::
 
@@ -265,13 +265,13 @@ def compare(strategies, trials: int, seeds: int = 5, replay: Dataset | str | Non
         raise UsageError(f"compare: a strategy is named twice in {strategies}")
     if trials < 1 or seeds < 1:
         raise UsageError(f"compare: trials and seeds must be at least 1, got {trials} and {seeds}")
-    from tuner.plugins import resolve_strategy
+    from tensorlang.tuner.search.plugins import resolve_strategy
     classes = {name: resolve_strategy(name) for name in strategies}
     if isinstance(replay, str):
         replay = Dataset.load(replay)
     jobs_list = [(name, seed) for name in strategies for seed in range(seeds)]
     if replay is not None:
-        from tuner.replay import replay_task
+        from tensorlang.tuner.research.replay import replay_task
         result = Comparison(replay_task(replay), trials=min(trials, len(replay)), best_known=replay.best_gflops,
                             source=replay.path or "in memory")
         runs = _replay_all(replay, classes, jobs_list, trials, cost_model, batch, jobs, on_run)
@@ -304,7 +304,7 @@ def _replay_all(dataset, classes, jobs_list, trials, cost_model, batch, jobs, on
     import pickle
     from concurrent.futures import ProcessPoolExecutor
 
-    from tuner.replay import table_features
+    from tensorlang.tuner.research.replay import table_features
     features = table_features(dataset) if any(_uses_features(n) for n in classes) else {}
     for name, cls in classes.items():
         try:
@@ -331,8 +331,8 @@ _WORKER: dict = {}
 
 
 def _worker_init(dataset, classes, features) -> None:
-    from tuner.replay import _FEATURES
-    from tuner.strategies import STRATEGIES
+    from tensorlang.tuner.research.replay import _FEATURES
+    from tensorlang.tuner.search.strategies import STRATEGIES
     for name, cls in classes.items():
         STRATEGIES.setdefault(name, cls)
     _FEATURES[(id(dataset), len(dataset))] = (dataset, features)

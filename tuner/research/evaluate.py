@@ -1,10 +1,10 @@
 """Cost-model evaluation on a dataset: train each model on part of the measured configs, rank the rest.
 
-For each of ``splits`` seeded random splits, a model is trained on ``train_fraction`` of the configs (features of
-the lowered loop IR, target = throughput / the best of the table, invalid = 0) and predicts the others; the
-prediction's ranking is scored with :func:`tuner.costmodel.ranking_quality`. The report is the mean over splits:
-top-1 and top-5 hit rates (how often the best held-out config is the model's first, or among its first five),
-Spearman's rank correlation, NDCG@10 and pairwise accuracy, plus training seconds.
+For each of ``splits`` seeded random splits, a model is trained on ``train_fraction`` of the configs (features of the
+lowered loop IR, target = throughput / the best of the table, invalid = 0) and predicts the others; the prediction's
+ranking is scored with :func:`tensorlang.tuner.search.costmodel.ranking_quality`. The report is the mean over splits:
+top-1 and top-5 hit rates (how often the best held-out config is the model's first, or among its first five), Spearman's
+rank correlation, NDCG@10 and pairwise accuracy, plus training seconds.
 
 Example::
 
@@ -21,7 +21,7 @@ import time
 import numpy as np
 
 from tensorlang.errors import UsageError
-from tuner.costmodel import make_cost_model, ranking_quality
+from tensorlang.tuner.search.costmodel import make_cost_model, ranking_quality
 
 __all__ = ["evaluate_models", "evaluate_dataset", "format_report"]
 
@@ -76,14 +76,14 @@ def evaluate_models(X: np.ndarray, y: np.ndarray, models, train_fraction: float 
 
 
 def evaluate_dataset(dataset, models=None, train_fraction: float = 0.5, splits: int = 5, seed: int = 0) -> dict:
-    """:func:`evaluate_models` on a :class:`tuner.dataset.Dataset` (configs that cannot be scheduled are left
-    out). ``models`` defaults to every registered cost model, entry points included. The targets are each
+    """:func:`evaluate_models` on a :class:`tensorlang.tuner.records.dataset.Dataset` (configs that cannot be scheduled
+    are left out). ``models`` defaults to every registered cost model, entry points included. The targets are each
     config's GFLOPS over the table's best (invalid configs 0); the features are those of the lowered loop IR.
 
     Example::
 
-        >>> from tuner.dataset import Dataset
-        >>> from tuner.task import Task
+        >>> from tensorlang.tuner.records.dataset import Dataset
+        >>> from tensorlang.tuner.task import Task
         >>> t = Task.create("matmul", preset="small", threads=1, space="hand")
         >>> configs = [t.space.config_at(i) for i in range(8)]
         >>> ds = Dataset({"workload": "matmul", "sizes": t.sizes, "threads": 1, "flops": t.flops, "space": "hand",
@@ -93,15 +93,15 @@ def evaluate_dataset(dataset, models=None, train_fraction: float = 0.5, splits: 
         >>> rep["none"]["train_rows"], rep["none"]["test_rows"]
         (4, 4)
     """
-    from tuner.costmodel import COST_MODELS
-    from tuner.plugins import load_entry_points
-    from tuner.replay import replay_task, table_features
+    from tensorlang.tuner.search.costmodel import COST_MODELS
+    from tensorlang.tuner.search.plugins import load_entry_points
+    from tensorlang.tuner.research.replay import replay_task, table_features
     from tensorlang.space import config_key
     if models is None:
         load_entry_points("cost model")
         models = list(COST_MODELS)
     if not dataset.valid_count:
-        from tuner.dataset import DatasetError
+        from tensorlang.tuner.records.dataset import DatasetError
         where = f"dataset {dataset.path}" if dataset.path else "the dataset"
         raise DatasetError(f"{where} has no valid config to rank (0 of its {len(dataset)} rows are valid)")
     task = replay_task(dataset)

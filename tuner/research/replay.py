@@ -1,13 +1,13 @@
 """Offline replay: tune against a dataset instead of the machine. ``ReplayRunner`` answers each config from the
 table in microseconds, so a search strategy is evaluated in seconds, without compiling or timing anything.
 
-The replayed task's search space is the dataset's configs (:meth:`tuner.dataset.Dataset.space`): strategies
-draw from it and every other config is ruled out by the space's constraint. Model-guided strategies get the
+The replayed task's search space is the dataset's configs (:meth:`tensorlang.tuner.records.dataset.Dataset.space`):
+strategies draw from it and every other config is ruled out by the space's constraint. Model-guided strategies get the
 loop-IR features of the table's configs, computed once per dataset (:func:`table_features`).
 
 Example::
 
-    >>> from tuner.dataset import Dataset
+    >>> from tensorlang.tuner.records.dataset import Dataset
     >>> ds = Dataset({"workload": "matmul", "sizes": {"M": 64, "N": 48, "K": 32}, "threads": 1, "flops": 196608.0,
     ...               "knobs": {"nr": [16]}}, [({"nr": 16}, 2.0, None)])
     >>> [r] = ReplayRunner(ds).measure([{"nr": 16}])
@@ -21,16 +21,17 @@ import time
 
 import numpy as np
 
-from tuner.dataset import Dataset, DatasetError
-from tuner.measure import Result
+from tensorlang.tuner.records.dataset import Dataset, DatasetError
+from tensorlang.tuner.measure.local import Result
 from tensorlang.space import config_key
-from tuner.task import Task
+from tensorlang.tuner.task import Task
 
 __all__ = ["ReplayRunner", "replay_task", "table_features"]
 
 
 class ReplayRunner:
-    """A runner (the interface of :class:`tuner.measure.LocalRunner`) that looks results up in a dataset.
+    """A runner (the interface of :class:`tensorlang.tuner.measure.local.LocalRunner`) that looks results up in a
+    dataset.
 
     A config the table does not hold is a :class:`DatasetError`: the replay space never proposes one.
     """
@@ -80,7 +81,7 @@ def replay_task(dataset: Dataset) -> Task:
         >>> replay_task(ds).describe()
         'matmul(M=64, N=48, K=32) on znver5, 2 threads'
     """
-    import schedules
+    from tensorlang import schedules
     from tensorlang.errors import TensorlangError
     # datasets written before the generated spaces name none: they were measured in the hand-written ones
     space = dataset.header.get("space", "hand")
@@ -126,7 +127,7 @@ def table_features(dataset: Dataset, task: Task | None = None) -> dict[str, np.n
     hit = _FEATURES.get(key)
     if hit is not None and hit[0] is dataset:
         return hit[1]
-    from tuner import features
+    from tensorlang.tuner import features
     task = task or replay_task(dataset)
     space = dataset.space(task.space) if len(dataset) else None
     out: dict[str, np.ndarray | None] = {}

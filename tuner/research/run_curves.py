@@ -52,7 +52,7 @@ class BestStep:
 def _records(db_or_path) -> list:
     """Every record of a run's database (a path, opened read-only and closed again, or an open Database), in the
     order measured."""
-    from tuner.database import Database
+    from tensorlang.tuner.records.database import Database
     if isinstance(db_or_path, Database):
         return db_or_path.records()
     with Database(db_or_path, read_only=True) as db:
@@ -60,11 +60,11 @@ def _records(db_or_path) -> list:
 
 
 def best_steps(db_or_path) -> tuple[list[BestStep], int]:
-    """The records of a run's database (a path or a :class:`tuner.database.Database`) that lowered their task's
-    best time, in the order measured, and the number of records (the run's trials, for a run from an empty
+    """The records of a run's database (a path or a :class:`tensorlang.tuner.records.database.Database`) that lowered
+    their task's best time, in the order measured, and the number of records (the run's trials, for a run from an empty
     database).
 
-    >>> from tuner.database import Database, Record
+    >>> from tensorlang.tuner.records.database import Database, Record
     >>> db = Database(":memory:")
     >>> for task, vec, t in (("a", 4, 3.0), ("b", 4, 1.0), ("a", 8, 2.0), ("a", 16, 2.5)):
     ...     _ = db.add(Record(task, "w", {}, {}, {"vec": vec}, None, (t,)))
@@ -87,7 +87,7 @@ def deployed_steps(db_or_path) -> dict[str, list]:
     would deploy): a :class:`BestStep` whose ``trials`` counts the task's own records from 1, or None before its
     first valid record.
 
-    >>> from tuner.database import Database, Record
+    >>> from tensorlang.tuner.records.database import Database, Record
     >>> db = Database(":memory:")
     >>> for task, vec, t in (("a", 4, None), ("b", 4, 1.0), ("a", 8, 2.0), ("a", 16, 2.5)):
     ...     bad = {"error_kind": "wrong", "error": "wrong output"} if t is None else {}
@@ -109,7 +109,7 @@ def task_curves(db_or_path) -> dict[str, list[float]]:
     """Each task's best-so-far curve in a run's database: ``{task key: [best seconds after each of its own
     trials]}`` (``math.inf`` until its first valid record).
 
-    >>> from tuner.database import Database, Record
+    >>> from tensorlang.tuner.records.database import Database, Record
     >>> db = Database(":memory:")
     >>> for task, vec, t in (("a", 4, 3.0), ("b", 4, 1.0), ("a", 8, 2.0), ("a", 16, 2.5)):
     ...     _ = db.add(Record(task, "w", {}, {}, {"vec": vec}, None, (t,)))
@@ -174,17 +174,18 @@ def latency_curve(steps: list[BestStep], weights: dict, start_s: dict, retimed: 
 
 
 def retime_steps(tasks: list, step_lists: list, rounds: int = 3, jobs: int | None = None) -> dict:
-    """Time again every config in ``step_lists`` (lists of :class:`BestStep`, one per run), task by task: each
-    task's configs of every run together, in ``rounds`` interleaved rounds (:meth:`tuner.measure.LocalRunner.
-    retime`), so that runs made at different times are compared in one window. ``tasks``: the model's
-    :class:`tuner.model_tasks.ModelTask` list. Returns ``{(task key, config key): median seconds}``.
+    """Time again every config in ``step_lists`` (lists of :class:`BestStep`, one per run), task by task: each task's
+    configs of every run together, in ``rounds`` interleaved rounds
+    (:meth:`tensorlang.tuner.measure.local.LocalRunner.retime`), so that runs made at different times are compared in
+    one window. ``tasks``: the model's
+    :class:`tensorlang.tuner.model.tasks.ModelTask` list. Returns ``{(task key, config key): median seconds}``.
 
     Example::
 
         retimed = retime_steps(model_tasks(model, 2), [best_steps("rr-0.db")[0], best_steps("gradient-0.db")[0]])
     """
     from tensorlang.space import config_key
-    from tuner.measure import LocalRunner
+    from tensorlang.tuner.measure.local import LocalRunner
     by_task: dict[str, dict] = {}
     for steps in step_lists:
         for s in steps:

@@ -1,6 +1,6 @@
 """Cost models: learn from measured configs which unmeasured ones are worth measuring.
 
-A cost model maps feature vectors (``tuner.features``) to a score, higher = faster. It is trained on
+A cost model maps feature vectors (``tensorlang.tuner.features``) to a score, higher = faster. It is trained on
 ``y``, the measured throughput normalised per task (the best config of each task scores 1, an invalid or
 failed one 0, see :func:`normalise_per_task`), so that rows from different workloads can share one model.
 Only the order of the predictions matters to the tuner; :func:`ranking_quality` measures it.
@@ -269,7 +269,7 @@ def make_cost_model(name: str, seed: int = 0) -> CostModel:
     """
     cls = COST_MODELS.get(name) if isinstance(name, str) else None
     if cls is None:
-        from tuner.plugins import resolve_cost_model
+        from tensorlang.tuner.search.plugins import resolve_cost_model
         cls = resolve_cost_model(name)
     return cls(seed=seed)
 

@@ -13,7 +13,7 @@ A strategy or a cost model is found, in this order:
 
 Example::
 
-    >>> cls = resolve_strategy("tuner.strategies:RandomSearch")
+    >>> cls = resolve_strategy("tensorlang.tuner.search.strategies:RandomSearch")
     >>> cls.__name__
     'RandomSearch'
     >>> resolve_strategy("no.such.module:Thing")
@@ -45,7 +45,7 @@ def load_class(spec: str, kind: str) -> type:
 
     Example::
 
-        >>> load_class("tuner.costmodel:XGBCostModel", "cost model").name
+        >>> load_class("tensorlang.tuner.search.costmodel:XGBCostModel", "cost model").name
         'xgb'
     """
     if not isinstance(spec, str) or not _SPEC.fullmatch(spec):
@@ -91,10 +91,10 @@ def load_entry_points(kind: str = "strategy") -> list[str]:
 
 def _kind(kind: str):
     if kind == "strategy":
-        from tuner.strategies import STRATEGIES, register_strategy
+        from tensorlang.tuner.search.strategies import STRATEGIES, register_strategy
         return STRATEGY_GROUP, STRATEGIES, register_strategy
     if kind == "cost model":
-        from tuner.costmodel import COST_MODELS, register_cost_model
+        from tensorlang.tuner.search.costmodel import COST_MODELS, register_cost_model
         return COST_MODEL_GROUP, COST_MODELS, register_cost_model
     raise UsageError(f"plug-in kind is 'strategy' or 'cost model', not {kind!r}")
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tensorlang.errors import UsageError
-from tuner.costmodel import CostModel, make_cost_model
+from tensorlang.tuner.search.costmodel import CostModel, make_cost_model
 from tensorlang.space import Space, config_key
 
 __all__ = ["Observation", "Strategy", "STRATEGIES", "featurize_all", "register_strategy", "make_strategy",
@@ -55,10 +55,10 @@ class Strategy:
     """The interface every strategy implements (subclass it and register it with :func:`register_strategy`).
 
     Arguments: ``space`` (a :class:`tensorlang.space.Space`), ``seed``; model-guided strategies also get a
-    ``cost_model`` (a :class:`tuner.costmodel.CostModel`) and ``featurize(config) -> feature vector or None``
-    (which may also offer ``featurize.many(configs)`` for a batch: see :func:`featurize_all`).
-    Subclasses implement ``_propose(n)`` and may extend ``observe``. The base class keeps ``seen`` (every config
-    key proposed or observed, so nothing is measured twice) and ``history`` (every observation, in order).
+    ``cost_model`` (a :class:`tensorlang.tuner.search.costmodel.CostModel`) and ``featurize(config) -> feature vector or
+    None`` (which may also offer ``featurize.many(configs)`` for a batch: see :func:`featurize_all`). Subclasses
+    implement ``_propose(n)`` and may extend ``observe``. The base class keeps ``seen`` (every config key proposed or
+    observed, so nothing is measured twice) and ``history`` (every observation, in order).
     """
 
     name = "base"
@@ -537,13 +537,13 @@ class ModelGuidedGenetic(GeneticSearch):
 
     def structural_moves(self, n: int, exclude: set[str] = frozenset()) -> list[dict]:
         """Up to `n` unseen configs one structural knob away from the :data:`MOVE_FROM` best measured ones (one
-        placement, vector variable or width, or one register tile's extent changed), each of a structure (the
-        values of every structural knob) not measured yet: the best-predicted move of each group of
+        placement, vector variable or width, or one register tile's extent changed), each of a structure (the values of
+        every structural knob) not measured yet: the best-predicted move of each group of
         :meth:`~tensorlang.space.Space.structural_knobs` in turn. The genetic pool alone, culled by the model each
         generation, stays in the structure of the configs measured first: with a model trained on other tasks
-        (``tuner.transfer``) every one of 122 proposals on ResNet-18's 7 x 7 convolution kept the start configs'
-        register tile of 7 accumulators, where one more output block (14, a move of one knob) ran 1.3x faster; and
-        a Winograd output transform's pick vectorized along an extent of 2, where no vector variable ran 2x
+        (``tensorlang.tuner.search.transfer``) every one of 122 proposals on ResNet-18's 7 x 7 convolution kept the
+        start configs' register tile of 7 accumulators, where one more output block (14, a move of one knob) ran 1.3x
+        faster; and a Winograd output transform's pick vectorized along an extent of 2, where no vector variable ran 2x
         faster.
 
         Example::
@@ -655,7 +655,7 @@ def register_strategy(name: str, cls: type) -> None:
     if not isinstance(name, str) or not name or any(ch.isspace() for ch in name):
         raise UsageError(f"a strategy name is a non-empty word, got {name!r}")
     if not (isinstance(cls, type) and issubclass(cls, Strategy)):
-        raise UsageError(f"strategy {name!r}: {cls!r} is not a subclass of tuner.strategies.Strategy")
+        raise UsageError(f"strategy {name!r}: {cls!r} is not a subclass of tensorlang.tuner.search.strategies.Strategy")
     if cls._propose is Strategy._propose and cls.propose is Strategy.propose:
         raise UsageError(f"strategy {name!r}: {cls.__name__} does not implement _propose(n) (is it the abstract "
                          f"base class?)")
@@ -666,8 +666,8 @@ def register_strategy(name: str, cls: type) -> None:
 
 def make_strategy(name: str, space: Space, seed: int = 0, **kw) -> Strategy:
     """A new strategy ``name`` for ``space``: a registered name, a ``package.module:Class`` spec or an entry point
-    of the group ``tensorlang.strategies`` (see :mod:`tuner.plugins`); UsageError listing the registered names
-    when there is none.
+    of the group ``tensorlang.strategies`` (see :mod:`tensorlang.tuner.search.plugins`); UsageError listing the
+    registered names when there is none.
 
     Example::
 
@@ -679,6 +679,6 @@ def make_strategy(name: str, space: Space, seed: int = 0, **kw) -> Strategy:
     """
     cls = STRATEGIES.get(name) if isinstance(name, str) else None
     if cls is None:
-        from tuner.plugins import resolve_strategy
+        from tensorlang.tuner.search.plugins import resolve_strategy
         cls = resolve_strategy(name)
     return cls(space, seed, **kw)

@@ -37,8 +37,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tuner.costmodel import CostModel, make_cost_model, normalise_per_task
-from tuner.strategies import ModelGuidedGenetic
+from tensorlang.tuner.search.costmodel import CostModel, make_cost_model, normalise_per_task
+from tensorlang.tuner.search.strategies import ModelGuidedGenetic
 
 
 @dataclass
@@ -62,7 +62,7 @@ class PriorData:
     @staticmethod
     def empty() -> "PriorData":
         """No rows."""
-        from tuner.features import FEATURE_NAMES
+        from tensorlang.tuner.features import FEATURE_NAMES
         return PriorData(np.zeros((0, len(FEATURE_NAMES))), np.zeros(0), np.zeros(0, dtype=object), {})
 
     @property
@@ -264,7 +264,7 @@ def default_datasets() -> list[pathlib.Path]:
     >>> all(p.suffix == ".csv" for p in default_datasets())
     True
     """
-    folder = pathlib.Path(__file__).resolve().parent.parent / "datasets"
+    folder = pathlib.Path(__file__).resolve().parents[2] / "datasets"  # tuner/search/ -> the checkout's root
     return sorted(folder.glob("*.csv")) if folder.is_dir() else []
 
 
@@ -276,8 +276,9 @@ def _cache_folder() -> pathlib.Path | None:
 
 def _fingerprint() -> str:
     from tensorlang.graph.kernels import code_fingerprint
+    from tensorlang.tuner import features
     h = hashlib.sha256(code_fingerprint().encode())
-    h.update(pathlib.Path(__file__).with_name("features.py").read_bytes())
+    h.update(pathlib.Path(features.__file__).read_bytes())
     return h.hexdigest()[:16]
 
 
@@ -321,7 +322,7 @@ def sample_rows(gflops: list, n: int) -> list[int]:
 
 
 def _features_of(schedules: list) -> tuple[list[int], list[np.ndarray]]:
-    from tuner import features
+    from tensorlang.tuner import features
     keep, rows = [], []
     for i, s in enumerate(schedules):
         try:
@@ -340,8 +341,8 @@ def dataset_rows(path, per_dataset: int = 256) -> tuple[np.ndarray, np.ndarray]:
 
         X, y = dataset_rows("datasets/matmul_512.csv", per_dataset=64)
     """
-    from tuner.dataset import Dataset
-    from tuner.task import Task
+    from tensorlang.tuner.records.dataset import Dataset
+    from tensorlang.tuner.task import Task
     data = pathlib.Path(path).read_bytes()
     name = f"dataset-{hashlib.sha256(data).hexdigest()[:16]}-{per_dataset}"
 
@@ -398,8 +399,8 @@ def prior_rows(db, datasets=(), per_task: int = 32, per_dataset: int = 256, targ
         prior = prior_rows(Database(), datasets=default_datasets())
         print(prior.sources, prior.skipped)  # {'database': 640, 'matmul_512.csv': 256}, {}
     """
-    from tuner.dataset import Dataset
-    from tuner.task import _target
+    from tensorlang.tuner.records.dataset import Dataset
+    from tensorlang.tuner.task import _target
     target = target or _target()
     left_out = {_identity(w, sizes) for w, sizes in exclude}
     Xs, ys, gs, sources, skipped = [], [], [], {}, {}
