@@ -260,7 +260,8 @@ def baseline(w, sizes: dict, inputs: list, threads: int, min_runs: int, min_time
 
     Example::
 
-        import numpy as np, schedules
+        import numpy as np
+        from tensorlang import schedules
         w = schedules.get("matmul")
         sizes = w.sizes("small")
         inputs = w.make_inputs(sizes, np.random.default_rng(0))

@@ -34,7 +34,7 @@ from tensorlang.tuner.tuning import TuneSummary, Tuner, hand_start_configs
 from tensorlang.tuner.measure.worker import Worker, WorkerCrash, WorkerTimeout
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-HERE = pathlib.Path(__file__).resolve().parent
+SUPPORT = pathlib.Path(__file__).resolve().parents[1] / "support"  # worker_handlers.py
 
 
 @pytest.fixture(autouse=True)
@@ -655,7 +655,7 @@ def test_xgb_genetic_featurizes_each_batch_at_once_through_many():
 
 @pytest.fixture
 def handlers_on_path(monkeypatch):
-    monkeypatch.syspath_prepend(str(HERE))  # the worker gets the parent's sys.path as PYTHONPATH
+    monkeypatch.syspath_prepend(str(SUPPORT))  # the worker gets the parent's sys.path as PYTHONPATH
 
 
 def test_worker_restarts_after_a_crash(handlers_on_path):
