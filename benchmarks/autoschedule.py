@@ -15,10 +15,10 @@
   faster of numpy and PyTorch, with the zero-trial pick and the naive loop nest;
 - speed: `tensorlang tune conv2d --trials 500` from an empty database: wall time and candidates measured a second.
 
-Tuning records go to --db (default: benchmarks/autoschedule.db next to this script), so that a run interrupted
-resumes. Run it with nothing else on the machine: it times kernels. Every row of every part is timed through its
-public call with outputs allocated (tuner.bench.contract) and its output is checked against the numpy reference
-first: a row that does not match is reported as wrong and no ratio is computed from it.
+Tuning records go to --db (default: benchmarks/autoschedule.db next to this script), so that a run interrupted resumes.
+Run it with nothing else on the machine: it times kernels. Every row of every part is timed through its public call with
+outputs allocated (tensorlang.tuner.bench.contract) and its output is checked against the numpy reference first: a row
+that does not match is reported as wrong and no ratio is computed from it.
 """
 from __future__ import annotations
 
@@ -36,16 +36,16 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-import schedules  # noqa: E402
+from tensorlang import schedules  # noqa: E402
 import tensorlang as tl  # noqa: E402
 from tensorlang.choice import auto_schedule  # noqa: E402
 from tensorlang.threadpool import num_threads  # noqa: E402
-from tuner.bench import KernelRow, LibraryRow, avx512_coretype, time_interleaved  # noqa: E402
-from tuner.database import Database  # noqa: E402
-from tuner.disturbance import Tally  # noqa: E402
-from tuner.measure import MeasureOptions  # noqa: E402
-from tuner.task import Task  # noqa: E402
-from tuner.tuning import Tuner, hand_start_configs, start_name  # noqa: E402
+from tensorlang.tuner.bench import KernelRow, LibraryRow, avx512_coretype, time_interleaved  # noqa: E402
+from tensorlang.tuner.records.database import Database  # noqa: E402
+from tensorlang.tuner.measure.disturbance import Tally  # noqa: E402
+from tensorlang.tuner.measure.local import MeasureOptions  # noqa: E402
+from tensorlang.tuner.task import Task  # noqa: E402
+from tensorlang.tuner.tuning import Tuner, hand_start_configs, start_name  # noqa: E402
 
 RESNET18_CONVS = {  # (C, F, H=W, R=S, stride, pad)
     "stem 7x7/2": (3, 64, 224, 7, 2, 3),
@@ -173,7 +173,7 @@ class ProgramRow(LibraryRow):
     """A library row for a program of program_baselines.py (numpy or torch, in a worker process)."""
 
     def __init__(self, name, program, inputs, threads, kind):
-        from tuner.worker import Worker
+        from tensorlang.tuner.measure.worker import Worker
         self.name, self.kind, self.extra = name, kind, {}
         self._tmp = tempfile.TemporaryDirectory(prefix="tensorlang-bench-")
         files = []
@@ -190,7 +190,7 @@ class ProgramRow(LibraryRow):
 
 def part_programs(args, db, out, log):
     from program_baselines import PROGRAMS
-    from schedules.program import program_workload, random_inputs
+    from tensorlang.schedules.program import program_workload, random_inputs
     from tensorlang.autosched.analysis import flop_count
     with_threads(args.threads)
     out["programs"] = {}
@@ -223,7 +223,7 @@ def part_programs(args, db, out, log):
 def part_speed(args, out, log):
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
-        r = subprocess.run([sys.executable, "-m", "tuner.cli", "tune", "conv2d", "--trials", "500", "--db",
+        r = subprocess.run([sys.executable, "-m", "tensorlang.cli", "tune", "conv2d", "--trials", "500", "--db",
                             os.path.join(tmp, "speed.db"), "--json", "--threads", str(args.threads)],
                            capture_output=True, text=True)
         wall = time.perf_counter() - t0

@@ -26,12 +26,12 @@ from pathlib import Path
 
 import numpy as np
 
-import schedules
+from tensorlang import schedules
 import tensorlang as tl
 from tensorlang.codegen_c import CFLAGS, compile_c, emit_c, find_c_compiler
 from tensorlang.threadpool import num_threads
 from tensorlang.timing import measure, median
-from tuner.disturbance import Tally, busy_note
+from tensorlang.tuner.measure.disturbance import Tally, busy_note
 
 
 def check(name: str, got: np.ndarray, want: np.ndarray, k: int) -> float:

@@ -37,14 +37,14 @@ import tempfile
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))  # tests/dask_cluster.py starts and stops the local scheduler and workers
+sys.path.insert(0, str(ROOT / "tests" / "support"))  # dask_cluster.py starts and stops the local scheduler and workers
 
 from dask_cluster import LocalDask  # noqa: E402
 
-from tuner.cluster import Cluster, ClusterOptions, DaskRunner  # noqa: E402
-from tuner.database import Database  # noqa: E402
-from tuner.task import Task  # noqa: E402
-from tuner.tuning import Tuner  # noqa: E402
+from tensorlang.tuner.measure.cluster import Cluster, ClusterOptions, DaskRunner  # noqa: E402
+from tensorlang.tuner.records.database import Database  # noqa: E402
+from tensorlang.tuner.task import Task  # noqa: E402
+from tensorlang.tuner.tuning import Tuner  # noqa: E402
 
 
 class _TimedTuner(Tuner):

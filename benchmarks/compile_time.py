@@ -12,7 +12,7 @@ import json
 import statistics
 import time
 
-import schedules
+from tensorlang import schedules
 import tensorlang as tl
 from tensorlang.codegen_llvm import emit_module
 from tensorlang.target import compile_ir, host_target

@@ -19,10 +19,10 @@ import time
 
 import numpy as np
 
-import schedules
+from tensorlang import schedules
 import tensorlang as tl
 from tensorlang.threadpool import num_threads
-from tuner.disturbance import Tally
+from tensorlang.tuner.measure.disturbance import Tally
 
 
 def main() -> None:

@@ -18,7 +18,7 @@ of issue 21 (ResNet-18 at least 1.5x torch eager and torch.compile, MobileNetV2 
 1.1x torch.compile, on 1 and 2 threads).
 
 Speed figures on a shared machine are noisy: compare only the ratios of one run, and read `tensorlang bench-model`
-for one model at a time. The models are defined in tests/reference_models.py.
+for one model at a time. The models are defined in tests/support/reference_models.py.
 """
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "tests"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "support"))
 
 COMPILE = r"""
 import json, sys, time
@@ -112,15 +112,15 @@ def bench_model(name: str, threads: int, rounds: int, min_time: float, db: str |
 
     import reference_models as R
     import tensorlang as tl
-    from tuner.disturbance import Tally
-    from tuner.model_tuning import TORCH_COMPILE, torch_like_for_like
-    from tuner.model_variants import compare_outputs
+    from tensorlang.tuner.measure.disturbance import Tally
+    from tensorlang.tuner.model.baselines import TORCH_COMPILE, torch_like_for_like
+    from tensorlang.tuner.model.variants import compare_outputs
     work = tempfile.mkdtemp(prefix="tensorlang-bench-models-")
     saved = os.path.join(work, f"{name}.tlm")
     env = dict(os.environ, TENSORLANG_KERNEL_CACHE=os.path.join(work, "kernels"), TENSORLANG_NUM_THREADS=str(threads))
     if db is not None:
         env["TENSORLANG_DB"] = os.environ["TENSORLANG_DB"] = os.path.abspath(db)
-    code = COMPILE.format(tests=os.path.join(ROOT, "tests"), name=name, kwargs=KWARGS[name], saved=saved)
+    code = COMPILE.format(tests=os.path.join(ROOT, "tests", "support"), name=name, kwargs=KWARGS[name], saved=saved)
     cold = _python(code, env)
     warm = _python(code, env)
     rss = _python(RUN_SAVED.format(saved=saved), env)
@@ -178,7 +178,7 @@ torch.export.save(torch.export.export(module, args), {path!r})
 """
 
 #: issue 21's bars: model -> {contender: the least tensorlang must be faster by}; "torch.compile" is inductor with
-#: weight freezing (tuner.model_tuning.TORCH_COMPILE)
+#: weight freezing (tensorlang.tuner.model.baselines.TORCH_COMPILE)
 BARS = {"resnet18": {"torch eager": 1.5, "torch.compile": 1.5}, "mobilenet_v2": {"torch.compile": 1.2},
         "bert_layer": {"torch.compile": 1.1}}
 
@@ -187,9 +187,9 @@ def tune_model_first(name: str, threads: int, trials: int, db: str, work: str) -
     """Export the model to a .pt2 file and run `tensorlang tune-model` on it (progress on this stderr); its JSON."""
     pt2 = os.path.join(work, f"{name}.pt2")
     if not os.path.exists(pt2):
-        subprocess.run([sys.executable, "-c", EXPORT.format(tests=os.path.join(ROOT, "tests"), name=name,
+        subprocess.run([sys.executable, "-c", EXPORT.format(tests=os.path.join(ROOT, "tests", "support"), name=name,
                                                             kwargs=KWARGS[name], path=pt2)], check=True, cwd=ROOT)
-    r = subprocess.run([sys.executable, "-m", "tuner.cli", "tune-model", pt2, "--trials", str(trials), "--threads",
+    r = subprocess.run([sys.executable, "-m", "tensorlang.cli", "tune-model", pt2, "--trials", str(trials), "--threads",
                         str(threads), "--db", db, "--no-measure", "--json"], stdout=subprocess.PIPE, text=True,
                        cwd=ROOT)
     if r.returncode != 0:
@@ -200,7 +200,7 @@ def tune_model_first(name: str, threads: int, trials: int, db: str, work: str) -
 def bars_table(results: list) -> list[str]:
     """Lines: for each model and thread count, tensorlang against torch eager and torch.compile (inductor,
     freezing), and the bar."""
-    from tuner.model_tuning import TORCH_COMPILE
+    from tensorlang.tuner.model.baselines import TORCH_COMPILE
     lines = [f"compile: {TORCH_COMPILE}; every contender on the row's thread count",
              f"{'model':14} {'threads':>7} {'tensorlang':>11} {'eager':>10} {'compile':>10} {'x eager':>8} "
              f"{'x compile':>9}  bar"]
@@ -227,7 +227,7 @@ def main(argv=None) -> int:
 
         python benchmarks/models.py --models mnist,recurrent --rounds 3
     """
-    from tuner.disturbance import busy_note
+    from tensorlang.tuner.measure.disturbance import busy_note
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--models", default=",".join(KWARGS), help=f"comma-separated, from {', '.join(KWARGS)}")
     p.add_argument("--threads", default="2", help="thread counts, comma-separated (default 2)")

@@ -155,7 +155,7 @@ def layernorm_affine(X: f32[N, D], g: f32[D], b: f32[D]) -> Y:
 
 
 def handler(init: dict):
-    """Worker factory: the numpy or torch formulation of one program, timed on request (see tuner.bench's
+    """Worker factory: the numpy or torch formulation of one program, timed on request (see tensorlang.tuner.bench's
     library_handler for the protocol: {"first": True} writes the outputs, {"runs", "min_time"} times).
 
     Example::

@@ -49,7 +49,7 @@ import warnings
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "tests"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "support"))
 sys.path.insert(0, ROOT)
 
 CASES = ("conv2d", "matmul", "softmax", "mnist", "resnet18", "transformer")
@@ -248,7 +248,7 @@ class Case:
 def kernel_case(name: str, preset: str, threads: int) -> Case:
     import torch
 
-    import schedules
+    from tensorlang import schedules
     import tensorlang as tl
     w = schedules.get(name)
     sizes = w.sizes(preset)

@@ -8,7 +8,7 @@ For each seed, ``tune_model`` runs twice from empty databases with the same sett
 on, no end-to-end timing): once with ``scheduler="round-robin"`` and once with the gradient rule (``--reuse``: a
 run whose database in ``--workdir`` already holds ``--trials`` records is not run again). Each run's curve (the sum
 over tasks of calls x best time, after each record that lowered a task's best) is rebuilt from its database
-(``tuner.run_curves``) twice:
+(``tensorlang.tuner.research.run_curves``) twice:
 
 - with the times the run measured (the scheduler's own estimate);
 - re-timed: every config that was ever a task's best in either run, timed again task by task in 3 interleaved
@@ -22,8 +22,8 @@ over 3 seeds of the re-timed ratio, ResNet-18, 2000 trials. It times kernels: ru
 
 Beside each seed it prints the ceiling of any scheduler on round-robin's own run: the fewest trials in which some
 allocation of rounds over the tasks reaches round-robin's final latency, each task's best after n trials read off
-round-robin's records (``tuner.run_curves.hindsight_trials``), and round-robin's own latency at 0.6x its
-trials.
+round-robin's records (``tensorlang.tuner.research.run_curves.hindsight_trials``), and round-robin's own latency at 0.6x
+its trials.
 """
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "tests"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "support"))
 
 
 def first_reaching(curve: list, target: float) -> int | None:
@@ -52,7 +52,7 @@ def first_reaching(curve: list, target: float) -> int | None:
 
 def run(model, scheduler: str, seed: int, trials: int, threads: int, batch: int, db: str):
     """One tune_model run from an empty database; its summary."""
-    from tuner.model_tuning import tune_model
+    from tensorlang.tuner.model.tune import tune_model
     return tune_model(model, trials, scheduler=scheduler, seed=seed, threads=threads, batch=batch, db=db,
                       variants=False, measure=False, retime_top=0, progress=sys.stderr)
 
@@ -67,10 +67,11 @@ def main(argv=None) -> int:
     import reference_models as R
 
     import tensorlang as tl
-    from tuner.database import Database
-    from tuner.model_tasks import model_tasks, profile_tasks
-    from tuner.run_curves import best_steps, hindsight_trials, latency_curve, retime_steps, task_curves
-    from tuner.task_scheduler import round_size
+    from tensorlang.tuner.records.database import Database
+    from tensorlang.tuner.model.tasks import model_tasks, profile_tasks
+    from tensorlang.tuner.research.run_curves import (best_steps, hindsight_trials, latency_curve, retime_steps,
+                                                      task_curves)
+    from tensorlang.tuner.model.task_scheduler import round_size
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--model", default="resnet18")
     p.add_argument("--trials", type=int, default=2000)

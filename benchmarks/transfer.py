@@ -17,15 +17,15 @@ largest, 0 all) are tuned one after the other, ``--trials`` each, twice from emp
   transfer arm so the two are never confused.
 
 Both measure the auto-scheduler's zero-trial pick first (``--reuse``: an arm whose database in ``--workdir`` holds
-``--trials`` records of every task is not run again). After each trial of a task, each arm deploys its best config
-so far; every config that was ever a task's best, in either arm, is timed again task by task, both arms' configs
-side by side in 3 interleaved rounds (``tuner.run_curves.retime_steps``): the arms run many minutes apart, and a
-cloud guest's speed drifts by several percent in that time, as much as the 5% that "95%" allows. For each task
-the reference best is the faster of the two arms' last deployed configs at those times; "trials to 95%" is the
-first trial after which the arm's deployed config is within 1/0.95 of it (a run that never gets there counts its
-whole budget, marked ``>``). ``--no-retime`` uses the times each arm measured instead. The speedup of a task is
-the trials without transfer over the trials with it; the table ends with the median over tasks (the bar: at least
-1.5x). It times kernels: run it on a quiet machine, and read one run's ratios only.
+``--trials`` records of every task is not run again). After each trial of a task, each arm deploys its best config so
+far; every config that was ever a task's best, in either arm, is timed again task by task, both arms' configs side by
+side in 3 interleaved rounds (``tensorlang.tuner.research.run_curves.retime_steps``): the arms run many minutes apart,
+and a cloud guest's speed drifts by several percent in that time, as much as the 5% that "95%" allows. For each task the
+reference best is the faster of the two arms' last deployed configs at those times; "trials to 95%" is the first trial
+after which the arm's deployed config is within 1/0.95 of it (a run that never gets there counts its whole budget,
+marked ``>``). ``--no-retime`` uses the times each arm measured instead. The speedup of a task is the trials without
+transfer over the trials with it; the table ends with the median over tasks (the bar: at least 1.5x). It times kernels:
+run it on a quiet machine, and read one run's ratios only.
 """
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "tests"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "support"))
 
 
 def model_task_list(name: str, threads: int, limit: int):
@@ -46,7 +46,7 @@ def model_task_list(name: str, threads: int, limit: int):
     import reference_models as R
 
     import tensorlang as tl
-    from tuner.model_tasks import model_tasks, profile_tasks
+    from tensorlang.tuner.model.tasks import model_tasks, profile_tasks
     module, args = R.MODELS[name]()
     model = tl.from_torch(module, args)
     tasks = model_tasks(model, threads)
@@ -59,9 +59,10 @@ def tune_tasks(tasks, db_path: str, prior: str | None, trials: int, batch: int, 
     """Tune each task for `trials` in order (a task that already holds them is skipped), records in `db_path`;
     `prior` None: no transfer; "transfer": a shared model whose prior leaves the model's own tasks out; "reuse":
     the prior as tune-model builds it."""
-    from tuner.database import Database
-    from tuner.model_tuning import LocalRunners, TaskSession
-    from tuner.transfer import SharedCostModel, default_datasets, describe_prior, prior_rows
+    from tensorlang.tuner.records.database import Database
+    from tensorlang.tuner.model.runners import LocalRunners
+    from tensorlang.tuner.model.task_search import TaskSession
+    from tensorlang.tuner.search.transfer import SharedCostModel, default_datasets, describe_prior, prior_rows
     db = Database(db_path)
     shared = None
     if prior is not None:
@@ -92,7 +93,7 @@ def valued(curve: list, retimed: dict | None) -> list[float]:
     """The time of each trial's deployed config: the arm's own, or with `retimed` its time measured again (a
     config missing there keeps the previous value; inf before the first).
 
-    >>> from tuner.run_curves import BestStep
+    >>> from tensorlang.tuner.research.run_curves import BestStep
     >>> a, b = BestStep(1, "t", "x", {}, 3.0), BestStep(2, "t", "y", {}, 2.0)
     >>> valued([None, a, b, b], None), valued([None, a, b], {("t", "y"): 2.5})
     ([inf, 3.0, 2.0, 2.0], [inf, inf, 2.5])
@@ -147,7 +148,7 @@ def main(argv=None) -> int:
     tasks = model_task_list(args.model, args.threads, args.tasks)
     print(f"{args.model}: {len(tasks)} tasks, {args.trials} trials each, per arm; databases in {work}",
           file=sys.stderr)
-    from tuner.run_curves import deployed_steps, retime_steps
+    from tensorlang.tuner.research.run_curves import deployed_steps, retime_steps
     arms = {}
     plan = [("without", None), ("with", "transfer")] + ([("with reuse", "reuse")] if args.prior == "reuse" else [])
     for name, prior in plan:

@@ -22,11 +22,11 @@ import time
 
 import numpy as np
 
-from tuner.costmodel import COST_MODELS, make_cost_model, ranking_quality
-from tuner.database import Database
-from tuner.measure import MeasureOptions
-from tuner.task import Task
-from tuner.tuning import Tuner
+from tensorlang.tuner.search.costmodel import COST_MODELS, make_cost_model, ranking_quality
+from tensorlang.tuner.records.database import Database
+from tensorlang.tuner.measure.local import MeasureOptions
+from tensorlang.tuner.task import Task
+from tensorlang.tuner.tuning import Tuner
 
 PRESETS = {"matmul": "512", "conv2d": None}
 

@@ -27,13 +27,13 @@ DEFAULT = ("matmul", "conv2d", "depthwise_conv2d", "softmax", "maxpool2d")
 
 def timed_pair(ours, theirs, rounds: int, calls: int, tally=None) -> tuple[float, float]:
     """Median seconds of one call of `ours` and of `theirs`, `calls` calls per round, the two alternating; each
-    round's disturbance goes to `tally` (a tuner.disturbance.Tally), when given.
+    round's disturbance goes to `tally` (a tensorlang.tuner.measure.disturbance.Tally), when given.
 
     Example::
 
         timed_pair(lambda: None, lambda: None, rounds=3, calls=2)   # (2e-07, 2e-07), say
     """
-    from tuner.disturbance import Watch
+    from tensorlang.tuner.measure.disturbance import Watch
     times: tuple[list, list] = ([], [])
     for _ in range(rounds):
         with Watch(tally):
@@ -49,7 +49,7 @@ def timed_pair(ours, theirs, rounds: int, calls: int, tally=None) -> tuple[float
 def compare(name: str, rounds: int) -> dict:
     """Build `name`'s hand schedule at its default preset, check it and `torch_fast` against numpy, and time
     them interleaved on one thread; returns {"workload", "tensorlang_s", "torch_s", "ratio", "torch",
-    "disturbance"} (what other processes took meanwhile: tuner.disturbance.Tally.to_json).
+    "disturbance"} (what other processes took meanwhile: tensorlang.tuner.measure.disturbance.Tally.to_json).
 
     Example::
 
@@ -57,9 +57,9 @@ def compare(name: str, rounds: int) -> dict:
     """
     import torch
 
-    import schedules
+    from tensorlang import schedules
     import tensorlang as tl
-    from tuner.disturbance import Tally
+    from tensorlang.tuner.measure.disturbance import Tally
     w = schedules.get(name)
     sizes = w.sizes()
     s = tl.schedule(tl.op(w.source), **sizes)
@@ -98,8 +98,8 @@ def main(argv=None) -> int:
     p.add_argument("--rounds", type=int, default=30)
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
-    import schedules
-    from tuner.disturbance import busy_note
+    from tensorlang import schedules
+    from tensorlang.tuner.measure.disturbance import busy_note
     names = args.workloads.split(",")
     for name in names:
         w = schedules.WORKLOADS.get(name)

@@ -6,7 +6,7 @@ convolutions, pooling, normalization, data movement and elementwise).
 Example::
 
     >>> import numpy as np
-    >>> import schedules
+    >>> from tensorlang import schedules
     >>> w = schedules.get("conv2d")
     >>> sizes = w.sizes()                      # the default preset, "resnet18_3x3"
     >>> sizes["C"], sizes["H"], sizes["stride"]
@@ -17,7 +17,7 @@ Example::
 
 from __future__ import annotations
 
-from schedules import (
+from tensorlang.schedules import (
     avgpool2d,
     batch_matmul,
     conv1d,
@@ -32,7 +32,7 @@ from schedules import (
     softmax,
     transpose,
 )
-from schedules.workload import Workload, conv_output_size
+from tensorlang.schedules.workload import Workload, conv_output_size
 from tensorlang.errors import UsageError
 
 WORKLOADS: dict[str, Workload] = {

@@ -3,7 +3,7 @@
 Example::
 
     >>> import numpy as np
-    >>> from schedules.avgpool2d import WORKLOAD
+    >>> from tensorlang.schedules.avgpool2d import WORKLOAD
     >>> sizes = WORKLOAD.sizes("small")
     >>> (I,) = WORKLOAD.make_inputs(sizes, np.random.default_rng(0))
     >>> WORKLOAD.reference(I, **sizes).shape
@@ -14,14 +14,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from schedules.maxpool2d import (  # the same loops and windows as max pooling
+from tensorlang.schedules.maxpool2d import (  # the same loops and windows as max pooling
     apply_config,
     flops,
     make_inputs,
     pool_knobs,
     window_views,
 )
-from schedules.workload import Workload
+from tensorlang.schedules.workload import Workload
 from tensorlang.space import Space
 
 SOURCE = """\
@@ -45,8 +45,8 @@ def reference(I: np.ndarray, *, KH: int, KW: int, stride: int, **sizes: int) -> 
 
 
 def space(sizes: dict) -> Space:
-    """The tuner's space: max pooling's knobs (``schedules.maxpool2d.pool_knobs``: a tile of rows by vectorized
-    columns, the window unrolled or not, a local accumulator, the parallel loop) and its ``apply_config``.
+    """The tuner's space: max pooling's knobs (``tensorlang.schedules.maxpool2d.pool_knobs``: a tile of rows by
+    vectorized columns, the window unrolled or not, a local accumulator, the parallel loop) and its ``apply_config``.
 
     Example::
 

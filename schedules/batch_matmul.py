@@ -3,7 +3,7 @@
 Example::
 
     >>> import numpy as np
-    >>> from schedules.batch_matmul import WORKLOAD
+    >>> from tensorlang.schedules.batch_matmul import WORKLOAD
     >>> sizes = WORKLOAD.sizes("small")
     >>> A, B = WORKLOAD.make_inputs(sizes, np.random.default_rng(0))
     >>> WORKLOAD.reference(A, B, **sizes).shape
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from schedules.workload import Workload, register_tile_knobs
+from tensorlang.schedules.workload import Workload, register_tile_knobs
 from tensorlang.space import Knob, Space
 
 SOURCE = """\

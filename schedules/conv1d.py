@@ -5,7 +5,7 @@ Stride, zero padding and dilation are DSL ``int`` parameters.
 Example::
 
     >>> import numpy as np
-    >>> from schedules.conv1d import WORKLOAD
+    >>> from tensorlang.schedules.conv1d import WORKLOAD
     >>> sizes = WORKLOAD.sizes("small")
     >>> I, Wt = WORKLOAD.make_inputs(sizes, np.random.default_rng(0))
     >>> WORKLOAD.reference(I, Wt, **sizes).shape
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from schedules.workload import Workload, conv_output_size
+from tensorlang.schedules.workload import Workload, conv_output_size
 from tensorlang.space import Knob, Space, factors
 
 SOURCE = """\

@@ -5,7 +5,7 @@ Stride, zero padding and dilation are DSL ``int`` parameters and apply to both s
 Example::
 
     >>> import numpy as np
-    >>> from schedules.conv2d import WORKLOAD
+    >>> from tensorlang.schedules.conv2d import WORKLOAD
     >>> sizes = WORKLOAD.sizes("small")
     >>> I, Wt = WORKLOAD.make_inputs(sizes, np.random.default_rng(0))
     >>> WORKLOAD.reference(I, Wt, **sizes).shape
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from schedules.workload import Workload, conv_output_size, fixed_config
+from tensorlang.schedules.workload import Workload, conv_output_size, fixed_config
 from tensorlang.space import Knob, Space, factors, vector_registers
 
 SOURCE = """\
@@ -145,9 +145,9 @@ _REDUCTION_ORDERS = {"c,r,s": ("c", "r", "s"), "r,s,c": ("r", "s", "c"), "r,c,s"
 
 
 def hand_config(sizes: dict) -> dict | None:
-    """The hand schedule as a config of :func:`space` (the same loop IR: tests/test_spaces.py), or None where the
-    space lacks its values. Asked for when needed, not at import: the tile reads the CPU (:func:`hand_tile`),
-    which starts the thread pool, and a bad TENSORLANG_* setting must fail where it is used, not in an import.
+    """The hand schedule as a config of :func:`space` (the same loop IR: tests/autosched/test_spaces.py), or None where
+    the space lacks its values. Asked for when needed, not at import: the tile reads the CPU (:func:`hand_tile`), which
+    starts the thread pool, and a bad TENSORLANG_* setting must fail where it is used, not in an import.
 
     Example::
 

@@ -3,7 +3,7 @@
 Example::
 
     >>> import numpy as np
-    >>> from schedules.dense_bias_relu import WORKLOAD
+    >>> from tensorlang.schedules.dense_bias_relu import WORKLOAD
     >>> sizes = WORKLOAD.sizes("small")
     >>> X, Wt, bias = WORKLOAD.make_inputs(sizes, np.random.default_rng(0))
     >>> WORKLOAD.reference(X, Wt, bias, **sizes).shape
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from schedules.workload import Workload, register_tile_knobs
+from tensorlang.schedules.workload import Workload, register_tile_knobs
 from tensorlang.space import Knob, Space
 
 SOURCE = """\

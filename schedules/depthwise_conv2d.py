@@ -3,7 +3,7 @@
 Example::
 
     >>> import numpy as np
-    >>> from schedules.depthwise_conv2d import WORKLOAD
+    >>> from tensorlang.schedules.depthwise_conv2d import WORKLOAD
     >>> sizes = WORKLOAD.sizes("small")
     >>> I, Wt = WORKLOAD.make_inputs(sizes, np.random.default_rng(0))
     >>> WORKLOAD.reference(I, Wt, **sizes).shape
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from schedules.workload import Workload, conv_output_size, fixed_config
+from tensorlang.schedules.workload import Workload, conv_output_size, fixed_config
 from tensorlang.space import Knob, Space, factors
 
 SOURCE = """\
@@ -95,7 +95,7 @@ def hand_schedule(s) -> None:
     o.parallel("c")
 
 
-# the hand schedule as a config of space() (the same loop IR: tests/test_spaces.py)
+# the hand schedule as a config of space() (the same loop IR: tests/autosched/test_spaces.py)
 HAND_CONFIG = {"wi": 16, "hi": 1, "unroll_taps": True, "cache_write": True, "padding": "inline",
                "parallel": "c"}
 

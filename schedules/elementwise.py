@@ -3,7 +3,7 @@
 Example::
 
     >>> import numpy as np
-    >>> from schedules.elementwise import WORKLOAD
+    >>> from tensorlang.schedules.elementwise import WORKLOAD
     >>> sizes = WORKLOAD.sizes("small")
     >>> A, B = WORKLOAD.make_inputs(sizes, np.random.default_rng(0))
     >>> WORKLOAD.reference(A, B, **sizes).shape
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from schedules.workload import Workload
+from tensorlang.schedules.workload import Workload
 from tensorlang.space import Knob, Space, factors
 
 # The select condition compares the inputs only, so it is decided exactly in f32 and f64 alike and the

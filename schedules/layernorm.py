@@ -3,7 +3,7 @@
 Example::
 
     >>> import numpy as np
-    >>> from schedules.layernorm import WORKLOAD
+    >>> from tensorlang.schedules.layernorm import WORKLOAD
     >>> sizes = WORKLOAD.sizes("small")
     >>> X, gamma, beta = WORKLOAD.make_inputs(sizes, np.random.default_rng(0))
     >>> WORKLOAD.reference(X, gamma, beta, **sizes).shape
@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from schedules.rowwise import apply_rowwise, rowwise_knobs
-from schedules.workload import Workload
+from tensorlang.schedules.rowwise import apply_rowwise, rowwise_knobs
+from tensorlang.schedules.workload import Workload
 from tensorlang.space import Space
 
 EPS = 1e-5

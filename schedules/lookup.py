@@ -4,7 +4,7 @@ that is that workload's (the same text, up to comments and spacing).
 Example::
 
     >>> import tensorlang as tl
-    >>> import schedules
+    >>> from tensorlang import schedules
     >>> s = hand_schedule(tl.op(schedules.get("softmax").source), {"N": 64, "D": 256})
     >>> "# parallel" in s.lower()
     True
@@ -20,7 +20,7 @@ import tensorlang as tl
 
 @functools.lru_cache(maxsize=1)
 def _by_key() -> dict:
-    import schedules
+    from tensorlang import schedules
     return {tl.op(w.source).key: w for w in schedules.WORKLOADS.values() if w.hand_schedule is not None}
 
 
@@ -29,11 +29,11 @@ def workload_of(op):
 
     Example::
 
-        >>> import schedules
+        >>> from tensorlang import schedules
         >>> workload_of(tl.op(schedules.get("matmul").source)).name
         'matmul'
     """
-    import schedules
+    from tensorlang import schedules
     for w in schedules.WORKLOADS.values():
         if tl.op(w.source).key == op.key:
             return w

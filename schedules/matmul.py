@@ -3,7 +3,7 @@
 Example::
 
     >>> import numpy as np
-    >>> from schedules.matmul import WORKLOAD
+    >>> from tensorlang.schedules.matmul import WORKLOAD
     >>> sizes = WORKLOAD.sizes("small")
     >>> A, B = WORKLOAD.make_inputs(sizes, np.random.default_rng(0))
     >>> WORKLOAD.reference(A, B, **sizes).shape
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from schedules.workload import Workload
+from tensorlang.schedules.workload import Workload
 from tensorlang.space import Knob, Space, vector_registers
 
 SOURCE = """\

@@ -3,7 +3,7 @@
 Example::
 
     >>> import numpy as np
-    >>> from schedules.maxpool2d import WORKLOAD
+    >>> from tensorlang.schedules.maxpool2d import WORKLOAD
     >>> sizes = WORKLOAD.sizes("small")
     >>> (I,) = WORKLOAD.make_inputs(sizes, np.random.default_rng(0))
     >>> WORKLOAD.reference(I, **sizes).shape
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from schedules.workload import Workload, conv_output_size, fixed_config
+from tensorlang.schedules.workload import Workload, conv_output_size, fixed_config
 from tensorlang.space import Knob, Space, factors
 
 SOURCE = """\
@@ -102,7 +102,7 @@ def pool_knobs(sizes: dict) -> list[Knob]:
     ]
 
 
-# the hand schedule as a config of space() (the same loop IR: tests/test_spaces.py)
+# the hand schedule as a config of space() (the same loop IR: tests/autosched/test_spaces.py)
 HAND_CONFIG = {"wi": 1, "hi": 1, "unroll_window": True, "cache_write": False, "parallel": "c"}
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 import tensorlang as tl
-from schedules.workload import Workload
+from tensorlang.schedules.workload import Workload
 from tensorlang.autosched.analysis import flop_count
 from tensorlang.dtypes import DTYPES
 

@@ -3,7 +3,7 @@
 Example::
 
     >>> import numpy as np
-    >>> from schedules.reduce_sum import WORKLOAD
+    >>> from tensorlang.schedules.reduce_sum import WORKLOAD
     >>> sizes = WORKLOAD.sizes("small")
     >>> (X,) = WORKLOAD.make_inputs(sizes, np.random.default_rng(0))
     >>> WORKLOAD.reference(X, **sizes).shape
@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from schedules.transpose import flops, make_inputs  # same input X[M, N]; M*N additions
-from schedules.workload import Workload
+from tensorlang.schedules.transpose import flops, make_inputs  # same input X[M, N]; M*N additions
+from tensorlang.schedules.workload import Workload
 from tensorlang.space import Knob, Space, factors
 
 SOURCE = """\

@@ -4,7 +4,7 @@ row loop of the output, at the root or inlined, loops over ``d`` vectorized, row
 Example::
 
     >>> import tensorlang as tl
-    >>> from schedules.softmax import SOURCE, PLACEMENTS
+    >>> from tensorlang.schedules.softmax import SOURCE, PLACEMENTS
     >>> s = tl.schedule(tl.op(SOURCE), N=4, D=40)
     >>> apply_rowwise(s, "Y", PLACEMENTS["row"], {"Y": 8, "e": 8, "sm": 8, "mx": 8}, rows=2)
     >>> s["Y"].loops()
@@ -43,7 +43,7 @@ def apply_rowwise(s, output: str, placement: tuple, widths: dict, rows: int) -> 
     Example (softmax with ``e`` inlined, the max and the sum each in a parallel pass of their own)::
 
         >>> import tensorlang as tl
-        >>> from schedules.softmax import SOURCE, PLACEMENTS
+        >>> from tensorlang.schedules.softmax import SOURCE, PLACEMENTS
         >>> s = tl.schedule(tl.op(SOURCE), N=4, D=40)
         >>> apply_rowwise(s, "Y", PLACEMENTS["inline_e"], {"Y": 8, "e": 8, "sm": 4, "mx": 4}, rows=1)
         >>> low = s.lower()

@@ -3,7 +3,7 @@
 Example::
 
     >>> import numpy as np
-    >>> from schedules.softmax import WORKLOAD
+    >>> from tensorlang.schedules.softmax import WORKLOAD
     >>> sizes = WORKLOAD.sizes("small")
     >>> (X,) = WORKLOAD.make_inputs(sizes, np.random.default_rng(0))
     >>> bool(np.allclose(WORKLOAD.reference(X, **sizes).sum(axis=1), 1.0))
@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from schedules.rowwise import apply_rowwise, rowwise_knobs
-from schedules.workload import Workload
+from tensorlang.schedules.rowwise import apply_rowwise, rowwise_knobs
+from tensorlang.schedules.workload import Workload
 from tensorlang.space import Space
 
 SOURCE = """\
@@ -101,7 +101,7 @@ def hand_schedule(s) -> None:
 
 
 def hand_config(sizes: dict) -> dict:
-    """The hand schedule as a config of :func:`space` (the same loop IR: tests/test_spaces.py).
+    """The hand schedule as a config of :func:`space` (the same loop IR: tests/autosched/test_spaces.py).
 
     Example::
 

@@ -3,7 +3,7 @@
 Example::
 
     >>> import numpy as np
-    >>> from schedules.transpose import WORKLOAD
+    >>> from tensorlang.schedules.transpose import WORKLOAD
     >>> sizes = WORKLOAD.sizes("small")
     >>> (X,) = WORKLOAD.make_inputs(sizes, np.random.default_rng(0))
     >>> WORKLOAD.reference(X, **sizes).shape
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from schedules.workload import Workload
+from tensorlang.schedules.workload import Workload
 from tensorlang.space import Knob, Space, factors
 
 SOURCE = """\

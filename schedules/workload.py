@@ -6,7 +6,7 @@ an independent NumPy reference implementation, an input generator and a FLOP cou
 Example::
 
     >>> import numpy as np
-    >>> from schedules import get
+    >>> from tensorlang.schedules import get
     >>> w = get("matmul")
     >>> sizes = w.sizes("small")
     >>> A, B = w.make_inputs(sizes, np.random.default_rng(0))
@@ -123,7 +123,7 @@ class Workload:
 
         Example::
 
-            >>> from schedules import get
+            >>> from tensorlang.schedules import get
             >>> get("maxpool2d").check_sizes({"stride": 2, "KH": 2})
             >>> get("maxpool2d").check_sizes({"stride": 0})
             Traceback (most recent call last):
@@ -143,7 +143,7 @@ class Workload:
         Example::
 
             >>> import numpy as np
-            >>> from schedules import get
+            >>> from tensorlang.schedules import get
             >>> w = get("softmax")
             >>> sizes = w.sizes("small")
             >>> X, = w.make_inputs(sizes, np.random.default_rng(0))
@@ -169,7 +169,7 @@ class Workload:
 
         Example::
 
-            >>> from schedules import get
+            >>> from tensorlang.schedules import get
             >>> get("matmul").sizes("512")
             {'M': 512, 'N': 512, 'K': 512}
         """

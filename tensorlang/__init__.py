@@ -33,12 +33,20 @@ _LAZY = {"reference": ".numpy_reference",
          "from_torch": ".frontend.torch_import", "from_exported": ".frontend.torch_import"}
 
 
+#: the packages above the core, installed under this name (tl.schedules, tl.tuner, tl.cli); the core never imports
+#: them itself
+_UPPER = ("schedules", "tuner", "cli")
+
+
 def __getattr__(name):
     # the LLVM side (build, Kernel, load, clear_cache), the graph compiler and the PyTorch importer are imported on
     # first use, so that `tl.op` starts fast and `import tensorlang` never imports torch
     if name in _LAZY:
         import importlib
         return getattr(importlib.import_module(_LAZY[name], __name__), name)
+    if name in _UPPER:
+        import importlib
+        return importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module 'tensorlang' has no attribute {name!r}")
 
 

@@ -79,7 +79,7 @@ class UsageError(TensorlangError, ValueError):
     legal. It is a ValueError too, so code that catches ValueError still catches it; the CLI prints any
     TensorlangError as one line and lets an error of any other kind (a bug) end in its traceback.
 
-    >>> import schedules
+    >>> from tensorlang import schedules
     >>> try:
     ...     schedules.get("matmull")
     ... except UsageError as e:

@@ -260,8 +260,8 @@ class Space:
 
     def structural_knobs(self) -> tuple[tuple[str, ...], ...]:
         """Groups of the knobs that set a config's loop structure (its sketch and register tile), which search
-        also moves one knob at a time (``tuner.strategies.ModelGuidedGenetic``): none here (every knob of a
-        hand-written space is the genetic search's); a generated space names its placements, vector variables and
+        also moves one knob at a time (``tensorlang.tuner.search.strategies.ModelGuidedGenetic``): none here (every knob
+        of a hand-written space is the genetic search's); a generated space names its placements, vector variables and
         widths, and its register tiles.
 
         Example::

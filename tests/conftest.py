@@ -2,13 +2,22 @@
 
 Trace round trip (as TVM's): every schedule that any test lowers is replayed from its JSON, and must give the
 same loop IR. The check runs when the schedule is lowered, so it covers every schedule used in the suite.
+
+The helpers in tests/support/ (program generators, oracles, fuzz harnesses, worker handlers) are imported by
+their module names (``import progen``): this file puts that folder first on ``sys.path``, which worker processes
+inherit as ``PYTHONPATH``.
 """
 import os
+import sys
 import tempfile
 
 import pytest
 
 from tensorlang.schedule import Schedule
+
+SUPPORT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "support")
+if SUPPORT not in sys.path:
+    sys.path.insert(0, SUPPORT)
 
 #: The variables by which a user's shell changes what tensorlang does. The suite runs without them (a test that
 #: needs one sets it), so that a user's exported setting neither fails a test nor gets written to.

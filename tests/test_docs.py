@@ -16,9 +16,23 @@ import re
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-PACKAGES = ("tensorlang", "tuner", "schedules")
-MODULES = sorted(str(p.relative_to(ROOT).with_suffix("")).replace("/", ".")
-                 for package in PACKAGES for p in (ROOT / package).rglob("*.py"))
+#: each top-level folder and the import name it installs as (pyproject.toml's package-dir)
+PACKAGES = {"tensorlang": "tensorlang", "schedules": "tensorlang.schedules", "tuner": "tensorlang.tuner",
+            "cli": "tensorlang.cli"}
+
+
+def _module_name(path: pathlib.Path) -> str:
+    """The import name of a source file: ``tuner/features.py`` -> ``tensorlang.tuner.features``."""
+    folder, *rest = path.relative_to(ROOT).with_suffix("").parts
+    if rest and rest[-1] == "__init__":
+        rest = rest[:-1]
+    return ".".join([PACKAGES[folder], *rest])
+
+
+#: every module but the command line's ``__main__`` (importing it runs the command)
+MODULES = sorted(_module_name(p) for folder in PACKAGES for p in (ROOT / folder).rglob("*.py")
+                 if p.name != "__main__.py")
+_FILES = {_module_name(p): p for folder in PACKAGES for p in (ROOT / folder).rglob("*.py")}
 
 
 def _public_definitions(path: pathlib.Path):
@@ -34,7 +48,7 @@ def _public_definitions(path: pathlib.Path):
 
 
 def _module_path(module: str) -> pathlib.Path:
-    return ROOT / (module.replace(".", "/") + ".py")
+    return _FILES[module]
 
 
 @pytest.mark.parametrize("module", MODULES)
@@ -59,8 +73,19 @@ def test_every_public_definition_is_documented(module):
 
 
 def test_the_checks_see_every_package():
-    assert {m.split(".")[0] for m in MODULES} == set(PACKAGES)
-    assert "tensorlang.lower" in MODULES and "tuner.measure" in MODULES and "schedules.matmul" in MODULES
+    assert {m.split(".")[0] for m in MODULES} == {"tensorlang"}
+    assert {"tensorlang.lower", "tensorlang.tuner.measure.local", "tensorlang.schedules.matmul",
+            "tensorlang.cli.common", "tensorlang.tuner", "tensorlang.cli"} <= set(MODULES)
+    assert all(importlib.util.find_spec(m).origin == str(_FILES[m]) for m in ("tensorlang.tuner.task",
+                                                                             "tensorlang.schedules.matmul"))
+
+
+def test_every_package_is_installed_under_its_import_name():
+    import tomllib
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    assert config["package-dir"] == {name: folder for folder, name in PACKAGES.items()}
+    found = {_module_name(p) for folder in PACKAGES for p in (ROOT / folder).rglob("__init__.py")}
+    assert found == set(config["packages"]), f"pyproject.toml's packages differ: {found ^ set(config['packages'])}"
 
 
 # ---- the docs site and the README (docs/, mkdocs.yml): what `mkdocs build --strict` does not check ----------------
@@ -121,7 +146,7 @@ def test_every_tutorial_is_a_page_of_the_docs_in_cells():
 
 def test_every_environment_variable_the_code_reads_is_documented():
     names = set()
-    for folder in ("tensorlang", "tuner", "schedules", "tests", "tutorials"):
+    for folder in (*PACKAGES, "tests", "tutorials"):
         for path in (ROOT / folder).rglob("*.py"):
             names |= set(re.findall(r"(?<![\w-])TENSORLANG_[A-Z_]+", path.read_text()))
     documented = (DOCS / "user-guide" / "environment.md").read_text()

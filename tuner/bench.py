@@ -1,12 +1,12 @@
 """`tensorlang bench`: one table of the default schedule, the hand schedule, numpy and (where installed)
 PyTorch, timed in one run.
 
-The baselines run in subprocesses, because OpenBLAS reads its thread count and its kernel choice when it loads:
-numpy once as installed and, where the CPU has AVX-512, once with `OPENBLAS_CORETYPE=SkylakeX` (its AVX-512
-kernel; this machine's environment pins the AVX2 `Haswell` kernel, which is half as fast), and PyTorch with
-`torch.set_num_threads`. Every row's result is compared with the workload's numpy reference. A round of the
-rows during which other processes took CPU the rows' threads needed (:mod:`tuner.disturbance`) is timed again,
-and the table says when the machine was busy.
+The baselines run in subprocesses, because OpenBLAS reads its thread count and its kernel choice when it loads: numpy
+once as installed and, where the CPU has AVX-512, once with `OPENBLAS_CORETYPE=SkylakeX` (its AVX-512 kernel; this
+machine's environment pins the AVX2 `Haswell` kernel, which is half as fast), and PyTorch with `torch.set_num_threads`.
+Every row's result is compared with the workload's numpy reference. A round of the rows during which other processes
+took CPU the rows' threads needed (:mod:`tensorlang.tuner.measure.disturbance`) is timed again, and the table says when
+the machine was busy.
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import numpy as np
 
 from tensorlang.compare import max_rel_error, reference_mismatch  # noqa: F401  (the models' metric, used here)
 from tensorlang.errors import TensorlangError, UsageError
-from tuner.disturbance import Disturbance, Tally, busy_note, run_rounds
+from tensorlang.tuner.measure.disturbance import Disturbance, Tally, busy_note, run_rounds
 
 class BaselineError(TensorlangError, RuntimeError):
     """A library baseline (numpy or PyTorch) failed in its subprocess: out of memory at the sizes asked for, a
@@ -51,7 +51,8 @@ def avx512_coretype() -> str | None:
 
 
 def library_handler(init: dict):
-    """Worker factory (:class:`tuner.worker.Worker`): a library's formulation of a workload, timed on request.
+    """Worker factory (:class:`tensorlang.tuner.measure.worker.Worker`): a library's formulation of a workload, timed on
+    request.
 
     ``init`` holds ``kind`` ("numpy": the workload's ``numpy_fast``, else its ``reference``; "torch": its
     ``torch_fast`` with ``torch.set_num_threads(threads)``), the workload ``name``, ``sizes``, the ``.npy`` paths of
@@ -62,11 +63,11 @@ def library_handler(init: dict):
 
     Example::
 
-        w = Worker("tuner.bench:library_handler", {"kind": "numpy", "name": "matmul", ...},
+        w = Worker("tensorlang.tuner.bench:library_handler", {"kind": "numpy", "name": "matmul", ...},
                    env={"OPENBLAS_CORETYPE": "SkylakeX"})
         w.call({"runs": 10, "min_time": 0.1}, timeout=60)["times"]
     """
-    import schedules
+    from tensorlang import schedules
     from tensorlang.timing import measure
     w = schedules.get(init["name"])
     sizes = init["sizes"]
@@ -143,7 +144,7 @@ class LibraryRow:
 
     def __init__(self, name: str, w, sizes: dict, inputs: list, threads: int, kind: str = "numpy",
                  coretype: str | None = None):
-        from tuner.worker import Worker
+        from tensorlang.tuner.measure.worker import Worker
         if kind not in ("numpy", "torch"):
             raise UsageError(f"baseline: kind is 'numpy' or 'torch', not {kind!r}")
         self.name, self.kind = name, kind
@@ -155,14 +156,14 @@ class LibraryRow:
         env = {var: str(threads) for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")}
         if coretype:
             env["OPENBLAS_CORETYPE"] = coretype
-        self._worker = Worker("tuner.bench:library_handler",
+        self._worker = Worker("tensorlang.tuner.bench:library_handler",
                               {"kind": kind, "name": w.name, "sizes": sizes, "inputs": files, "threads": threads,
                                "folder": self._tmp.name}, env=env)
         self.extra: dict = {}
         self.pids: tuple = ()
 
     def _call(self, request: dict):
-        from tuner.worker import WorkerCrash, WorkerTimeout
+        from tensorlang.tuner.measure.worker import WorkerCrash, WorkerTimeout
         try:
             return self._worker.call(request, timeout=600)
         except (WorkerCrash, WorkerTimeout) as e:
@@ -203,12 +204,13 @@ def time_interleaved(rows: list, rounds: int, min_runs: int, min_time: float, lo
     with the median over every run, the runs, and the spread of the rounds' medians (lowest and highest, as a
     fraction of the median).
 
-    Each round's disturbance is read (:class:`tuner.disturbance.Watch`; the CPU time of the processes a row names
-    in its ``pids`` counts as the bench's own) and added to ``tally`` (default: one for this process's kernel
-    threads); a round during which the machine was busy for the tally's threads is run again, at most 3 more
-    rounds, and the figures rest on the quiet rounds where there are any (:func:`tuner.disturbance.run_rounds`).
-    Each row's dict also holds ``busy_rounds`` (the rounds run during which the machine was busy) and
-    ``others_cpus`` (the CPUs other processes used in the kept rounds; None where unknown).
+    Each round's disturbance is read (:class:`tensorlang.tuner.measure.disturbance.Watch`; the CPU time of the processes
+    a row names in its ``pids`` counts as the bench's own) and added to ``tally`` (default: one for this process's
+    kernel threads); a round during which the machine was busy for the tally's threads is run again, at most 3 more
+    rounds, and the figures rest on the quiet rounds where there are any
+    (:func:`tensorlang.tuner.measure.disturbance.run_rounds`). Each row's dict also holds ``busy_rounds`` (the rounds
+    run during which the machine was busy) and ``others_cpus`` (the CPUs other processes used in the kept rounds; None
+    where unknown).
 
     >>> class Fixed:
     ...     def __init__(self, t): self.t = t
@@ -258,7 +260,8 @@ def baseline(w, sizes: dict, inputs: list, threads: int, min_runs: int, min_time
 
     Example::
 
-        import numpy as np, schedules
+        import numpy as np
+        from tensorlang import schedules
         w = schedules.get("matmul")
         sizes = w.sizes("small")
         inputs = w.make_inputs(sizes, np.random.default_rng(0))
@@ -305,18 +308,18 @@ def run_bench(w, sizes: dict, threads: int, min_runs: int = 10, min_time: float 
     apply (a built-in workload's only: a user's program has no library formulation), all on `threads` threads
     and under one timing contract (:func:`contract`). A kernel whose warm-up call took more than `timeout`
     seconds is not timed (its row has "error"). Each row's result is checked against the workload's reference
-    (:meth:`schedules.workload.Workload.check`, after every timing); `log` gets one line a round.
+    (:meth:`tensorlang.schedules.workload.Workload.check`, after every timing); `log` gets one line a round.
 
-    Returns {"workload", "sizes", "threads", "rounds", "contract", "results", "disturbance"}, each result with
-    "name", "median_s", "runs", "gflops", "spread" (the lowest and highest round median over the median, minus
-    1), "busy_rounds", "others_cpus", "max_rel_error", "tolerance", "matches_reference" and, when it does not
-    match, "mismatch" saying where (and the library's "version" for numpy and torch); "disturbance" is the
-    figures of :meth:`tuner.disturbance.Tally.to_json` over the rounds (of `tally`, when given, which then also
+    Returns {"workload", "sizes", "threads", "rounds", "contract", "results", "disturbance"}, each result with "name",
+    "median_s", "runs", "gflops", "spread" (the lowest and highest round median over the median, minus 1),
+    "busy_rounds", "others_cpus", "max_rel_error", "tolerance", "matches_reference" and, when it does not match,
+    "mismatch" saying where (and the library's "version" for numpy and torch); "disturbance" is the figures of
+    :meth:`tensorlang.tuner.measure.disturbance.Tally.to_json` over the rounds (of `tally`, when given, which then also
     counts them).
 
     Example::
 
-        import schedules
+        from tensorlang import schedules
         w = schedules.get("conv2d")
         report = run_bench(w, w.sizes("resnet18_3x3"), threads=2)
         [r["name"] for r in report["results"]]   # ['naive', 'auto', 'hand', 'numpy', 'numpy-avx512', 'torch']
@@ -339,7 +342,7 @@ def run_bench(w, sizes: dict, threads: int, min_runs: int = 10, min_time: float 
 
 
 def _library_rows(w, sizes, inputs, threads, libraries) -> list:
-    import schedules
+    from tensorlang import schedules
     if schedules.WORKLOADS.get(w.name) is not w:  # a user's program has no library formulation
         return []
     wanted = [("numpy", "numpy", None)]
@@ -406,7 +409,7 @@ def format_table(report: dict) -> str:
     and speed ratios against numpy, numpy-avx512 and, when the report has a torch row, PyTorch (above 1x: faster
     than that baseline); a report without library rows (a user's program) compares with the naive loop nest. The
     timing contract follows the table, then, when rounds were timed while the machine was busy, a note saying
-    so (:func:`tuner.disturbance.busy_note`); a row that could not be timed says why.
+    so (:func:`tensorlang.tuner.measure.disturbance.busy_note`); a row that could not be timed says why.
 
     >>> rows = [{"name": "naive", "median_s": 2.5e-4, "gflops": 2.1, "spread": [-0.02, 0.05]},
     ...         {"name": "numpy", "median_s": 5e-5, "gflops": 10.5},

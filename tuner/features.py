@@ -625,7 +625,7 @@ def of_config(space, op, sizes: dict, config: dict) -> np.ndarray | None:
 
     Example::
 
-        >>> from tuner.task import Task
+        >>> from tensorlang.tuner.task import Task
         >>> t = Task.create("matmul", preset="small", threads=1)
         >>> of_config(t.space, t.op, t.sizes, t.space.config_at(0)).shape == (len(FEATURE_NAMES),)
         True

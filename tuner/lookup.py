@@ -22,8 +22,8 @@ import threading
 import tensorlang as tl
 from tensorlang.choice import StaleScheduleError
 from tensorlang.target import host_target
-from tuner.database import Database, DatabaseError, default_db_path
-from tuner.task import task_key
+from tensorlang.tuner.records.database import Database, DatabaseError, default_db_path
+from tensorlang.tuner.task import task_key
 
 _cache: dict = {}
 _lock = threading.Lock()

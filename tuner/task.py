@@ -15,7 +15,7 @@ import hashlib
 import json
 from dataclasses import dataclass
 
-import schedules
+from tensorlang import schedules
 import tensorlang as tl
 from tensorlang.bind import check_sizes
 from tensorlang.errors import BuildError, UsageError
@@ -62,7 +62,7 @@ class Task:
     ``source`` is the DSL text of a user's program (empty for a built-in workload, whose text the library holds);
     ``space_kind`` which search space the tuner uses: "generated" (derived from the program by the
     auto-scheduler's rules), "hand" (the workload's hand-written one) or "default" (the built-in workload's
-    choice in :data:`schedules.SPACE_CHOICE`, measured; the generated one for a user's program). The space is
+    choice in :data:`tensorlang.schedules.SPACE_CHOICE`, measured; the generated one for a user's program). The space is
     not part of the key: records of both spaces describe the same task.
     """
 
@@ -138,9 +138,10 @@ class Task:
 
     @functools.cached_property
     def workload_def(self):
-        """The :class:`schedules.Workload` (for a user's program, :func:`schedules.program.program_workload`)."""
+        """The :class:`tensorlang.schedules.Workload` (for a user's program,
+        :func:`tensorlang.schedules.program.program_workload`)."""
         if self.source:
-            from schedules.program import program_workload
+            from tensorlang.schedules.program import program_workload
             return program_workload(self.source, self.sizes)
         return schedules.get(self.workload)
 

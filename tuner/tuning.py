@@ -23,23 +23,23 @@ import numpy as np
 
 import tensorlang as tl
 from tensorlang.errors import UsageError
-from tuner import features as feature_extraction
-from tuner.interrupt import check as check_ctrl_c
-from tuner.interrupt import stops_on_ctrl_c
-from tuner.costmodel import make_cost_model
-from tuner.database import Database, Record
-from tuner.disturbance import Tally
-from tuner.measure import LocalRunner, MeasureOptions, Result
+from tensorlang.tuner import features as feature_extraction
+from tensorlang.tuner.interrupt import check as check_ctrl_c
+from tensorlang.tuner.interrupt import stops_on_ctrl_c
+from tensorlang.tuner.search.costmodel import make_cost_model
+from tensorlang.tuner.records.database import Database, Record
+from tensorlang.tuner.measure.disturbance import Tally
+from tensorlang.tuner.measure.local import LocalRunner, MeasureOptions, Result
 from tensorlang.space import config_key
-from tuner.strategies import Observation, Strategy, make_strategy
-from tuner.task import Task
+from tensorlang.tuner.search.strategies import Observation, Strategy, make_strategy
+from tensorlang.tuner.task import Task
 
 
 @dataclass
 class TuneSummary:
     """What a tuning run did: the best record, counts, best-so-far curve, wall time, how it ended, and
     ``disturbance``: how many of its measurements (trials, re-timing rounds, baseline bursts) a busy machine
-    disturbed (a :class:`tuner.disturbance.Tally` for the task's threads)."""
+    disturbed (a :class:`tensorlang.tuner.measure.disturbance.Tally` for the task's threads)."""
 
     task: Task
     best: Record | None
@@ -101,7 +101,7 @@ def hand_start_configs(task: Task) -> list[dict]:
 
     Example::
 
-        >>> from schedules.matmul import hand_tile
+        >>> from tensorlang.schedules.matmul import hand_tile
         >>> [cfg] = hand_start_configs(Task.create("matmul", preset="1024", threads=2, space="hand"))
         >>> cfg["nr"] == hand_tile()[0], cfg["mr"], cfg["nc"]  # the tile's columns follow the CPU's registers
         (True, 6, 1024)
@@ -152,11 +152,11 @@ class Tuner:
     after each committed record (the CLI draws its progress bar with it).
 
     ``strategy`` and ``cost_model`` are registered names, entry points or ``package.module:Class`` specs
-    (:mod:`tuner.plugins`). Offline replay passes a ``runner`` (anything with ``measure(configs, on_result)``,
-    ``close()`` and ``phase_s``, say :class:`tuner.replay.ReplayRunner`), the ``space`` to search and a
-    ``featurize`` function instead of measuring on this machine. ``start`` configs (say :func:`hand_start_configs`) are
-    measured first, those without a record yet, and observed by the strategy like its own; their records name
-    ``start_name`` as their strategy.
+    (:mod:`tensorlang.tuner.search.plugins`). Offline replay passes a ``runner`` (anything with ``measure(configs,
+    on_result)``, ``close()`` and ``phase_s``, say :class:`tensorlang.tuner.research.replay.ReplayRunner`), the
+    ``space`` to search and a ``featurize`` function instead of measuring on this machine. ``start`` configs (say
+    :func:`hand_start_configs`) are measured first, those without a record yet, and observed by the strategy like its
+    own; their records name ``start_name`` as their strategy.
     """
 
     def __init__(self, task: Task, trials: int, strategy: str = "xgb-genetic", cost_model: str = "xgb",
@@ -188,7 +188,7 @@ class Tuner:
             raise UsageError(f"start: {e}") from None
         self.start_name = start_name
         self._runner = runner
-        self.cluster = cluster  # a Dask scheduler address, distributed.Client or tuner.cluster.Cluster: measure there
+        self.cluster = cluster  # a Dask scheduler address, distributed.Client or measure.cluster.Cluster: measure there
         self.retime_top, self.retime_rounds, self.on_retime = retime_top, retime_rounds, on_retime
         model = make_cost_model(cost_model, seed)
         self.strategy: Strategy = make_strategy(strategy, space or task.space, seed=seed, cost_model=model,
@@ -270,9 +270,10 @@ class Tuner:
         return summary
 
     def _new_runner(self):
-        """The runner of :meth:`run`: a :class:`tuner.cluster.DaskRunner` on ``cluster``, else a LocalRunner."""
+        """The runner of :meth:`run`: a :class:`tensorlang.tuner.measure.cluster.DaskRunner` on ``cluster``, else a
+        LocalRunner."""
         if self.cluster is not None:
-            from tuner.cluster import DaskRunner
+            from tensorlang.tuner.measure.cluster import DaskRunner
             return DaskRunner(self.task, self.cluster, self.options, seed=self.seed)
         return LocalRunner(self.task, self.jobs, self.options, seed=self.seed)
 
@@ -388,7 +389,7 @@ class Tuner:
         return observation_of(rec)
 
 
-#: How the summary of ``tensorlang tune`` times its baselines: :func:`tuner.bench.run_bench` (the rows of
+#: How the summary of ``tensorlang tune`` times its baselines: :func:`tensorlang.tuner.bench.run_bench` (the rows of
 #: ``tensorlang bench``, under its timing contract) in this many rounds, each row at least this many runs and
 #: seconds in all.
 BASELINE_ROUNDS, BASELINE_RUNS, BASELINE_SECONDS = 3, 6, 0.3
@@ -396,13 +397,12 @@ BASELINE_ROUNDS, BASELINE_RUNS, BASELINE_SECONDS = 3, 6, 0.3
 
 def measure_baselines(task: Task, best: Record | None, numpy: bool = True, errors: dict | None = None,
                       timeout: float | None = None, tally: Tally | None = None) -> dict:
-    """GFLOPS of the default schedule, the zero-trial pick, the hand schedule (if any), numpy as installed and
-    the best record, timed exactly as ``tensorlang bench`` times them (:func:`tuner.bench.run_bench`: public calls
-    with outputs allocated, the task's threads for every library, rows alternating in 3 rounds), so that ``tune``
-    and ``bench`` report the same ratios. Every row's output is checked against the reference. A row that fails
-    (its output does not match; its warm-up call took more than `timeout` seconds, as the default matmul 1024
-    does) gets None, and ``errors[name]`` says why. ``tally`` (say the run's ``TuneSummary.disturbance``) counts
-    each burst's disturbance.
+    """GFLOPS of the default schedule, the zero-trial pick, the hand schedule (if any), numpy as installed and the best
+    record, timed exactly as ``tensorlang bench`` times them (:func:`tensorlang.tuner.bench.run_bench`: public calls
+    with outputs allocated, the task's threads for every library, rows alternating in 3 rounds), so that ``tune`` and
+    ``bench`` report the same ratios. Every row's output is checked against the reference. A row that fails (its output
+    does not match; its warm-up call took more than `timeout` seconds, as the default matmul 1024 does) gets None, and
+    ``errors[name]`` says why. ``tally`` (say the run's ``TuneSummary.disturbance``) counts each burst's disturbance.
 
     Returns ``{"default": ..., "auto": ..., "hand": ..., "tuned": ..., "numpy": ...}`` (``hand`` only when the
     workload has a hand schedule, ``tuned`` only when ``best`` has a schedule, ``numpy`` only when ``numpy`` is
@@ -415,7 +415,7 @@ def measure_baselines(task: Task, best: Record | None, numpy: bool = True, error
         gflops = measure_baselines(task, Database().best(task.key), errors=errors)
         print(gflops["tuned"] / gflops["numpy"], errors)
     """
-    from tuner.bench import run_bench
+    from tensorlang.tuner.bench import run_bench
     extra = [("tuned", tl.Schedule.from_json(best.schedule, task.op))] if best is not None and best.schedule else []
     report = run_bench(task.workload_def, task.sizes, task.threads, min_runs=BASELINE_RUNS,
                        min_time=BASELINE_SECONDS, extra=extra, log=lambda *a: None, rounds=BASELINE_ROUNDS,
@@ -443,7 +443,7 @@ def tune(workload, trials: int, preset: str | None = None, sizes: dict | None = 
     schedule's in a hand-written space, the rules' zero-trial pick in a generated one: :func:`hand_start_configs`),
     so that search starts from it. Other keyword arguments go to :class:`Tuner` (``batch``, ``options``,
     ``strategy_options``, ``cluster``: a Dask scheduler address or ``distributed.Client`` to build and measure on,
-    see :mod:`tuner.cluster`).
+    see :mod:`tensorlang.tuner.measure.cluster`).
 
     Example::
 

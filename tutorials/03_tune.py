@@ -14,11 +14,11 @@ import tempfile
 
 import numpy as np
 
-import schedules
+from tensorlang import schedules
 import tensorlang as tl
-import tuner
-from tuner.database import Database
-from tuner.task import Task
+from tensorlang import tuner
+from tensorlang.tuner.records.database import Database
+from tensorlang.tuner.task import Task
 
 TRIALS = int(os.environ.get("TENSORLANG_TUTORIAL_TRIALS", "48"))
 db_path = os.path.join(tempfile.mkdtemp(), "tutorial.db")   # default: TENSORLANG_DB, or ~/.cache/tensorlang

@@ -10,8 +10,8 @@ import math
 import os
 import pathlib
 
-import tuner
-from tuner.strategies import mutate
+from tensorlang import tuner
+from tensorlang.tuner.search.strategies import mutate
 
 TRIALS = int(os.environ.get("TENSORLANG_TUTORIAL_TRIALS", "200"))
 DATASET = pathlib.Path(__file__).resolve().parent.parent / "datasets" / "conv2d_resnet18_3x3.csv"

@@ -17,7 +17,7 @@ import time
 import numpy as np
 
 import tensorlang as tl
-import tuner
+from tensorlang import tuner
 
 TRIALS = int(os.environ.get("TENSORLANG_TUTORIAL_TRIALS", "64"))
 SIZE = int(os.environ.get("TENSORLANG_TUTORIAL_SIZE", "256"))

@@ -105,11 +105,15 @@ def code_fingerprint() -> str:
     >>> len(code_fingerprint())
     16
     """
+    import importlib.util
     root = pathlib.Path(__file__).resolve().parent.parent
     h = hashlib.sha256()
     # the whole compiler (the auto-scheduler's rules decide schedules too), and the hand schedules tl.build may take
-    hand = sorted((root.parent / "schedules").glob("*.py"))
-    for p in sorted([*root.rglob("*.py"), *root.glob("csrc/*")]) + hand:
+    # (schedules/ in a checkout, tensorlang/schedules/ in an install, where tuner/ and cli/ sit inside tensorlang/ too)
+    hand_dir = pathlib.Path(importlib.util.find_spec("tensorlang.schedules").origin).parent
+    upper = [root / name for name in ("schedules", "tuner", "cli")]
+    core = [p for p in root.rglob("*.py") if not any(d in p.parents for d in upper)]
+    for p in sorted([*core, *root.glob("csrc/*")]) + sorted(hand_dir.glob("*.py")):
         h.update(p.name.encode())
         h.update(p.read_bytes())
     return h.hexdigest()[:16]

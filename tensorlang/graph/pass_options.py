@@ -22,7 +22,7 @@ target CPU and the thread count. ``compile_graph`` (and so ``tl.from_torch``, ``
 compile``) asks the registered *pass option sources* for that key when the caller chose no passes, skip list or
 options itself, as ``tl.build`` asks its schedule sources. The core cannot read the tuning database (it sits on the
 floor above), so the tuner registers a source through the entry point group ``tensorlang.pass_options`` (its own:
-``tuned = "tuner.model_variants:tuned_pass_options"``) or :func:`register_pass_option_source`.
+``tuned = "tensorlang.tuner.model.variants:tuned_pass_options"``) or :func:`register_pass_option_source`.
 
 >>> check_pass_options({"layout_block": 8, "fuse_reductions": False})
 {'layout_block': 8, 'fuse_reductions': False}

@@ -1,0 +1,214 @@
+"""Small programs for the schedule tests (tests/schedule/test_schedule.py): DSL text, a numpy oracle written without
+the DSL, inputs, the reduction length that sets the float tolerance, and helpers that read the loop IR text.
+
+Every program's `def` name is unique, so a schedule finds its program by ``PROGRAMS[s.op.name]``.
+
+Example::
+
+    >>> p = PROGRAMS["mm"]
+    >>> p.red_len({"M": 2, "N": 3, "K": 5})
+    5
+    >>> text = "def f():\\n  for a in 0:2:\\n    for b in 0:3:  # vectorized\\n      x = 1\\n  for c in 0:1:\\n"
+    >>> encloses(text, "a", "b"), encloses(text, "a", "c"), loop_header(text, "b")
+    (True, False, 'for b in 0:3:  # vectorized')
+    >>> loop_order(text)
+    ['a', 'b', 'c']
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+import tensorlang as tl
+
+__all__ = ["PROGRAMS", "Program", "encloses", "loop_header", "loop_order", "loop_lines", "make_inputs"]
+
+
+@dataclass
+class Program:
+    """A DSL program and its oracle: ``reference(*inputs, **sizes)`` computes in float64 (or int64) and returns
+    the output in the program's output dtype."""
+
+    source: str
+    reference: Callable
+    red_len: Callable[[dict], int] = lambda sizes: 1
+    exact: bool = False          # the outputs are copies or integer arithmetic: bit-equal
+    op: tl.Op = field(init=False)
+
+    def __post_init__(self):
+        self.op = tl.op(self.source)
+
+
+def _f32(x):
+    return np.asarray(x).astype(np.float32)
+
+
+def _conv2d(I, Wt, *, stride, pad, dil, **_):
+    N, C, H, W = I.shape
+    F, _, R, S = Wt.shape
+    P = np.pad(I.astype(np.float64), ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    OH = (H + 2 * pad - dil * (R - 1) - 1) // stride + 1
+    OW = (W + 2 * pad - dil * (S - 1) - 1) // stride + 1
+    out = np.zeros((N, F, OH, OW))
+    for r in range(R):
+        for s in range(S):
+            win = P[:, :, r * dil: r * dil + stride * (OH - 1) + 1: stride, s * dil: s * dil + stride * (OW - 1) + 1:
+                    stride]
+            out += np.einsum("nchw,fc->nfhw", win, Wt[:, :, r, s].astype(np.float64))
+    return _f32(out)
+
+
+def _softmax(X, **_):
+    x = X.astype(np.float64)
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    return _f32(e / e.sum(axis=1, keepdims=True))
+
+
+def _chain(A, B, **_):
+    a, b = A.astype(np.float64), B.astype(np.float64)
+    t1 = a * 2.0 + b
+    t2 = t1 * t1 - a
+    return _f32(t2 + t1 * 0.5)
+
+
+def _stencil3(A, **_):
+    a = A.astype(np.float64)
+    b = a[:-1] * 2.0 + a[1:]
+    c = b[:-2] - b[2:]
+    return _f32(c[:-1] * c[1:])
+
+
+def _stencil_red(A, **_):
+    t = A.astype(np.float64).sum(axis=1)
+    return _f32(t[:-1] + t[1:])
+
+
+def _pad1d(A, **_):
+    p = np.pad(A.astype(np.float64), 1)
+    return (p[:-2] + p[2:]).astype(A.dtype)
+
+
+def _blur_i32(A, **_):
+    p = np.pad(A.astype(np.int64), 1)
+    return (p[:-2] + 2 * p[1:-1] + p[2:]).astype(np.int32)
+
+
+PROGRAMS: dict[str, Program] = {p.op.name: p for p in [
+    Program("def scale(A: f32[N]) -> B:\n    B[i] = A[i] * 2.0 + 1.0\n",
+            lambda A, **_: _f32(A.astype(np.float64) * 2.0 + 1.0)),
+    Program("def scale64(A: f64[N]) -> B:\n    B[i] = A[i] * 2.0 + 1.0\n",
+            lambda A, **_: A * 2.0 + 1.0),
+    Program("def scalei(A: i32[N]) -> B:\n    B[i] = A[i] * 3 - 7\n",
+            lambda A, **_: (A.astype(np.int64) * 3 - 7).astype(np.int32), exact=True),
+    Program("def bcast(A: f32[M, N], b: f32[M], c: f32[N]) -> C:\n    C[m, n] = A[m, n] * c[n] + b[m]\n",
+            lambda A, b, c, **_: _f32(A.astype(np.float64) * c[None, :] + b[:, None])),
+    Program("def mm(A: f32[M, K], B: f32[K, N]) -> C:\n    C[m, n] += A[m, k] * B[k, n]\n",
+            lambda A, B, **_: _f32(A.astype(np.float64) @ B.astype(np.float64)), lambda s: s["K"]),
+    Program("def mm64(A: f64[M, K], B: f64[K, N]) -> C:\n    C[m, n] += A[m, k] * B[k, n]\n",
+            lambda A, B, **_: A @ B, lambda s: s["K"]),
+    Program("def mms(A: f32[M, K], B: f32[K, N]) -> C:\n    C[m, n] += A[m, k] * 0.125 * B[k, n]\n",
+            lambda A, B, **_: _f32(A.astype(np.float64) @ B.astype(np.float64) * 0.125), lambda s: s["K"]),
+    Program("def mmi(A: i32[M, K], B: i32[K, N]) -> C:\n    C[m, n] += A[m, k] * B[k, n]\n",
+            lambda A, B, **_: (A.astype(np.int64) @ B.astype(np.int64)).astype(np.int32), exact=True),
+    Program("def tr(A: f32[M, N]) -> B:\n    B[j, i] = A[i, j]\n", lambda A, **_: A.T.copy(), exact=True),
+    Program("def tri(A: i32[M, N]) -> B:\n    B[j, i] = A[i, j] * 3 + 1\n",
+            lambda A, **_: (A.T * 3 + 1).astype(np.int32), exact=True),
+    Program("def rowsum(A: f32[M, K]) -> B:\n    B[m] += A[m, k]\n",
+            lambda A, **_: _f32(A.astype(np.float64).sum(axis=1)), lambda s: s["K"]),
+    Program("def rowmaxi(A: i32[M, K]) -> B:\n    B[m] max= A[m, k]\n", lambda A, **_: A.max(axis=1), exact=True),
+    Program("def rowsum_lo(A: f32[M, K, L]) -> B:\n    B[m] += A[m, k, l] where k in 2:K, l in 1:L\n",
+            lambda A, **_: _f32(A[:, 2:, 1:].astype(np.float64).sum(axis=(1, 2))),
+            lambda s: (s["K"] - 2) * (s["L"] - 1)),
+    Program("def conv2d(I: f32[N, C, H, W], Wt: f32[F, C, R, S], stride: int, pad: int, dil: int) -> O:\n"
+            "    P[n, c, y, x] = I[n, c, y - pad, x - pad] where y in 0:H+2*pad, x in 0:W+2*pad\n"
+            "    O[n, f, h, w] += P[n, c, h*stride + r*dil, w*stride + s*dil] * Wt[f, c, r, s]\n",
+            _conv2d, lambda s: s["C"] * s["R"] * s["S"]),
+    Program("def softmax(X: f32[N, D]) -> Y:\n"
+            "    mx[n] max= X[n, d]\n"
+            "    e[n, d] = exp(X[n, d] - mx[n])\n"
+            "    sm[n] += e[n, d]\n"
+            "    Y[n, d] = e[n, d] / sm[n]\n",
+            _softmax, lambda s: s["D"]),
+    Program("def chain(A: f32[N, M], B: f32[N, M]) -> E:\n"
+            "    T1[i, j] = A[i, j] * 2.0 + B[i, j]\n"
+            "    T2[i, j] = T1[i, j] * T1[i, j] - A[i, j]\n"
+            "    E[i, j] = T2[i, j] + T1[i, j] * 0.5\n",
+            _chain),
+    Program("def stencil3(A: f32[N]) -> D:\n"
+            "    B[i] = A[i] * 2.0 + A[i + 1]\n"
+            "    C[i] = B[i] - B[i + 2]\n"
+            "    D[i] = C[i] * C[i + 1]\n",
+            _stencil3),
+    Program("def stencil_red(A: f32[N, K]) -> O:\n"
+            "    T[i] += A[i, k]\n"
+            "    O[j] = T[j] + T[j + 1]\n",
+            _stencil_red, lambda s: s["K"]),
+    Program("def pad1d(A: f32[N]) -> B:\n    B[i] = A[i - 1] + A[i + 1] where i in 0:N\n", _pad1d),
+    Program("def blur_i32(A: i32[N]) -> B:\n"
+            "    P[i] = A[i - 1] where i in 0:N+2\n"
+            "    B[i] = P[i] + 2 * P[i + 1] + P[i + 2]\n",
+            _blur_i32, exact=True),
+]}
+
+
+def make_inputs(s, seed: int = 0) -> list[np.ndarray]:
+    """Inputs for schedule `s`'s program at its sizes: standard normal floats, small ints (no i32 overflow)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for p in s.op.params:
+        shape = s.bound.shapes[p.name]
+        if p.dtype == "i32":
+            out.append(rng.integers(-9, 10, size=shape).astype(np.int32))
+        elif p.dtype == "f64":
+            out.append(rng.standard_normal(shape))
+        else:
+            out.append(rng.standard_normal(shape).astype(np.float32))
+    return out
+
+
+# ---- reading the loop IR text ----
+_FOR = re.compile(r"^(\s*)for (\S+) in ")
+
+
+def loop_lines(text: str) -> list[tuple[int, int, str]]:
+    """(line number, indentation, loop variable) of every `for` line, in order."""
+    out = []
+    for i, line in enumerate(text.splitlines()):
+        m = _FOR.match(line)
+        if m:
+            out.append((i, len(m.group(1)), m.group(2)))
+    return out
+
+
+def loop_order(text: str) -> list[str]:
+    """Loop variables in the order their `for` lines appear."""
+    return [v for _, _, v in loop_lines(text)]
+
+
+def loop_header(text: str, var: str) -> str:
+    """The (stripped) `for` line of the first loop over `var`."""
+    for line in text.splitlines():
+        if line.strip().startswith(f"for {var} in "):
+            return line.strip()
+    raise AssertionError(f"no loop {var!r} in\n{text}")
+
+
+def encloses(text: str, outer: str, inner: str) -> bool:
+    """Whether some loop over `inner` lies inside the body of some loop over `outer`."""
+    lines = text.splitlines()
+    for i, ind, v in loop_lines(text):
+        if v != outer:
+            continue
+        for j in range(i + 1, len(lines)):
+            line = lines[j]
+            if not line.strip():
+                continue
+            if len(line) - len(line.lstrip()) <= ind:
+                break
+            m = _FOR.match(line)
+            if m and m.group(2) == inner:
+                return True
+    return False
