@@ -306,7 +306,7 @@ def _index_error_function(module: ll.Module, name: str) -> None:
 
     >>> import tensorlang as tl
     >>> s = tl.schedule(tl.op("def f(A: f32[N]) -> B:\\n    B[i] = A[i]"), N=4)
-    >>> "define i64 @\"f_index_error\"(ptr %\"value\")" in str(emit_module(s.lowered()))
+    >>> 'define i64 @"f_index_error"(ptr %"value")' in str(emit_module(s.lowered()))
     True
     """
     g = _last_error(module, name)

@@ -432,7 +432,7 @@ def example(meta: dict, fmt: str) -> str:
     >>> from tensorlang.target import host_target
     >>> s = tl.schedule(tl.op("def scale(X: f32[N]) -> Y:\\n    Y[i] = X[i] * 2.0"), N=8)
     >>> meta = metadata(s, s.lowered(), host_target(), "llvm")
-    >>> [line.strip() for line in example(meta, "ll").splitlines() if "tl_status =" in line]
+    >>> [line.strip() for line in example(meta, "ll").splitlines() if "tl_status = " in line]
     ['int32_t tl_status = scale(X, Y);']
     """
     n = meta["name"]

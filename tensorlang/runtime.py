@@ -71,14 +71,14 @@ _INDEX_ERROR_FN = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p)
 _from_address = ctypes.c_void_p.from_address
 
 
-def status_error(op, status: int, index_error, shapes: dict) -> Exception:
+def status_error(op, status: int, index_error, shapes) -> Exception:
     """The exception for a kernel's nonzero `status`: MemoryError (1: a temporary buffer could not be allocated),
     or `tl.IndexError` (2: an index read from a tensor was out of range), whose details `index_error` gives (the
-    kernel's `NAME_index_error` function, as a ctypes function of a pointer to an int64) and `shapes` (the bound
+    kernel's `NAME_index_error` function, as a ctypes function of a pointer to an int64) and `shapes()` (the bound
     tensors' shapes) complete.
 
     >>> import tensorlang as tl
-    >>> status_error(tl.op("def f(A: f32[N]) -> B:\\n    B[i] = A[i]"), 1, None, {})
+    >>> status_error(tl.op("def f(A: f32[N]) -> B:\\n    B[i] = A[i]"), 1, None, dict)
     MemoryError('f: the kernel could not allocate its temporary buffers')
     """
     if status == 1:
@@ -92,7 +92,7 @@ def status_error(op, status: int, index_error, shapes: dict) -> Exception:
         return errors.IndexError(f"{op.name}: an index read from a tensor was out of range (value {value.value}, "
                                  f"gathered index number {site})")
     g = sites[site]
-    return errors.IndexError(g.message(op.name, value.value, shapes[g.tensor][g.dim]))
+    return errors.IndexError(g.message(op.name, value.value, shapes()[g.tensor][g.dim]))
 
 
 def data_address(a: np.ndarray) -> int:
@@ -162,7 +162,7 @@ class Kernel:
             outs = self._outputs(out, inputs)
         status = self._fn(*map(data_address, inputs), *map(data_address, outs))
         if status != 0:
-            raise status_error(self.op, status, self._index_error, self.schedule.bound.shapes)
+            raise status_error(self.op, status, self._index_error, lambda: self.schedule.bound.shapes)
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     def _plain(self, inputs: tuple) -> bool:
