@@ -628,8 +628,8 @@ class _Parser:
             return Call(dt, weak, loc, fn, tuple(args), dt)
         if fn == "clamp":  # clamp(x, lo, hi) = min(max(x, lo), hi), numpy's clip
             dt, weak = self.unify(args[0], args[1], loc, fn)
-            lo = Call(dt, weak, loc, "max", (args[0], args[1]), dt)
-            dt, weak = self.unify(lo, args[2], loc, fn)
+            below = Call(dt, weak, loc, "max", (args[0], args[1]), dt)  # max(x, lo): typed as the min takes it
+            dt, weak = self.unify(below, args[2], loc, fn)
             return Call(dt, weak, loc, fn, tuple(args), dt)
         x = args[0]
         self.need_numeric(x, fn)
