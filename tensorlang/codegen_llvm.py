@@ -1094,9 +1094,16 @@ class _Emitter:
         if not self._is_update(s):
             raise BuildError(f"codegen: the store to {s.buffer.name} does not depend on the vectorized loop "
                              f"{self.lane_var} but its value does, and it is not a reduction")
+        saved, self.in_index = self.in_index, False  # a value of the program: an i64 sum wraps
+        try:
+            return self._reduce_lanes(s)
+        finally:
+            self.in_index = saved
+
+    def _reduce_lanes(self, s: ir.Store) -> ll.Value:
         op, dtype = s.value.op, s.buffer.dtype
         acc = self.expr(s.value.a)
-        vals = self.splat(self.value(s.value.b))  # a value the same in every lane still counts once a lane
+        vals = self.splat(self.expr(s.value.b))  # a value the same in every lane still counts once a lane
         w = vals.type.count
         if self.mask is not None and _is_vec(self.mask):
             ident = DTYPES[dtype].identity(op)

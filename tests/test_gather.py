@@ -89,6 +89,14 @@ def test_index_computed_from_a_read(expr, fn):
     np.testing.assert_array_equal(tl.build(op, V=30, D=5, T=6)(E, ids), E[fn(ids)])
 
 
+def test_a_scalar_input_as_an_index():
+    op = tl.op("def row(E: f32[V, D], s: i32) -> Y:\n    Y[d] = E[s, d]")
+    E, k = table(3, 4), tl.build(op, V=3, D=4)
+    np.testing.assert_array_equal(k(E, np.array(2, np.int32)), E[2])
+    assert "index 3 is out of range for dimension 0 of E (size 3) in stage Y's read E[s, d]" in \
+        index_error(k, E, np.array(3, np.int32))
+
+
 def test_lookup_table_with_clamp_needs_no_check():
     op = tl.op("def lut(T: f32[N], X: i32[M]) -> Y:\n    Y[i] = T[clamp(X[i], 0, N - 1)]")
     T, X = table(256), rng(7).integers(-300, 600, 100).astype(np.int32)
@@ -167,6 +175,21 @@ def test_i64_arithmetic_beyond_2_31():
         np.testing.assert_array_equal(Q, X // (A.astype(np.int64) - 4) + X % 7)
     assert all(np.array_equal(a, b) for a, b in zip(tl.reference(op, N=6)(X, A), (X * 3 + 5000000000,
                                                                                  np.sum(X * A.astype(np.int64)))))
+
+
+def test_i64_values_wrap_as_numpys_in_every_loop():
+    # i64 arithmetic of the program wraps (numpy's int64): no `nsw` that would let LLVM assume `x + 1 > x`
+    op = tl.op("def w(X: i64[N, K]) -> (B, S):\n    B[n, k] = X[n, k] + 1 > X[n, k]\n    S[n] += X[n, k]")
+    X = np.full((3, 16), 2**62, np.int64)
+    X[1, 3] = X[2, 0] = 2**63 - 1
+    for vectorize in (False, True):
+        s = tl.schedule(op, N=3, K=16)
+        if vectorize:
+            s["B"].vectorize("k")
+            s["S"].vectorize("k")
+        B, S = tl.build(s)(X)
+        np.testing.assert_array_equal(B, X + 1 > X)
+        np.testing.assert_array_equal(S, X.sum(axis=1))
 
 
 def test_i64_casts_and_reductions():
@@ -301,6 +324,18 @@ def test_the_c_backend_reports_an_index_out_of_range(parallel, tmp_path):
     assert call() == 2 and err(ctypes.byref(value)) == 1 and value.value == 40
     assert str(tl.IndexError) and index_error(k, E, ids, pos).startswith("embed: index 40 is out of range for "
                                                                           "dimension 0 of E (size 40)")
+
+
+@needs_cc
+def test_the_c_backend_wraps_i64_values(tmp_path):
+    op = tl.op("def w(X: i64[N]) -> (B, Y):\n    B[n] = X[n] + 1 > X[n]\n    Y[n] = -X[n] * 3")
+    k = tl.build(op, N=4)
+    fn, _ = _c_kernel(k, tmp_path)
+    X = np.array([2**63 - 1, -(2**63), 5, 2**62], np.int64)
+    B, Y = np.empty(4, bool), np.empty(4, np.int64)
+    assert fn(X.ctypes.data, B.ctypes.data, Y.ctypes.data) == 0
+    np.testing.assert_array_equal(B, X + 1 > X)
+    np.testing.assert_array_equal(Y, -X * 3)
 
 
 @needs_cc
