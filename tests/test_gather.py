@@ -278,6 +278,7 @@ def test_parallel_loops_with_an_index_out_of_range(vectorize, monkeypatch):
         s["Y"].reorder(to, "d", ti)
         s["Y"].vectorize(ti)
     k = tl.build(s)
+    assert ("llvm.masked.gather" in k.source("llvm")) == vectorize  # a vector of rows: the CPU's gather
     E, ids = table(64, 24), rng(12).integers(0, 64, 200).astype(np.int32)
     np.testing.assert_array_equal(k(E, ids), E[ids] * 2)
     for bad in ([(5, 64)], [(77, -7), (150, 999)], [(t, 64 + t) for t in range(0, 200, 3)]):
@@ -426,6 +427,15 @@ def test_a_gathered_dimension_is_computed_whole_at_a_consumers_loop():
     s["F"].compute_at(s["Y"], "t")
     ir = s.lower()
     assert re.search(r"allocate F: f32\[11, 20\]", ir) or "for F.v in 0:11" in ir, ir  # all 11 rows of F
+
+
+def test_threads_cannot_share_a_gathered_producer():
+    # every iteration of t needs all of F (its rows are read through ids): computed in each thread's iteration
+    # into F's one buffer, threads would write the same elements
+    s = tl.schedule(tl.op(SCHED), **SIZES)
+    s["Y"].parallel("t")
+    with pytest.raises(tl.ScheduleError, match=r"compute_at\(F, Y, t\): Y's loop t is parallel.*overlap"):
+        s["F"].compute_at(s["Y"], "t")
 
 
 def test_a_write_back_cannot_compute_a_gathering_reader():
