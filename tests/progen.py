@@ -18,10 +18,11 @@ sum/prod/max/min.  It raises ``Reject`` when an example is numerically fragile (
 sqrt of a tiny non-zero value, i32 overflow, i64 values past 2**62) so that the test can discard it instead of
 reporting a rounding difference.
 
-Besides affine indices, a read's dimension may be indexed through an index tensor (``X[G[i], j]``, a gather, with
-an offset ``G[i] + 1`` or a ``clamp(G[i], 0, N - 1)``): ``G`` is an i32 or i64 input whose values
-``make_inputs`` draws inside the dimension (or around it, where a clamp brings them in).  Stages may be bool
-(comparisons stored), and inputs bool masks.
+With ``generate(src, extras=True)``, a read's dimension may also be indexed through an index tensor (``X[G[i],
+j]``, a gather, with an offset ``G[i] + 1`` or a ``clamp(G[i], 0, N - 1)``): ``G`` is an i32 or i64 input whose
+values ``make_inputs`` draws inside the dimension (or around it, where a clamp brings them in); programs may be
+i64, stages bool (comparisons stored), and inputs i64 or bool masks.  Without it, the same choices give the
+programs they gave before those existed (regression tests pin programs by their seed).
 
 Usage::
 
@@ -754,7 +755,7 @@ class Program:
 
 def make_inputs(prog, seed):
     """Input arrays: floats are multiples of 1/8 in [-2, 2] (exact in f32), ints in [-3, 3] (i64 inputs sometimes
-    times 2**32), bools either; an index tensor's values span its range (``Program.index_ranges``)."""
+    times 2**20), bools either; an index tensor's values span its range (``Program.index_ranges``)."""
     rng = np.random.default_rng(seed)
     out = {}
     for decl in prog.inputs:
@@ -765,7 +766,8 @@ def make_inputs(prog, seed):
         elif decl.dtype == "bool":
             a = rng.integers(0, 2, size=shape).astype(bool)
         elif decl.dtype == "i64":
-            a = rng.integers(-3, 4, size=shape) * (2**32 if rng.integers(0, 3) == 0 else 1)
+            # (times 2**20: past 2**31 in a product, far enough below 2**62 that few examples overflow)
+            a = rng.integers(-3, 4, size=shape) * (2**20 if rng.integers(0, 3) == 0 else 1)
         elif decl.dtype == "i32":
             a = rng.integers(-3, 4, size=shape).astype(np.int32)
         else:
@@ -832,9 +834,10 @@ def _int_exact(node):
 
 
 class _Gen:
-    def __init__(self, src: Src, allow_rank0_inputs=True):
+    def __init__(self, src: Src, allow_rank0_inputs=True, extras=False):
         self.s = src
         self.allow_rank0 = allow_rank0_inputs
+        self.extras = extras  # gathers, i64 and bool: choices drawn only then
 
     # -- sizes / params
     def size_name(self):
@@ -874,7 +877,7 @@ class _Gen:
         name = INPUT_NAMES[len([d for d in self.inputs if d.name in INPUT_NAMES])]
         dtype = dtype or self.main
         if self.mixed and self.s.chance(50) and dtype == self.main:
-            dtype = self.s.pick([d for d in ("f32", "f64", "i32", "i64") if d != self.main])
+            dtype = self.s.pick([d for d in ("f32", "f64", "i32") + ("i64",) * self.extras if d != self.main])
         ranks = [(1, 30), (2, 40), (3, 18), (0, 12 if self.allow_rank0 else 0)]
         rank = self.s.weighted([(r, w) for r, w in ranks if r >= min_rank])
         decl = InputDecl(name, dtype, [self.dim_se() for _ in range(rank)])
@@ -992,7 +995,7 @@ class _Gen:
                 a = Affine(((SE.lit(1), want_var),))
                 self.placed.add(want_var)
             else:
-                a = (self.gather(d) if self.s.chance(7) else None) or self.index(d, prev)
+                a = (self.gather(d) if self.extras and self.s.chance(7) else None) or self.index(d, prev)
             idx.append(a)
             prev.extend(a.vars())
         node = Read(t, tuple(idx))
@@ -1113,7 +1116,7 @@ class _Gen:
 
     def cond(self, depth):
         kind = self.s.weighted([("cmp", 64), ("and", 12 if depth else 0), ("or", 10 if depth else 0),
-                                ("not", 8 if depth else 0), ("chain", 6), ("mask", 6)])
+                                ("not", 8 if depth else 0), ("chain", 6), ("mask", 6 if self.extras else 0)])
         if kind == "mask":  # a bool tensor read (a mask input, or a bool stage), or bool(...) of an input's read
             masks = [t for t, (dt, _) in self.tensors.items() if dt == "bool"]
             can_new = len([d for d in self.inputs if d.name in INPUT_NAMES]) < len(INPUT_NAMES)
@@ -1175,7 +1178,7 @@ class _Gen:
         if not self.inputs:  # a program needs at least one input
             self.pending.append(self.new_input())
         st = Stage(f"T{idx}", LHS_VARS[:nl], RED_VARS[:nr], op, dtype=dtype)
-        if op == "=" and s.chance(7):  # a bool stage: comparisons stored (numeric readers convert it)
+        if op == "=" and self.extras and s.chance(7):  # a bool stage: comparisons stored (numeric readers convert it)
             st.dtype, st.operand_dtype = "bool", dtype
             e = self.cond(2)
         else:
@@ -1336,7 +1339,7 @@ class _Gen:
     def program(self):
         s = self.s
         self.env, self.params, self.inputs, self.tensors, self.index_ranges = {}, [], [], {}, {}
-        self.main = s.weighted([("f32", 75), ("f64", 13), ("i32", 12), ("i64", 5)])
+        self.main = s.weighted([("f32", 75), ("f64", 13), ("i32", 12), ("i64", 5 if self.extras else 0)])
         self.big = s.chance(8)  # the first size is large (16..33)
         self.max_extent = BIG_MAX_EXTENT if self.big else MAX_EXTENT
         self.mixed = s.chance(12)
@@ -1378,5 +1381,6 @@ class _Gen:
         return f"def {prog.name}({', '.join(items)}) -> {outs}:\n" + "\n".join(body) + "\n"
 
 
-def generate(src: Src, allow_rank0_inputs=True) -> Program:
-    return _Gen(src, allow_rank0_inputs).program()
+def generate(src: Src, allow_rank0_inputs=True, extras=False) -> Program:
+    """A random program from the choices of `src`; `extras`: gathers, i64 and bool values too."""
+    return _Gen(src, allow_rank0_inputs, extras).program()

@@ -143,7 +143,7 @@ class _Shown:
 
 @st.composite
 def programs(draw):
-    return _Shown(progen.generate(progen.Src.from_hypothesis(draw)))
+    return _Shown(progen.generate(progen.Src.from_hypothesis(draw), extras=True))
 
 
 # ------------------------------------------------------------------------------------------ property test
@@ -277,7 +277,7 @@ def test_evaluator_matches_naive_interpreter():
     rnd = random.Random(1234)
     checked = 0
     for seed in range(300):
-        prog = progen.generate(progen.Src.from_random(rnd))
+        prog = progen.generate(progen.Src.from_random(rnd), extras=True)
         inputs = progen.make_inputs(prog, seed)
         try:
             fast = prog.evaluate(inputs)
@@ -350,7 +350,7 @@ def test_generator_renders_and_reaches_features():
     rnd = random.Random(99)
     seen = set()
     for _ in range(400):
-        prog = progen.generate(progen.Src.from_random(rnd))
+        prog = progen.generate(progen.Src.from_random(rnd), extras=True)
         text = prog.text
         for stg in prog.stages:
             seen.add(stg.op)
