@@ -11,6 +11,7 @@
 [[4.0, 4.0, 4.0], [4.0, 4.0, 4.0]]
 """
 from .errors import BuildError, DSLError, ScheduleError, TensorlangError, UsageError
+from .errors import IndexError  # noqa: F401 (tl.IndexError; kept out of __all__, see its docstring)
 from .program import Op
 from .parse import parse as _parse
 from .schedule import Schedule, schedule

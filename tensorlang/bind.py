@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass
 
 from .errors import BuildError, DSLError
-from .program import Op, Stage
+from .program import GatherIndex, Op, Stage
 
 
 @dataclass(frozen=True)
@@ -158,6 +158,8 @@ def _bind_stage(op: Op, s: Stage, sizes: dict, shapes: dict) -> BoundStage:
     dims = []  # (access number, dim, coeffs, const, extent)
     for n, a in enumerate(accesses):
         for d, ix in enumerate(a.indices):
+            if isinstance(ix, GatherIndex):  # any value of the dimension: it bounds no index variable
+                continue
             coeffs, const = ix.evaluate(sizes)
             dims.append((n, d, coeffs, const, shapes[a.tensor][d]))
     # exact uses (`A[.., i, ..]`) of one index over dimensions of different extent disagree
@@ -214,6 +216,8 @@ def _bind_stage(op: Op, s: Stage, sizes: dict, shapes: dict) -> BoundStage:
     for a in accesses:
         pad = False
         for d, ix in enumerate(a.indices):
+            if isinstance(ix, GatherIndex):  # checked when the kernel runs (tl.IndexError), never padded
+                continue
             coeffs, const = ix.evaluate(sizes)
             lo, hi = _interval(coeffs, const, ranges)
             extent = shapes[a.tensor][d]

@@ -14,10 +14,11 @@ from dataclasses import replace
 
 from .errors import BuildError
 from .simplify import _linear, simplify
-from .ir import (Allocate, BinOp, Call, Cast, Cmp, Expr, For, Func, If, IntImm, Let, Load, Logic, Neg, Not, Select,
-                 Seq, Store, Var, all_of, substitute)
+from .ir import (Allocate, BinOp, Call, Cast, Cmp, Expr, For, Func, If, IndexCheck, IntImm, Let, Load, Logic, Neg,
+                 Not, Select, Seq, Store, Var, all_of, substitute)
 
 Interval = tuple[int, int] | None
+_INT_RANGES = {"i32": (-2**31, 2**31 - 1), "i64": (-2**63, 2**63 - 1), "bool": (0, 1)}
 
 
 def interval(e: Expr, env: dict[str, tuple[int, int]]) -> Interval:
@@ -94,35 +95,47 @@ def _interval(e: Expr, env) -> Interval:
         return (e.value, e.value)
     if isinstance(e, Var):
         return env.get(e.name)
+    if isinstance(e, IndexCheck):  # 0 wherever the value is out of range
+        return (0, e.extent - 1)
+    if isinstance(e, Load):  # an integer read from memory: any value of its type
+        return _INT_RANGES.get(e.dtype)
     if isinstance(e, Cast) and e.dtype in ("i64", "i32"):
-        return interval(e.a, env)
+        a = interval(e.a, env) if e.a.dtype in _INT_RANGES else None
+        lo, hi = _INT_RANGES[e.dtype]
+        return a if a is not None and lo <= a[0] and a[1] <= hi else None  # a narrowing cast may wrap
     if isinstance(e, Neg):
         a = interval(e.a, env)
         return None if a is None else (-a[1], -a[0])
-    if isinstance(e, Select):
-        t, f = interval(e.t, env), interval(e.f, env)
+    if isinstance(e, Select):  # the true side where the condition holds (`select(x < N, x, 0)` is below N)
+        t, f = interval(e.t, assume(e.cond, env)), interval(e.f, env)
         return None if t is None or f is None else (min(t[0], f[0]), max(t[1], f[1]))
     if not isinstance(e, BinOp) or e.dtype not in ("i64", "i32"):
         return None
-    a, b = interval(e.a, env), interval(e.b, env)
+    r = _binop_interval(e.op, interval(e.a, env), interval(e.b, env))
+    lo, hi = _INT_RANGES[e.dtype]
+    return r if r is None or (lo <= r[0] and r[1] <= hi) else (lo, hi)  # past its type, the value wraps
+
+
+def _binop_interval(op: str, a: Interval, b: Interval) -> Interval:
+    """Bounds of `a op b` for integers, computed exactly (without wrapping)."""
     if a is None or b is None:
-        if e.op == "%" and b is not None and b[0] > 0:
+        if op == "%" and b is not None and b[0] > 0:
             return (0, b[1] - 1)
         return None
-    if e.op == "+":
+    if op == "+":
         return (a[0] + b[0], a[1] + b[1])
-    if e.op == "-":
+    if op == "-":
         return (a[0] - b[1], a[1] - b[0])
-    if e.op == "*":
+    if op == "*":
         ps = [x * y for x in a for y in b]
         return (min(ps), max(ps))
-    if e.op == "min":
+    if op == "min":
         return (min(a[0], b[0]), min(a[1], b[1]))
-    if e.op == "max":
+    if op == "max":
         return (max(a[0], b[0]), max(a[1], b[1]))
-    if e.op == "//" and b[0] > 0:
+    if op == "//" and b[0] > 0:
         return (min(a[0] // b[0], a[0] // b[1]), max(a[1] // b[0], a[1] // b[1]))
-    if e.op == "%" and b[0] > 0:
+    if op == "%" and b[0] > 0:
         if a[0] >= 0 and a[1] < b[0]:
             return a
         return (0, b[1] - 1)
@@ -226,6 +239,12 @@ class _Checker:
             raise BuildError(f"internal: cannot prove {what} {buf.name}[{idx}] inside {buf.name}{list(buf.shape)}")
 
     def expr(self, e: Expr, env) -> Expr:
+        if isinstance(e, IndexCheck):  # no check where the program keeps the value in range (clamp, select)
+            a = self.expr(e.a, env)
+            r = interval(simplify(a), env)
+            if r is not None and 0 <= r[0] and r[1] < e.extent:
+                return a
+            return replace(e, a=a, when=None if e.when is None else self.expr(e.when, env))
         if isinstance(e, Load):
             idx = tuple(self.expr(i, env) for i in e.indices)
             g = self.unproven(e.buffer, idx, env)

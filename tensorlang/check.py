@@ -4,7 +4,7 @@ Run by the parser; each failure is a `DSLError` pointing at the text.
 """
 from __future__ import annotations
 
-from .program import Access, IntValue, Op, walk
+from .program import Access, GatherIndex, IntValue, Op, affine_indices, index_vars_of, walk
 
 
 def check_program(op: Op, output_locs: dict, error, int_param_locs: dict | None = None) -> Op:
@@ -44,7 +44,8 @@ def _sizes_used(op: Op) -> set[str]:
         for w in s.where.values():
             used |= w.lo.symbols() | w.hi.symbols()
         for node in walk(s.rhs):
-            exprs = node.indices if isinstance(node, Access) else (node.expr,) if isinstance(node, IntValue) else ()
+            exprs = affine_indices(node) if isinstance(node, Access) else \
+                (node.expr,) if isinstance(node, IntValue) else ()
             for e in exprs:
                 used |= e.const.symbols()
                 for _, c in e.terms:
@@ -53,9 +54,9 @@ def _sizes_used(op: Op) -> set[str]:
 
 
 def _check_inferable(op: Op, s, error) -> None:
-    """Every index must get a range: from `where`, or by being the only unknown in a dimension of a read."""
+    """Every index must get a range: from `where`, or by being the only unknown in an affine dimension of a read."""
     known = set(s.where)
-    dims = [ix.variables() for a in s.accesses() for ix in a.indices]
+    dims = [ix.variables() for a in s.accesses() for ix in affine_indices(a)]
     changed = True
     while changed:
         changed = False
@@ -68,7 +69,11 @@ def _check_inferable(op: Op, s, error) -> None:
     for v in s.all_vars:
         if v in known:
             continue
-        if v not in in_reads:
+        gathered = {u for a in s.accesses() for ix in a.indices if isinstance(ix, GatherIndex)
+                    for u in index_vars_of(ix.value)}
+        if v not in in_reads and v in gathered:
+            why = "it is used only in an index computed from a tensor read, which does not bound it"
+        elif v not in in_reads:
             why = "it is not used to read any tensor"
         else:
             why = "it is never the only unknown index of a dimension it reads"

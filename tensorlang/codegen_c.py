@@ -1,11 +1,12 @@
 """Generate readable C99 from the loop IR (the C backend behind ``kernel.source("c")``), and compile it.
 
 The kernel is ``int32_t NAME(const float *restrict A, ..., float *restrict C)``: one pointer per buffer, inputs
-then outputs in ``func.params`` order (the ABI of the LLVM kernel), returning 0, or 1 when a temporary buffer
-could not be allocated. The translation unit includes standard headers only and defines, before the kernel, the
-few static inline helpers it uses (floor division, numpy's float max and min, the LLVM backend's ``exp``, ...),
-so that it computes what the LLVM backend computes: integers exactly, floats up to rounding (FMA contraction and
-the order of lane reductions).
+then outputs in ``func.params`` order (the ABI of the LLVM kernel), returning 0, 1 when a temporary buffer
+could not be allocated, or 2 when an index read from a tensor was out of range (``int64_t NAME_index_error(int64_t
+*value)`` then tells which gathered index and its value, as the LLVM kernel's function does). The translation
+unit includes standard headers only and defines, before the kernel, the few static inline helpers it uses (floor
+division, numpy's float max and min, the LLVM backend's ``exp``, ...), so that it computes what the LLVM backend
+computes: integers exactly, floats up to rounding (FMA contraction and the order of lane reductions).
 
 Loops:
 
@@ -53,7 +54,7 @@ from pathlib import Path
 import numpy as np
 
 from . import ir
-from .codegen_llvm import RELEASE_SUFFIX, WORKSPACE_MIN_BYTES
+from .codegen_llvm import INDEX_ERROR_STATUS, INDEX_ERROR_SUFFIX, RELEASE_SUFFIX, WORKSPACE_MIN_BYTES
 from .dtypes import DTYPES
 from .errors import BuildError
 from .simplify import _linear, simplify
@@ -251,20 +252,6 @@ def _lane_stride(flat: ir.Expr, lane: str) -> int | None:
     return step
 
 
-def _children(e: ir.Expr) -> tuple:
-    if isinstance(e, (ir.BinOp, ir.Cmp, ir.Logic)):
-        return (e.a, e.b)
-    if isinstance(e, (ir.Neg, ir.Not, ir.Cast)):
-        return (e.a,)
-    if isinstance(e, ir.Select):
-        return (e.cond, e.t, e.f)
-    if isinstance(e, ir.Call):
-        return tuple(e.args)
-    if isinstance(e, ir.Load):
-        return tuple(e.indices)
-    return ()
-
-
 def _vector_bytes_ok(dtype: str, lanes: int) -> bool:
     n = lanes * DTYPES[dtype].itemsize
     return dtype in _FLOATS and lanes >= 2 and n & (n - 1) == 0
@@ -320,6 +307,10 @@ class _Emitter:
         self.in_simd = False
         self._vector_why: dict[int, str | None] = {}
         self._buffers_used: dict[int, set] = {}
+        self.checks = any(True for _ in ir.index_checks(func.body))  # indices read from memory, checked
+        # whether the integer arithmetic being written is a value of the program (i64 wraps, as numpy's and the
+        # LLVM backend's) rather than an address or a loop bound (plain C arithmetic)
+        self.in_value = False
 
     # ---- output ----
     def line(self, text: str) -> None:
@@ -355,7 +346,8 @@ class _Emitter:
  *
  * int32_t {self.name}({sig})
 {shapes}
- *   Row-major, C-contiguous arrays. Returns 0, or 1 when a temporary buffer could not be allocated.
+ *   Row-major, C-contiguous arrays. Returns 0, 1 when a temporary buffer could not be allocated, or 2 when an
+ *   index read from a tensor was out of range ({self.name}{INDEX_ERROR_SUFFIX} tells which).
  */
 #if !defined(_POSIX_C_SOURCE) && !defined(_GNU_SOURCE)
 #define _POSIX_C_SOURCE 200112L  /* posix_memalign */
@@ -370,9 +362,24 @@ class _Emitter:
         if self.workspace:
             out.append("/* temporaries kept between calls (one per allocation site; NULL while a call holds it) */\n" +
                        "".join(f"static void *{w};\n" for w in self.workspace))
-        out.append(f"int32_t {self.name}({sig})\n{{\n    int32_t status = 0;")
+        last = ("/* the last index error of a call that returned 2 (number of the gathered index + 1; its value) */\n"
+                "static int64_t tl_last_error[2];\n")
+        out.append(last + f"int32_t {self.name}({sig})\n{{\n    int32_t status = 0;")
+        if self.checks:
+            out.append("    int64_t tl_error[2] = {0, 0};  /* this call's first index out of range */")
         out.append("\n".join(self.body))
+        if self.checks:
+            out.append(f"    if (status == 0 && tl_error[0] != 0) {{\n"
+                       "        __atomic_store_n(&tl_last_error[1], tl_error[1], __ATOMIC_RELAXED);\n"
+                       "        __atomic_store_n(&tl_last_error[0], tl_error[0], __ATOMIC_RELAXED);\n"
+                       f"        status = {INDEX_ERROR_STATUS};\n    }}")
         out.append("    return status;\n}\n")
+        out.append(f"/* after a call that returned {INDEX_ERROR_STATUS}: which gathered index was out of range "
+                   "(-1: none), its value at *value */\n"
+                   f"int64_t {self.name}{INDEX_ERROR_SUFFIX}(int64_t *value)\n{{\n"
+                   "    if (value != NULL)\n"
+                   "        *value = __atomic_load_n(&tl_last_error[1], __ATOMIC_RELAXED);\n"
+                   "    return __atomic_load_n(&tl_last_error[0], __ATOMIC_RELAXED) - 1;\n}\n")
         frees = "".join(f"    free(__atomic_exchange_n(&{w}, NULL, __ATOMIC_ACQ_REL));\n" for w in self.workspace)
         dtor = "__attribute__((destructor)) " if self.workspace else ""
         what = " (also run when the library is unloaded)" if frees else ": none"
@@ -428,7 +435,15 @@ class _Emitter:
         flat = _flat(buf, indices)
         if offset:
             flat = simplify(ir.BinOp("+", flat, ir.IntImm(offset)))
-        return self.x(self.fold(flat))[0]
+        return self.text(self.fold(flat), value=False)
+
+    def text(self, e: ir.Expr, value: bool) -> str:
+        """C text of `e` as a value of the program (`value`: its i64 arithmetic wraps) or as an address or bound."""
+        saved, self.in_value = self.in_value, value
+        try:
+            return self.x(e)[0]
+        finally:
+            self.in_value = saved
 
     def vector_lanes(self, dtype: str) -> int:
         """Lanes of one vector of `dtype` in the vectorized loop being written."""
@@ -473,6 +488,8 @@ class _Emitter:
 
     def simd_why_not(self, s: ir.For) -> str | None:
         """None when the lanes of the vectorized loop `s` are independent (`#pragma omp simd` is safe)."""
+        if any(True for _ in ir.index_checks(s.body)):
+            return "checks indices read from memory (an atomic record of the first one out of range)"
         lane = s.var.name
         stores: dict[str, set] = {}
         loads: dict[str, set] = {}
@@ -820,23 +837,24 @@ class _Emitter:
             kind, ref, lane = self.register_ref(buf, s.indices)
             if kind == "lanes":  # one lane of a register vector, from a plain loop over the lanes
                 fn = self.need(f"tl_set_{_vtype(buf.dtype, self.regs[buf.name].width)[3:]}")
-                self.line(f"{ref} = {fn}({ref}, {lane}, {self.x(s.value)[0]});")
+                self.line(f"{ref} = {fn}({ref}, {lane}, {self.text(s.value, value=True)});")
                 return
             target = ref
         else:
             target = f"{self.ptrs[buf.name]}[{self.index(buf, s.indices)}]"
         if update is not None:
-            self.line(f"{target} {update[0]}= {self.x(update[1])[0]};")
+            self.line(f"{target} {update[0]}= {self.text(update[1], value=True)};")
         else:
-            self.line(f"{target} = {self.x(s.value)[0]};")
+            self.line(f"{target} = {self.text(s.value, value=True)};")
 
     @staticmethod
     def update_of(s: ir.Store):
-        """(op, rhs) when the store is `X[i] = X[i] op rhs` and C's `X[i] op= rhs` means the same."""
+        """(op, rhs) when the store is `X[i] = X[i] op rhs` of floats, where C's `X[i] op= rhs` means the same
+        (integers wrap: a helper function computes them)."""
         v = s.value
         if isinstance(v, ir.BinOp) and v.op in ("+", "-", "*", "/") and isinstance(v.a, ir.Load) and \
                 v.a.buffer == s.buffer and v.a.indices == s.indices and not any(v.a.guard) and \
-                (s.buffer.dtype in _FLOATS or (s.buffer.dtype == "i64" and v.op != "/")):
+                s.buffer.dtype in _FLOATS:
             return v.op, v.b
         return None
 
@@ -950,9 +968,12 @@ class _Emitter:
             return f"{self.p(e.a, p)} {'&&' if e.op == 'and' else '||'} {self.p(e.b, p)}", p
         if isinstance(e, ir.Not):
             return "!" + self.p(e.a, _UNARY), _UNARY
+        if isinstance(e, ir.IndexCheck):
+            site = str(e.site) if e.when is None else f"({self.x(e.when)[0]}) ? {e.site} : -1"
+            return f"{self.need('tl_check_index')}({self.text(e.a, value=True)}, {e.extent}, {site}, tl_error)", _ATOM
         if isinstance(e, ir.Neg):
-            if e.dtype == "i32":
-                return self.call("tl_neg_i32", e.a), _ATOM
+            if e.dtype == "i32" or (e.dtype == "i64" and self.in_value):
+                return self.call(f"tl_neg_{e.dtype}", e.a), _ATOM
             a = self.p(e.a, _UNARY)
             return ("-(" + a + ")" if a.startswith("-") else "-" + a), _UNARY
         if isinstance(e, ir.Select):
@@ -991,10 +1012,12 @@ class _Emitter:
     def guard(self, e: ir.Load) -> str:
         """The condition that the guarded dimensions of a read are in range."""
         parts = []
+        saved, self.in_value = self.in_value, False
         for d, ix in enumerate(e.indices):
             if d < len(e.guard) and e.guard[d]:
                 i = self.p(self.fold(ix), _REL + 1)
                 parts.append(f"{i} >= 0 && {i} < {e.buffer.shape[d]}")
+        self.in_value = saved
         return " && ".join(parts)
 
     def binop(self, e: ir.BinOp) -> tuple[str, int]:
@@ -1013,7 +1036,7 @@ class _Emitter:
             if op == "%":
                 return self.call(f"tl_mod_{dt}", e.a, e.b), _ATOM
         elif dt in ("i32", "i64"):
-            if op in ("+", "-", "*") and dt == "i64":
+            if op in ("+", "-", "*") and dt == "i64" and not self.in_value:  # an address: it does not overflow
                 p = _BIN_PREC[op]
                 if op == "+" and isinstance(e.b, ir.IntImm) and e.b.value < 0 and e.b.value != -2**63:
                     return f"{self.p(e.a, p)} - {-e.b.value}", p
@@ -1052,10 +1075,10 @@ class _Emitter:
             return self.x(e.a)
         if src not in C_TYPES or dst not in C_TYPES:
             raise BuildError(f"C backend: unsupported IR node Cast from {src} to {dst}: {_short(e)}")
+        if dst == "bool":  # numpy's: nonzero is True (a float NaN too)
+            return f"{self.p(e.a, _EQ)} != 0", _EQ
         if src in _FLOATS and dst not in _FLOATS:  # saturating, NaN -> 0, as llvm.fptosi.sat
             return self.call(f"tl_{src}_to_{dst}", e.a), _ATOM
-        if dst == "bool":
-            return f"{self.p(e.a, _EQ)} != 0", _EQ
         return f"({_VALUE_TYPES[dst]}){self.p(e.a, _UNARY)}", _UNARY
 
     # ---- vector expressions ----
@@ -1160,7 +1183,7 @@ def _check_vector(loop: ir.For) -> None:
             if not invariant(e):
                 raise _NotVector(f"uses the index {e.name} as a value")
             return False
-        kids = [varying(k) for k in _children(e)]
+        kids = [varying(k) for k in ir.children(e)]
         if not any(kids):
             return False
         if isinstance(e, ir.BinOp) and e.dtype in _FLOATS and e.op in _BIN_PREC or \
@@ -1270,13 +1293,19 @@ def _helper(name: str, em: _Emitter) -> str:
             return f"static inline {t} {name}({vt} v, int64_t lane)\n{{\n    return v[lane];\n}}\n"
         return (f"static inline {vt} {name}({vt} v, int64_t lane, {t} x)\n{{\n    v[lane] = x;\n"
                 "    return v;\n}\n")
-    m = re.fullmatch(r"tl_(f32|f64)_to_(i32|i64|bool)", name)
+    if name == "tl_check_index":
+        return ("/* an index read from a tensor, checked against the extent n of the dimension it indexes: itself\n"
+                " * when 0 <= i < n, else 0, and gathered index number `site` (unless -1) recorded as out of range\n"
+                " * with value i in error, if nothing is recorded there yet (the first wins, whichever thread) */\n"
+                "static inline int64_t tl_check_index(int64_t i, int64_t n, int64_t site, int64_t *error)\n{\n"
+                "    if ((uint64_t)i < (uint64_t)n)\n        return i;\n    int64_t none = 0;\n"
+                "    if (site >= 0 && __atomic_compare_exchange_n(&error[0], &none, site + 1, 0, __ATOMIC_ACQ_REL,\n"
+                "                                                 __ATOMIC_RELAXED))\n"
+                "        __atomic_store_n(&error[1], i, __ATOMIC_RELAXED);\n    return 0;\n}\n")
+    m = re.fullmatch(r"tl_(f32|f64)_to_(i32|i64)", name)
     if m:
         src, dst = m.group(1), m.group(2)
         t = C_TYPES[src]
-        if dst == "bool":
-            return (f"/* {src} to bool as llvm.fptosi.sat to i1 computes it: 1 when x <= -1, else 0 */\n"
-                    f"static inline int {name}({t} x)\n{{\n    return x <= -1;\n}}\n")
         bits = 31 if dst == "i32" else 63
         lim = _float_lit(2.0 ** bits, src)
         return (f"/* saturating conversion, NaN -> 0 (llvm.fptosi.sat) */\n"

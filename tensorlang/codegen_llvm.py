@@ -1,8 +1,10 @@
 """Generate LLVM IR (llvmlite.ir objects, never strings) from the loop IR.
 
 The kernel is `i32 NAME(ptr noalias A, ptr noalias B, ...)`: one pointer per buffer (inputs then outputs),
-returning 0, or 1 when a buffer could not be allocated. Indices are i64; float arithmetic carries the
-`contract` flag so that LLVM fuses multiply-add into FMA.
+returning 0, 1 when a buffer could not be allocated, or 2 when an index read from a tensor was out of range
+(`i64 NAME_index_error(ptr value)` then gives the number of that gathered index and its value, see
+:func:`_index_error_function`). Indices are i64; float arithmetic carries the `contract` flag so that LLVM fuses
+multiply-add into FMA. A bool is an `i1` value and one byte (0 or 1) in memory.
 
 Loops: serial loops are plain loops; unrolled loops are replicated with the index as a constant;
 vectorized loops are emitted with every value that depends on the index as an explicit LLVM vector
@@ -40,16 +42,29 @@ _ALIGN = 64
 PARALLEL_FOR = "tensorlang_parallel_for"
 WORKSPACE_MIN_BYTES = 64 * 1024  # temporaries this large are kept between calls (see `_Emitter.allocate`)
 RELEASE_SUFFIX = "_release_workspace"  # the function that frees what a kernel keeps: NAME + RELEASE_SUFFIX
+INDEX_ERROR_SUFFIX = "_index_error"  # the function that tells which index was out of range: NAME + INDEX_ERROR_SUFFIX
+INDEX_ERROR_STATUS = 2  # what a kernel returns when an index read from a tensor was out of range
+_ERROR_RECORD = "tl.error"  # the pointer (in `_Emitter.ptrs`) to a call's record of its first index error
 _REDUCE_IDENTITY = ("+", "*", "max", "min")
 
 
 def ll_type(dtype: str) -> ll.Type:
-    """The llvmlite type of a dtype name ("f32", "f64", "i32", "i64" or "bool").
+    """The llvmlite type of a dtype name ("f32", "f64", "i32", "i64" or "bool") as a value.
 
     >>> str(ll_type("f32")), str(ll_type("bool"))
     ('float', 'i1')
     """
     return LL_TYPES[dtype]
+
+
+def mem_type(dtype: str) -> ll.Type:
+    """The llvmlite type of a dtype in memory: a bool is a byte there (numpy's bool_; LLVM packs a vector of `i1`
+    into bits in memory).
+
+    >>> str(mem_type("bool")), str(mem_type("f64"))
+    ('i8', 'double')
+    """
+    return I8 if dtype == "bool" else LL_TYPES[dtype]
 
 
 _CONSTANTS: dict[tuple, ll.Constant] = {}
@@ -220,8 +235,12 @@ def emit_module(func: ir.Func, triple: str = "", data_layout: str = "", vector_b
         arg.name = buf.name
         arg.add_attribute("noalias")
         ptrs[buf.name] = arg
-    _Emitter(module, fn, ptrs, {}, func.name, vector_bits).emit(func.body)
+    em = _Emitter(module, fn, ptrs, {}, func.name, vector_bits)
+    if any(True for _ in ir.index_checks(func.body)):
+        em.ptrs[_ERROR_RECORD] = em.error_record()
+    em.emit(func.body)
     _release_function(module, func.name)
+    _index_error_function(module, func.name)
     for defined in module.functions:
         if not defined.is_declaration:
             _kernel_attributes(defined)
@@ -265,6 +284,58 @@ def _release_function(module: ll.Module, name: str) -> None:
     dtors.linkage = "appending"
     dtors.initializer = ll.Constant(ll.ArrayType(entry, 1),
                                     [ll.Constant(entry, [I32(65535), fn, ll.Constant(PTR, None)])])
+
+
+def _last_error(module: ll.Module, name: str) -> ll.GlobalVariable:
+    """The record of the last index error of kernel `name` (the gathered index's number + 1, 0 for none; the
+    value), as a call that failed left it."""
+    key = f"{name}.index_error"
+    if key in module.globals:
+        return module.globals[key]
+    g = ll.GlobalVariable(module, ll.ArrayType(I64, 2), name=key)
+    g.linkage = "internal"
+    g.initializer = ll.Constant(ll.ArrayType(I64, 2), [I64(0), I64(0)])
+    return g
+
+
+def _index_error_function(module: ll.Module, name: str) -> None:
+    """Define `i64 NAME_index_error(ptr value)`: after a call of NAME that returned 2, the number of the gathered
+    index that was out of range (`tensorlang.program.gather_sites`), its value stored at `value` (when not NULL);
+    -1 when no call has failed so. It tells of the last failing call of the process: calls of one kernel from
+    several threads at once, both failing, may see each other's.
+
+    >>> import tensorlang as tl
+    >>> s = tl.schedule(tl.op("def f(A: f32[N]) -> B:\\n    B[i] = A[i]"), N=4)
+    >>> 'define i64 @"f_index_error"(ptr %"value")' in str(emit_module(s.lowered()))
+    True
+    """
+    g = _last_error(module, name)
+    fn = ll.Function(module, ll.FunctionType(I64, [PTR]), name=name + INDEX_ERROR_SUFFIX)
+    fn.args[0].name = "value"
+    b = ll.IRBuilder(fn.append_basic_block("entry"))
+    site = b.load_atomic(g, "monotonic", 8, typ=I64)
+    with b.if_then(b.icmp_unsigned("!=", fn.args[0], ll.Constant(PTR, None))):
+        slot = b.gep(g, [I64(0), I64(1)], inbounds=True, source_etype=g.value_type)
+        b.store(b.load_atomic(slot, "monotonic", 8, typ=I64), fn.args[0], align=8)
+    b.ret(b.sub(site, I64(1)))
+
+
+def _report_function(module: ll.Module) -> ll.Function:
+    """`void tl.report_index(ptr record, i64 site, i64 value)`: record an index out of range in a call's record,
+    if it holds none yet (the first one wins, whichever thread finds it)."""
+    if "tl.report_index" in module.globals:
+        return module.globals["tl.report_index"]
+    fn = ll.Function(module, ll.FunctionType(ll.VoidType(), [PTR, I64, I64]), name="tl.report_index")
+    fn.linkage = "internal"
+    fn.attributes.add("cold")
+    fn.attributes.add("noinline")
+    rec, site, value = fn.args
+    b = ll.IRBuilder(fn.append_basic_block("entry"))
+    first = b.extract_value(b.cmpxchg(rec, I64(0), b.add(site, I64(1)), "acq_rel", "monotonic"), 1)
+    with b.if_then(first):
+        b.atomic_rmw("xchg", b.gep(rec, [I64(1)], inbounds=True, source_etype=I64), value, "monotonic")
+    b.ret_void()
+    return fn
 
 
 def _kernel_attributes(fn: ll.Function) -> None:
@@ -324,13 +395,76 @@ class _Emitter:
         self._addr_cache: dict = {}
         self.n_outlined = 0
         self.int_divisions = 0    # integer divisions and remainders of the program emitted so far (see `loop`)
+        # whether the integer arithmetic being emitted computes an address or a loop bound (may assume it does not
+        # overflow: `nsw`), or a value of the program (i64 values wrap, as numpy's)
+        self.in_index = True
 
     def emit(self, body: ir.Stmt) -> None:
         self.stmt(body)
+        rec = self.ptrs.get(_ERROR_RECORD)
+        if rec is not None:  # an index out of range: the record goes where NAME_index_error reads it, status 2
+            site = self.b.load(rec, typ=I64)
+            failed, ok = self.fn.append_basic_block("index_error"), self.fn.append_basic_block("done")
+            self.b.cbranch(self.b.icmp_unsigned("!=", site, I64(0)), failed, ok)
+            self.b.position_at_end(failed)
+            g = _last_error(self.module, self.fn.name)
+            value = self.b.load(self.b.gep(rec, [I64(1)], inbounds=True, source_etype=I64), typ=I64)
+            # (atomic stores, as exchanges: llvmlite's store_atomic wants typed pointers)
+            self.b.atomic_rmw("xchg", self.b.gep(g, [I64(0), I64(1)], inbounds=True, source_etype=g.value_type),
+                              value, "monotonic")
+            self.b.atomic_rmw("xchg", g, site, "monotonic")
+            self.b.ret(I32(INDEX_ERROR_STATUS))
+            self.b.position_at_end(ok)
         self.b.ret(I32(0))
         if self.fail_block is not None:
             self.b.position_at_end(self.fail_block)
             self.b.ret(I32(1))
+
+    def error_record(self) -> ll.Value:
+        """A call's record of its first index error (the gathered index's number + 1, 0 for none; the value), on
+        the kernel's stack and cleared as the call starts."""
+        with self.b.goto_block(self.entry):
+            self.b.position_at_start(self.entry)
+            rec = self.b.alloca(ll.ArrayType(I64, 2), name="index_error")
+            rec.align = 8
+            rec.type = PTR
+            self.b.store(I64(0), rec)
+            self.b.store(I64(0), self.b.gep(rec, [I64(1)], inbounds=True, source_etype=I64))
+        return rec
+
+    def index_check(self, e: ir.IndexCheck) -> ll.Value:
+        """An index read from data (a scalar or a vector of lanes) where it is in 0..extent-1, else 0; the first
+        lane out of range among those in use reports it (`tl.report_index`, a cold call)."""
+        b = self.b
+        saved, self.in_index = self.in_index, False
+        v = self.expr(e.a)
+        self.in_index = saved
+        outside = b.icmp_unsigned(">=", v, self.const("i64", e.extent, v))  # negative values too
+        report = outside
+        active = self.mask
+        if e.when is not None:
+            w = self.expr(e.when)
+            active = w if active is None else b.and_(*self.match(active, w))
+        if active is not None:
+            if _is_vec(active) and not _is_vec(report):
+                active = self.any_lane(active)
+            report = b.and_(*self.match(report, active))
+        bad = self.any_lane(report) if _is_vec(report) else report
+        with b.if_then(bad, likely=False):
+            value = v
+            if _is_vec(v):
+                n = v.type.count
+                bits = b.bitcast(report, ll.IntType(n))
+                first = b.call(self.intrinsic("llvm.cttz", ll.IntType(n), [ll.IntType(n), I1], [ll.IntType(n)]),
+                               [bits, I1(1)])
+                value = b.extract_element(v, first)
+            b.call(_report_function(self.module), [self.ptrs[_ERROR_RECORD], I64(e.site), value])
+        return b.select(outside, self.const("i64", 0, v), v)
+
+    def any_lane(self, mask: ll.Value) -> ll.Value:
+        """Whether some lane of the i1 vector `mask` is set."""
+        vt = mask.type
+        return self.b.call(self.intrinsic("llvm.vector.reduce.or", I1, [vt], [vt]), [mask])
 
     # ---- helpers ----
     def intrinsic(self, name: str, ret: ll.Type, args: list[ll.Type], overload: list[ll.Type]):
@@ -458,7 +592,7 @@ class _Emitter:
             # in the entry block, so that a loop does not grow the stack and LLVM can promote it to registers
             with self.b.goto_block(self.entry):
                 self.b.position_at_start(self.entry)
-                ptr = self.b.alloca(ll.ArrayType(ll_type(buf.dtype), max(1, buf.size)), name=buf.name)
+                ptr = self.b.alloca(ll.ArrayType(mem_type(buf.dtype), max(1, buf.size)), name=buf.name)
                 ptr.align = _ALIGN
                 ptr.type = PTR  # an opaque pointer, like the parameters (llvmlite would type it)
             self.ptrs[buf.name] = ptr
@@ -595,7 +729,7 @@ class _Emitter:
         st = inner.body
         if not (isinstance(s.extent, ir.IntImm) and isinstance(inner.extent, ir.IntImm)
                 and isinstance(st, ir.Store) and isinstance(st.value, ir.Load) and not any(st.value.guard)
-                and st.value.buffer.dtype == st.buffer.dtype):
+                and st.value.buffer.dtype == st.buffer.dtype != "bool"):
             return False
         n = s.extent.value
         if inner.extent.value != n or n not in (4, 8, 16) or self.chunk_lanes(inner.body, n) != n:
@@ -650,7 +784,8 @@ class _Emitter:
         while isinstance(st, ir.Let):
             lets.append(st)
             st = st.body
-        if not (isinstance(s.extent, ir.IntImm) and isinstance(inner.extent, ir.IntImm) and isinstance(st, ir.Store)):
+        if not (isinstance(s.extent, ir.IntImm) and isinstance(inner.extent, ir.IntImm) and isinstance(st, ir.Store)) \
+                or st.buffer.dtype == "bool":  # (bools are bytes in memory, i1 values in registers)
             return False
         m, w = s.extent.value, inner.extent.value
         n = self.chunk_lanes(inner.body, w)
@@ -688,7 +823,7 @@ class _Emitter:
                 for j in range(mq):  # row j: the value at a = lo_q + j, b = lo_p .. lo_p + n - 1
                     self.lanes_along(b, lo_p, n, a, lo_q, j)
                     olds = bind_lets()
-                    rows.append(self.splat(self.expr(st.value), n))
+                    rows.append(self.splat(self.value(st.value), n))
                     unbind_lets(olds)
                 cols = transpose_vectors(self.b, rows + [ll.Constant(vt, ll.Undefined)] * (n - mq))
                 keep = constant(I1, [1] * mq + [0] * (n - mq), n)
@@ -757,7 +892,8 @@ class _Emitter:
         for (n, _), arg in zip(scalars, args):
             sub.vars[n] = arg
         for (n, _), arg in zip(ptrs, args[len(scalars):]):
-            arg.add_attribute("noalias")
+            if n != _ERROR_RECORD:  # every thread may write the call's error record
+                arg.add_attribute("noalias")
             sub.ptrs[n] = arg
         sub.defs = dict(self.defs)
         sub.n_outlined = self.n_outlined * 100
@@ -799,7 +935,7 @@ class _Emitter:
         return step
 
     def pointer(self, buf: ir.Buffer, offset: ll.Value, inbounds: bool = True) -> ll.Value:
-        return self.b.gep(self.ptrs[buf.name], [offset], inbounds=inbounds, source_etype=ll_type(buf.dtype))
+        return self.b.gep(self.ptrs[buf.name], [offset], inbounds=inbounds, source_etype=mem_type(buf.dtype))
 
     def address_parts(self, node, buf: ir.Buffer, indices):
         """(flat index, lane stride, flat index at lane 0) of a load or store; the symbolic work is done once per
@@ -815,8 +951,17 @@ class _Emitter:
         return hit[1], hit[2], hit[3]
 
     def load(self, e: ir.Load) -> ll.Value:
+        """The value of a load (scalar, or a vector in a vectorized loop); its address is index arithmetic."""
+        saved, self.in_index = self.in_index, True
+        v = self._load(e)
+        self.in_index = saved
+        if e.buffer.dtype == "bool":  # a byte in memory
+            v = self.b.icmp_unsigned("!=", v, constant(I8, 0, v.type.count) if _is_vec(v) else I8(0))
+        return v
+
+    def _load(self, e: ir.Load) -> ll.Value:
         b = self.b
-        t = ll_type(e.buffer.dtype)
+        t = mem_type(e.buffer.dtype)
         align = DTYPES[e.buffer.dtype].itemsize
         cond = None
         indices = list(e.indices)
@@ -876,9 +1021,25 @@ class _Emitter:
         """The flat index with the vector index at its first lane: emitted as a scalar."""
         return substitute(self.expand(flat), {self.lane_var: ir.Var(f"{self.lane_var}.lane0")})
 
+    def value(self, e: ir.Expr) -> ll.Value:
+        """The value of a program's expression (its i64 arithmetic wraps, as numpy's)."""
+        saved, self.in_index = self.in_index, False
+        v = self.expr(e)
+        self.in_index = saved
+        return v
+
     def store(self, s: ir.Store) -> None:
+        if s.buffer.dtype == "bool":  # a byte in memory: the value widened as it is stored
+            value = self.value(s.value)
+            t = ll.VectorType(I8, value.type.count) if _is_vec(value) else I8
+            self._store(s, self.b.zext(value, t))
+        else:
+            self._store(s)
+
+    def _store(self, s: ir.Store, stored: ll.Value | None = None) -> None:
+        """Store `s` (its value already computed as `stored`, when given)."""
         b = self.b
-        t = ll_type(s.buffer.dtype)
+        t = mem_type(s.buffer.dtype)
         align = DTYPES[s.buffer.dtype].itemsize
         flat, stride, lane0 = self.address_parts(s, s.buffer, list(s.indices))
         if stride == 0 and self.mask is not None and _is_vec(self.mask):
@@ -893,7 +1054,7 @@ class _Emitter:
         if stride == 0 and self.lanes and self._is_update(s):
             b.store(self.reduce_lanes(s), self.pointer(s.buffer, self.expr(flat)), align=align)
             return
-        value = self.expr(s.value)
+        value = stored if stored is not None else self.value(s.value)
         if stride == 0:
             if _is_vec(value):
                 value = self.reduce_lanes(s)
@@ -933,6 +1094,13 @@ class _Emitter:
         if not self._is_update(s):
             raise BuildError(f"codegen: the store to {s.buffer.name} does not depend on the vectorized loop "
                              f"{self.lane_var} but its value does, and it is not a reduction")
+        saved, self.in_index = self.in_index, False  # a value of the program: an i64 sum wraps
+        try:
+            return self._reduce_lanes(s)
+        finally:
+            self.in_index = saved
+
+    def _reduce_lanes(self, s: ir.Store) -> ll.Value:
         op, dtype = s.value.op, s.buffer.dtype
         acc = self.expr(s.value.a)
         vals = self.splat(self.expr(s.value.b))  # a value the same in every lane still counts once a lane
@@ -966,6 +1134,8 @@ class _Emitter:
             return self.vars[e.name]
         if isinstance(e, ir.Load):
             return self.load(e)
+        if isinstance(e, ir.IndexCheck):
+            return self.index_check(e)
         if isinstance(e, ir.BinOp):
             if e.op == "**" and DTYPES[e.dtype].is_float and isinstance(e.b, ir.FloatImm) \
                     and e.b.value in (2.0, 3.0, 4.0):
@@ -1032,7 +1202,7 @@ class _Emitter:
                              b.xor(b.fcmp_ordered("<", r, zero), b.fcmp_ordered("<", c, zero)))
                 return b.select(fix, b.fadd(r, c), r)
             raise TypeError(f"codegen: float op {op}")
-        flags = ["nsw"] if dtype == "i64" else []
+        flags = ["nsw"] if dtype == "i64" and self.in_index else []
         if op in ("+", "-", "*"):
             return self.int_arith(op, a, c, flags)
         if op in ("min", "max"):  # the intrinsic reads each operand once (see fminmax)
@@ -1203,11 +1373,10 @@ class _Emitter:
             t = ll.VectorType(t, v.type.count)
         if s.is_float and d.is_float:
             return b.fpext(v, t) if d.itemsize > s.itemsize else b.fptrunc(v, t)
-        if s.is_float and dst in ("i32", "i64"):  # saturating, NaN -> 0: never undefined behaviour
+        if s.is_float and dst == "bool":  # numpy: nonzero is True, NaN included
+            return b.fcmp_unordered("!=", v, self.const(src, 0.0, v))
+        if s.is_float:  # to i32 or i64: saturating, NaN -> 0, never undefined behaviour
             return self.float_to_int(v, src, dst, t)
-        if s.is_float:
-            f = self.intrinsic("llvm.fptosi.sat", t, [v.type], [t, v.type])
-            return b.call(f, [v])
         if src == "bool":
             return b.uitofp(v, t) if d.is_float else b.zext(v, t)
         if d.is_float:

@@ -47,5 +47,5 @@ DTYPES: dict[str, DType] = {
     "bool": DType("bool", np.dtype(np.bool_), 1, False),
 }
 
-#: dtypes a user may declare for a tensor in the DSL.
-TENSOR_DTYPES = ("f32", "f64", "i32")
+#: dtypes a user may declare for a tensor in the DSL (bool: numpy's bool_, one byte of 0 or 1).
+TENSOR_DTYPES = ("f32", "f64", "i32", "i64", "bool")

@@ -6,6 +6,7 @@ size or argument.
 """
 from __future__ import annotations
 
+import builtins
 from dataclasses import dataclass
 
 
@@ -90,6 +91,24 @@ class UsageError(TensorlangError, ValueError):
 
 class BuildError(TensorlangError):
     """Sizes, arguments or a target that a kernel cannot be built or called with."""
+
+
+class IndexError(TensorlangError, builtins.IndexError):
+    """A kernel (or `tl.reference`) read a tensor through an index value outside the dimension it indexes (a
+    gather, `E[ids[t], d]`, with an `ids` element out of range): the message names the program, the index value,
+    the tensor, its dimension and size, and the stage whose read it was. It is a Python IndexError too, as
+    torch's and numpy's out-of-range indices are. The kernel never reads outside a tensor: it finishes the call with
+    element 0 in place of each bad index, then reports the first bad index it met, and the outputs are unspecified.
+    It is `tl.IndexError`, left out of ``tensorlang.__all__`` (a star import would hide Python's IndexError).
+
+    >>> import numpy as np, tensorlang as tl
+    >>> k = tl.build(tl.op("def f(T: f32[N], X: i32[M]) -> Y:\\n    Y[i] = T[X[i]]"), N=4, M=2)
+    >>> try:
+    ...     k(np.zeros(4, np.float32), np.array([1, 9], np.int32))
+    ... except tl.IndexError as e:
+    ...     print(e)
+    f: index 9 is out of range for dimension 0 of T (size 4) in stage Y's read T[X[i]] (line 2, column 12)
+    """
 
 
 def check(cond: object, error: type[TensorlangError], message: str, *args) -> None:

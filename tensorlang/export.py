@@ -4,7 +4,8 @@ Every format writes, into one directory, the kernel in that format plus `NAME.h`
 buffer's shape, dtype and layout, the sizes and the schedule) and `NAME_example.c` (a program that fills the
 inputs, calls the kernel and prints a checksum; its first comment has the exact `cc` command that builds it).
 The kernel keeps the JIT's ABI: `int32_t NAME(const float *restrict A, ..., float *restrict C)`, inputs then
-outputs, returning 0, or 1 when a temporary buffer could not be allocated.
+outputs, returning 0, 1 when a temporary buffer could not be allocated, or 2 when an index read from a tensor was
+out of range (`int64_t NAME_index_error(int64_t *value)` tells which gathered index, and the value).
 
 | format | writes | needs |
 |---|---|---|
@@ -38,7 +39,7 @@ import tempfile
 
 import numpy as np
 
-from .codegen_llvm import RELEASE_SUFFIX
+from .codegen_llvm import INDEX_ERROR_SUFFIX, RELEASE_SUFFIX
 from .codegen_c import find_c_compiler
 from .dtypes import DTYPES
 from .errors import BuildError, UsageError
@@ -214,7 +215,7 @@ def _compile_llvm(func, meta_json: str | None, target, fmt: str):
     from .codegen_llvm import I8, PTR, emit_module
     from .target import _lock, optimized_module, target_machine
     module = emit_module(func, vector_bits=target.vector_bits())
-    public = (func.name, func.name + RELEASE_SUFFIX)
+    public = (func.name, func.name + RELEASE_SUFFIX, func.name + INDEX_ERROR_SUFFIX)
     for f in module.functions:  # outlined parallel bodies are private to the library
         if f.name not in public and not f.is_declaration:
             f.linkage = "internal"
@@ -317,6 +318,17 @@ def _buffer_lines(meta: dict) -> list[str]:
     return out
 
 
+def _gather_lines(meta: dict) -> list[str]:
+    """One line per gathered index of the program (`E[ids[t], d]`), by the number a kernel reports it with."""
+    from .bind import bind
+    from .parse import parse
+    from .program import gather_sites
+    op = parse(meta["source"])
+    shapes = bind(op, meta["sizes"]).shapes
+    return [f"  {k}: dimension {g.dim} of {g.tensor} (size {shapes[g.tensor][g.dim]}), read by stage {g.stage}: "
+            f"{g.tensor}[{', '.join(str(ix) for ix in g.access.indices)}]" for k, g in enumerate(gather_sites(op))]
+
+
 def _prototype(meta: dict) -> str:
     args = [f"const {C_TYPES[b['dtype']]} *TENSORLANG_RESTRICT {_c_var(b['name'])}" for b in meta["inputs"]]
     args += [f"{C_TYPES[b['dtype']]} *TENSORLANG_RESTRICT {_c_var(b['name'])}" for b in meta["outputs"]]
@@ -362,8 +374,11 @@ def header(meta: dict, fmt: str, command: str | None = None) -> str:
               "((i0*d1 + i1)*d2 + ...)*dk + ik. Any alignment of the element type works. Inputs are only read;",
               "outputs are overwritten entirely and must not overlap the inputs or each other (restrict)."]
     lines += ["  " + line for line in _buffer_lines(meta)]
-    lines += ["", "Returns 0 on success, or 1 if a temporary buffer could not be allocated (the outputs are then",
-              "unspecified).", threads, "", "Build and run the example program, in this directory:",
+    sites = _gather_lines(meta)
+    lines += ["", "Returns 0 on success, 1 if a temporary buffer could not be allocated, or 2 if an index read from",
+              f"a tensor was out of its dimension (the outputs are then unspecified; {n}{INDEX_ERROR_SUFFIX} tells",
+              "which)." + (" The gathered indices, by number:" if sites else "")] + sites
+    lines += [threads, "", "Build and run the example program, in this directory:",
               f"  {build_command(meta, fmt)}", f"  ./{n}_example"]
     guard = f"TENSORLANG_{n.upper()}_H"
     lines = [part for line in lines for part in line.split("\n")]
@@ -394,6 +409,10 @@ extern "C" {{
    them again); also run when the library is unloaded. */
 void {n}{RELEASE_SUFFIX}(void);
 
+/* After a call of {n} that returned 2: the number of the gathered index that was out of range (listed above;
+   -1 if none) and, at *value when not NULL, the value. It tells of the last call that failed so. */
+int64_t {n}{INDEX_ERROR_SUFFIX}(int64_t *value);
+
 /* JSON that describes the kernel (program, sizes, schedule, buffers, target); tensorlang.load() reads it. */
 const char *{n}{META_SUFFIX}(void);
 
@@ -413,7 +432,7 @@ def example(meta: dict, fmt: str) -> str:
     >>> from tensorlang.target import host_target
     >>> s = tl.schedule(tl.op("def scale(X: f32[N]) -> Y:\\n    Y[i] = X[i] * 2.0"), N=8)
     >>> meta = metadata(s, s.lowered(), host_target(), "llvm")
-    >>> [line.strip() for line in example(meta, "ll").splitlines() if "tl_status =" in line]
+    >>> [line.strip() for line in example(meta, "ll").splitlines() if "tl_status = " in line]
     ['int32_t tl_status = scale(X, Y);']
     """
     n = meta["name"]
@@ -486,6 +505,12 @@ int main(int argc, char **argv) {{
     clock_gettime(CLOCK_MONOTONIC, &tl_t0);
     int32_t tl_status = {n}({args});
     clock_gettime(CLOCK_MONOTONIC, &tl_t1);
+    if (tl_status == 2) {{
+        int64_t tl_value = 0, tl_site = {n}{INDEX_ERROR_SUFFIX}(&tl_value);
+        fprintf(stderr, "{n} failed: index %lld of gathered index %lld (see {n}.h) is out of range\\n",
+                (long long)tl_value, (long long)tl_site);
+        return 1;
+    }}
     if (tl_status != 0) {{
         fprintf(stderr, "{n} failed with status %d: a temporary buffer could not be allocated\\n", (int)tl_status);
         return 1;

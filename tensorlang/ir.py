@@ -226,6 +226,27 @@ class Load(Expr):
         return self.buffer.dtype
 
 
+@_hash_once
+@dataclass(frozen=True, eq=True)
+class IndexCheck(Expr):
+    """An index computed from data (a gathered index, `ids[t]` in `E[ids[t], d]`) checked against the extent of
+    the dimension it indexes: `a` where 0 <= a < extent, else 0, and the kernel then reports an index error as it
+    returns (number `site` of `tensorlang.program.gather_sites`, and the value of `a`). `when` (a condition; None:
+    always) limits the report to where the value is used: an inlined stage read outside its domain computes values
+    that are dropped.
+
+    >>> ids = Buffer("ids", "i32", (8,), "input")
+    >>> print(IndexCheck(Cast("i64", Load(ids, (Var("t"),))), 1000, 0))
+    check(i64(ids[t]), 1000)
+    """
+
+    a: Expr
+    extent: int
+    site: int
+    when: Expr | None = None
+    dtype: str = "i64"
+
+
 # ---- statements --------------------------------------------------------------------------------
 
 class Stmt:
@@ -399,6 +420,9 @@ def expr_str(e: Expr, prec: int = 0) -> str:
         return f"select({expr_str(e.cond)}, {expr_str(e.t)}, {expr_str(e.f)})"
     if isinstance(e, Cast):
         return f"{e.dtype}({expr_str(e.a)})"
+    if isinstance(e, IndexCheck):
+        when = "" if e.when is None else f", when {expr_str(e.when)}"
+        return f"check({expr_str(e.a)}, {e.extent}{when})"
     raise TypeError(f"not an IR expression: {e!r}")
 
 
@@ -459,6 +483,8 @@ def expr_vars(e: Expr) -> set[str]:
         return set().union(*(expr_vars(a) for a in e.args)) if e.args else set()
     if isinstance(e, Load):
         return set().union(*(expr_vars(i) for i in e.indices)) if e.indices else set()
+    if isinstance(e, IndexCheck):
+        return expr_vars(e.a) | (expr_vars(e.when) if e.when is not None else set())
     return set()
 
 
@@ -484,6 +510,78 @@ def loads(e: Expr):
     elif isinstance(e, Call):
         for a in e.args:
             yield from loads(a)
+    elif isinstance(e, IndexCheck):
+        yield from loads(e.a)
+        if e.when is not None:
+            yield from loads(e.when)
+
+
+def index_checks(s: Stmt):
+    """Every IndexCheck in a statement (in indices, values, bounds and conditions).
+
+    >>> ids, X = Buffer("ids", "i64", (4,), "input"), Buffer("X", "f32", (9,), "input")
+    >>> Y = Buffer("Y", "f32", (4,), "output")
+    >>> store = Store(Y, (Var("t"),), Load(X, (IndexCheck(Load(ids, (Var("t"),)), 9, 0),)))
+    >>> [c.extent for c in index_checks(store)]
+    [9]
+    """
+    stack = list(stmt_exprs(s))
+    while stack:
+        e = stack.pop()
+        if isinstance(e, IndexCheck):
+            yield e
+        stack.extend(children(e))
+
+
+def children(e: Expr) -> tuple:
+    """The expressions directly inside `e` (a load's indices, a check's value and condition included).
+
+    >>> len(children(BinOp("+", Var("i"), const(1))))
+    2
+    """
+    if isinstance(e, (BinOp, Cmp, Logic)):
+        return (e.a, e.b)
+    if isinstance(e, (Neg, Not, Cast)):
+        return (e.a,)
+    if isinstance(e, Select):
+        return (e.cond, e.t, e.f)
+    if isinstance(e, Call):
+        return tuple(e.args)
+    if isinstance(e, Load):
+        return tuple(e.indices)
+    if isinstance(e, IndexCheck):
+        return (e.a,) if e.when is None else (e.a, e.when)
+    return ()
+
+
+def stmt_exprs(s: Stmt):
+    """The expressions of a statement and of the statements inside it: stores' indices and values, loops' bounds,
+    conditions and Let values.
+
+    >>> X = Buffer("X", "f32", (4,))
+    >>> len(list(stmt_exprs(For(Var("i"), const(0), const(4), Store(X, (Var("i"),), FloatImm(0.0))))))
+    4
+    """
+    if isinstance(s, Seq):
+        for x in s.stmts:
+            yield from stmt_exprs(x)
+    elif isinstance(s, Store):
+        yield from s.indices
+        yield s.value
+    elif isinstance(s, For):
+        yield s.lo
+        yield s.extent
+        yield from stmt_exprs(s.body)
+    elif isinstance(s, If):
+        yield s.cond
+        yield from stmt_exprs(s.then)
+        if s.orelse is not None:
+            yield from stmt_exprs(s.orelse)
+    elif isinstance(s, Let):
+        yield s.value
+        yield from stmt_exprs(s.body)
+    elif isinstance(s, Allocate):
+        yield from stmt_exprs(s.body)
 
 
 def stmt_buffers(s: Stmt) -> dict[str, Buffer]:
@@ -545,11 +643,14 @@ def map_expr(e: Expr, fn) -> Expr:
         e = Call(e.fn, tuple(map_expr(a, fn) for a in e.args), e.dtype)
     elif isinstance(e, Load):
         e = Load(e.buffer, tuple(map_expr(i, fn) for i in e.indices), e.pad, e.guard)
+    elif isinstance(e, IndexCheck):
+        e = IndexCheck(map_expr(e.a, fn), e.extent, e.site, None if e.when is None else map_expr(e.when, fn))
     return fn(e)
 
 
 def substitute(e: Expr, mapping: dict[str, Expr]) -> Expr:
-    """`e` with variables replaced by expressions (integer index expressions and conditions).
+    """`e` with variables replaced by expressions (integer index expressions and conditions; indices computed
+    from data included: the loads and checks in them).
 
     >>> str(substitute(BinOp("+", Var("i"), const(1)), {"i": Var("j")}))
     'j + 1'
@@ -564,6 +665,8 @@ def substitute(e: Expr, mapping: dict[str, Expr]) -> Expr:
         return Select(substitute(e.cond, mapping), substitute(e.t, mapping), substitute(e.f, mapping))
     if isinstance(e, Cast):
         return Cast(e.dtype, substitute(e.a, mapping))
+    if isinstance(e, (Load, Call, IndexCheck)):
+        return map_expr(e, lambda n: mapping.get(n.name, n) if isinstance(n, Var) else n)
     return e
 
 

@@ -29,7 +29,7 @@ from .dtypes import DTYPES
 from .errors import BuildError, ScheduleError
 from .loopnest import LoopNest, substitute, variables
 from .primitives import Annotate, Fuse, Reorder, Split
-from .program import Access, Binary, Call, Expr, IndexExpr, IntValue, Literal, Unary
+from .program import Access, Binary, Call, Expr, GatherIndex, IndexExpr, IntValue, Literal, Unary, gather_sites
 from .schedule import At, Epilogue, Inline, Root
 from .simplify import _linear, simplify, simplify_divmod
 from .tighten import tighten_loops
@@ -188,6 +188,8 @@ class Lowerer:
         self.op = bound.op
         self.inlined = {n for n, st in state.stages.items() if isinstance(st.attach, Inline)}
         self.buffers = buffers_of(bound, self.inlined)
+        # each gathered index by its read and dimension: its number, by which a kernel reports it out of range
+        self.sites = {(id(site.access), site.dim): n for n, site in enumerate(gather_sites(self.op))}
         state.check_attachments()
         self.local_stages: set[str] = set()  # computed at a loop and stored there (see stored_here)
         # producer -> the stage computed in its write-back (reverse_compute_inline)
@@ -541,6 +543,9 @@ class Lowerer:
             if a.tensor != tensor:
                 continue
             for d, ix in enumerate(a.indices):
+                if isinstance(ix, GatherIndex):  # an index read from data may be anywhere in the dimension
+                    per_dim[d].append((ir.const(0), shape[d]))
+                    continue
                 e = index_to_ir(ix, self.bound.sizes, env)
                 per_dim[d].append(self.extent_over(e, free, ranges, (ir.const(0), shape[d])))
         mins, exts = [], []
@@ -1003,12 +1008,16 @@ class ValueLowering:
     """Turns a stage's value expression into IR, given IR expressions for its index variables."""
 
     def __init__(self, lowerer: Lowerer, stage: BoundStage, env: dict[str, ir.Expr], leaf_env: dict[str, ir.Expr],
-                 copies: dict, ranges: dict, all_pad: bool = False, replace: dict | None = None):
+                 copies: dict, ranges: dict, all_pad: bool = False, replace: dict | None = None,
+                 used: ir.Expr | None = None):
         self.lowerer, self.stage, self.env, self.copies, self.ranges = lowerer, stage, env, copies, ranges
         # tensor -> the value every read of it gives (an epilogue's element of its producer)
         self.replace = replace or {}
         # inside an inlined stage read outside its domain, every read may fall outside: its value is dropped
         self.all_pad = all_pad
+        # there, where the value is used (inside the domain; None: everywhere): gathered indices report errors only
+        # where it holds
+        self.used = used
         self.leaf_env = leaf_env  # index variables as expressions of the loops (for local copies)
         self.bound = lowerer.bound
         self.pads = dict(zip(map(id, stage.stage.accesses()), stage.padded))
@@ -1021,9 +1030,9 @@ class ValueLowering:
                 return _convert(self.replace[e.tensor], dt)
             if e.tensor in self.copies:
                 _, lc = self.copies[e.tensor]
-                idx = [index_to_ir(ix, self.bound.sizes, self.leaf_env) for ix in e.indices]
+                idx = [self.index(e, d, self.leaf_env) for d in range(len(e.indices))]
                 return _convert(ir.Load(lc.buffer, lc.index(idx, self.ranges)), dt)
-            idx = tuple(index_to_ir(ix, self.bound.sizes, self.env) for ix in e.indices)
+            idx = tuple(self.index(e, d, self.env) for d in range(len(e.indices)))
             return _convert(self.read(e.tensor, idx, self.pads[id(e)]), dt)
         if isinstance(e, Literal):
             self.check_fits(e.value, dt, e, "the integer")
@@ -1049,7 +1058,7 @@ class ValueLowering:
                 raise TypeError(f"internal error: `/` lowered as an i32 operation ({e.loc})")
             return ir.BinOp(e.op, self(e.a, dt), self(e.b, dt))
         if isinstance(e, Call):
-            if e.fn in ("f32", "f64", "i32"):
+            if e.fn in DTYPES:  # a cast
                 a = e.args[0]
                 # weak values (`f64(0.1)`, `i32(i / 3)`, `f64(N * N)`) are Python numbers: computed exactly
                 return _convert(self(a, _PYTHON_NUMBER[a.dtype] if a.weak else a.dtype), e.fn)
@@ -1057,8 +1066,21 @@ class ValueLowering:
                 return ir.Select(self(e.args[0], "bool"), self(e.args[1], dt), self(e.args[2], dt))
             if e.fn in ("max", "min"):
                 return ir.BinOp(e.fn, self(e.args[0], dt), self(e.args[1], dt))
+            if e.fn == "clamp":
+                x, lo, hi = (self(a, dt) for a in e.args)
+                return ir.BinOp("min", ir.BinOp("max", x, lo), hi)
             return ir.Call(e.fn, (self(e.args[0], dt),), dt)
         raise TypeError(f"cannot lower {e!r}")
+
+    def index(self, a: Access, d: int, env: dict) -> ir.Expr:
+        """Index `d` of the read `a` as an i64 IR expression: an affine index over the index variables' expressions
+        in `env`, or a gathered one, computed from its reads and checked against the dimension."""
+        ix = a.indices[d]
+        if not isinstance(ix, GatherIndex):
+            return index_to_ir(ix, self.bound.sizes, env)
+        value = _convert(self(ix.value, ix.value.dtype), "i64")
+        extent = self.bound.shapes[a.tensor][d]
+        return ir.IndexCheck(value, extent, self.lowerer.sites[(id(a), d)], self.used)
 
     def check_fits(self, value, dtype: str, e: Expr, what: str) -> None:
         """BuildError when an integer constant is computed as an integer type it does not fit (it would wrap)."""
@@ -1073,7 +1095,12 @@ class ValueLowering:
         if tensor in self.lowerer.inlined:
             bs = self.bound.stages[tensor]
             env = {v: i for v, i in zip(bs.stage.lhs_vars, idx)}
-            inner = ValueLowering(self.lowerer, bs, env, env, {}, self.ranges, all_pad=pad or self.all_pad)
+            used = self.used
+            if pad:
+                inside = _in_domain(idx, bs.shape)
+                used = inside if used is None else ir.Logic("and", used, inside)
+            inner = ValueLowering(self.lowerer, bs, env, env, {}, self.ranges, all_pad=pad or self.all_pad,
+                                  used=used)
             value = inner(bs.stage.rhs, bs.stage.dtype)
             if pad:  # reads outside the inlined stage's domain are 0, as they were from its buffer
                 value = ir.Select(_in_domain(idx, bs.shape), value, _constant(0, bs.stage.dtype))

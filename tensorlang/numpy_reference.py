@@ -2,7 +2,8 @@
 
 :func:`reference` reads a program's meaning from its parsed statements (the ranges its sizes give, the dtypes its
 typing rules give) and computes every stage with numpy arrays over a grid of its index values: reads gather with
-numpy indexing (a read outside its tensor, possible only in a ``where``-widened range, gives 0), reductions are
+numpy indexing (a read outside its tensor, possible only in a ``where``-widened range, gives 0; an index read from
+a tensor outside its dimension, negative ones included, is a ``tl.IndexError`` as in a kernel), reductions are
 numpy's (accumulated in float64 for float stages, int64 for integer ones, then rounded to the stage's dtype), and
 ``x // y``, ``%``, ``max``, casts and comparisons are numpy's own. Nothing of the schedule, the lowering or the code
 generators is used, so a lowering bug cannot pass as a match.
@@ -29,8 +30,9 @@ import numpy as np
 
 from .bind import BoundOp, BoundStage, bind
 from .dtypes import DTYPES
+from . import errors
 from .errors import BuildError
-from .program import Access, Binary, Call, IndexExpr, IntValue, Literal, Op, Unary
+from .program import Access, Binary, Call, GatherIndex, IndexExpr, IntValue, Literal, Op, Unary, gather_sites
 
 #: The most grid points (index combinations) one numpy evaluation of a statement covers; larger statements are
 #: computed in blocks along their outer indices (about 100 MB of float64 temporaries at most per array).
@@ -158,6 +160,7 @@ def _evaluate_stage(bound: BoundOp, bs: BoundStage, tensors: dict) -> np.ndarray
     if s.reduce_op:
         out = np.full(bs.shape, DTYPES[s.dtype].identity(s.reduce_op), acc_dtype)
     nl = len(s.lhs_vars)
+    sites = {(id(g.access), g.dim): g for g in gather_sites(bound.op)}
     for block in _blocks(extents):
         grids = {}
         for k, (v, (start, stop)) in enumerate(zip(axes, block)):
@@ -166,7 +169,7 @@ def _evaluate_stage(bound: BoundOp, bs: BoundStage, tensors: dict) -> np.ndarray
             lo = bs.ranges[v][0]
             grids[v] = np.arange(lo + start, lo + stop, dtype=np.int64).reshape(shape)
         full = tuple(stop - start for start, stop in block)
-        value = _Evaluator(bound, bs, tensors, grids)(s.rhs, s.dtype)
+        value = _Evaluator(bound, bs, tensors, grids, sites)(s.rhs, s.dtype)
         value = np.broadcast_to(np.asarray(value), full)
         where = tuple(slice(start, stop) for start, stop in block[:nl])
         if s.reduce_op is None:
@@ -238,9 +241,10 @@ class _Evaluator:
     """A value expression over a grid of index values, each node computed in the dtype the DSL's typing gives
     it: `want` for weak values, their own dtype otherwise."""
 
-    def __init__(self, bound: BoundOp, bs: BoundStage, tensors: dict, grids: dict):
+    def __init__(self, bound: BoundOp, bs: BoundStage, tensors: dict, grids: dict, sites: dict):
         self.bound, self.tensors, self.grids = bound, tensors, grids
         self.pads = dict(zip(map(id, bs.stage.accesses()), bs.padded))
+        self.sites = sites  # (id of a read, dimension) -> its GatherSite
 
     def index(self, ix: IndexExpr):
         coeffs, const = ix.evaluate(self.bound.sizes)
@@ -269,7 +273,7 @@ class _Evaluator:
                 return _CMP[e.op](self(e.a, odt), self(e.b, odt))
             return _cast(_ARITH[e.op](self(e.a, dt), self(e.b, dt)), dt)
         if isinstance(e, Call):
-            if e.fn in ("f32", "f64", "i32"):
+            if e.fn in DTYPES:  # a cast
                 a = e.args[0]
                 return _cast(self(a, _PYTHON_NUMBER.get(a.dtype, a.dtype) if a.weak else a.dtype), e.fn)
             if e.fn == "select":
@@ -277,6 +281,9 @@ class _Evaluator:
             if e.fn in ("max", "min"):
                 fn = np.maximum if e.fn == "max" else np.minimum
                 return fn(self(e.args[0], dt), self(e.args[1], dt))
+            if e.fn == "clamp":
+                x, lo, hi = (self(a, dt) for a in e.args)
+                return np.minimum(np.maximum(x, lo), hi)
             return _cast(_FUNCS[e.fn](self(e.args[0], dt)), dt)
         raise TypeError(f"the reference cannot evaluate {type(e).__name__}")
 
@@ -284,7 +291,8 @@ class _Evaluator:
         arr = self.tensors[a.tensor]
         if not a.indices:
             return arr[()]
-        ids = [self.index(ix) for ix in a.indices]
+        ids = [self.gathered(a, d) if isinstance(ix, GatherIndex) else self.index(ix)
+               for d, ix in enumerate(a.indices)]
         if not self.pads[id(a)]:
             return arr[tuple(ids)]
         ids = np.broadcast_arrays(*ids)
@@ -293,6 +301,18 @@ class _Evaluator:
             inside &= (ix >= 0) & (ix < arr.shape[d])
         clipped = tuple(np.clip(ix, 0, arr.shape[d] - 1) for d, ix in enumerate(ids))
         return np.where(inside, arr[clipped], np.zeros((), arr.dtype))
+
+
+    def gathered(self, a: Access, d: int):
+        """The values of the gathered index `d` of read `a`; tl.IndexError for one outside the dimension (numpy
+        would count a negative one from the end)."""
+        ix = a.indices[d]
+        value = np.asarray(self(ix.value, ix.value.dtype)).astype(np.int64)
+        n = self.tensors[a.tensor].shape[d]
+        bad = (value < 0) | (value >= n)
+        if bad.any():
+            raise errors.IndexError(self.sites[(id(a), d)].message(self.bound.op.name, int(value[bad].flat[0]), n))
+        return value
 
 
 def _cast(x, dtype: str):

@@ -12,15 +12,16 @@ import re
 from dataclasses import dataclass
 
 from .check import check_program
-from .dtypes import TENSOR_DTYPES
+from .dtypes import DTYPES, TENSOR_DTYPES
 from .errors import DSLError, SourceLoc
-from .program import (Access, Binary, Call, Expr, IndexExpr, IntValue, Literal, Op, Param, Stage, Unary,
-                      WhereRange, index_vars_of, walk)
+from .program import (Access, Binary, Call, Expr, GatherIndex, IndexExpr, IntValue, Literal, Op, Param, Stage,
+                      Unary, WhereRange, affine_indices, index_vars_of, walk)
 from .sizes import SizePoly
 
 MATH_FUNCS = ("exp", "log", "sqrt", "tanh")
-CASTS = ("f32", "f64", "i32")
-FUNCS = MATH_FUNCS + CASTS + ("abs", "max", "min", "select")
+CASTS = ("f32", "f64", "i32", "i64", "bool")
+FUNCS = MATH_FUNCS + CASTS + ("abs", "max", "min", "clamp", "select")
+_ARITY = {"select": 3, "clamp": 3, "max": 2, "min": 2}
 CONSTANTS = ("inf",)
 _ARITH = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%", ast.Pow: "**"}
 _CMP = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!="}
@@ -234,7 +235,7 @@ class _Parser:
             self.params[name] = Param(name, ann.id, (), loc)
             return
         if not (isinstance(ann, ast.Subscript) and isinstance(ann.value, ast.Name)):
-            raise self.error(f"input `{name}` needs a type: `{name}: f32[N, M]` (f32, f64 or i32) "
+            raise self.error(f"input `{name}` needs a type: `{name}: f32[N, M]` ({', '.join(TENSOR_DTYPES)}) "
                              f"or `{name}: int` for a size", loc)
         dt = ann.value.id
         if dt not in TENSOR_DTYPES:
@@ -336,17 +337,22 @@ class _Parser:
                              self.loc_of(rhs_tree.body, rhs_p))
         self._var_locs = var_locs
         rhs = self.value(rhs_tree.body, rhs_p)
-        if rhs.dtype == "bool":
-            raise self.error("a stage stores numbers, not a comparison: use select(cond, a, b)",
-                             rhs.loc)
+        if rhs.dtype == "bool" and red is not None:
+            raise self.error(f"`{op_text}` of true/false values: reduce numbers, like `{op_text} i32(...)` (for "
+                             "`any`, `max= i32(cond)`; for `all`, `min= i32(cond)`)", rhs.loc)
         dtype = rhs.dtype
         used = index_vars_of(rhs)
         red_vars = tuple(v for v in used if v not in lhs_vars)
-        read_vars = {v for a in (n for n in walk(rhs) if isinstance(n, Access)) for ix in a.indices
+        read_vars = {v for a in (n for n in walk(rhs) if isinstance(n, Access)) for ix in affine_indices(a)
                      for v in ix.variables()}
         where = self.parse_where(where_p, lhs_vars, used, var_locs) if where_p else {}
+        gathered = {v for a in (n for n in walk(rhs) if isinstance(n, Access)) for ix in a.indices
+                    if isinstance(ix, GatherIndex) for v in index_vars_of(ix.value)}
         for v in red_vars:
             if v not in read_vars and v not in where:
+                if v in gathered:
+                    raise self.error(f"index `{v}` is used only in an index computed from a tensor read, which does "
+                                     f"not give its range; give it with `where {v} in LO:HI`", var_locs[v])
                 raise self.error(f"unknown name `{v}`: not an input ({', '.join(self.params)}), a stage, a size, "
                                  "or an index that reads a tensor", var_locs[v])
         if red is None and red_vars:
@@ -443,7 +449,7 @@ class _Parser:
                 if type(cop) not in _CMP:
                     raise self.error("unsupported comparison; use < <= > >= == !=", loc)
                 right = self.value(comp, p)
-                dt, _ = self.unify(left, right, loc, _CMP[type(cop)])
+                dt, _ = self.unify(left, right, loc, _CMP[type(cop)], bools=type(cop) in (ast.Eq, ast.NotEq))
                 parts.append(Binary("bool", False, loc, _CMP[type(cop)], left, right, dt))
                 left = right
             out = parts[0]
@@ -491,16 +497,24 @@ class _Parser:
         locs = tuple(self.loc_of(ix, p) for ix in idx_nodes)
         return Access(dtype, False, self.loc_of(node, p), name, indices, locs)
 
-    def index_expr(self, node: ast.AST, p: _Piece) -> IndexExpr:
+    def index_expr(self, node: ast.AST, p: _Piece) -> IndexExpr | GatherIndex:
         loc = self.loc_of(node, p)
+        if self.reads_a_tensor(node):
+            value = self.value(node, p)
+            if value.dtype not in ("i32", "i64"):
+                fix = "; convert with i32(...) or i64(...)" if value.dtype != "bool" else ""
+                raise self.error(f"an index computed from a tensor read must be an integer (i32 or i64), got "
+                                 f"{'a comparison' if value.dtype == 'bool' else value.dtype}{fix}", loc)
+            return GatherIndex(value, ast.unparse(node))
         if isinstance(node, ast.Constant) and type(node.value) is int:
             return IndexExpr.size(SizePoly.const(node.value))
         if isinstance(node, ast.Name):
             n = node.id
             if n in self.sizes:
                 return IndexExpr.size(SizePoly.symbol(n))
-            if n in self.params or n in self.stage_ranks:
-                raise self.error(f"a tensor (`{n}`) cannot be used as an index", loc)
+            if n in self.params or n in self.stage_ranks:  # one of rank 0 reads a tensor: a gather (above)
+                raise self.error(f"a tensor (`{n}`) cannot be used as an index; read one of its elements, like "
+                                 f"{n}[i]", loc)
             self.check_name(n, loc, "an index")
             self._var_locs.setdefault(n, loc)
             return IndexExpr.var(n)
@@ -517,9 +531,25 @@ class _Parser:
                 raise self.error("non-affine index: a product of index variables "
                                  f"(`{ast.unparse(node)}`); indices are affine, like `2*h + r`", loc)
             return (a * b.const) if a.terms or not b.terms else (b * a.const)
-        if isinstance(node, ast.Subscript):
-            raise self.error("a tensor read cannot be used as an index (no gathers)", loc)
-        raise self.error("an index is affine in index variables: names, sizes, integers, + - and *", loc)
+        raise self.error("an index is affine in index variables (names, sizes, integers, + - and *), or an integer "
+                         "computed from tensor reads (`E[ids[t], d]`)", loc)
+
+    def reads_a_tensor(self, node: ast.AST) -> bool:
+        """Whether an index expression reads an element of a tensor (then it is a gathered index): a subscript of
+        a tensor, or a tensor of rank 0 by its name."""
+        for n in ast.walk(node):
+            if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and \
+                    (n.value.id in self.params or n.value.id in self.stage_ranks):
+                return True
+            if isinstance(n, ast.Name) and self.rank_of(n.id) == 0:
+                return True
+        return False
+
+    def rank_of(self, name: str) -> int | None:
+        """The rank of tensor `name` (an input or a stage), None for anything else."""
+        if name in self.params:
+            return len(self.params[name].shape)
+        return self.stage_ranks.get(name)
 
     # ---- typing ----
     def need_bool(self, x: Expr, what: str) -> None:
@@ -530,8 +560,11 @@ class _Parser:
         if x.dtype == "bool":
             raise self.error(f"`{what}` needs a number, got a comparison", x.loc)
 
-    def unify(self, a: Expr, b: Expr, loc: SourceLoc, what: str) -> tuple[str, bool]:
-        """The dtype two operands are computed in; literals, sizes and indices adapt to tensors."""
+    def unify(self, a: Expr, b: Expr, loc: SourceLoc, what: str, bools: bool = False) -> tuple[str, bool]:
+        """The dtype two operands are computed in; literals, sizes and indices adapt to tensors. With `bools`
+        (`==`, `!=`, `select`), two true/false values are computed as such."""
+        if bools and a.dtype == "bool" and b.dtype == "bool":
+            return "bool", False
         self.need_numeric(a, what)
         self.need_numeric(b, what)
         if not a.weak and not b.weak:
@@ -542,9 +575,9 @@ class _Parser:
         if a.weak and b.weak:
             return ("f32" if "f32" in (a.dtype, b.dtype) else "i32"), True
         strong, weak = (a, b) if not a.weak else (b, a)
-        if weak.dtype == "f32" and strong.dtype == "i32":
-            raise self.error(f"dtype mismatch in `{what}`: a float value with an i32 tensor; convert with "
-                             f"f32(...) or i32(...)", loc)
+        if weak.dtype == "f32" and not DTYPES[strong.dtype].is_float:
+            raise self.error(f"dtype mismatch in `{what}`: a float value with an {strong.dtype} tensor; convert "
+                             f"with f32(...) or {strong.dtype}(...)", loc)
         return strong.dtype, False
 
     def operator_loc(self, node: ast.BinOp, p: _Piece, token: str) -> SourceLoc:
@@ -568,38 +601,42 @@ class _Parser:
         if op == "/":
             if weak:  # Python numbers: true division, a float (weak: computed in the dtype of the tensors it meets)
                 return Binary("f32", True, loc, op, a, b, "f32")
-            if dt == "i32":
-                raise self.error("`/` of i32 values: numpy's `/` gives a float and tensorlang does not truncate "
+            if not DTYPES[dt].is_float:
+                raise self.error(f"`/` of {dt} values: numpy's `/` gives a float and tensorlang does not truncate "
                                  "silently; write `//` for floor division, or convert first with f32(...) or "
                                  "f64(...) for true division", op_loc() if op_loc else loc)
-        if op == "**" and dt in ("i32",):
+        if op == "**" and not DTYPES[dt].is_float:
             dt = "f32" if weak else dt
             if not weak:
                 raise self.error("`**` needs float operands; convert with f32(...)", loc)
         return Binary(dt, weak, loc, op, a, b, dt)
 
     def call(self, fn: str, args: list[Expr], loc: SourceLoc, fn_loc: SourceLoc) -> Expr:
-        arity = {"select": 3, "max": 2, "min": 2}.get(fn, 1)
+        arity = _ARITY.get(fn, 1)
         if fn not in FUNCS:
             raise self.error(f"unknown function `{fn}`; the functions are {', '.join(FUNCS)}", fn_loc)
         if len(args) != arity:
             raise self.error(f"`{fn}` takes {arity} argument{'s' if arity > 1 else ''}, {len(args)} given", loc)
-        if fn in CASTS:
-            self.need_numeric(args[0], fn)
+        if fn in CASTS:  # any value converts, as numpy's astype: a comparison to 0 or 1, a number to bool as != 0
             return Call(fn, False, loc, fn, tuple(args), args[0].dtype)
         if fn == "select":
             self.need_bool(args[0], "select")
-            dt, weak = self.unify(args[1], args[2], loc, "select")
+            dt, weak = self.unify(args[1], args[2], loc, "select", bools=True)
             return Call(dt, weak, loc, fn, tuple(args), dt)
         if fn in ("max", "min"):
             dt, weak = self.unify(args[0], args[1], loc, fn)
+            return Call(dt, weak, loc, fn, tuple(args), dt)
+        if fn == "clamp":  # clamp(x, lo, hi) = min(max(x, lo), hi), numpy's clip
+            dt, weak = self.unify(args[0], args[1], loc, fn)
+            below = Call(dt, weak, loc, "max", (args[0], args[1]), dt)  # max(x, lo): typed as the min takes it
+            dt, weak = self.unify(below, args[2], loc, fn)
             return Call(dt, weak, loc, fn, tuple(args), dt)
         x = args[0]
         self.need_numeric(x, fn)
         if fn == "abs":
             return Call(x.dtype, x.weak, loc, fn, (x,), x.dtype)
-        if x.dtype == "i32" and not x.weak:
-            raise self.error(f"`{fn}` needs a float argument, got i32; convert with f32(...)", loc)
+        if not DTYPES[x.dtype].is_float and not x.weak:
+            raise self.error(f"`{fn}` needs a float argument, got {x.dtype}; convert with f32(...)", loc)
         dt = "f32" if x.weak else x.dtype
         return Call(dt, x.weak, loc, fn, (x,), dt)
 

@@ -103,11 +103,35 @@ class Expr:
 
 
 @dataclass(frozen=True)
+class GatherIndex:
+    """One index of a read that is a value read from another tensor (`ids[t]` in `E[ids[t], d]`, `clamp(X[i], 0,
+    255)`): an integer value expression (i32 or i64). It may take any value of its dimension, so it counts as a read
+    of the whole dimension (for range inference, bounds and placement); a value outside the dimension is a run-time
+    `tl.IndexError`, never a read outside the tensor.
+
+    >>> import tensorlang as tl
+    >>> a = tl.op("def e(E: f32[V, D], ids: i64[T]) -> Y:\\n    Y[t, d] = E[ids[t], d]").stage("Y").rhs
+    >>> str(a.indices[0]), a.indices[0].value.dtype, a.indices[0].is_plain_var()
+    ('ids[t]', 'i64', None)
+    """
+
+    value: Expr
+    text: str = field(default="", compare=False, hash=False)
+
+    def is_plain_var(self) -> None:
+        """None: a gathered index is never one index variable."""
+        return None
+
+    def __str__(self) -> str:
+        return self.text
+
+
+@dataclass(frozen=True)
 class Access(Expr):
-    """A read `tensor[indices]`."""
+    """A read `tensor[indices]`; an index is affine (IndexExpr) or a value read from other tensors (GatherIndex)."""
 
     tensor: str = ""
-    indices: tuple[IndexExpr, ...] = ()
+    indices: tuple[IndexExpr | GatherIndex, ...] = ()
     index_locs: tuple[SourceLoc, ...] = field(default=(), compare=False, hash=False)
 
 
@@ -148,7 +172,7 @@ class Binary(Expr):
 
 @dataclass(frozen=True)
 class Call(Expr):
-    """A function: exp log sqrt tanh abs max min select, or a cast f32 f64 i32."""
+    """A function: exp log sqrt tanh abs max min clamp select, or a cast f32 f64 i32 i64 bool."""
 
     fn: str = ""
     args: tuple[Expr, ...] = ()
@@ -156,13 +180,17 @@ class Call(Expr):
 
 
 def walk(e: Expr):
-    """Yield `e` and every sub-expression, parents first.
+    """Yield `e` and every sub-expression, parents first (a read, then the reads in its gathered indices).
 
     >>> [type(x).__name__ for x in walk(Literal("f32", True, None, 1.0))]
     ['Literal']
     """
     yield e
-    if isinstance(e, Unary):
+    if isinstance(e, Access):
+        for ix in e.indices:
+            if isinstance(ix, GatherIndex):
+                yield from walk(ix.value)
+    elif isinstance(e, Unary):
         yield from walk(e.x)
     elif isinstance(e, Binary):
         yield from walk(e.a)
@@ -182,13 +210,24 @@ def index_vars_of(e: Expr) -> list[str]:
     seen: dict[str, None] = {}
     for node in walk(e):
         if isinstance(node, Access):
-            for ix in node.indices:
+            for ix in affine_indices(node):
                 for v in ix.variables():
                     seen.setdefault(v)
         elif isinstance(node, IntValue):
             for v in node.expr.variables():
                 seen.setdefault(v)
     return list(seen)
+
+
+def affine_indices(a: Access) -> list[IndexExpr]:
+    """The affine indices of a read (its gathered ones left out: walk() reaches the reads inside those).
+
+    >>> import tensorlang as tl
+    >>> [str(ix) for ix in affine_indices(tl.op("def e(E: f32[V, D], ids: i32[T]) -> Y:\\n"
+    ...                                          "    Y[t, d] = E[ids[t], d]").stage("Y").rhs)]
+    ['d']
+    """
+    return [ix for ix in a.indices if not isinstance(ix, GatherIndex)]
 
 
 # ---- program -----------------------------------------------------------------------------------
@@ -243,6 +282,43 @@ class Stage:
     def reads(self) -> list[str]:
         """Names of the tensors read, without repeats, in source order."""
         return list(dict.fromkeys(a.tensor for a in self.accesses()))
+
+
+@dataclass(frozen=True)
+class GatherSite:
+    """A gathered index of the program: dimension `dim` of the read `access` (of `tensor`) in stage `stage`."""
+
+    stage: str
+    tensor: str
+    dim: int
+    access: Access = field(compare=False, hash=False)
+
+    def message(self, op_name: str, value: int, extent: int) -> str:
+        """The error for `value` outside the dimension's `extent` (what `tl.IndexError` says).
+
+        >>> import tensorlang as tl
+        >>> op = tl.op("def e(E: f32[V, D], ids: i32[T]) -> Y:\\n    Y[t, d] = E[ids[t], d]")
+        >>> gather_sites(op)[0].message("e", -1, 10)
+        "e: index -1 is out of range for dimension 0 of E (size 10) in stage Y's read E[ids[t], d] (line 2, column 15)"
+        """
+        a = self.access
+        text = f"{a.tensor}[{', '.join(str(ix) for ix in a.indices)}]"
+        where = f" (line {a.loc.line}, column {a.loc.col})" if a.loc is not None else ""
+        return (f"{op_name}: index {value} is out of range for dimension {self.dim} of {self.tensor} (size {extent}) "
+                f"in stage {self.stage}'s read {text}{where}")
+
+
+def gather_sites(op: "Op") -> tuple[GatherSite, ...]:
+    """Every gathered index of `op`, numbered in order (stages in program order, reads in source order,
+    dimensions in order): a kernel reports an index out of range by its number here.
+
+    >>> import tensorlang as tl
+    >>> op = tl.op("def g(A: f32[N, M], r: i32[K], c: i32[K]) -> Y:\\n    Y[k] = A[r[k], c[k]]")
+    >>> [(s.stage, s.tensor, s.dim) for s in gather_sites(op)]
+    [('Y', 'A', 0), ('Y', 'A', 1)]
+    """
+    return tuple(GatherSite(s.name, a.tensor, d, a) for s in op.stages for a in s.accesses()
+                 for d, ix in enumerate(a.indices) if isinstance(ix, GatherIndex))
 
 
 @dataclass(frozen=True)

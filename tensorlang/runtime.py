@@ -16,11 +16,12 @@ from collections import OrderedDict
 
 import numpy as np
 
-from .codegen_llvm import emit_module
+from .codegen_llvm import INDEX_ERROR_STATUS, INDEX_ERROR_SUFFIX, emit_module
 from .dtypes import DTYPES
+from . import errors
 from .errors import BuildError
 from .ir import Func
-from .program import Op
+from .program import Op, gather_sites
 from .schedule import Schedule
 from .target import MachineCode, Target, compile_ir, host_target, target_machine
 
@@ -66,7 +67,32 @@ def _data_offset() -> int | None:
 
 
 _DATA_OFFSET = _data_offset()
+_INDEX_ERROR_FN = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p)
 _from_address = ctypes.c_void_p.from_address
+
+
+def status_error(op, status: int, index_error, shapes) -> Exception:
+    """The exception for a kernel's nonzero `status`: MemoryError (1: a temporary buffer could not be allocated),
+    or `tl.IndexError` (2: an index read from a tensor was out of range), whose details `index_error` gives (the
+    kernel's `NAME_index_error` function, as a ctypes function of a pointer to an int64) and `shapes()` (the bound
+    tensors' shapes) complete.
+
+    >>> import tensorlang as tl
+    >>> status_error(tl.op("def f(A: f32[N]) -> B:\\n    B[i] = A[i]"), 1, None, dict)
+    MemoryError('f: the kernel could not allocate its temporary buffers')
+    """
+    if status == 1:
+        return MemoryError(f"{op.name}: the kernel could not allocate its temporary buffers")
+    if status != INDEX_ERROR_STATUS:
+        return BuildError(f"{op.name}: the kernel returned status {status}, which this tensorlang does not know")
+    value = ctypes.c_int64(0)
+    site = index_error(ctypes.byref(value)) if index_error is not None else -1
+    sites = gather_sites(op) if isinstance(op, Op) else ()
+    if not 0 <= site < len(sites):
+        return errors.IndexError(f"{op.name}: an index read from a tensor was out of range (value {value.value}, "
+                                 f"gathered index number {site})")
+    g = sites[site]
+    return errors.IndexError(g.message(op.name, value.value, shapes()[g.tensor][g.dim]))
 
 
 def data_address(a: np.ndarray) -> int:
@@ -106,6 +132,7 @@ class Kernel:
         self.output_dtypes = {o: DTYPES[bound.dtypes[o]].numpy for o in self.op.outputs}
         n = len(func.params)
         self._fn = ctypes.CFUNCTYPE(ctypes.c_int32, *([ctypes.c_void_p] * n))(self._engine.address)
+        self._index_error = _INDEX_ERROR_FN(engine.get_function_address(func.name + INDEX_ERROR_SUFFIX))
         self._set_specs()
 
     def _set_specs(self) -> None:
@@ -135,7 +162,7 @@ class Kernel:
             outs = self._outputs(out, inputs)
         status = self._fn(*map(data_address, inputs), *map(data_address, outs))
         if status != 0:
-            raise MemoryError(f"{self.op.name}: the kernel could not allocate its temporary buffers")
+            raise status_error(self.op, status, self._index_error, lambda: self.schedule.bound.shapes)
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     def _plain(self, inputs: tuple) -> bool:
@@ -301,6 +328,10 @@ class LoadedKernel(Kernel):
         self._fn = getattr(lib, meta["name"])
         self._fn.restype = ctypes.c_int32
         self._fn.argtypes = [ctypes.c_void_p] * (len(meta["inputs"]) + len(meta["outputs"]))
+        self._index_error = getattr(lib, meta["name"] + INDEX_ERROR_SUFFIX, None)  # none in older libraries
+        if self._index_error is not None:
+            self._index_error.restype = ctypes.c_int64
+            self._index_error.argtypes = [ctypes.c_void_p]
         self._set_specs()
 
     @property

@@ -7,7 +7,7 @@
 """
 from __future__ import annotations
 
-from .ir import BinOp, Cast, Cmp, Expr, IntImm, Logic, Neg, Not, Select, Var
+from .ir import BinOp, Cast, Cmp, Expr, IndexCheck, IntImm, Logic, Neg, Not, Select, Var
 
 _INT = ("i64", "i32")
 
@@ -72,6 +72,8 @@ def _simplify(e: Expr) -> Expr:
         if isinstance(a, IntImm) and e.dtype in _INT:
             return IntImm(a.value, e.dtype)
         return Cast(e.dtype, a)
+    if isinstance(e, IndexCheck):
+        return IndexCheck(simplify(e.a), e.extent, e.site, None if e.when is None else simplify(e.when))
     return e
 
 

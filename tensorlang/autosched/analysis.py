@@ -24,7 +24,8 @@ import math
 from dataclasses import dataclass
 
 from ..bind import BoundOp, bind
-from ..program import Binary, Call, Op, Unary, walk
+from ..dtypes import DTYPES
+from ..program import Binary, Call, GatherIndex, Op, Unary, index_vars_of, walk
 
 EXPENSIVE_CALLS = ("exp", "log", "sqrt", "tanh", "erf", "sigmoid")
 
@@ -32,7 +33,9 @@ EXPENSIVE_CALLS = ("exp", "log", "sqrt", "tanh", "erf", "sigmoid")
 @dataclass(frozen=True)
 class Read:
     """One read `tensor[...]` of a stage: per dimension the variables with their coefficients and a constant,
-    and the stride of each variable in elements of the tensor (row-major)."""
+    and the stride of each variable in elements of the tensor (row-major). A dimension indexed by a value read
+    from data (`E[ids[t], d]`) moves by its whole extent (at least 2) with each variable of that value: a step of
+    `t` may land anywhere in it, never on the next element."""
 
     tensor: str
     dims: tuple            # per dimension: (((var, coeff), ...), const)
@@ -149,7 +152,10 @@ def analyze(op: Op, sizes: dict) -> ProgramInfo:
             rm = _row_major(shape)
             dims, strides = [], {}
             for d, ix in enumerate(a.indices):
-                coeffs, const = ix.evaluate(bound.sizes)
+                if isinstance(ix, GatherIndex):
+                    coeffs, const = {v: max(2, shape[d]) for v in index_vars_of(ix.value)}, 0
+                else:
+                    coeffs, const = ix.evaluate(bound.sizes)
                 dims.append((tuple(sorted(coeffs.items())), const))
                 for v, c in coeffs.items():
                     strides[v] = strides.get(v, 0) + c * rm[d]
@@ -176,7 +182,7 @@ def _arith(e) -> int:
             n += 1
         elif isinstance(x, Unary) and x.op == "neg":
             n += 1
-        elif isinstance(x, Call) and x.fn not in ("f32", "f64", "i32"):
+        elif isinstance(x, Call) and x.fn not in DTYPES:  # a cast
             n += 1
     return n
 

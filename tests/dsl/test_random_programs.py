@@ -93,7 +93,7 @@ def check_program(prog, seed):
     for name, arr in inputs.items():
         np.testing.assert_array_equal(arr, copies[name], err_msg=f"input {name} was modified")
     # a second call into prefilled out= arrays must give the same results (reductions start from the identity)
-    garbage = [np.full(kernel.output_shapes[n], 7 if prog.stage(n).dtype == "i32" else np.nan,
+    garbage = [np.full(kernel.output_shapes[n], np.nan if prog.stage(n).dtype in progen.FLOAT_DTYPES else 7,
                        dtype=kernel.output_dtypes[n]) for n in op.outputs]
     res = kernel(*[inputs[name] for name in op.inputs], out=garbage[0] if len(garbage) == 1 else tuple(garbage))
     res = (res,) if len(garbage) == 1 else res
@@ -143,7 +143,7 @@ class _Shown:
 
 @st.composite
 def programs(draw):
-    return _Shown(progen.generate(progen.Src.from_hypothesis(draw)))
+    return _Shown(progen.generate(progen.Src.from_hypothesis(draw), extras=True))
 
 
 # ------------------------------------------------------------------------------------------ property test
@@ -198,6 +198,10 @@ def _scalar(node, pt, env, tensors, domain):
             return arr[()].item()
         ix = []
         for a, n in zip(node.idx, arr.shape):
+            if isinstance(a, progen.Gather):  # in range by construction (or clamped)
+                v = int(_scalar(a.read, pt, env, tensors, domain)) + a.offset
+                ix.append(v if a.clamp is None else min(max(v, 0), a.clamp.ev(env) - 1))
+                continue
             v = a.const.ev(env) + sum(c.ev(env) * pt[var] for c, var in a.terms)
             if not 0 <= v < n:
                 return 0
@@ -233,7 +237,11 @@ def _scalar(node, pt, env, tensors, domain):
         return ev(node.a) if ev(node.cond) else ev(node.b)
     if isinstance(node, progen.Cast):
         x = ev(node.x)
-        if node.dtype == "i32":
+        if node.dtype == "bool":
+            return x != 0
+        if node.dtype == "i32" and isinstance(x, int):  # wraps, as numpy's astype
+            return (x + 2**31) % 2**32 - 2**31
+        if node.dtype in progen.INT_DTYPES:
             return int(math.trunc(x))
         return float(np.float32(x)) if node.dtype == "f32" else float(x)
     raise AssertionError(type(node))
@@ -242,8 +250,8 @@ def _scalar(node, pt, env, tensors, domain):
 def naive_evaluate(prog, inputs):
     tensors = {d.name: np.asarray(inputs[d.name]) for d in prog.inputs}
     for stg in prog.stages:
-        domain = "int" if stg.dtype == "i32" else "float"
-        out = np.zeros(stg.shape, dtype=np.int64 if domain == "int" else np.float64)
+        domain = "int" if stg.value_dtype in progen.INT_DTYPES else "float"
+        out = np.zeros(stg.shape, dtype=bool if stg.dtype == "bool" else np.int64 if domain == "int" else np.float64)
         rng = lambda v, stg=stg: range(stg.ranges[v][0], stg.ranges[v][1] + 1)  # noqa: E731
         for lp in itertools.product(*[rng(v) for v in stg.lhs]):
             vals = []
@@ -269,7 +277,7 @@ def test_evaluator_matches_naive_interpreter():
     rnd = random.Random(1234)
     checked = 0
     for seed in range(300):
-        prog = progen.generate(progen.Src.from_random(rnd))
+        prog = progen.generate(progen.Src.from_random(rnd), extras=True)
         inputs = progen.make_inputs(prog, seed)
         try:
             fast = prog.evaluate(inputs)
@@ -342,7 +350,7 @@ def test_generator_renders_and_reaches_features():
     rnd = random.Random(99)
     seen = set()
     for _ in range(400):
-        prog = progen.generate(progen.Src.from_random(rnd))
+        prog = progen.generate(progen.Src.from_random(rnd), extras=True)
         text = prog.text
         for stg in prog.stages:
             seen.add(stg.op)
@@ -356,7 +364,11 @@ def test_generator_renders_and_reaches_features():
             inferred = set(stg.lhs + stg.red) - set(stg.where)
             if inferred:
                 seen.add("inferred")
+            if stg.dtype == "bool":
+                seen.add("bool stage")
             for r in stg.reads():
+                if any(isinstance(a, progen.Gather) for a in r.idx):
+                    seen.add("clamp" if any(getattr(a, "clamp", None) is not None for a in r.idx) else "gather")
                 vs = [v for a in r.idx for v in a.vars()]
                 if len(vs) != len(set(vs)):
                     seen.add("repeated index")
@@ -397,7 +409,8 @@ def test_generator_renders_and_reaches_features():
             "stages2", "stages3", "Un:exp", "Un:log", "Un:sqrt", "Un:tanh", "Un:abs", "Un:neg", "Bin:/",
             "Bin:max", "Bin:min", "Bin:**", "Bin://", "Bin:%", "Chain:", "Sel:", "Logic:and", "Logic:or",
             "Not:", "Cast:f32", "Cast:f64",
-            "Cast:i32", "Var:", "Size:", "negative where start", "big size", "i32(... / ...)", "cast of a weak value"}
+            "Cast:i32", "Var:", "Size:", "negative where start", "big size", "i32(... / ...)", "cast of a weak value",
+            "i64", "bool", "Cast:bool", "gather", "clamp", "bool stage"}
     assert want <= seen, want - seen
 
 

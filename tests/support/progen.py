@@ -13,9 +13,16 @@ The generator knows the iteration range of every index variable:
   chosen ranges (so it does not matter whether the compiler also intersects those).
 
 The evaluator builds an open index grid per stage, gathers with a zero mask for out-of-range reads (padding),
-evaluates the expression in float64 (int64 for i32 stages) and reduces with sum/prod/max/min.  It raises
-``Reject`` when an example is numerically fragile (a comparison that is a near-tie, sqrt of a tiny non-zero
-value, i32 overflow) so that the test can discard it instead of reporting a rounding difference.
+evaluates the expression in float64 (int64 for i32 and i64 stages, numpy bools for bool stages) and reduces with
+sum/prod/max/min.  It raises ``Reject`` when an example is numerically fragile (a comparison that is a near-tie,
+sqrt of a tiny non-zero value, i32 overflow, i64 values past 2**62) so that the test can discard it instead of
+reporting a rounding difference.
+
+With ``generate(src, extras=True)``, a read's dimension may also be indexed through an index tensor (``X[G[i],
+j]``, a gather, with an offset ``G[i] + 1`` or a ``clamp(G[i], 0, N - 1)``): ``G`` is an i32 or i64 input whose
+values ``make_inputs`` draws inside the dimension (or around it, where a clamp brings them in); programs may be
+i64, stages bool (comparisons stored), and inputs i64 or bool masks.  Without it, the same choices give the
+programs they gave before those existed (regression tests pin programs by their seed).
 
 Usage::
 
@@ -35,8 +42,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 INT32_MAX = 2**31 - 1
-NP_DTYPES = {"f32": np.float32, "f64": np.float64, "i32": np.int32}
+INT64_LIMIT = 2**62  # i64 values past it may wrap in a later operation: rejected
+NP_DTYPES = {"f32": np.float32, "f64": np.float64, "i32": np.int32, "i64": np.int64, "bool": np.bool_}
 FLOAT_DTYPES = ("f32", "f64")
+INT_DTYPES = ("i32", "i64")
 
 
 class Reject(Exception):
@@ -195,20 +204,22 @@ def _wrap(node, min_prec):
 class Ctx:
     """Evaluation context of one stage."""
 
-    def __init__(self, env, grids, tensors, domain, prog_state):
+    def __init__(self, env, grids, tensors, domain, prog_state, int_max=INT32_MAX):
         self.env = env
         self.grids = grids  # var -> int64 array (open grid, broadcastable)
-        self.tensors = tensors  # name -> stored array (float64 or int64)
+        self.tensors = tensors  # name -> stored array (float64, int64 or bool)
         self.domain = domain  # "float" or "int"
         self.state = prog_state  # dict with "mag": largest finite |value| seen so far
+        self.int_max = int_max  # the largest |value| an integer stage may reach (its dtype's, or 2**62 for i64)
 
     def track(self, v):
         v = np.asarray(v)
         if v.dtype == bool or v.size == 0:
             return v
         if self.domain == "int":
-            if np.issubdtype(v.dtype, np.integer) and np.max(np.abs(v)) > INT32_MAX:
-                raise Reject("i32 overflow")
+            # (compared in floats: an int64 past 2**63 has wrapped already; float64 tells it from a small one)
+            if np.issubdtype(v.dtype, np.integer) and np.max(np.abs(v.astype(np.float64))) > self.int_max:
+                raise Reject("integer overflow")
         else:
             a = np.abs(v[np.isfinite(v)])
             if a.size:
@@ -230,10 +241,43 @@ class Node:
 
 
 @dataclass(eq=False)
+class Gather:
+    """A dimension indexed through an index tensor: `G[..] + offset`, or `clamp(G[..] + offset, 0, D - 1)`. Its
+    values stay inside the dimension (``make_inputs`` draws G's values so), so that, like an Affine, it has
+    bounds, and no variable whose range it decides (the range analysis skips it)."""
+
+    read: "Read"  # the read of the index tensor (affine indices)
+    offset: int
+    clamp: "SE | None"  # the dimension's extent when clamped
+    lo: int  # the values it takes
+    hi: int
+    terms = ()
+    const = SE()
+
+    def vars(self):
+        return []
+
+    def bounds(self, env, ranges):
+        return self.lo, self.hi
+
+    def render(self):
+        x = self.read.render() + (f" + {self.offset}" if self.offset > 0 else f" - {-self.offset}" if self.offset
+                                  else "")
+        return f"clamp({x}, 0, {(self.clamp - 1).render()})" if self.clamp is not None else x
+
+    def value(self, ctx):
+        v = np.asarray(self.read.ev(ctx)).astype(np.int64) + self.offset
+        return np.clip(v, 0, self.clamp.ev(ctx.env) - 1) if self.clamp is not None else v
+
+
+@dataclass(eq=False)
 class Read(Node):
     tensor: str
-    idx: tuple  # of Affine; () for a 0-d tensor
+    idx: tuple  # of Affine or Gather; () for a 0-d tensor
     typed = True
+
+    def children(self):
+        return [a.read for a in self.idx if isinstance(a, Gather)]
 
     def render(self):
         if not self.idx:
@@ -244,7 +288,8 @@ class Read(Node):
         arr = ctx.tensors[self.tensor]
         if not self.idx:
             return arr[()]
-        ids = [np.asarray(a.ev(ctx.env, ctx.grids), dtype=np.int64) for a in self.idx]
+        ids = [np.asarray(a.value(ctx) if isinstance(a, Gather) else a.ev(ctx.env, ctx.grids), dtype=np.int64)
+               for a in self.idx]
         ids = np.broadcast_arrays(*ids)
         mask = np.ones(ids[0].shape, dtype=bool)
         clipped = []
@@ -393,6 +438,10 @@ class Bin(Node):
     def ev(self, ctx):
         a, b = self.a.ev(ctx), self.b.ev(ctx)
         op = self.op
+        if ctx.domain == "int" and op in ("+", "-", "*"):  # an i64 result past the limit may have wrapped already
+            approx = {"+": np.add, "-": np.subtract, "*": np.multiply}[op](np.asarray(a, np.float64), b)
+            if np.any(np.abs(approx) > ctx.int_max):
+                raise Reject("integer overflow")
         if op == "+":
             r = a + b
         elif op == "-":
@@ -562,9 +611,13 @@ class Cast(Node):
 
     def ev(self, ctx):
         x = np.asarray(self.x.ev(ctx))
-        if self.dtype == "i32":
+        if self.dtype == "bool":  # numpy's: nonzero (NaN too) is True
+            return x.astype(bool)
+        if self.dtype in INT_DTYPES:
             if np.issubdtype(x.dtype, np.floating):
                 x = np.trunc(x)
+            elif self.dtype == "i32":  # an i64 value wraps, as numpy's astype
+                x = x.astype(np.int32)
             return ctx.track(x.astype(np.int64))
         x = x.astype(np.float64)
         if self.dtype == "f32":
@@ -591,10 +644,16 @@ class Stage:
     ranges: dict = field(default_factory=dict)  # var -> (lo, hi) inclusive
     where: dict = field(default_factory=dict)  # var -> (SE lo, SE hi) for explicit ranges (hi exclusive)
     compact_where: bool = True
+    operand_dtype: str = ""  # of a bool stage: the dtype its comparisons' operands are generated in
 
     @property
     def shape(self):
         return tuple(self.ranges[v][1] + 1 for v in self.lhs)
+
+    @property
+    def value_dtype(self):
+        """The dtype the stage's values (its comparisons' operands, for a bool stage) are computed in."""
+        return self.operand_dtype if self.dtype == "bool" else self.dtype
 
     @property
     def reduction_len(self):
@@ -629,6 +688,7 @@ class Program:
     stages: list  # of Stage, in dependency order
     outputs: list  # output stage names
     text: str = ""
+    index_ranges: dict = field(default_factory=dict)  # index tensor -> (lo, hi): the values make_inputs draws
 
     def __repr__(self):
         return f"Program(sizes={self.env}, text={self.text!r})"
@@ -652,11 +712,13 @@ class Program:
         tensors = {}
         for decl in self.inputs:
             a = np.asarray(inputs[decl.name])
-            tensors[decl.name] = a.astype(np.int64 if decl.dtype == "i32" else np.float64)
+            tensors[decl.name] = a if decl.dtype == "bool" else \
+                a.astype(np.int64 if decl.dtype in INT_DTYPES else np.float64)
         state = {"mag": 0.0, "exact": {decl.name for decl in self.inputs}}
         for st in self.stages:
             tensors[st.name] = self._eval_stage(st, tensors, state)
-            if st.op != "*=" and _exact_value(st.expr, state["exact"]):
+            # (a bool stage is exact: the comparisons it stores reject near-ties)
+            if st.dtype == "bool" or (st.op != "*=" and _exact_value(st.expr, state["exact"])):
                 state["exact"].add(st.name)
         self.magnitude = state["mag"]
         names = [s.name for s in self.stages] if return_all else self.outputs
@@ -673,12 +735,18 @@ class Program:
         full = tuple(st.ranges[v][1] - st.ranges[v][0] + 1 for v in allv)
         if math.prod(full) > MAX_POINTS:
             raise Reject("too many iteration points")
-        domain = "int" if st.dtype == "i32" else "float"
-        ctx = Ctx(self.env, grids, tensors, domain, state)
+        domain = "int" if st.value_dtype in INT_DTYPES else "float"
+        ctx = Ctx(self.env, grids, tensors, domain, state, INT64_LIMIT if st.value_dtype == "i64" else INT32_MAX)
         val = np.asarray(st.expr.ev(ctx))
+        if st.dtype == "bool":
+            return np.array(np.broadcast_to(val, full), dtype=bool, order="C")
         val = np.broadcast_to(val, full).astype(np.int64 if domain == "int" else np.float64)
         if st.red:
-            val = REDUCE[st.op](val, axis=tuple(range(len(st.lhs), len(allv))))
+            axes = tuple(range(len(st.lhs), len(allv)))
+            if domain == "int" and st.op == "+=" and np.any(np.abs(val.astype(np.float64)).sum(axis=axes) >
+                                                             ctx.int_max):
+                raise Reject("integer overflow")
+            val = REDUCE[st.op](val, axis=axes)
         val = ctx.track(np.asarray(val))
         if st.dtype == "f32":
             val = val.astype(np.float32).astype(np.float64)
@@ -686,12 +754,21 @@ class Program:
 
 
 def make_inputs(prog, seed):
-    """Input arrays: floats are multiples of 1/8 in [-2, 2] (exact in f32), ints in [-3, 3]."""
+    """Input arrays: floats are multiples of 1/8 in [-2, 2] (exact in f32), ints in [-3, 3] (i64 inputs sometimes
+    times 2**20), bools either; an index tensor's values span its range (``Program.index_ranges``)."""
     rng = np.random.default_rng(seed)
     out = {}
     for decl in prog.inputs:
         shape = prog.input_shape(decl)
-        if decl.dtype == "i32":
+        if decl.name in prog.index_ranges:
+            lo, hi = prog.index_ranges[decl.name]
+            a = rng.integers(lo, hi + 1, size=shape).astype(NP_DTYPES[decl.dtype])
+        elif decl.dtype == "bool":
+            a = rng.integers(0, 2, size=shape).astype(bool)
+        elif decl.dtype == "i64":
+            # (times 2**20: past 2**31 in a product, far enough below 2**62 that few examples overflow)
+            a = rng.integers(-3, 4, size=shape) * (2**20 if rng.integers(0, 3) == 0 else 1)
+        elif decl.dtype == "i32":
             a = rng.integers(-3, 4, size=shape).astype(np.int32)
         else:
             a = (rng.integers(-16, 17, size=shape) / 8.0).astype(NP_DTYPES[decl.dtype])
@@ -703,11 +780,13 @@ def make_inputs(prog, seed):
 SIZE_NAMES = ["N", "M", "K", "L"]
 SIZE_VALUES = [1, 2, 3, 5, 7, 4, 6]  # shrink toward small; includes 1 and primes
 INPUT_NAMES = ["X", "Y", "Z"]
+INDEX_NAMES = ["G", "H"]  # index tensors of gathers
 LHS_VARS = ["i", "j", "k"]
 RED_VARS = ["r", "s"]
 PARAM_VALUES = {"pad": [1, 2], "st": [1, 2, 3]}
 FLOAT_LITS = [1, 2, 0.5, 1.5, 0.25, 3, 2.0, -1, -0.5, 0.125]
 INT_LITS = [1, 2, 0, 3, -1, -2]
+I64_LITS = INT_LITS + [3000000000, -5000000000]  # past 2**31
 MAX_EXTENT = 9
 BIG_SIZE_VALUES = [16, 17, 8, 31, 33, 9]  # for the occasional program with longer loops
 BIG_MAX_EXTENT = 40
@@ -755,9 +834,10 @@ def _int_exact(node):
 
 
 class _Gen:
-    def __init__(self, src: Src, allow_rank0_inputs=True):
+    def __init__(self, src: Src, allow_rank0_inputs=True, extras=False):
         self.s = src
         self.allow_rank0 = allow_rank0_inputs
+        self.extras = extras  # gathers, i64 and bool: choices drawn only then
 
     # -- sizes / params
     def size_name(self):
@@ -793,11 +873,11 @@ class _Gen:
         return SE.name(n)
 
     # -- tensors
-    def new_input(self, min_rank=0):
-        name = INPUT_NAMES[len(self.inputs)]
-        dtype = self.main
-        if self.mixed and self.s.chance(50):
-            dtype = self.s.pick([d for d in ("f32", "f64", "i32") if d != self.main])
+    def new_input(self, min_rank=0, dtype=None):
+        name = INPUT_NAMES[len([d for d in self.inputs if d.name in INPUT_NAMES])]
+        dtype = dtype or self.main
+        if self.mixed and self.s.chance(50) and dtype == self.main:
+            dtype = self.s.pick([d for d in ("f32", "f64", "i32") + ("i64",) * self.extras if d != self.main])
         ranks = [(1, 30), (2, 40), (3, 18), (0, 12 if self.allow_rank0 else 0)]
         rank = self.s.weighted([(r, w) for r, w in ranks if r >= min_rank])
         decl = InputDecl(name, dtype, [self.dim_se() for _ in range(rank)])
@@ -813,8 +893,9 @@ class _Gen:
     def pick_tensor(self, min_rank=0):
         if self.pending:
             return self.pending.pop(0)
-        avail = [t for t in self.tensors if len(self.tensors[t][1]) >= min_rank]
-        can_new = len(self.inputs) < len(INPUT_NAMES)
+        avail = [t for t in self.tensors if len(self.tensors[t][1]) >= min_rank and t not in self.index_ranges
+                 and self.tensors[t][0] != "bool"]
+        can_new = len([d for d in self.inputs if d.name in INPUT_NAMES]) < len(INPUT_NAMES)
         if can_new and (not avail or self.s.chance(35 if len(self.inputs) < 2 else 15)):
             return self.new_input(min_rank)
         if not avail:
@@ -879,6 +960,30 @@ class _Gen:
             return Affine(((SE.name(p), v), (one, w)))
         return Affine(((SE.name(p), v),))
 
+    def gather(self, dim_se):
+        """An index of a dimension of extent `dim_se` through a new index tensor (G, then H), or None."""
+        used = [n for n in INDEX_NAMES if n in self.index_ranges]
+        if len(used) == len(INDEX_NAMES) or not self.vars:
+            return None
+        name = INDEX_NAMES[len(used)]
+        decl = InputDecl(name, self.s.pick(["i32", "i64"]), [self.dim_se() for _ in range(self.s.int(1, 2))])
+        self.inputs.append(decl)
+        self.tensors[name] = (decl.dtype, decl.dims)
+        self.index_ranges[name] = (0, 0)  # (drawn below; kept out of pick_tensor meanwhile)
+        idx, prev = [], []
+        for d in decl.dims:
+            a = self.index(d, prev)
+            idx.append(a)
+            prev.extend(a.vars())
+        n = dim_se.ev(self.env)
+        if self.s.chance(30):  # clamped: values around the dimension, brought in
+            offset, clamp = self.s.pick([0, 1, -1]), dim_se
+            self.index_ranges[name] = (-2, n + 1)
+        else:  # values that stay inside it, offset included (a padded read of G gives 0: 0 + offset too)
+            offset, clamp = (self.s.pick([0, 0, 1]) if n > 1 else 0), None
+            self.index_ranges[name] = (-offset, n - 1 - offset)
+        return Gather(Read(name, tuple(idx)), offset, clamp, 0, n - 1)
+
     def read(self, min_rank=0, want_var=None):
         t = self.pick_tensor(min_rank)
         if t is None:
@@ -890,7 +995,7 @@ class _Gen:
                 a = Affine(((SE.lit(1), want_var),))
                 self.placed.add(want_var)
             else:
-                a = self.index(d, prev)
+                a = (self.gather(d) if self.extras and self.s.chance(7) else None) or self.index(d, prev)
             idx.append(a)
             prev.extend(a.vars())
         node = Read(t, tuple(idx))
@@ -901,8 +1006,8 @@ class _Gen:
 
     # -- value expressions
     def lit(self):
-        if self.dtype == "i32":
-            return Lit(self.s.pick(INT_LITS))
+        if self.dtype in INT_DTYPES:
+            return Lit(self.s.pick(I64_LITS if self.dtype == "i64" else INT_LITS))
         v = self.s.pick(FLOAT_LITS)
         if isinstance(v, float) and v > 0 and self.s.chance(10):  # scientific spelling
             return Lit(v, f"{v * 10:g}e-1")
@@ -939,7 +1044,7 @@ class _Gen:
         """Random expression; typed=True guarantees the result carries the stage dtype."""
         if depth <= 0 or self.s.chance(30):
             return self.leaf(typed)
-        isf = self.dtype != "i32"
+        isf = self.dtype not in INT_DTYPES
         kind = self.s.weighted(
             [
                 ("arith", 38),
@@ -967,9 +1072,9 @@ class _Gen:
             b = self.expr(d - 1, False)
             op = self.s.weighted([("/", 70), ("//", 15), ("%", 15)])
             den = Bin("+", Un("abs", b), Lit(1))
-            if op == "/" and self.dtype == "i32":
+            if op == "/" and self.dtype in INT_DTYPES:
                 a, den = (Cast("f64", x) if x.typed else x for x in (a, den))  # f64: exact for any i32
-                return Cast("i32", Bin("/", a, den))
+                return Cast(self.dtype, Bin("/", a, den))
             return Bin(op, a, den)
         if kind == "absneg":
             return Un(self.s.pick(["abs", "neg"]), self.expr(d, typed))
@@ -1011,12 +1116,23 @@ class _Gen:
 
     def cond(self, depth):
         kind = self.s.weighted([("cmp", 64), ("and", 12 if depth else 0), ("or", 10 if depth else 0),
-                                ("not", 8 if depth else 0), ("chain", 6)])
+                                ("not", 8 if depth else 0), ("chain", 6), ("mask", 6 if self.extras else 0)])
+        if kind == "mask":  # a bool tensor read (a mask input, or a bool stage), or bool(...) of an input's read
+            masks = [t for t, (dt, _) in self.tensors.items() if dt == "bool"]
+            can_new = len([d for d in self.inputs if d.name in INPUT_NAMES]) < len(INPUT_NAMES)
+            if masks and self.s.chance(70):
+                return self.plain_read(self.s.pick(masks))
+            if can_new and self.s.chance(60):
+                return self.plain_read(self.new_input(dtype="bool"))
+            numbers = [d.name for d in self.inputs if d.name in INPUT_NAMES and d.dtype != "bool"]
+            if numbers:  # an input: exact values, so that `!= 0` is the same in the kernel
+                return Cast("bool", self.plain_read(self.s.pick(numbers)))
+            kind = "cmp"
         if kind == "chain":
             xs = (self.cond_operand(), self.cond_operand(), self.cond_operand())
             return Chain((self.s.pick(["<", "<="]), self.s.pick(["<", "<="])), xs)
         if kind == "cmp":
-            isf = self.dtype != "i32"
+            isf = self.dtype not in INT_DTYPES
             a = self.cond_operand()
             b = self.cond_operand()
             exact = not isf or (_int_exact(a) and _int_exact(b))
@@ -1025,6 +1141,16 @@ class _Gen:
         if kind == "not":
             return Not(self.cond(depth - 1))
         return Logic(kind, self.cond(depth - 1), self.cond(depth - 1))
+
+    def plain_read(self, name):
+        """A read of tensor `name` (its dtype as it is) at affine indices."""
+        dims, _ = self.tensor_dims(name)
+        idx, prev = [], []
+        for d in dims:
+            a = self.index(d, prev)
+            idx.append(a)
+            prev.extend(a.vars())
+        return Read(name, tuple(idx))
 
     def cond_operand(self):
         if self.vars and self.s.chance(30):
@@ -1052,10 +1178,17 @@ class _Gen:
         if not self.inputs:  # a program needs at least one input
             self.pending.append(self.new_input())
         st = Stage(f"T{idx}", LHS_VARS[:nl], RED_VARS[:nr], op, dtype=dtype)
-        e = self.expr(s.weighted([(2, 40), (1, 25), (3, 35)]), True)
+        if op == "=" and self.extras and s.chance(7):  # a bool stage: comparisons stored (numeric readers convert it)
+            st.dtype, st.operand_dtype = "bool", dtype
+            e = self.cond(2)
+        else:
+            e = self.expr(s.weighted([(2, 40), (1, 25), (3, 35)]), True)
         while self.pending:  # a must-read tensor that no leaf picked up
             r = self.read()
-            e = Bin(s.pick(["+", "*"]), e, r)
+            if st.dtype == "bool":
+                e = Logic(s.pick(["and", "or"]), e, Cmp(s.pick([">", "<="]), r, self.lit()))
+            else:
+                e = Bin(s.pick(["+", "*"]), e, r)
         # every reduction variable must occur on the right side
         for v in list(st.red):
             if v in self.placed or v in self.value_vars:
@@ -1068,7 +1201,7 @@ class _Gen:
         if not st.red and op != "=":
             st.op = op = "="
         if op == "*=":  # keep products near 1
-            if dtype == "i32":
+            if dtype in INT_DTYPES:
                 e = Bin("max", Bin("min", e, Lit(1)), Lit(-1))
             else:
                 e = Bin("+", Lit(1), Bin("*", Lit(0.25), Un("tanh", e)))
@@ -1076,7 +1209,7 @@ class _Gen:
         self.vars = st.lhs + st.red
         self.ranges(st)
         st.compact_where = not s.chance(20)
-        self.tensors[st.name] = (dtype, [SE.lit(n) for n in st.shape])
+        self.tensors[st.name] = (st.dtype, [SE.lit(n) for n in st.shape])
         return st
 
     # -- ranges
@@ -1205,8 +1338,8 @@ class _Gen:
     # -- program
     def program(self):
         s = self.s
-        self.env, self.params, self.inputs, self.tensors = {}, [], [], {}
-        self.main = s.weighted([("f32", 75), ("f64", 13), ("i32", 12)])
+        self.env, self.params, self.inputs, self.tensors, self.index_ranges = {}, [], [], {}, {}
+        self.main = s.weighted([("f32", 75), ("f64", 13), ("i32", 12), ("i64", 5 if self.extras else 0)])
         self.big = s.chance(8)  # the first size is large (16..33)
         self.max_extent = BIG_MAX_EXTENT if self.big else MAX_EXTENT
         self.mixed = s.chance(12)
@@ -1219,7 +1352,8 @@ class _Gen:
             if i > 0 and not must and s.chance(50):
                 must = [f"T{i - 1}"]
             stages.append(self.stage(i, must))
-        prog = Program("prog", self.inputs, self.params, dict(self.env), stages, out_names)
+        prog = Program("prog", self.inputs, self.params, dict(self.env), stages, out_names,
+                       index_ranges=dict(self.index_ranges))
         prog.text = self.render(prog)
         return prog
 
@@ -1247,5 +1381,6 @@ class _Gen:
         return f"def {prog.name}({', '.join(items)}) -> {outs}:\n" + "\n".join(body) + "\n"
 
 
-def generate(src: Src, allow_rank0_inputs=True) -> Program:
-    return _Gen(src, allow_rank0_inputs).program()
+def generate(src: Src, allow_rank0_inputs=True, extras=False) -> Program:
+    """A random program from the choices of `src`; `extras`: gathers, i64 and bool values too."""
+    return _Gen(src, allow_rank0_inputs, extras).program()
