@@ -307,6 +307,9 @@ def test_small_cnn_from_torch_matches_onnxruntime(tmp_path, exporter):
         assert "BatchNormalization" in {n.op_type for n in onnx.load(str(path)).graph.node}
     m = check(str(path), {"x": x.numpy()})
     assert m.graph.name == "cnn"
+    if exporter == "torchscript":  # a model from ONNX saves and loads as any other
+        loaded = tl.load_model(m.save(str(tmp_path / "cnn.tlm")))
+        assert_matches(loaded(x.numpy()), ort_run(str(path), {"x": x.numpy()}))
 
 
 @pytest.mark.parametrize("exporter,opset", [("torchscript", 17), ("torchscript", 18), ("dynamo", 18)])

@@ -169,9 +169,8 @@ def _dims_text(dims) -> str:
 class _Importer:
     """Walks an ONNX graph in order, translating each node into ATen-named nodes of a tensorlang Graph."""
 
-    def __init__(self, onnx, model, name: str, where: str):
+    def __init__(self, onnx, model, name: str):
         self.onnx = onnx
-        self.where = where
         self.g = Graph(name)
         self.opsets = {("" if d.domain == "ai.onnx" else d.domain): d.version for d in model.opset_import}
         self.env: dict[str, object] = {}  # ONNX value name -> Value or numpy array (a constant)
@@ -921,7 +920,7 @@ def graph_from_onnx(model_or_path, input_shapes: dict | None = None, name: str |
         inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
     except Exception as e:
         raise UsageError(f"{where}: ONNX's shape inference fails: {_first_line(e)}") from None
-    imp = _Importer(onnx, inferred, name or re.sub(r"\W", "_", model.graph.name) or "model", where)
+    imp = _Importer(onnx, inferred, name or re.sub(r"\W", "_", model.graph.name) or "model")
     for vi in [*inferred.graph.value_info, *inferred.graph.output, *inferred.graph.input]:
         dims = _static_shape(vi.type)
         if vi.type.HasField("tensor_type") and dims is not None:
