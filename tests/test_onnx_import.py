@@ -106,6 +106,16 @@ OP_CASES = [
     _case("BatchNormalization", [("x", r(2, 3, 4, 5), False), ("s", r(3), True), ("b", r(3), True),
                                  ("m", r(3), True), ("v", r(3, lo=0.5), True)], {"epsilon": 1e-3}),
     _case("Relu", [("x", r(3, 4), False)]),
+    *(_case(op, [("x", r(3, 4, lo=0.1 if op == "Log" else -2.0), False)])
+      for op in ("Abs", "Neg", "Exp", "Log", "Tanh", "Sign", "Softplus", "Elu")),
+    _case("Not", [("x", r(3, 4) > 0, False)]),
+    *(_case(op, [("a", r(2, 3).round(), False), ("b", r(3).round(), False)])
+      for op in ("Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual")),
+    *(_case(op, [("a", r(2, 3) > 0, False), ("b", r(3) > 0, False)]) for op in ("And", "Or")),
+    _case("Min", [("a", r(2, 3), False), ("b", r(3), False)], id="Min"),
+    _case("Sum", [("a", r(2, 3), False), ("b", r(3), False), ("c", r(1), True)], id="Sum"),
+    _case("Dropout", [("x", r(3, 4), False)], opset=13),
+    _case("CastLike", [("x", r(3, 4), False), ("like", np.zeros(1, np.float64), True)]),
     _case("Sigmoid", [("x", r(3, 4), False)]),
     _case("Erf", [("x", r(3, 4), False)]),
     _case("Sqrt", [("x", r(3, 4, lo=0.1), False)]),
@@ -170,6 +180,12 @@ OP_CASES = [
     _case("ReduceMean", [("x", r(2, 3, 4), False)], {"axes": [0, 2], "keepdims": 0}, id="ReduceMean-attr"),
     _case("ReduceMean", [("x", r(2, 3, 4), False), ("a", i64(-1), True)], opset=18, id="ReduceMean-input"),
     _case("ReduceSum", [("x", r(2, 3, 4), False), ("a", i64(1), True)], {"keepdims": 0}, opset=13),
+    _case("ReduceMax", [("x", r(2, 3, 4), False), ("a", i64(0, 2), True)], opset=18),
+    _case("ReduceMin", [("x", r(2, 3, 4), False)], {"axes": [1]}),
+    _case("ReduceProd", [("x", r(2, 3, 4), False)], {"axes": [2], "keepdims": 0}),
+    _case("ReduceL2", [("x", r(2, 3, 4), False)], {"axes": [1, 2]}),
+    _case("ReduceMean", [("x", r(2, 3), False)], {"noop_with_empty_axes": 1}, opset=18, id="ReduceMean-noop"),
+    _case("GlobalMaxPool", [("x", r(1, 3, 5, 7), False)]),
     _case("Softmax", [("x", r(2, 3, 4), False)], {"axis": 1}),
     _case("Softmax", [("x", r(2, 3, 4), False)], {"axis": 1}, opset=11, id="Softmax-opset11-coerced"),
     _case("LogSoftmax", [("x", r(2, 5), False)]),
@@ -191,6 +207,12 @@ OP_CASES = [
           {"mode": "nearest", "coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"},
           id="Resize-nearest"),
 ]
+
+
+def test_every_onnx_op_read_has_a_case():
+    from tensorlang.frontend.onnx_import import supported_onnx_ops
+    covered = {p.values[0] for p in OP_CASES} | {"Shape", "Size", "Constant", "Gather"}  # the tests below
+    assert not sorted(set(supported_onnx_ops()) - covered)
 
 
 @pytest.mark.parametrize("op_type,inputs,attrs,opset,n_out", OP_CASES)
@@ -216,11 +238,14 @@ def test_shape_arithmetic_folds_at_import():
              helper.make_node("Shape", ["x"], ["tail"], start=2),
              helper.make_node("Cast", ["tail"], ["tailf"], to=TensorProto.FLOAT),
              helper.make_node("ReduceSum", ["tailf"], ["n"], keepdims=0),
-             helper.make_node("Mul", ["flat", "n"], ["y"])]
+             helper.make_node("Mul", ["flat", "n"], ["scaled"]),
+             helper.make_node("Size", ["x"], ["size"]),
+             helper.make_node("Cast", ["size"], ["sizef"], to=TensorProto.FLOAT),
+             helper.make_node("Div", ["scaled", "sizef"], ["y"])]
     model = _chain_model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 4, 5])], ["y"],
                          [numpy_helper.from_array(i64(0), "axes"), numpy_helper.from_array(i64(-1), "minus1")])
     g = graph_from_onnx(model)
-    assert sorted(n.op for n in g.nodes) == ["mul.Tensor", "view"]  # the shape chain is constants
+    assert sorted(n.op for n in g.nodes) == ["div.Tensor", "mul.Tensor", "view"]  # the shape chains are constants
     check(model, {"x": r(2, 3, 4, 5)})
 
 
