@@ -45,7 +45,7 @@ _ATEN = {"ConvTranspose": "convolution with transposed=True", "Gather": "index_s
          "ScatterElements": "scatter", "CumSum": "cumsum", "Mod": "fmod", "Floor": "floor", "Ceil": "ceil",
          "Round": "round", "ArgMax": "argmax", "ArgMin": "argmin", "TopK": "topk", "Trilu": "triu",
          "NonZero": "nonzero", "GroupNormalization": "native_group_norm", "DepthToSpace": "pixel_shuffle",
-         "SpaceToDepth": "pixel_unshuffle", "Upsample": "upsample_nearest2d", "Einsum": "bmm",
+         "SpaceToDepth": "pixel_unshuffle", "Upsample": "upsample_nearest2d",
          "LSTM": "lstm", "GRU": "gru", "Sin": "sin", "Cos": "cos", "Atan": "atan", "IsNaN": "isnan",
          "IsInf": "isinf", "OneHot": "one_hot", "Attention": "scaled_dot_product_attention"}
 _RESIZE_ATEN = {"nearest": "upsample_nearest2d", "linear": "upsample_bilinear2d", "cubic": "upsample_bicubic2d"}
@@ -630,6 +630,55 @@ def _gemm(imp, node, attrs):
         return [imp.emit1("addmm", [c, a, b], {"beta": beta, "alpha": alpha})]
     y = imp.emit1("mm", [a, b])
     return [y if alpha == 1 else imp.emit1("mul.Tensor", [y, None], {"other": alpha})]
+
+
+@_op("Einsum")
+def _einsum(imp, node, attrs):
+    eq = attrs["equation"].replace(" ", "")
+    lhs, arrow, out = eq.partition("->")
+    terms = lhs.split(",")
+    if "." in eq or len(terms) > 2:
+        raise UsageError(f"equation {attrs['equation']!r}: one or two operands without '...' only")
+    if not arrow:  # implicit output: the letters that appear once, in alphabetical order
+        out = "".join(sorted(c for c in set(lhs) if lhs.count(c) == 1 and c.isalpha()))
+    values = [imp.input(k) for k in range(len(terms))]
+    sizes: dict[str, int] = {}
+    for t, v in zip(terms, values):
+        if len(t) != v.type.rank or len(set(t)) != len(t):
+            raise UsageError(f"equation {attrs['equation']!r}: term {t!r} does not name each of the {v.type.rank} "
+                             "dims of its operand once (diagonals are not supported)")
+        for c, n in zip(t, v.shape):
+            if sizes.setdefault(c, n) != n:
+                raise UsageError(f"equation {attrs['equation']!r}: {c!r} is {sizes[c]} in one operand, {n} in another")
+    if any(c not in sizes for c in out):
+        raise UsageError(f"equation {attrs['equation']!r}: output letters that no operand has")
+
+    def summed(v, t, keep: str):  # letters only this operand has and the output lacks are summed first
+        dims = [k for k, c in enumerate(t) if c not in keep]
+        if not dims:
+            return v, t
+        v = imp.emit1("sum.dim_IntList", [v], {"dim": dims, "keepdim": False, "dtype": None})
+        return v, "".join(c for c in t if c in keep)
+
+    def arranged(v, t, order: str):
+        perm = [t.index(c) for c in order]
+        return v if perm == list(range(len(t))) else imp.emit1("permute", [v], {"dims": perm})
+    if len(terms) == 1:
+        v, t = summed(values[0], terms[0], out)
+        return [arranged(v, t, out)]
+    (a, b), (ta, tb) = values, terms
+    a, ta = summed(a, ta, out + tb)
+    b, tb = summed(b, tb, out + ta)
+    batch = "".join(c for c in ta if c in tb and c in out)
+    inner = "".join(c for c in ta if c in tb and c not in out)
+    free_a, free_b = "".join(c for c in ta if c not in tb), "".join(c for c in tb if c not in ta)
+
+    def size(letters):
+        return numel([sizes[c] for c in letters])
+    a3 = imp.view(arranged(a, ta, batch + free_a + inner), [size(batch), size(free_a), size(inner)])
+    b3 = imp.view(arranged(b, tb, batch + inner + free_b), [size(batch), size(inner), size(free_b)])
+    y = imp.view(imp.emit1("bmm", [a3, b3]), [sizes[c] for c in batch + free_a + free_b])
+    return [arranged(y, batch + free_a + free_b, out)]
 
 
 # ---- pooling and reductions -------------------------------------------------------------------------------------
