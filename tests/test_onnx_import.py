@@ -468,6 +468,18 @@ def test_shapes_computed_at_run_time_are_an_error():
         tl.from_onnx(model)
 
 
+def test_a_type_the_model_declares_wrongly_is_named():
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["h"], name="relu_it"),
+                               helper.make_node("Neg", ["h"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
+                              value_info=[helper.make_tensor_value_info("h", TensorProto.FLOAT, [3, 2])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    with pytest.raises(UsageError, match=r"ONNX node 'relu_it' \(Relu, opset 17\): tensorlang infers f32\[2, 3\] for "
+                                         r"its output 'h' where the model .* says f32\[3, 2\]"):
+        tl.from_onnx(model)
+
+
 def test_gathers_of_constant_indices():
     for idx in (np.array(2, np.int64), i64(1, 3), i64(-1)):
         model, feeds = one_node("Gather", [("x", r(2, 5, 3), False), ("i", idx, True)], {"axis": 1})

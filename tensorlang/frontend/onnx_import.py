@@ -314,22 +314,21 @@ class _Importer:
 
     def _check(self, name: str, r) -> None:
         known = self.known.get(name)
-        if known is None:
+        if known is None or any(not isinstance(d, int) for d in known[1]):
             return
         elem, dims = known
-        if any(not isinstance(d, int) for d in dims):
-            return
         if isinstance(r, Value):
-            ours, theirs = str(r.type), f"{_ELEM.get(elem, f'elem type {elem}')}[{', '.join(map(str, dims))}]"
-            same = r.dtype == _ELEM.get(elem) and list(r.shape) == dims
+            ours, dtype = str(r.type), _ELEM.get(elem, f"elem type {elem}")
+            same = list(r.shape) == dims and (not elem or r.dtype == dtype)
         else:
-            np_dtype = self.onnx.helper.tensor_dtype_to_np_dtype(elem) if elem else r.dtype
-            ours = f"{r.dtype}[{', '.join(map(str, r.shape))}]"
-            theirs = f"{np.dtype(np_dtype)}[{', '.join(map(str, dims))}]"
-            same = r.dtype == np_dtype and list(r.shape) == dims
+            ours, dtype = f"{r.dtype}[{', '.join(map(str, r.shape))}]", r.dtype
+            if elem:
+                dtype = np.dtype(self.onnx.helper.tensor_dtype_to_np_dtype(elem))
+            same = list(r.shape) == dims and r.dtype == dtype
         if not same:
-            raise UsageError(f"{self.label}: tensorlang infers {ours} for its output {name!r} where ONNX's shape "
-                             f"inference gives {theirs}; this node's inputs or attributes are not supported")
+            theirs = f"{dtype}[{', '.join(map(str, dims))}]"
+            raise UsageError(f"{self.label}: tensorlang infers {ours} for its output {name!r} where the model (its "
+                             f"value_info and ONNX's shape inference) says {theirs}")
 
     def check_supported(self) -> None:
         if not self.unsupported:
