@@ -31,7 +31,8 @@ def op(source: str) -> Op:
 _LAZY = {"reference": ".numpy_reference",
          "build": ".runtime", "Kernel": ".runtime", "load": ".runtime", "clear_cache": ".runtime",
          "Model": ".graph.model", "load_model": ".graph.serialize",
-         "from_torch": ".frontend.torch_import", "from_exported": ".frontend.torch_import"}
+         "from_torch": ".frontend.torch_import", "from_exported": ".frontend.torch_import",
+         "from_onnx": ".frontend.onnx_import"}
 
 
 #: the packages above the core, installed under this name (tl.schedules, tl.tuner, tl.cli); the core never imports
@@ -40,8 +41,8 @@ _UPPER = ("schedules", "tuner", "cli")
 
 
 def __getattr__(name):
-    # the LLVM side (build, Kernel, load, clear_cache), the graph compiler and the PyTorch importer are imported on
-    # first use, so that `tl.op` starts fast and `import tensorlang` never imports torch
+    # the LLVM side (build, Kernel, load, clear_cache), the graph compiler and the PyTorch and ONNX importers are
+    # imported on first use, so that `tl.op` starts fast and `import tensorlang` never imports torch or onnx
     if name in _LAZY:
         import importlib
         return getattr(importlib.import_module(_LAZY[name], __name__), name)
@@ -53,4 +54,4 @@ def __getattr__(name):
 
 __all__ = ["op", "reference", "build", "clear_cache", "load", "schedule", "Schedule", "Kernel", "Op", "DSLError",
            "ScheduleError", "BuildError", "TensorlangError", "UsageError", "Model", "load_model", "from_torch",
-           "from_exported"]
+           "from_exported", "from_onnx"]
