@@ -1,11 +1,11 @@
 """The model commands of the `tensorlang` command line: compile, bench-model and show-model.
 
-    tensorlang compile MODEL.pt2 -o DIR [--format tlm|so|c] [--print-passes] [--skip-pass layout,...]
+    tensorlang compile MODEL.pt2|MODEL.onnx -o DIR [--format tlm|so|c] [--print-passes] [--skip-pass layout,...]
     tensorlang bench-model MODEL.pt2 [--threads N] [--rounds 10]
-    tensorlang show-model MODEL.pt2|MODEL.tlm [--source NODE] [--profile] [--print-passes]
+    tensorlang show-model MODEL.pt2|MODEL.onnx|MODEL.tlm [--source NODE] [--profile] [--print-passes]
 
-MODEL.pt2 is a file written by `torch.export.save`; show-model and bench-model also take a model saved by
-`model.save` (MODEL.tlm), which needs no torch.
+MODEL.pt2 is a file written by `torch.export.save`, MODEL.onnx an ONNX model (`tl.from_onnx`, the `onnx` extra);
+show-model and bench-model also take a model saved by `model.save` (MODEL.tlm), which needs no torch.
 
 Example::
 
@@ -38,10 +38,10 @@ def register(subparsers) -> None:
     ['bench-model', 'compile', 'show-model']
     """
     sub = subparsers
-    c = sub.add_parser("compile", help="compile a PyTorch model (.pt2 from torch.export.save): a saved model (tlm), "
-                                       "a shared library (so) or C source (c)")
+    c = sub.add_parser("compile", help="compile a PyTorch model (.pt2 from torch.export.save) or an ONNX model "
+                                       "(.onnx): a saved model (tlm), a shared library (so) or C source (c)")
     add_common(c, sizes=False)
-    c.add_argument("model", metavar="MODEL.pt2", help="a model written by torch.export.save")
+    c.add_argument("model", metavar="MODEL", help="a model written by torch.export.save (.pt2) or an ONNX file (.onnx)")
     c.add_argument("-o", "--output", required=True, metavar="DIR", help="directory to write the files in")
     c.add_argument("--format", default="tlm", help="tlm (a saved model for tl.load_model, default), so (one shared "
                                                   "library, weights embedded) or c (C source and a weights file)")
@@ -58,7 +58,8 @@ def register(subparsers) -> None:
     _pass_flags(b)
     s = sub.add_parser("show-model", help="print a model's optimised graph, its kernels and its memory plan")
     add_common(s, sizes=False)
-    s.add_argument("model", metavar="MODEL", help="a .pt2 file (torch.export.save) or a saved model (.tlm)")
+    s.add_argument("model", metavar="MODEL", help="a .pt2 file (torch.export.save), an ONNX file (.onnx) or a saved "
+                                                  "model (.tlm)")
     s.add_argument("--source", metavar="NODE", help="print the tensorlang program of the kernel computing NODE")
     s.add_argument("--profile", action="store_true", help="time each kernel on random inputs (time share, GFLOPS)")
     _pass_flags(s)
@@ -83,8 +84,8 @@ def _skip(args) -> tuple[str, ...]:
 
 
 def load(args, *, allow_saved: bool = True):
-    """The model the command names: a .pt2 compiled now (with --skip-pass and --print-passes), or a saved model;
-    returns (model, seconds it took).
+    """The model the command names: a .pt2 or .onnx file compiled now (with --skip-pass and --print-passes), or a
+    saved model; returns (model, seconds it took).
 
     Example::
 
@@ -97,6 +98,11 @@ def load(args, *, allow_saved: bool = True):
     if allow_saved and _is_saved(path):
         import tensorlang as tl
         return tl.load_model(path), time.perf_counter() - t0
+    if path.lower().endswith(".onnx"):
+        from tensorlang.frontend.onnx_import import model_from_onnx  # says how to install onnx when it is missing
+        model = model_from_onnx(path, skip=_skip(args), print_passes=args.print_passes or None, out=sys.stderr,
+                                name=getattr(args, "name", None) or _name(path))
+        return model, time.perf_counter() - t0
     try:
         from tensorlang.frontend.torch_import import model_from_pt2
     except ImportError:

@@ -42,6 +42,26 @@ def test_compile_to_a_saved_model_and_show_it(mnist_pt2, tmp_path):
     assert r.returncode == 0 and r.stdout.startswith("def convolution_relu_")
 
 
+def test_compile_and_show_an_onnx_model(tmp_path):
+    """`tensorlang compile model.onnx` goes through tl.from_onnx; its saved model matches onnxruntime."""
+    ort = pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnx")
+    module, args = R.make_mnist()
+    path = tmp_path / "mnist.onnx"
+    torch.onnx.export(module, args, str(path), dynamo=False, input_names=["x"])
+    r = tensorlang("compile", path, "-o", tmp_path / "out", "--json")
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)
+    assert data["format"] == "tlm" and data["kernels"] >= 1
+    import tensorlang as tl
+    x = args[0].numpy()
+    got = tl.load_model(data["files"]["model"])(x)
+    want = ort.InferenceSession(str(path)).run(None, {"x": x})[0]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * max(1.0, float(np.abs(want).max())))
+    r = tensorlang("show-model", path)
+    assert r.returncode == 0 and "fused" in r.stdout, r.stderr
+
+
 @pytest.mark.parametrize("fmt", ["so", "c"])
 def test_compile_to_a_library_or_c_source(mnist_pt2, tmp_path, fmt):
     r = tensorlang("compile", mnist_pt2, "-o", tmp_path, "--format", fmt, "--skip-pass", "layout")
