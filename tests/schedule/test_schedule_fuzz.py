@@ -198,10 +198,10 @@ def _cancelling_case(baseline_value: float):
 
 
 def test_fuzzer_accepts_rounding_in_a_sum_that_cancelled():
-    """A long random run (seed 37921420404831792) failed on a sum of multiples of 1/8 that cancelled exactly: the
-    unscheduled kernel gave 2**-26 where the vectorized one gave 0, a fused multiply-add rounding differently,
-    and the tolerance, scaled by the expected values (2**-26), was 1e-13. Such a difference is now judged
-    against the output's typical size (its size on other random inputs); a real wrong value still fails."""
+    """A sum of multiples of 1/8 that cancels exactly: the unscheduled kernel gives 2**-26 where the vectorized one
+    gives 0 (a fused multiply-add rounds differently), far beyond a tolerance scaled by the expected values, so
+    such a difference is judged against the output's typical size (its size on other random inputs); a real wrong
+    value still fails."""
     case = _cancelling_case(2.0 ** -26)
     fz = schedfuzz.Fuzzer(case, progen.Src.from_random(random.Random(5)))
     fz.s["T"].split("k", 2)
@@ -214,11 +214,11 @@ def test_fuzzer_accepts_rounding_in_a_sum_that_cancelled():
 
 
 def test_fuzzer_accepts_a_result_that_agrees_with_numpy_where_the_sum_always_cancels():
-    """A long random run (2026-11-22) crashed in the judging of `T0[i, j, k] += tanh(f32(r)) * X` over r in -1:2
-    with a 0-d X: the terms cancel whatever X is, the unscheduled kernel gave 1.49e-8 (scalar tanh) and the
-    vectorized one the exact 0 (vector tanh), so the output's typical size is rounding noise too, and the input
-    perturbation turned the 0-d X into a scalar. The kernel's result is now also accepted where it agrees with
-    numpy's own within the budget the unscheduled kernel met; a wrong value still fails."""
+    """`T0[i, j, k] += tanh(f32(r)) * X` over r in -1:2 with a 0-d X: the terms cancel whatever X is, the unscheduled
+    kernel gives 1.49e-8 (scalar tanh) and the vectorized one the exact 0 (vector tanh), so the output's typical
+    size is rounding noise too, and the input perturbation must keep the 0-d X an array. The kernel's result is
+    accepted where it agrees with numpy's own within the budget the unscheduled kernel met; a wrong value still
+    fails."""
     op = tl.op("def prog(X: f32[()]) -> T1:\n    T0[i, j, k] += tanh(f32(r)) * X where i in 0:4, j in 0:2, "
                "k in 0:4, r in -1:2\n    T1 = T0[3, 0, 0]\n")
     X = np.array(-1.625, np.float32)

@@ -48,8 +48,8 @@ def test_what_is_left_alone():
 
 
 def test_a_nest_of_splits_past_their_extents_builds_quickly():
-    """Found by the schedule fuzz (issue 18): LLVM's loop unroller ran for minutes and took gigabytes on this
-    nest before the loops were tightened. Built in a child process, so that a regression fails, not hangs."""
+    """Without tightened loops, LLVM's loop unroller runs for minutes and takes gigabytes on this nest. Built in a
+    child process, so that a regression fails, not hangs."""
     code = textwrap.dedent('''
         import numpy as np, tensorlang as tl
         op = tl.op("def maxpool2d(I: f32[N, C, H, W], KH: int, KW: int, stride: int) -> O:\\n"

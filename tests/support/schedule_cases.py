@@ -1,4 +1,4 @@
-"""Small programs for the schedule tests (tests/schedule/test_schedule.py): DSL text, a numpy oracle written without
+"""Small programs for the schedule tests (tests/schedule/test_schedule_*.py): DSL text, a numpy oracle written without
 the DSL, inputs, the reduction length that sets the float tolerance, and helpers that read the loop IR text.
 
 Every program's `def` name is unique, so a schedule finds its program by ``PROGRAMS[s.op.name]``.

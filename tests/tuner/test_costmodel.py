@@ -253,8 +253,8 @@ def test_features_of_allowed_configs_are_the_same_with_the_lowering_checks_at_th
 
 
 def test_a_schedule_that_does_not_lower_is_refused_with_the_checks_at_the_end_too():
-    # T0 computed at T1's loop i, which goes parallel: the rows of T0 that its iterations need overlap (tests/
-    # test_schedule.py's split-tail program): refused at parallel() when checked, at lowering when not
+    # T0 computed at T1's loop i, which goes parallel: the rows of T0 that its iterations need overlap
+    # (test_schedule_placement.py's split-tail program): refused at parallel() when checked, at lowering when not
     from tensorlang.schedule import lowering_checks_at_the_end
     op = tl.op(OVERLAPPING_PROGRAM)
 
@@ -416,8 +416,8 @@ def test_normalise_per_task():
 
 
 def test_a_compiler_bug_in_a_config_warns_and_does_not_stop_featurizing(monkeypatch):
-    """A config whose scheduling hits an internal error (BERT's layer norm met a KeyError in lowering, fifth session
-    of 2026-11-26, and `tune-model` died) counts as unschedulable, with a warning naming the error."""
+    """A config whose scheduling hits an internal error counts as unschedulable, with a warning naming the error,
+    so that one compiler bug does not end a whole `tune-model` run."""
     from tensorlang.tuner.task import Task
     t = Task.create("matmul", preset="small", threads=1)
     cfg = t.space.config_at(0)
