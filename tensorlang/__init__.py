@@ -16,7 +16,8 @@ from .program import Op
 from .parse import parse as _parse
 from .schedule import Schedule, schedule
 
-__version__ = "0.1.0"
+#: the version every tuning record, dataset, saved model and exported library stores; the build reads it from here
+__version__ = "0.2.0"
 
 
 def op(source: str) -> Op:
