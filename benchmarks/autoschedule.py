@@ -1,4 +1,4 @@
-"""The auto-scheduler's bars (issue 19), each part in one run with its baselines:
+"""The auto-scheduler's bars, each part in one run with its baselines:
 
     python benchmarks/autoschedule.py [--parts peak,builtins,resnet,programs,speed] [--trials 200] [--threads 2]
                                       [--workloads matmul,conv2d] [--layers '3x3 56,3x3/2 56->28']

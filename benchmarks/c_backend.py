@@ -11,8 +11,7 @@ of all calls, GFLOPS (2*M*N*K per call) and the ratio C/LLVM. Run it on a quiet 
 
 OpenMP gets as many threads as the LLVM thread pool (TENSORLANG_NUM_THREADS, default: the CPUs available) and
 OMP_WAIT_POLICY=passive, unless set: its idle threads then block (the pool's spin 500 µs, then block) instead
-of spinning on the cores that the LLVM kernel is timed on next (with OMP_WAIT_POLICY=active the LLVM kernel
-loses up to half its speed on two cores).
+of spinning on the cores that the LLVM kernel is timed on next, which would slow it.
 """
 from __future__ import annotations
 

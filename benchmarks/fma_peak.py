@@ -18,7 +18,7 @@ STEPS = 20_000_000
 
 def shape(target=None) -> tuple[int, int]:
     """(lanes, chains) for `target` (the host by default): a register's f32 lanes, and independent chains that fit
-    the register file with room to spare, enough to cover the FMA latency on every x86 core seen here.
+    the register file with room to spare, enough to cover the FMA latency of current x86 cores.
 
     >>> shape()[0] in (4, 8, 16)
     True

@@ -14,8 +14,8 @@ With ``--tune TRIALS`` each model is first exported to a .pt2 file and tuned wit
 thread count (``--threads`` takes a list; the records go to ``--db``, default a file in the work folder; a second
 run with the same database resumes, and with as many trials does nothing more), and then measured as above with that
 database, so that the compiled model has the tuned pass variant and schedules. The table at the end holds the bars
-of issue 21 (ResNet-18 at least 1.5x torch eager and torch.compile, MobileNetV2 1.2x torch.compile, the BERT layer
-1.1x torch.compile, on 1 and 2 threads).
+(`BARS`: ResNet-18 at least 1.5x torch eager and torch.compile, MobileNetV2 1.2x torch.compile, the BERT layer 1.1x
+torch.compile, on 1 and 2 threads).
 
 Speed figures on a shared machine are noisy: compare only the ratios of one run, and read `tensorlang bench-model`
 for one model at a time. The models are defined in tests/support/reference_models.py.
@@ -177,7 +177,7 @@ module, args = R.MODELS[{name!r}](**{kwargs!r})
 torch.export.save(torch.export.export(module, args), {path!r})
 """
 
-#: issue 21's bars: model -> {contender: the least tensorlang must be faster by}; "torch.compile" is inductor with
+#: the models' bars: model -> {contender: the least tensorlang must be faster by}; "torch.compile" is inductor with
 #: weight freezing (tensorlang.tuner.model.baselines.TORCH_COMPILE)
 BARS = {"resnet18": {"torch eager": 1.5, "torch.compile": 1.5}, "mobilenet_v2": {"torch.compile": 1.2},
         "bert_layer": {"torch.compile": 1.1}}

@@ -1,4 +1,4 @@
-"""tensorlang's parallel loops on a shared CPU (issue 54): a CPU-bound competitor that this script starts itself
+"""tensorlang's parallel loops on a shared CPU: a CPU-bound competitor that this script starts itself
 (a Python busy loop at nice 0, then at nice 19, pinned to one CPU with `taskset` where there is one), and torch or
 onnxruntime thread pools spinning in the same process.
 
@@ -54,7 +54,7 @@ sys.path.insert(0, ROOT)
 
 CASES = ("conv2d", "matmul", "softmax", "mnist", "resnet18", "transformer")
 MODELS = ("mnist", "resnet18", "transformer")
-#: the issue's bars
+#: the bars (the module docstring says what each bounds)
 MAX_LOADED_VS_ONE_THREAD = 1.15
 MIN_TORCH_RATIO_KEPT = 0.8
 MAX_ALTERNATING_VS_ALONE = 1.3

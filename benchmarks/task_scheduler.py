@@ -13,8 +13,8 @@ over tasks of calls x best time, after each record that lowered a task's best) i
 - with the times the run measured (the scheduler's own estimate);
 - re-timed: every config that was ever a task's best in either run, timed again task by task in 3 interleaved
   rounds, both runs' configs side by side, and each point valued at those times. The two runs are made 10 minutes
-  apart; on a cloud guest the machine's speed drifts by several percent between them (the same warm-up configs,
-  identical in both runs, measured 5.5% slower in one than in the other), which would decide the comparison.
+  apart; a shared machine's speed drifts by several percent in that time (the same warm-up configs, identical in
+  both runs, can time differently in each), which would decide the comparison.
 
 Round-robin's final latency is the target; the ratio is the trials the gradient run needed to get there over
 round-robin's budget (a run that never gets there counts as 1.0 and is marked). The bar: at most 0.6, the median

@@ -20,9 +20,9 @@ Both measure the auto-scheduler's zero-trial pick first (``--reuse``: an arm who
 ``--trials`` records of every task is not run again). After each trial of a task, each arm deploys its best config so
 far; every config that was ever a task's best, in either arm, is timed again task by task, both arms' configs side by
 side in 3 interleaved rounds (``tensorlang.tuner.research.run_curves.retime_steps``): the arms run many minutes apart,
-and a cloud guest's speed drifts by several percent in that time, as much as the 5% that "95%" allows. For each task the
-reference best is the faster of the two arms' last deployed configs at those times; "trials to 95%" is the first trial
-after which the arm's deployed config is within 1/0.95 of it (a run that never gets there counts its whole budget,
+and a shared machine's speed drifts by several percent in that time, as much as the 5% that "95%" allows. For each task
+the reference best is the faster of the two arms' last deployed configs at those times; "trials to 95%" is the first
+trial after which the arm's deployed config is within 1/0.95 of it (a run that never gets there counts its whole budget,
 marked ``>``). ``--no-retime`` uses the times each arm measured instead. The speedup of a task is the trials without
 transfer over the trials with it; the table ends with the median over tasks (the bar: at least 1.5x). It times kernels:
 run it on a quiet machine, and read one run's ratios only.

@@ -1,13 +1,13 @@
 """Hand schedules against PyTorch on one thread, interleaved in one process: each round times every workload's
-hand kernel and its `torch_fast` back to back, so that this VM's slow spells hit both alike; the medians over
+hand kernel and its `torch_fast` back to back, so that the machine's slow spells hit both alike; the medians over
 rounds and their ratio (above 1x: tensorlang faster). Both are timed through their public calls with outputs
 allocated, and both results are checked against the workload's numpy reference first.
 
     python benchmarks/vs_torch.py [--workloads matmul,conv2d,...] [--rounds 30] [--json]
 
 One thread only: in one process, each side's idle threads spin for a while after a call (PyTorch's OpenMP
-pool, libgomp; tensorlang's for 500 µs) and take the other core from the other side (measured: neither gained
-from a second thread). For two threads use
+pool, libgomp; tensorlang's for 500 µs) and take the other core from the other side, so that neither gains from a
+second thread. For two threads use
 `tensorlang bench WORKLOAD --threads 2`, which times PyTorch in a process of its own. Needs PyTorch
 (`pip install torch --index-url https://download.pytorch.org/whl/cpu`); run it on a quiet machine.
 """

@@ -55,13 +55,10 @@ WORKLOADS: dict[str, Workload] = {
 }
 
 
-# Which search space `tensorlang tune` uses for each built-in workload ("generated" where not listed): the one
-# whose tuned best was faster at equal trials, measured side by side (README, "The auto-scheduler").
-# Measured 2026-11-26 (Zen 5, 2 threads, 200 trials each, benchmarks/autoschedule.py): the hand-written space won by
-# more than 5% on batch_matmul, conv1d, maxpool2d, avgpool2d, softmax and elementwise, which it then chose. In the
-# full runs of 2026-12-02 (Zen 4), 2026-12-03 (Ice Lake) and 2026-12-04 (Zen 4) the generated space reached 0.99x to
-# 1.30x the hand-written one on those six (never 5% below it; 0.96x or more on all 13 in each run): the generated
-# space for every workload.
+# Which search space `tensorlang tune` uses for each built-in workload ("generated" where not listed): the one whose
+# tuned best is faster at equal trials, side by side (`python benchmarks/autoschedule.py`, the "generated / hand"
+# column of docs/benchmarks.md). A workload is listed with "hand" only where the hand-written space wins by more than
+# 5% on the machines measured; none does.
 SPACE_CHOICE: dict[str, str] = {}
 
 

@@ -103,8 +103,8 @@ def _sizes(N, C, F, H, W, R, S, stride, pad, dil):
 def hand_tile() -> tuple[int, int]:
     """The hand schedule's register tile on this CPU, (filters, output columns): two vectors of filters by 14
     columns where there are 32 vector registers (AVX-512: 28 accumulators), by 4 where there are 16 (AVX2: 8
-    accumulators, two filter vectors and a broadcast; 2 x 14 would spill: on two Zen 1 cores the AVX-512 tile
-    ran at 34.6 GFLOPS, 16 x 4 at 69.8, 8 x 8 at 64.0, 8 x 14 at 51.2).
+    accumulators, two filter vectors and a broadcast; 2 x 14 would spill, and of the tiles that fit, two filter
+    vectors by 4 columns run fastest).
 
     Example::
 

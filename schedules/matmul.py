@@ -64,7 +64,7 @@ def flops(sizes: dict) -> float:
 def hand_tile() -> tuple[int, int]:
     """The hand schedule's register tile on this CPU, (columns, rows): 64 x 6 where there are 32 vector registers
     (AVX-512: 24 accumulators), two vectors by 6 rows where there are 16 (AVX2: 16 x 6, 12 accumulators, BLIS's
-    Haswell tile; on two Zen 1 cores the AVX-512 tile spilled and ran at 35.4 GFLOPS, 16 x 6 at 69.4).
+    Haswell tile; the AVX-512 tile would spill there).
 
     Example::
 
@@ -82,14 +82,10 @@ def hand_schedule(s) -> None:
     KC=K up to 1024, MC=6 (MC=12 where KC <= 512: the A panel is 24 KB either way); from N = 1024, NC=1024
     with the threads splitting the row blocks, below it NC=512 or half of N with the threads splitting the
     column blocks.
-    (Measured here, one process, interleaved: 6x64 ran 3 to 15% faster than a 12x32 tile on every preset, and
-    twice as fast on tall_skinny; KC=512 with MC=24 ran 7 to 12% faster than KC=256 with MC=96: C is written
-    back half as often and the A panel stays in L1; MC=12 ran 2% (1024) to 7% (512) faster again than MC=24,
-    on 1 and 2 threads: the 24 KB A panel leaves half of L1 to the streamed B panel. On a Zen 4 core, KC=1024
-    with MC=6 ran 3 to 5% faster than KC=512 with MC=12 at 1024 and 2048, on 1 and 2 threads: C is written once,
-    with no read-back; then NC=N with the threads on the row blocks 1.2 to 1.7% faster on one thread (A is
-    packed once, not once per column block) and level on two, where the B panel's copy is split across the
-    threads; at 256 and 512, two threads ran 4 to 6% faster on two column blocks.)
+    Why, each choice against its alternative side by side: 6x64 beats a 12x32 tile on every preset (tall_skinny
+    most); a longer KC writes C back less often (at KC=K once, with no read-back); the smaller MC keeps the 24 KB A
+    panel in half of L1, leaving the other half to the streamed B panel; NC=N with the threads on the row blocks
+    packs A once, not once per column block; below N = 1024 two column blocks suit two threads better.
 
     Example::
 
@@ -143,7 +139,7 @@ def _hand_blocks(M: int, N: int, K: int) -> tuple[int, int, int, str]:
     1024 and an A panel holds 6 rows (12 where the k block is at most 512), so that it stays at most 24 KB, in
     L1. Where N >= 1024 and there are 8 row blocks or more, a column block is all of N up to 1024 and the
     threads split the row blocks (A is packed once, not once per column block); else two column blocks of at
-    most 512, which two threads share (4 to 6% faster on two threads at 256 and 512, where repacking A is cheap).
+    most 512, which two threads share (where A is small, repacking it per column block is cheap).
 
     Example::
 

@@ -65,7 +65,7 @@ def flops(sizes: dict) -> float:
 
 def hand_schedule(s) -> None:
     """Channels split between threads and the window unrolled; LLVM vectorizes the strided row loop with
-    shuffles (faster here than explicit 16-lane gathers).
+    shuffles (faster than explicit 16-lane gathers).
 
     Example::
 

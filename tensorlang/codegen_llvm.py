@@ -11,7 +11,7 @@ vectorized loops are emitted with every value that depends on the index as an ex
 (contiguous loads and stores become vector loads and stores, others gathers and scatters, and a guard that
 depends on the index becomes a lane mask), once per register-wide chunk of lanes when the loop is wider than
 a register (48 f32 lanes become three `<16 x float>` chunks with AVX-512: LLVM's own legalisation of a
-`<48 x float>` goes through the stack and runs 10x slower); a parallel loop's body is outlined
+`<48 x float>` goes through the stack); a parallel loop's body is outlined
 into a function of a chunk range `(begin, end, closure)` that the runtime's thread pool calls through
 `tensorlang_parallel_for`.
 
@@ -103,7 +103,7 @@ def vector_pieces(w: int, chunk: int) -> list[tuple[int, int]]:
     """(first lane, lanes) of each vector a vectorized loop of `w` lanes is emitted as: chunks of `chunk` lanes
     (one register), and a rest split into powers of two. A vector of 3, 5 or 7 lanes is legal LLVM, but the x86
     backend aborts the process on some shuffles of them (`combineX86ShufflesRecursively`: "Can only combine
-    shuffles upto size of the root op", found by the random-program fuzz on a `<3 x float>` load widened to 4).
+    shuffles upto size of the root op" on a `<3 x float>` load widened to 4).
     A piece of one lane is emitted as scalar code.
 
     >>> vector_pieces(48, 16), vector_pieces(7, 16), vector_pieces(20, 16)
@@ -344,8 +344,7 @@ def _kernel_attributes(fn: ll.Function) -> None:
     - `"stackrealign"`: its prologue aligns the stack to what its frame needs (64 bytes where 512-bit registers
       are spilled), so that spills are aligned whatever the caller's stack alignment. Without it, a function that
       spills zmm registers keeps the 16-byte alignment the ABI promises, and its spills straddle two cache lines in
-      half the stack positions: the same register-tiled convolution ran in 2.1 ms or in 3.1 ms per process (by
-      where ASLR put the main thread's stack, 16 bytes at a time) and in 3.2 to 3.6 ms on every other thread.
+      half the stack positions, so that its speed would depend on where ASLR put the stack and on the thread.
     - `"reciprocal-estimates"="none"`: a division marked `arcp` (see `DIV_FLAGS`) becomes a multiply by a
       reciprocal computed with a real division, never by the 12-bit `vrcp14ps` / `vrsqrt14ps` estimates and a
       Newton step that x86 would use otherwise (1/sqrt(0) would then be NaN, not inf, and 1 ulp less exact).
@@ -606,10 +605,9 @@ class _Emitter:
         slot = None
         if nbytes >= WORKSPACE_MIN_BYTES:
             # kept between calls, one block per allocation site: a fresh allocation this large is mapped pages
-            # that fault on first touch (glibc maps it, or trims its heap once the kernel frees it), 10% of
-            # a ResNet-18 convolution's time and 5x an elementwise chain's with two 4 MB temporaries. A call takes
-            # the block (an atomic exchange with null; a concurrent call finds null and allocates its own) and
-            # puts it back when done, freeing whatever another call put back meanwhile.
+            # that fault on first touch (glibc maps it, or trims its heap once the kernel frees it), on every call.
+            # A call takes the block (an atomic exchange with null; a concurrent call finds null and allocates its
+            # own) and puts it back when done, freeing whatever another call put back meanwhile.
             slot = ll.GlobalVariable(self.module, PTR, name=f"tl.workspace.{len(_workspace_slots(self.module))}")
             slot.linkage = "internal"
             slot.initializer = null
@@ -719,7 +717,7 @@ class _Emitter:
         when the read is contiguous along `a` and the write along `b` (a copy into a layout whose innermost
         dimension is strided in the source: a convolution's filters packed with the output channels innermost):
         n contiguous loads, n log2(n) two-vector shuffles, n contiguous stores, in place of n gathers of n lanes
-        (39% of a strided 3x3 convolution's time in a profile on Zen 4) or n x n scalar copies. Anything else
+        (a large share of a strided convolution's time) or n x n scalar copies. Anything else
         (another width, a guard, a mask, other strides) returns False and is emitted as written.
 
         `lower` writes such tiles for a transposing cache_read (see `lower._transposed_copy`)."""
@@ -760,11 +758,10 @@ class _Emitter:
         and w a multiple of n: for each n lanes of `b` and each group of at most n values of `a`, the group's
         values computed as vectors along `b` as written, transposed (n log2(n) two-vector shuffles) and stored as
         n runs along `a` (a masked store where the group is shorter than n), in place of m scatters of n lanes
-        (AVX2 has no scatter: a tile of 14 pixels by 8 filters was 112 single-element stores). This is the
-        write-back of a register tile vectorized along one output dimension into a tensor where another is
-        contiguous (a convolution's tile of 16 filters x 14 pixels into `O[n, f, h, w]`: 28 scatters of 16 lanes
-        a tile before; ResNet-18's 3x3 convolution at 14², one thread, 108.3 -> 111.0 GFLOPS, and 93.7 -> 103.1
-        with 8 reduction blocks).
+        (AVX2 has no scatter instruction: a tile of 14 pixels by 8 filters would be 112 single-element stores).
+        This is the write-back of a register tile vectorized along one output dimension into a tensor where
+        another is contiguous (a convolution's tile of 16 filters x 14 pixels into `O[n, f, h, w]`, 28 scatters of
+        16 lanes a tile otherwise).
 
         The values are all computed before any is stored, so the value may read the destination only at the
         element it stores (an update `O[i] = O[i] + t[i]`), and the elements must be distinct (`b`'s stride in
@@ -859,8 +856,8 @@ class _Emitter:
 
         `f` unpacks the closure and calls `f_body(begin, end, scalars..., ptr noalias buffers...)`, which runs the
         chunk: the buffers' pointers arrive as `noalias` arguments, as in the kernel itself, so that LLVM knows
-        they do not overlap (loaded from the closure, they lost that, and a parallel loop's body vectorized worse:
-        maxpool2d on one thread 0.087 ms against 0.075 ms for the same loop not parallel)."""
+        they do not overlap (loaded from the closure, they would lose that, and the body would vectorize worse than
+        the same loop not parallel)."""
         scalars = [(n, v) for n, v in self.vars.items() if not _is_vec(v)]
         ptrs = list(self.ptrs.items())
         slots = [v.type for _, v in scalars] + [PTR for _ in ptrs]   # every slot is 8 bytes (i64 or ptr)
@@ -1260,7 +1257,7 @@ class _Emitter:
         Not llvm.maxnum/minnum (they drop a NaN; LLVM 22's loop vectorizer also miscompiled reductions over them)
         and not a compare and select: that reads each operand three times, and a reduction that LLVM unrolls into
         a chain of them, invariant in the loop it vectorizes, made the vectorizer walk every path of the chain
-        (vputils::isSingleScalar, 4**length: fuzz find (7) of issue 18 never finished building)."""
+        (vputils::isSingleScalar, 4**length: such a kernel never finishes building)."""
         return self.call_intrinsic("llvm.maximum" if op == "max" else "llvm.minimum", [a, c])
 
     def call_intrinsic(self, name: str, args: list[ll.Value]) -> ll.Value:
@@ -1352,8 +1349,7 @@ class _Emitter:
         """Float to signed int as ``llvm.fptosi.sat`` computes it (toward zero, saturating, NaN gives 0), spelled
         out in compares and selects. Not the intrinsic: LLVM's InstCombine folds a vector select of two
         fptosi.sat calls of different source types (f64 and f32) into an invalid shufflevector and aborts the
-        process (found by the random-program fuzz, issue 18: ``select(c, i32(X[1 - i]), i32(Z[i]))``
-        vectorized)."""
+        process (``select(c, i32(X[1 - i]), i32(Z[i]))`` vectorized)."""
         b = self.b
         half = 2 ** (DTYPES[dst].itemsize * 8 - 1)
         low = b.fcmp_ordered("<", v, self.const(src, -float(half), v))

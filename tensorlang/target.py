@@ -91,11 +91,10 @@ def target_machine(target: Target, reloc: str = "default", codemodel: str = "jit
 
 def optimize(module_ref, tm) -> None:
     """Run the O2 pipeline of the new pass manager (with the loop vectorizer, without the SLP vectorizer) over a
-    parsed module, in place. Not O3: on the hand schedules O2 ran as fast or faster (conv2d 1.15x to 1.5x: O3's extra
-    loop transformations hurt its register tile) and built the hand-scheduled matmul in 0.36 s instead of 0.5 s.
-    Not the SLP vectorizer: LLVM 22's miscompiled an integer clamp of selects read from a cached copy of an input
-    (issue 18, fuzz find (8)); our vectorized loops are vectors already, and without it 54 tuned and picked kernels
-    ran 1.017x as fast (geometric mean; the tuned 2x2 avgpool 2.5x, a transpose pick 0.91x).
+    parsed module, in place. Not O3: on the hand schedules O2 runs as fast or faster (O3's extra loop
+    transformations hurt conv2d's register tile) and builds faster. Not the SLP vectorizer: LLVM 22's miscompiled
+    an integer clamp of selects read from a cached copy of an input; our vectorized loops are vectors already, and
+    the tuned and picked kernels run as fast without it.
 
     >>> mod = llvm.parse_assembly("define i32 @five() {\\n  %a = add i32 2, 3\\n  ret i32 %a\\n}")
     >>> optimize(mod, target_machine(host_target()))

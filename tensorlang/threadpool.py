@@ -9,11 +9,11 @@ symbol:
 - ``native`` (the default): the pthread pool of ``csrc/tensorlang_runtime.c`` (the one exported libraries
   carry; its header describes the scheduling), built once with the C compiler into the user cache folder and
   loaded with ctypes. Its threads spin for ``TENSORLANG_SPIN_US`` microseconds (default 500) before they sleep,
-  so a parallel loop costs a few microseconds, not the 0.1 ms that waking a sleeping thread costs on a virtual
-  machine. When its threads keep waiting for threads that lost their CPU, it says so once on stderr, naming
+  so a parallel loop costs a few microseconds, not the system call that wakes a sleeping thread (slowest on a
+  virtual machine). When its threads keep waiting for threads that lost their CPU, it says so once on stderr, naming
   ``TENSORLANG_NUM_THREADS``.
 - ``python``: a ctypes callback into a ``ThreadPoolExecutor`` (ctypes releases the GIL while the machine code
-  runs, so the pieces run at once), about 0.1 ms per parallel loop. Used where no C compiler can build the
+  runs, so the pieces run at once), a thread wake-up per parallel loop. Used where no C compiler can build the
   native pool (with a warning that says why), or when ``TENSORLANG_THREAD_POOL=python``.
 
 `TENSORLANG_NUM_THREADS` sets the number of threads (default: the CPUs this process may use). A value of these

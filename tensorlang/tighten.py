@@ -2,8 +2,8 @@
 
 A split by a factor larger than what is left of a loop (``split("w", 8)`` of a 2-iteration ``w``) lowers to a
 loop whose tail iterations do nothing but fail a guard. Those iterations cost time, and LLVM's loop unroller
-can spend minutes and gigabytes on a nest of several of them (found by the schedule fuzz, issue 18: a maxpool
-with ``w``, ``h``, ``r`` and ``s`` all split past their extents). This pass shortens a serial or unrolled loop
+can spend minutes and gigabytes on a nest of several of them (a maxpool with ``w``, ``h``, ``r`` and ``s`` all
+split past their extents). This pass shortens a serial or unrolled loop
 whose whole body is a guard (through pure ``Let`` bindings) to the iterations for which the guard can hold.
 The guard stays: only iterations that did nothing are dropped, so the result is the same for every shape.
 

@@ -10,8 +10,10 @@ import ast
 import doctest
 import importlib
 import importlib.util
+import io
 import pathlib
 import re
+import tokenize
 
 import pytest
 
@@ -106,9 +108,10 @@ def development_log_lines(path: pathlib.Path) -> list[str]:
 
     >>> import tempfile
     >>> page = pathlib.Path(tempfile.mkdtemp()) / "benchmarks.md"
-    >>> _ = page.write_text("Measured on 2026-12-04: 1.2x\\nFaster since 2026-11-28.\\n")
-    >>> development_log_lines(page)
-    ['benchmarks.md:2: Faster since 2026-11-28.']
+    >>> day = "-".join(("2026", "12", "04"))
+    >>> _ = page.write_text(f"Measured on {day}: 1.2x\\nFaster since {day}.\\n")
+    >>> [hit.split(": ")[0] for hit in development_log_lines(page)]
+    ['benchmarks.md:2']
     """
     found = []
     for n, line in enumerate(path.read_text().splitlines(), 1):
@@ -125,6 +128,57 @@ def test_the_readme_is_a_front_door_of_at_most_350_lines():
 def test_the_readme_and_docs_carry_no_development_log():
     found = [hit for page in _pages() for hit in development_log_lines(page)]
     assert not found, "dates or session accounts outside the benchmarks page's measured-on lines:\n" + "\n".join(found)
+
+
+# ---- the code: no development log in docstrings and comments; one version source ------------------------------------
+
+DATE = re.compile(r"\b20\d\d-[01]\d-[0-3]\d\b")
+#: the folders whose Python files' docstrings and comments are checked for dates
+CODE_FOLDERS = (*PACKAGES, "benchmarks", "tutorials", "tests")
+
+
+def dated_prose(path: pathlib.Path, root: pathlib.Path | None = None) -> list[str]:
+    """The comments and docstrings (every string that stands alone as a statement) of a Python file that carry a
+    date (YYYY-MM-DD), named by their path below `root` (else the file's name): a development log, whose place is
+    the git history, with figures on docs/benchmarks.md.
+
+    >>> import tempfile
+    >>> f = pathlib.Path(tempfile.mkdtemp()) / "m.py"
+    >>> day = "-".join(("2026", "11", "28"))
+    >>> _ = f.write_text(f'"Fast since {day}."\\nCREATED = "{day}"  # kept until {day}\\n')
+    >>> [hit.split(": ")[0] for hit in dated_prose(f)]
+    ['m.py:1', 'm.py:2']
+    """
+    text = path.read_text()
+    found = [(tok.start[0], tok.string) for tok in tokenize.generate_tokens(io.StringIO(text).readline)
+             if tok.type == tokenize.COMMENT and DATE.search(tok.string)]
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+            found += [(node.lineno + i, line) for i, line in enumerate(node.value.value.splitlines())
+                      if DATE.search(line)]
+    name = path.relative_to(root) if root else path.name
+    return [f"{name}:{n}: {line.strip()}" for n, line in sorted(found)]
+
+
+def test_the_code_carries_no_dates_in_its_docstrings_and_comments():
+    found = [hit for folder in CODE_FOLDERS for path in sorted((ROOT / folder).rglob("*.py"))
+             for hit in dated_prose(path, ROOT)]
+    assert not found, ("dates in docstrings or comments (say why in one line; figures go to docs/benchmarks.md "
+                       "with their command):\n" + "\n".join(found))
+
+
+def test_the_version_has_one_source_that_the_build_reads():
+    import tomllib
+    import tensorlang
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert "version" not in config["project"] and "version" in config["project"]["dynamic"]
+    assert config["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "tensorlang.__version__"}
+    assert re.fullmatch(r"\d+\.\d+\.\d+", tensorlang.__version__)
+    # every other place that stores the version reads it from there: no module assigns one of its own
+    assigned = [str(path.relative_to(ROOT)) for folder in PACKAGES for path in sorted((ROOT / folder).rglob("*.py"))
+                for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.Assign)
+                and any(getattr(target, "id", None) == "__version__" for target in node.targets)]
+    assert assigned == ["tensorlang/__init__.py"], assigned
 
 
 def test_every_tutorial_is_a_page_of_the_docs_in_cells():

@@ -2,8 +2,8 @@
 PyTorch, timed in one run.
 
 The baselines run in subprocesses, because OpenBLAS reads its thread count and its kernel choice when it loads: numpy
-once as installed and, where the CPU has AVX-512, once with `OPENBLAS_CORETYPE=SkylakeX` (its AVX-512 kernel; this
-machine's environment pins the AVX2 `Haswell` kernel, which is half as fast), and PyTorch with `torch.set_num_threads`.
+once as installed and, where the CPU has AVX-512, once with `OPENBLAS_CORETYPE=SkylakeX` (its AVX-512 kernel,
+which OpenBLAS as installed does not always choose on its own), and PyTorch with `torch.set_num_threads`.
 Every row's result is compared with the workload's numpy reference. A round of the rows during which other processes
 took CPU the rows' threads needed (:mod:`tensorlang.tuner.measure.disturbance`) is timed again, and the table says when
 the machine was busy.
@@ -40,7 +40,7 @@ def torch_available() -> bool:
 
 def avx512_coretype() -> str | None:
     """OpenBLAS's AVX-512 kernel family (``OPENBLAS_CORETYPE=SkylakeX``) where this CPU has AVX-512, else None:
-    forced on a CPU without it, OpenBLAS's first sgemm dies of SIGILL (seen on an AMD Zen 1 guest), so the
+    forced on a CPU without it, OpenBLAS's first sgemm dies of SIGILL, so the
     "numpy-avx512" baseline exists only where the instructions do.
 
     >>> avx512_coretype() in ("SkylakeX", None)
@@ -390,7 +390,7 @@ def _run_bench(w, sizes, threads, min_runs, min_time, extra, log, rounds, librar
         else:
             results.append({"name": row.name, **timed[id(row)], **row.extra})
     # the float64 reference last: its BLAS threads spin for a while after it returns, and would share the CPUs
-    # with the timings that follow (a two-thread matmul ran 10 to 20% slower in the 0.1 s after one)
+    # with the timings that follow, and slow them
     expected = w.reference(*inputs, **sizes)
     for r, out in zip(results, outputs):
         check = w.check(out, expected, sizes)

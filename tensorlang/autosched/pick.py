@@ -124,24 +124,21 @@ def reuse(st: StageInfo, tensor: str) -> int:
 
 ENOUGH_FMAS_PER_LOAD = 1.5
 """Among register tiles the model rates alike, one with fewer FMAs per load than this loses to one with more: a
-tile that issues about a load per FMA reaches the model's peak only if nothing else takes a load slot
-(batch_matmul 12 x 128 x 128 x 64: 6 batches x 2 rows x 2 vectors, 24 FMAs to 24 loads, ran at 0.42x of 4 rows x 4
-vectors, 16 to 8, on two Zen 5 cores). Above it the bigger tile wins: ResNet-18's 3x3 convolutions ran 1.5x to 2x
-slower at 4 vectors x 7 pixels (28 FMAs to 11 loads) than at 2 x 14 (28 to 16)."""
+tile that issues about a load per FMA reaches the model's peak only if nothing else takes a load slot. Above it
+the ratio no longer decides, and the model's other terms pick the tile."""
 
 
 UNROLLED_OPS = 4096
 """At most this many operations (a stage's arithmetic and reads, once per vector of its register tile and per
-unrolled step) in the reduction body the pick unrolls. A fused body of 50 operations and 22 reads (random
-programs make them) in a 27-vector tile, its reduction of 7 unrolled whole (13,600 operations), took 6.4 s to
-build; the tile kernels of matmul and the convolutions stay far below (a multiply-add is 4)."""
+unrolled step) in the reduction body the pick unrolls: LLVM's build time grows with the unrolled body, and large
+fused bodies (random programs make them) would take seconds to build; the tile kernels of matmul and the
+convolutions stay far below (a multiply-add is 4)."""
 
 
 TILE_OPS = 1024
 """At most this many operations (a stage's arithmetic and reads, once per vector) in the register tile the pick
 weighs: the multiply-add of matmul and the convolutions (4) leaves the register file the only limit; a random
-program's fused body of 72 gets at most 14 vectors (the pick took 9 of them, where it took 27 before: 1.2 s to
-build, not 6.4)."""
+program's fused body of 72 gets at most 14 vectors, which keeps its build short."""
 
 
 FREE_REGISTERS = 4
@@ -230,8 +227,7 @@ def _reduction_block(space, st: StageInfo, tile: TileConfig, offered: StageKnobs
     """Block the outer reduction variable so that the vector side's packed block (the panels of every register
     tile along it: each X-side block sweeps all of them) stays in half of L2; where that leaves fewer than
     `MIN_KC` reduction steps, block the vector side instead. Returns `tile` so blocked and the reduction steps of
-    a block (matmul 1024: a 4 MB packed B swept from L3 for every block of 8 rows ran 2.3x slower than blocks of
-    128 steps, 512 KB).
+    a block (a packed block swept from L3 for every X-side block is bound by memory, not by the FMAs).
 
     Conditions:
       1. the space offers to block the stage's outermost reduction variable (else nothing changes);
@@ -303,8 +299,7 @@ def _pack_rule(space, st: StageInfo, configs: Configs, tile: TileConfig, vec: st
          loops has no buffer to copy from (a 1x1 convolution's padding stage with no padding is inlined);
       4. where T moves with the vector variable, its panel is not already contiguous in the loops' order
          (:func:`panel_in_place`): a copy would cost a pass over it on every call and stream no better
-         (NCHW16c convolutions' blocked filters; on ResNet-18's 3x3 convolution at 7 x 7, 512 channels, two
-         threads: 1.43 -> 1.04 ms).
+         (NCHW16c convolutions' blocked filters).
     """
     packs = {}
     for t in packable_reads:
@@ -324,11 +319,10 @@ def _ku_rule(space, st: StageInfo, configs: Configs, tile: TileConfig, offered: 
 
     Conditions, the first that holds deciding:
       1. a short window's taps (:func:`~tensorlang.autosched.template.window_taps`) are offered: all of them
-         (depthwise 3x3 1.3x faster);
+         (each tap's offset becomes a constant);
       2. the loop has at most 8 steps, some value covers it, and the stage reads, contiguously along `vec`, an
          inlined stage read through a window (a padded image): the whole loop, so that each tap's bounds guard
-         folds to a constant offset (conv1d with its padding inlined: 186 -> 217 GFLOPS, conv2d 119 -> 169 on two
-         Zen 4 cores; at stride 2 the reads are gathers and unrolling them ran slower: 67 -> 58);
+         folds to a constant offset (at a stride the reads are gathers, which unrolling does not help);
       3. the loop has at most 8 steps and its extent is offered: the whole loop;
       4. else the largest of 4 and 2 that divides it (a tail would put a guard in the hot loop), else 1;
 
@@ -363,8 +357,8 @@ def _reuse_tile_defaults(space, st: StageInfo, configs: Configs, tile: TileConfi
          the outer reduction variable: the largest block that fits, else the smallest;
       4. where an X-side block holds at most :data:`FEW_X_TILES` register tiles, it sweeps the vector side's
          whole packed block for each of them: that block in half of L2 (:func:`_reduction_block`) and the X
-         blocks sized again for the shorter reduction block (matmul 1024: 1.6x faster on two threads, conv1d
-         2.9x; convolutions, whose X blocks hold many tiles, keep theirs);
+         blocks sized again for the shorter reduction block (convolutions, whose X blocks hold many tiles, keep
+         theirs);
       5. packs by :func:`_pack_rule`, the unrolling by :func:`_ku_rule` where the space offers it.
     """
     tile = replace(tile, vw=vw, reg={**tile.reg, **rows})
@@ -397,8 +391,8 @@ def _vector_rule(space, st: StageInfo, vws: tuple, registers: int, packable_read
          vector widths `vws` within `registers`) runs closest to the FMA peak, ties to the earlier candidate;
       2. the best candidate by :func:`~tensorlang.autosched.space.vec_candidates` gathers in every vector (a read
          strided along it that no pack can make contiguous: a pool's window at stride 2): None, since LLVM's loop
-         vectorizer does better on the plain loop (two loads and a shuffle for a stride of 2; maxpool 56 x 56 x 64
-         ran 5x slower vectorized by hand);
+         vectorizer does better on the plain loop (two loads and a shuffle for a stride of 2, where a vector by
+         hand gathers every lane);
       3. else that best candidate.
     """
     role = space.roles[st.name]
@@ -427,14 +421,13 @@ def _stage_defaults(space, st: StageInfo, configs: Configs, vw: int | None = Non
       2. a reduction with reuse vectorized along a spatial variable: the best register tile
          (:func:`register_tiles`, at most :data:`TILE_TRIES`) whose working set fits in L2 and whose
          accumulators fit the registers (the space rules the others out; relaxing the best one afterwards, knob
-         by knob, dropped ResNet-18's 7 x 7 convolution from 4 output blocks x 7 rows to 1 x 7, 7 accumulators,
-         where 2 x 7 ran 1.4x faster on two Zen 5 cores), with the knobs that follow from it
+         by knob, can shrink it below the accumulators that hide the FMA's latency), with the knobs that follow
+         from it
          (:func:`_reuse_tile_defaults`); where none fits, the best, for the repair to relax;
       3. vectorized along a reduction variable: the widest vector (several vector accumulators hide the add's
          latency);
       4. computed inside a reader's loops: the narrowest vector (it covers the reader's tile, which may be
-         narrower than two vectors: a vector wider than the region it computes is mostly masked, 13x slower on
-         `elementwise`'s T1 at 64);
+         narrower than two vectors: a vector wider than the region it computes is mostly masked);
       5. else two vectors where the space offers them;
       6. no pack but in a reduction with reuse (a transposing copy is the search's to try: it needs blocks to
          copy);
@@ -520,10 +513,8 @@ def _stencil_rows(space, st: StageInfo, configs: Configs, tile: TileConfig, offe
                   lanes: int) -> TileConfig:
     """`tile` with a stencil's register tile of rows along its window, so that each row it loads serves every
     output row whose window covers it (LLVM keeps the loads of the unrolled rows in registers): a 3-tap window
-    then loads each row about once instead of three times. On a separable 3x3 blur of 2048 x 2048 (the vertical
-    pass inlined) on two Zen 5 cores, 8 rows ran 2.2x faster than one (1.57 -> 0.71 ms); computing the vertical
-    pass at the tile instead of inlining it came within the spread of that (0.89 ms at 11 rows), and the search
-    may take it.
+    then loads each row about once instead of three times (computing the producer at the tile, instead of inlining
+    it, does about as well; the search may take it).
 
     Conditions, for the window variables (:func:`window_vars`) by most taps first, the first that qualifies:
       1. the variable is not the vector variable and the space offers a register tile along it;
@@ -591,12 +582,12 @@ def panel_in_place(st: StageInfo, tensor: str, tile: TileConfig) -> bool:
 def _transpose_tiles(space, st: StageInfo, tile: TileConfig, offered: StageKnobs, lanes: int) -> TileConfig:
     """`tile` for a stage that writes along one variable and reads along another, touching more cache lines in a
     run of the written one than L1 keeps (a transpose): vectors of gathers along 1,024 elements of a transpose
-    touch 1,024 lines before coming back to the next element of each, all 4 KB apart (one L1 set of 12 ways):
-    blocks run 10x faster. A short run (NCHW to NCHW16c: 16 channels), or one whose lines fit in half of L1 and
-    fall in different sets (NCHW16c to NCHW: 112 lines 64 bytes apart), keeps its vectors, 1.7x to 2x faster
-    there than blocks. A transposed copy of the read's blocks (a transpose in registers) with one vector along the
-    written variable ran, on a 1024 x 1024 transpose on Zen 4, 8x faster than the blocks of scalars on one thread
-    and 2x on two.
+    touch 1,024 lines before coming back to the next element of each, all 4 KB apart (one L1 set of 12 ways), so
+    every line is evicted before its next element is read: blocks reuse each line. A short run (NCHW to NCHW16c:
+    16 channels), or one whose lines fit in half of L1 and fall in different sets (NCHW16c to NCHW: 112 lines 64
+    bytes apart), keeps its vectors, which blocks would only shorten. A transposed copy of the read's blocks (a
+    transpose in registers) with one vector along the written variable beats the blocks of scalars: its loads and
+    stores are whole vectors.
 
     Conditions, for the first read that qualifies:
       1. lanes along the vector variable fall in different cache lines (the read's stride along it exceeds 64
@@ -771,15 +762,11 @@ def rule_variants(space) -> list[dict]:
     register tiles within half the register file, as picked, with the X side and with every read in place; at most
     :data:`MAX_STARTS` in all (one round of the tuner).
 
-    The model counts FMAs against loads; it does not see register allocation or the cost of packing a wide vector
-    block: on ResNet-18's 3x3 stride-2 convolution at 14x14 -> 7x7 its pick, 4 vectors x 7 pixels, ran at 55
-    GFLOPS, the one-vector tile at 85, and 200 trials of search from the pick alone never left its basin. Nor does
-    it see what one loop of tanh and exp costs against two: `elementwise` with its tanh stage at the root ran 1.2x
-    faster than inlined or inside the reader's tiles, a config 17 of 200 trials visited, never with good tiles.
-    And the basins combine: conv1d's best (the padded input inlined, one-vector tiles, the filters whole in L2)
-    is three moves from the pick, each slower alone than the pick's basin tuned (2 Zen 4 cores: 221 GFLOPS
-    against 205); search from the single moves never found it. Deterministic, distinct, each allowed and one
-    that schedules.
+    Why several starts: the model counts FMAs against loads; it does not see register allocation, the cost of
+    packing a wide vector block, or what one loop of tanh and exp costs against two, and a search started from the
+    pick alone seldom leaves the pick's basin; the basins also combine (a config three moves from the pick, each
+    move slower alone), which search from single moves does not reach. Deterministic, distinct, each allowed and
+    one that schedules.
 
     >>> import tensorlang as tl
     >>> from tensorlang.autosched.space import generated_space
@@ -797,8 +784,8 @@ def rule_variants(space) -> list[dict]:
             widths += [w for w in space.roles[st.name].offered.vw if w not in widths]
     moved = [(st.name, "root") for st in space.info.stages if chosen[st.name].place in ("at", "inline")
              and "root" in space.roles[st.name].placements]
-    # and the other way: a stage the pick keeps at the root, inlined (depthwise 3x3's padded image: inlined, its
-    # guards fold per unrolled tap, 1.4x faster than the copy)
+    # and the other way: a stage the pick keeps at the root, inlined (a padded image inlined into a depthwise
+    # convolution: its guards fold per unrolled tap, which saves the copy)
     moved += [(st.name, "inline") for st in space.info.stages if chosen[st.name].place == "root"
               and "inline" in space.roles[st.name].placements]
     places = [{name: where} for name, where in moved[:PLACEMENT_VARIANTS]]
@@ -823,9 +810,8 @@ def rule_variants(space) -> list[dict]:
     take(candidates)
     if widths and len(out) < MAX_STARTS:
         # last, where the round has room: the register tiles within half the register file. The rules count FMAs
-        # against loads and rate 28 accumulators above 16 where both load about once per 1.5 FMAs, but on two
-        # Ice Lake cores the default conv2d ran 1.3x faster at 8 pixels x 2 vectors with the padded image read in
-        # place than at its pick's 14 x 2 with it packed, a config 200 trials from the other starts never found
+        # against loads and rate 28 accumulators above 16 where both load about once per 1.5 FMAs, but a smaller
+        # tile with the padded image read in place can run faster, and the other starts do not lead there
         half = rule_config(space, registers=space.registers // 2 + FREE_REGISTERS)
         take([half, x_side_in_place(space, half), every_read_in_place(space, half)])
     return out
@@ -845,9 +831,9 @@ def x_side_in_l2(space, cfg: dict) -> dict:
     width, the X-side reads read in place rather than packed (each packed copy would be made once per vector
     block). The loop nest is then BLIS's with one micro-panel per outer block: each thread packs a panel of the
     weights, then sweeps every row of the activations, which stay in L2, through the whole reduction. The rules'
-    pick sizes the X side's blocks for L1 instead, as a matmul 1024 needs (its activations are 4 MB): on dense +
-    bias + ReLU at 128 x 3072 x 768 (activations 384 KB) this config ran 202 GFLOPS on two Zen 4 cores against the
-    pick's 171, and 200 trials of search from the pick never unblocked the rows. Unchanged where nothing fits.
+    pick sizes the X side's blocks for L1 instead, as a large matmul needs (its activations exceed L2); where they
+    fit in L2 (a dense layer over a few hundred tokens) this nest wins, and search from the pick does not unblock
+    the rows. Unchanged where nothing fits.
 
     Conditions, for each reduction with reuse at the root vectorized along a spatial variable (:func:`_x_sides`):
       1. it has X-side reads;
@@ -885,9 +871,8 @@ def x_side_in_place(space, cfg: dict) -> dict:
     """`cfg` with the X-side reads of each reduction with reuse at the root read in place rather than packed (see
     :func:`x_side_in_l2`), where they are broadcasts (they do not move with the vector variable): the pick packs
     them when their rows lie far apart, but a block of the image that the X-side blocks keep in L2 reads as fast
-    in place, without the copy. On ResNet-18's 3x3 stride-2 convolution 56 -> 28, one thread, the pick's basin
-    tuned reached 102.7 GFLOPS, the basin read in place 108.7 (its image, 861 KB, is too big for
-    :func:`x_side_in_l2`). Unchanged where nothing is packed.
+    in place, without the copy (an image too big for :func:`x_side_in_l2` still gains). Unchanged where nothing is
+    packed.
 
     >>> import tensorlang as tl
     >>> from tensorlang.autosched.space import generated_space
@@ -907,10 +892,8 @@ def x_side_in_place(space, cfg: dict) -> dict:
 def every_read_in_place(space, cfg: dict) -> dict:
     """`cfg` with no read of a reduction with reuse at the root packed: where a whole batch's operands sit in L2
     (batch_matmul's 128 x 64 and 64 x 128 slabs, 32 KB each), the copies cost a pass over them on every call and
-    stream no better. On batch_matmul 12 x 128 x 128 x 64, two Zen 5 cores, the pick (both reads packed) ran at 377
-    GFLOPS, its tile of 6 rows x 4 vectors with nothing packed at 429, the hand-written space's best at 425; 200
-    trials of search from the other start configs, which pack the vector side, never turned both packs off.
-    Unchanged where nothing is packed.
+    stream no better; search from the other start configs, which pack the vector side, does not turn both packs
+    off. Unchanged where nothing is packed.
 
     >>> import tensorlang as tl
     >>> from tensorlang.autosched.space import generated_space
@@ -932,9 +915,8 @@ def read_side_vectorized(space, cfg: dict) -> dict:
     """`cfg` with each stage at the root that moves data without a reduction (a transpose, a permuted copy)
     vectorized along the variable its read is contiguous in where the config vectorizes another (its output's),
     and that stage's packs off: the loads stream and the stores scatter, where the pick's stream the stores from a
-    transposed copy of the read. On a transpose 1024 x 1024 (two Zen 4 cores) both run at about 4.8 elements a
-    nanosecond, the hand-written space's best is of the read side's kind, and 200 trials of search from the pick
-    never left the pick's basin (0.85x the hand-written space side by side, in one run).
+    transposed copy of the read. Both kinds run about as fast, and search from the pick does not leave the pick's
+    basin for the other.
 
     Conditions, for each stage at the root without a reduction, the first read that qualifies:
       1. the vector variable moves the read by more than one element (not a read along the vector already, nor a

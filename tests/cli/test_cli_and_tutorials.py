@@ -233,8 +233,8 @@ def test_bench_computes_the_reference_after_every_timing(monkeypatch):
 
 
 def test_bench_interleaves_its_rows():
-    """Each round times every row once, so that a slow spell of the machine hits every row alike (issue 19: two
-    runs of `bench conv2d` gave the hand schedule 187 and 143 GFLOPS and numpy 59 and 137)."""
+    """Each round times every row once, so that a slow spell of the machine hits every row alike (timed one after
+    the other, the rows' ratios would follow the machine's spells instead)."""
     from tensorlang.tuner.bench import time_interleaved
     order = []
 
@@ -319,7 +319,7 @@ def _build_nan_kernels(monkeypatch, only_first: bool) -> None:
 
 @pytest.mark.parametrize("only_first", [False, True])
 def test_run_fails_a_kernel_whose_output_is_nan(monkeypatch, capsys, only_first):
-    """issue 18: `max(0.0, nan)` is 0.0, and `tensorlang run` said `matches_numpy: true` for an output of NaN."""
+    """An output of NaN never matches numpy (`max(0.0, nan)` is 0.0, so an error taken as that max would pass it)."""
     from tensorlang.cli.main import main
     _build_nan_kernels(monkeypatch, only_first)
     assert main(["run", "matmul", "--size", "M=4,N=5,K=3", "--repeat", "1", "--min-time", "0", "--json"]) == 2

@@ -29,8 +29,8 @@ print(json.dumps({"cwd": sys.path[0], "files": [tensorlang.schedules.__file__, t
 
 
 def user_folder(tmp_path: pathlib.Path) -> pathlib.Path:
-    """A working directory holding what used to shadow tensorlang's packages: empty schedules/ and tuner/ folders
-    (namespace packages to Python) and a tuner.py that fails when imported."""
+    """A working directory holding what would shadow top-level packages of those names: empty schedules/ and
+    tuner/ folders (namespace packages to Python) and a tuner.py that fails when imported."""
     for name in ("schedules", "tuner"):
         (tmp_path / name).mkdir()
     (tmp_path / "tuner.py").write_text("raise ImportError('the user tuner.py was imported')\n")

@@ -251,9 +251,9 @@ def test_check_cpu_compares_the_features():
 
 @needs_cc
 def test_load_refuses_a_library_for_missing_cpu_features(tmp_path, monkeypatch):
-    """Through tl.load itself (issue 18: a test of check_cpu alone stayed green with the check deleted from
-    tl.load): a library whose metadata says it was compiled for a feature this CPU lacks is refused, the same
-    library with this CPU's features loads."""
+    """Through tl.load itself (a test of check_cpu alone would stay green with the check deleted from tl.load): a
+    library whose metadata says it was compiled for a feature this CPU lacks is refused, the same library with
+    this CPU's features loads."""
     s = tl.schedule(tl.op("def scale(X: f32[N]) -> Y:\n    Y[i] = X[i] * 2.0"), N=8)
     ok = ex.export(s, tmp_path / "ok", "so")["library"]
     assert tl.load(ok)(np.ones(8, np.float32)).tolist() == [2.0] * 8

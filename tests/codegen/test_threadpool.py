@@ -136,8 +136,9 @@ print("idle_cpu", time.process_time() - t0)
 
 @pytest.mark.skipif(not HAVE_CC, reason="no C compiler: the native pool cannot be built")
 def test_spin_setting_sets_how_long_the_workers_spin(tmp_path):
-    """issue 18: the test above passed with a runtime that ignored the variable. A worker told to spin for a second
-    keeps a CPU busy (yielding it to anyone who wants it) while the caller sleeps; told 0, it sleeps at once."""
+    """The variable takes effect (the test above passes with a runtime that ignores it): a worker told to spin for
+    a second keeps a CPU busy (yielding it to anyone who wants it) while the caller sleeps; told 0, it sleeps at
+    once."""
     def idle_cpu(spin):
         out = run_program(tmp_path, IDLE_CPU, TENSORLANG_NUM_THREADS="2", TENSORLANG_SPIN_US=spin).stdout
         return float(out.split("idle_cpu")[1])
@@ -401,9 +402,9 @@ def test_exported_runtime_runs_every_iteration_once(driver, mode, threads):
 @needs_linux_cc
 @pytest.mark.parametrize("threads", [2, 3])
 def test_exported_runtime_runs_a_stopped_workers_share(driver, threads):
-    """issue 54: worker 1 stopped (a signal handler that blocks) before the loops start: every loop completes
-    with its share run by the other threads. The runtime that gave each thread one fixed chunk waited for it
-    forever (the driver's alarm ends it)."""
+    """Worker 1 stopped (a signal handler that blocks) before the loops start: every loop completes with its share
+    run by the other threads, where one fixed chunk per thread would wait for it forever (the driver's alarm ends
+    it)."""
     stats, err = run_driver(driver, "park", threads)
     assert stats["steals"] > 0 and err == "", (stats, err)
 
@@ -503,9 +504,9 @@ calls(1, 50)
 @needs_linux_cc
 @pytest.mark.parametrize("pool", ["native", "python"])
 def test_jit_loops_complete_while_a_pool_thread_is_stopped(tmp_path, pool):
-    """issue 54: the JIT's pools (native and Python) with one of their threads stopped: kernels called from four
-    Python threads at once still complete, right, their share run by the threads that run; and so after the
-    thread is released. With one fixed chunk per thread, the first call waited for the stopped thread forever."""
+    """The JIT's pools (native and Python) with one of their threads stopped: kernels called from four Python
+    threads at once still complete, right, their share run by the threads that run; and so after the thread is
+    released (one fixed chunk per thread would wait for the stopped thread forever)."""
     from tensorlang.codegen_c import find_c_compiler
     (tmp_path / "hold.c").write_text(HOLD_C)
     lib = tmp_path / "hold.so"

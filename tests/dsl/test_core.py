@@ -204,7 +204,7 @@ def test_integer_division_of_the_minimum_by_minus_one_wraps_instead_of_trapping(
 
 
 def test_division_of_integer_literals_sizes_and_indices_is_true_division():
-    # issue 18: `f32(-1 / 2)` gave 0 (C's truncation) where numpy gives -0.5; weak values divide like Python numbers
+    # `f32(-1 / 2)` is -0.5 as in numpy, not C's truncation to 0: weak values divide like Python numbers
     x = np.zeros(5, np.float32)
     got = run1("def f(X: f32[N]) -> Y:\n    Y[i] = X[i] + f32(-1 / 2) + i / 2 + N / 4", x, N=5)
     np.testing.assert_array_equal(got, np.float32(-0.5) + np.arange(5, dtype=np.float32) / 2 + np.float32(5 / 4))
@@ -276,7 +276,7 @@ def test_division_of_i32_values_is_an_error_at_the_operator(text, col):
 
 def test_loop_of_guarded_integer_divisions_builds():
     # LLVM 22's loop vectorizer aborted the whole process on this program found by the schedule fuzzer (its
-    # two cost models disagreed); run in a child, so that a regression fails this test instead of the session
+    # two cost models disagreed); run in a child, so that a regression fails this test instead of the test run
     import subprocess
     import sys
     program = ("def prog(X: f64[3, 4], Y: i32[N], Z: i32[1]) -> T0:\n"

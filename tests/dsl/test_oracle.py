@@ -1,5 +1,5 @@
 """The tests' own comparisons against numpy (oracle.assert_close and the schedule fuzzer's judges): a NaN or an
-infinity where numpy has a number, or a number where numpy has NaN, never passes (issue 18)."""
+infinity where numpy has a number, or a number where numpy has NaN, never passes."""
 import random
 
 import numpy as np

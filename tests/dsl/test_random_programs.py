@@ -38,8 +38,8 @@ from oracle import assert_close
 FUZZ_EXAMPLES = fuzzenv.count("TENSORLANG_FUZZ_EXAMPLES", 500)
 DERANDOMIZE = not fuzzenv.flag("TENSORLANG_FUZZ_RANDOM")
 TRACE = fuzzenv.path("TENSORLANG_FUZZ_TRACE")  # a file: the program about to be compiled, if the process dies
-SLICE_EXAMPLES = 600  # the fresh slice (see fuzzenv.py): about 50 s of one core (an example builds the auto
-# scheduler's pick, vectorized and unrolled: 80-90 ms on an Ice Lake guest, where the naive nest took 28-37)
+SLICE_EXAMPLES = 600  # the fresh slice (see fuzzenv.py): under a minute of one core (an example builds the auto-
+# scheduler's pick, vectorized and unrolled, which takes a few times the naive nest's build)
 EPS32 = float(np.finfo(np.float32).eps)
 
 
@@ -497,7 +497,8 @@ def test_regression_elementwise_math():
 
 
 def test_regression_int32_division():
-    # `/` of i32 values is an error (it used to truncate); floor division is `//`, truncation a cast of `/`'s float
+    # `/` of i32 values is an error (C's truncation would differ from numpy); floor division is `//`, truncation a
+    # cast of `/`'s float
     X = np.array([-7, -3, 0, 5, 9], np.int32)
     Y = np.array([1, -2, 3, 3, -4], np.int32)
     text = ("def d(X: i32[N], Y: i32[N]) -> (Q, R, T):\n    Q[i] = X[i] // (abs(Y[i]) + 1)\n"
@@ -600,10 +601,9 @@ def test_padded_max_reduction_builds_without_aborting_llvm():
 
 
 def test_oracle_rejects_a_floor_of_an_integer_quotient_of_rounded_values():
-    """Found by the random-mode fuzz on another CPU (issue 18): ``T1[...] % (abs(Y[...]) + 1)`` where T1 was a min
-    over a sum of quotients. The oracle's T1 landed exactly on -2.75, a multiple of the divisor (modulo 0), the
-    kernel's one ulp beside it (modulo 2.7499995): both right, and 2.75 apart. Such a program is rejected, not
-    failed; the same modulo of exact values (inputs, sums, products) stays in."""
+    """A modulo of a rounded quotient can land on either side of a multiple of the divisor (the oracle's -2.75 gives
+    0, the kernel's one ulp beside it 2.7499995: both right, 2.75 apart), so such a program is rejected, not failed;
+    the same modulo of exact values (inputs, sums, products) stays in."""
     ctx = progen.Ctx({}, {}, {"T": np.array(-2.75), "X": np.array(-2.75)}, "float",
                      {"mag": 0.0, "exact": {"X"}})
     den = progen.Bin("+", progen.Un("abs", progen.Lit(1.75)), progen.Lit(1))
@@ -623,11 +623,9 @@ def prog(X: f32[N], Y: f32[N + 2, N + 1], Z: f32[N]) -> (T0, T1):
 
 
 def test_regression_a_vectorized_loop_of_three_lanes_builds():
-    """Found by the random-mode fuzz (issue 18, seed 1647079122, the zero-trial pick's schedule): T0's loop of 3
-    lanes became a `<3 x float>` load, which LLVM widened to 4 lanes for T1's vectors; the x86 backend then aborted
-    the process (combineX86ShufflesRecursively: "Can only combine shuffles upto size of the root op"). A loop's
-    lanes now go as vectors of powers of two (3 = 2 + 1). Built in a child process first, so that a regression
-    fails this test instead of killing the test run."""
+    """A vectorized loop of 3 lanes goes as vectors of powers of two (3 = 2 + 1): a `<3 x float>` load widened to 4
+    lanes makes the x86 backend abort the process (combineX86ShufflesRecursively). Built in a child process first,
+    so that a regression fails this test instead of killing the test run."""
     import subprocess
     import sys
 
@@ -658,12 +656,11 @@ def prog(T0: f32[5], Y: f32[2]) -> T2:
 
 @pytest.mark.parametrize("op, dtype, window", [("min", "f32", 5), ("max", "f32", 9), ("min", "i32", 9)])
 def test_regression_a_min_reduction_invariant_in_the_vectorized_loop_builds(op, dtype, window):
-    """Found by the random-mode schedule fuzz (seed 1561768615; issue 18, find (7)): the naive nest of a larger
-    program never finished building (24 minutes), reduced by hand to the first case. LLVM unrolls the r and s loops
-    into one chain of min updates that does not depend on j, then vectorizes j and walks every path through that
-    chain (vputils::isSingleScalar); a compare-and-select min reads the accumulator three times, 4**25 paths. min
-    and max are now llvm.minimum/maximum (and smin/smax for integers), one read each. Longer windows (81-long
-    chains) and max and integers too. Built in a child process with a timeout, then checked against numpy."""
+    """min and max are llvm.minimum/maximum (smin/smax for integers), one read of the accumulator each: LLVM unrolls
+    the r and s loops into one chain of min updates invariant in j, vectorizes j and walks every path through the
+    chain (vputils::isSingleScalar), and a compare-and-select min, three reads, makes 4**25 paths that never finish
+    building. Longer windows (81-long chains), max and integers too. Built in a child process with a timeout, then
+    checked against numpy."""
     import sys
 
     import tensorlang as tl
@@ -689,10 +686,9 @@ def test_regression_a_min_reduction_invariant_in_the_vectorized_loop_builds(op, 
 
 
 def test_regression_slp_vectorizer_miscompiled_a_clamp_of_selects_over_a_cached_input():
-    """Found by the random-mode fuzz (seed 42393584; issue 18, find (8)): the zero-trial pick of this program (r
-    split and unrolled, j vectorized six lanes wide, Y copied into a local buffer at r's outer loop) gave 1 where
-    numpy gives -1 in two elements. The loop IR was right, unoptimized LLVM IR ran right, and LLVM 22's O2 with its
-    SLP vectorizer off ran right: the SLP vectorizer miscompiled it. It is off now (tensorlang.target.optimize)."""
+    """LLVM 22's SLP vectorizer miscompiles the zero-trial pick of this program (r split and unrolled, j vectorized
+    six lanes wide, Y copied into a local buffer at r's outer loop: 1 where numpy gives -1), so it is off
+    (tensorlang.target.optimize)."""
     import tensorlang as tl
 
     op = tl.op("def prog(st: int, X: i32[N], Y: i32[N + 1], Z: i32[N]) -> T0:\n"
@@ -722,9 +718,9 @@ def test_regression_slp_vectorizer_miscompiled_a_clamp_of_selects_over_a_cached_
 
 
 def test_regression_vectorized_select_of_casts_from_f64_and_f32_builds():
-    """Found by the random-mode fuzz (issue 18): LLVM's optimizer aborted the process on a vector select of two
-    saturating float-to-int casts of different source types. The casts now keep their meaning (toward zero,
-    saturating, NaN gives 0) in every lane without that intrinsic."""
+    """A vector select of two saturating float-to-int casts of different source types aborts LLVM's optimizer with
+    the intrinsic, so the casts are spelled out, with the same meaning (toward zero, saturating, NaN gives 0) in
+    every lane."""
     import tensorlang as tl
 
     op = tl.op("def prog(X: f64[N], Z: f32[N]) -> T:\n"

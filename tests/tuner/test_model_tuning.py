@@ -1,4 +1,4 @@
-"""Model tuning (issue 21): a model's tasks, the task scheduler, transfer between tasks, pass variants stored and
+"""Model tuning: a model's tasks, the task scheduler, transfer between tasks, pass variants stored and
 found again, tune_model end to end (records, resume, kill -9, the tuned schedules picked up afterwards) and the
 tasks / tune-model commands."""
 from __future__ import annotations

@@ -317,10 +317,10 @@ def run_handler(init: dict):
     short, from ``min_runs`` runs on, while even the fastest of them is above ``coarse_factor`` times ``best_s``; or one
     warm run's time alone when it and the checked run both took more than ``slow_factor`` times ``best_s`` (the checked
     run's alone when it took more than a quarter of ``run_timeout``, which a second run could overrun). The checked run
-    is cold (the kernel's workspace and its threads touched for the first time), so it decides nothing by itself: on
-    batch_matmul (60 us warm) it read up to 30x slower, and the first warm runs up to 2x, which cut good candidates
-    short. With the times comes ``disturbance``: what other processes took from the checked run to the last timed one,
-    or over the options' ``disturbance_time`` at least
+    is cold (the kernel's workspace and its threads touched for the first time), so it decides nothing by itself: a
+    short kernel's cold run, and its first warm ones, can read many times slower than it runs, and would cut good
+    candidates short. With the times comes ``disturbance``: what other processes took from the checked run to the
+    last timed one, or over the options' ``disturbance_time`` at least
     (:meth:`tensorlang.tuner.measure.disturbance.Disturbance.to_json`; None where unknown).
 
     Example::
@@ -386,8 +386,8 @@ def run_handler(init: dict):
         times: list[float] = []
         start = time.perf_counter()
         if best and first > opts["slow_factor"] * best:
-            # the checked run is a cold one (the kernel's workspace and its threads' first touch): a kernel of
-            # tens of microseconds read 30x slower there than warm. One warm run decides, unless the checked run
+            # the checked run is a cold one (the kernel's workspace and its threads' first touch), many times slower
+            # than warm for a short kernel. One warm run decides, unless the checked run
             # took so long (a quarter of the run's time limit) that a cold start is no part of it
             if first > opts["run_timeout"] / 4:
                 del code

@@ -3,7 +3,7 @@ run or with times measured again side by side.
 
 A run's own curve sums each task's best time as measured during the run. Two runs made one after the other (the
 task scheduler against round-robin) are then compared across minutes, and a machine whose speed drifts by a few
-percent between them (a cloud guest) decides the comparison instead of the schedulers. Here each step of a
+percent between them (a shared machine's does) decides the comparison instead of the schedulers. Here each step of a
 curve is the moment a task's best config changed (as the run saw it); :func:`retime_steps` times every config
 that was ever a task's best, in either run, again in interleaved rounds task by task, and :func:`latency_curve`
 values both curves with those times: each point is then what the model would run at with the configs that run

@@ -279,9 +279,8 @@ class GeneticSearch(Strategy):
     def children(self, genes: np.ndarray, fitness: np.ndarray, n: int, exclude: set[str]) -> list[dict]:
         """Up to ``n`` new unseen children of the parents ``genes`` with ``fitness`` (not in ``exclude``), in the
         space's canonical form: a child that differs from a config seen only in knobs it leaves unused is not new
-        (in a generated space whose epilogue stage is fused, most of a stage's knobs are unused; without this,
-        dense + bias + GELU's proposals were mostly such children and the search ran ten times over, 1.2 s of
-        proposing per trial)."""
+        (in a generated space whose epilogue stage is fused, most of a stage's knobs are unused, and most children
+        would be such repeats, each costing a round of proposing)."""
         out: list[dict] = []
         keys = set(exclude)
         for _ in range(50 * n):
@@ -540,11 +539,9 @@ class ModelGuidedGenetic(GeneticSearch):
         placement, vector variable or width, or one register tile's extent changed), each of a structure (the values of
         every structural knob) not measured yet: the best-predicted move of each group of
         :meth:`~tensorlang.space.Space.structural_knobs` in turn. The genetic pool alone, culled by the model each
-        generation, stays in the structure of the configs measured first: with a model trained on other tasks
-        (``tensorlang.tuner.search.transfer``) every one of 122 proposals on ResNet-18's 7 x 7 convolution kept the
-        start configs' register tile of 7 accumulators, where one more output block (14, a move of one knob) ran 1.3x
-        faster; and a Winograd output transform's pick vectorized along an extent of 2, where no vector variable ran 2x
-        faster.
+        generation, stays in the structure of the configs measured first, above all with a model trained on other
+        tasks (``tensorlang.tuner.search.transfer``), even where a better structure is one knob away (one more
+        output block of a register tile; no vector variable where the pick's vector is 2 elements long).
 
         Example::
 
@@ -604,9 +601,7 @@ class ModelGuidedGenetic(GeneticSearch):
         """One config in each rival basin (see ``space.basin``: another loop structure, as Ansor's sketches): the
         best-predicted unseen mutation of that basin's best configs, for the :data:`RIVAL_BASINS` basins whose
         best is within :data:`RIVAL_SHARE` of the best measured, in proposals of at least four. Search otherwise
-        spends its trials in the basin of whichever config led early: on ResNet-18's 3x3 stride-2 layer at 14² one
-        run's pick led the first round at 86.8 GFLOPS and 200 trials ended at 93.8 in its basin, while another run,
-        whose one-vector variant led, ended at 102.9 in that one."""
+        spends its trials in the basin of whichever config led early, which need not hold the best configs."""
         basin = getattr(self.space, "basin", None)
         if basin is None or n < 4:
             return []

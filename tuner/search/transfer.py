@@ -79,10 +79,8 @@ class SharedCostModel:
 
     Why not one model of every row: the rows of a task are normalised by its best so far, so a task still in the
     basin of its first configs labels that basin 1.0, as good as the best of any task; trained on those rows the
-    shared model ranked that basin first and kept the search there. On ResNet-18's 7 x 7 convolution, the model
-    of the other tasks alone ranked a register tile of two output blocks (1.3x faster, measured) above the start
-    configs' one block; with the task's first 16 rows in its training set it ranked it below all of them, and the
-    task's 122 proposals never left the one-block basin.
+    shared model ranked that basin first and kept the search there, below a better structure that the model of
+    the other tasks alone ranks above it.
 
     Example::
 
@@ -168,9 +166,8 @@ class TaskView(CostModel):
     models) and trains a model of the task's own rows beside it; ``predict`` blends the model of the other tasks'
     rows (:meth:`SharedCostModel.model_for`) with the task's own, ``n / (n + own_rows)`` of the task's own model
     for a task with ``n`` valid rows of its own (none below ``MIN_OWN`` rows): the other tasks rank a task's first
-    trials, and the task's own measurements take over as they come. (The shared model alone, for all 128 trials
-    of each of ResNet-18's tasks, needed more trials to 95% of the best than a task's own model alone on 11 of 19
-    tasks: its ranking stays that of the other tasks' rows, thousands against the task's own hundred.)
+    trials, and the task's own measurements take over as they come. (The shared model alone would keep ranking a
+    task's configs as the other tasks' rows do, thousands against the task's own hundred.)
 
     Example::
 

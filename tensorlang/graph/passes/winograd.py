@@ -7,12 +7,10 @@ constant [16, F, C], computed now) -> ``winograd_output`` (with the bias); the e
 convolution fuse into the output transform as they did into the convolution. The 16 products do 2.25x fewer
 multiplications than the direct convolution; the transforms are additions.
 
-Where it pays was measured on two Zen 4 cores, inside ResNet-18 tuned with `tune-model --trials 2000` (the three
-kernels of a rewritten convolution against the same layer's direct convolution tuned in the run before): 56x56
-with 64 channels 0.64 ms (input transform 0.12, products 0.47, output transform 0.06) against 1.05; 28x28 with 128
-channels 0.64 against 1.03; 14x14 with 256 channels 0.61 against 1.05. Alone, at 8x8 with 512 channels (16 tiles)
-it lost, 1.38 ms against about 1.1: the transformed weights, [16, 512, 512] or 16 MB, are read for 16 columns
-each. Hence at least 32 tiles; ResNet's 7x7 layers (odd outputs) are left alone too. The pass option
+It pays where the 2x2 tiles are many enough to share the transformed weights ([16, F, C]): with few tiles and many
+channels the weights are read for a handful of columns each (an 8x8 image with 512 channels: 16 tiles, 16 MB of
+weights), and the direct convolution wins. Hence at least 32 tiles; ResNet's 7x7 layers (odd outputs) are left
+alone too. The figures are on the benchmarks page ("The `winograd` pass, layer by layer"). The pass option
 ``winograd`` (False) turns the pass off.
 
 Results differ from the direct convolution by rounding only (the transforms' constants are 0, ±1 and ±0.5).
