@@ -81,14 +81,11 @@ def hand_schedule(op, sizes: dict, **_) -> "tl.Schedule | None":
     if found is None:
         return None
     w, wop, names = found
-    if names.is_identity():  # the workload's own names: nothing to rename
-        s = tl.schedule(op, **sizes)
-        w.hand_schedule(s)
-        return s
-    s = tl.schedule(wop, **sizes_of(names, sizes))
-    w.hand_schedule(s)
+    same = names.is_identity()  # the workload's own names: nothing to rename
     try:
-        return s.renamed(op, names)
+        s = tl.schedule(op, **sizes) if same else tl.schedule(wop, **sizes_of(names, sizes))
+        w.hand_schedule(s)
+        return s if same else s.renamed(op, names)
     except tl.ScheduleError as e:
         raise StaleScheduleError(f"the hand schedule of {w.name} does not apply to {op.name}, whose loops are "
                                  f"{w.name}'s up to names: {e}") from None

@@ -172,3 +172,22 @@ def test_a_renamed_schedule_takes_fresh_names_where_the_new_ones_are_taken():
     assert str(r).splitlines()[1:] == ['s["Z"].split("a", 4, outer="a_o_", inner="a_i_")',
                                        's["Z"].fuse("a_i_", "a_o", fused="a_i__a_o")']
     assert up_to_names(r.lower()) == up_to_names(s.lower())
+
+
+def test_a_hand_schedule_that_does_not_apply_is_skipped_with_a_warning_or_refused_when_asked_for(monkeypatch):
+    import dataclasses
+
+    from tensorlang.choice import StaleScheduleError
+    from tensorlang.schedules import lookup
+
+    def refuses(s):
+        s["Y"].vectorize("no_such_loop")
+    broken = tuple((dataclasses.replace(w, hand_schedule=refuses) if w.name == "softmax" else w, op)
+                   for w, op in lookup._builtins())
+    monkeypatch.setattr(lookup, "_builtins", lambda: broken)
+    op = tl.op(RENAMED_SOFTMAX)
+    with pytest.warns(UserWarning, match=r"the hand schedule of softmax does not apply to probs.*no_such_loop.*"
+                                         r"\(skipped: probs gets the next schedule source\)"):
+        assert tl.build(op, Rows=3, Cols=17).schedule_source == "auto"
+    with pytest.raises(StaleScheduleError, match="the hand schedule of softmax does not apply to probs"):
+        tl.build(op, Rows=3, Cols=17, schedule="hand")
