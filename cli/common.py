@@ -125,9 +125,9 @@ def is_program_file(name: str) -> bool:
 
 def program_from_file(path: str, size_text: str | None, preset: str | None) -> tuple:
     """The workload and sizes of a DSL file given as WORKLOAD: every size comes from --size (a file has no
-    presets); a program that is a built-in workload's (the same text up to comments and spacing) is that
-    workload, with its numpy baselines and hand schedule. A CLIError names a missing file, a missing size or
-    --preset; a DSLError points into the file.
+    presets); a program that is a built-in workload's up to names, spacing and comments is that workload (its
+    sizes under the workload's names), with its numpy baselines and hand schedule. A CLIError names a missing
+    file, a missing size or --preset; a DSLError points into the file.
 
     Example::
 
@@ -157,11 +157,13 @@ def program_from_file(path: str, size_text: str | None, preset: str | None) -> t
     unknown = [n for n in sizes if n not in op.size_names]
     if unknown:
         raise CLIError(f"--size: {op.name} has no size {', '.join(unknown)}; sizes: {', '.join(op.size_names)}")
-    from tensorlang import schedules
-    for w in schedules.WORKLOADS.values():
-        if tl.op(w.source).key == op.key:
-            w.check_sizes(sizes)
-            return w, dict(sizes)
+    from tensorlang.schedules.lookup import sizes_of, workload_of
+    found = workload_of(op)
+    if found is not None:
+        w, _, names = found
+        sizes = sizes_of(names, sizes)
+        w.check_sizes(sizes)
+        return w, sizes
     try:
         tl.schedule(op, **sizes)
     except tl.TensorlangError as e:

@@ -2,9 +2,11 @@
 compiler alike.
 
 In order: the best tuned record of the program at these sizes for this CPU and thread count in the tuning
-database ("tuned"), the hand schedule of a built-in workload with the same program ("hand"), the
+database ("tuned"), the hand schedule of a built-in workload of the same loop structure ("hand"), the
 auto-scheduler's zero-trial pick ("auto"); the naive loop nest ("naive") only when asked. A schedule the caller
-built is "given".
+built is "given". Programs are matched by structure, not text: the names of the program, its inputs, stages, sizes
+and indices, its spacing and comments do not matter (:attr:`tensorlang.program.Op.structure`), and for a hand
+schedule neither does the arithmetic between the reads (:attr:`tensorlang.program.Op.loop_structure`).
 
 The core cannot look into the tuning database or the operator library (they sit on the floors above it), so
 those floors register *schedule sources*: functions ``source(op, sizes, *, db, threads) -> Schedule | None``,
@@ -37,7 +39,7 @@ _lock = threading.Lock()  # the cache of picks, the warnings given
 
 
 class StaleScheduleError(BuildError):
-    """What a schedule source raises when the schedule it holds for a program no longer applies to it (a tuning
+    """What a schedule source raises when the schedule it holds for a program does not apply to it (a tuning
     record that an older compiler wrote): the build's error when that source was asked for by name
     (``schedule="tuned"``); otherwise :func:`choose_schedule` warns once and asks the next source.
 
@@ -111,15 +113,27 @@ def auto_schedule(op, sizes: dict, threads: int | None = None) -> Schedule:
     return Schedule(op, sizes, prims)  # a fresh schedule: the caller may change it
 
 
+def _missing(schedule: str, sizes: dict, threads: int, db) -> str:
+    """Why an explicit request found nothing, and what to do instead."""
+    if schedule == "hand":
+        return ("no built-in workload with a hand schedule has its loop structure (up to names); build it without "
+                "schedule= for the auto-scheduler's pick")
+    where = f"the tuning database {db}" if db is not None else \
+        "the default tuning database (TENSORLANG_DB, else the cache folder's tuning.db)"
+    at = ", ".join(f"{k}={v}" for k, v in sizes.items())
+    return (f"{where} has no record of it at {at} on this CPU with {threads} thread{'s' * (threads != 1)}; tune "
+            "it first (tensorlang.tuner.tune, or tensorlang tune), or build it without schedule=")
+
+
 def choose_schedule(op, sizes: dict, *, db=None, schedule: str | None = None,
                     threads: int | None = None) -> tuple[Schedule, str]:
     """The schedule `tl.build(op, **sizes)` compiles, and its source (see the module docstring).
 
     ``schedule``: None (choose), "naive", "auto" (skip the database and the hand schedules), "hand" or "tuned"
-    (that source or an error saying there is none). ``db``: the tuning database to look in (default:
-    ``TENSORLANG_DB``, else the cache folder's); a missing or empty one is no error. A source's schedule that no
-    longer applies (:class:`StaleScheduleError`) is an error when that source was asked for, else a warning
-    (once) and the next source.
+    (that source, or a BuildError saying why there is none: never another source). ``db``: the tuning database
+    to look in (default: ``TENSORLANG_DB``, else the cache folder's); a missing or empty one is no error. A
+    source's schedule that no longer applies (:class:`StaleScheduleError`) is an error when that source was asked
+    for, else a warning (once) and the next source.
 
     >>> import tensorlang as tl
     >>> choose_schedule(tl.op("def f(A: f32[N]) -> B:\\n    B[i] = A[i]"), {"N": 4}, schedule="best")
@@ -155,7 +169,6 @@ def choose_schedule(op, sizes: dict, *, db=None, schedule: str | None = None,
             if found is not None:
                 return found, name if name in SOURCES else "given"
         if schedule is not None:
-            where = " in the tuning database" if schedule == "tuned" else ""
-            raise BuildError(f"build(schedule={schedule!r}): {op.name} has no {schedule} schedule at these "
-                             f"sizes{where}")
+            raise BuildError(f"build(schedule={schedule!r}): {op.name} has no {schedule} schedule: "
+                             + _missing(schedule, bound, threads, db))
     return auto_schedule(op, sizes, threads), "auto"

@@ -6,7 +6,9 @@ source range they came from, so that every later error can point at the text.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
+import json
 from dataclasses import dataclass, field
 
 from .errors import SourceLoc
@@ -355,6 +357,33 @@ class Op:
         """The stage called `name`, or None."""
         return next((s for s in self.stages if s.name == name), None)
 
+    @functools.cached_property
+    def structure(self) -> "Structure":
+        """What the program computes with every name replaced by its position: equal for two programs that differ
+        only in names (of the program, inputs, stages, sizes and index variables), spacing and comments.
+
+        >>> import tensorlang as tl
+        >>> a = tl.op("def mm(A: f32[M, K], B: f32[K, N]) -> C:\\n    C[i, j] += A[i, k] * B[k, j]")
+        >>> b = tl.op("def matmul(X: f32[P, Q], Y: f32[Q, R]) -> Z:  # mine\\n    Z[m, n] += X[m, q] * Y[q, n]")
+        >>> a.structure.key == b.structure.key, a.key == b.key
+        (True, False)
+        """
+        return _structure(self, arithmetic=True)
+
+    @functools.cached_property
+    def loop_structure(self) -> "Structure":
+        """:attr:`structure` without the arithmetic between the reads: the stages, their dtypes, index variables,
+        ranges and reduction operators, the inputs and every read (tensor and indices), in order. What a schedule
+        arranges (loops and memory), so a hand schedule fits every program of the same loop structure.
+
+        >>> import tensorlang as tl
+        >>> a = tl.op("def f(X: f32[N]) -> Y:\\n    Y[i] = X[i] * 2.0")
+        >>> b = tl.op("def g(A: f32[M]) -> B:\\n    B[j] = exp(A[j]) + 1.0")
+        >>> a.loop_structure.key == b.loop_structure.key, a.structure.key == b.structure.key
+        (True, False)
+        """
+        return _structure(self, arithmetic=False)
+
     @property
     def key(self) -> str:
         """A hash of the normalized program text (comments and blank lines removed, spacing folded)."""
@@ -380,3 +409,110 @@ class Op:
 
     def __str__(self) -> str:
         return self.source.strip()
+
+
+# ---- structure -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Renaming:
+    """How the names of one program map onto those of another of the same structure: `tensors` (inputs and
+    stages), `sizes`, and `axes` (each stage's index variables, under the first program's stage name).
+
+    >>> import tensorlang as tl
+    >>> a = tl.op("def f(X: f32[N]) -> Y:\\n    Y[i] = X[i] * 2.0")
+    >>> r = a.structure.renaming(tl.op("def g(A: f32[M]) -> B:\\n    B[j] = A[j] * 2.0").structure)
+    >>> r.tensors, r.sizes, r.axes
+    ({'X': 'A', 'Y': 'B'}, {'N': 'M'}, {'Y': {'i': 'j'}})
+    >>> r.is_identity()
+    False
+    """
+
+    tensors: dict[str, str]
+    sizes: dict[str, str]
+    axes: dict[str, dict[str, str]]
+
+    def is_identity(self) -> bool:
+        """Whether every name maps to itself.
+
+        >>> Renaming({"A": "A"}, {}, {"A": {"i": "i"}}).is_identity()
+        True
+        """
+        return all(k == v for m in (self.tensors, self.sizes, *self.axes.values()) for k, v in m.items())
+
+
+@dataclass(frozen=True)
+class Structure:
+    """A program's structure (:attr:`Op.structure`, :attr:`Op.loop_structure`): `key`, a hash of the program with
+    every name replaced by its position, and the names in that order: `tensors` (the inputs in order, then the
+    stages in the order they run), `sizes` (in order of declaration) and `axes` (each stage's index variables:
+    left side, then reduction indices).
+
+    >>> import tensorlang as tl
+    >>> st = tl.op("def f(X: f32[N, D]) -> Y:\\n    Y[n] += X[n, d]").structure
+    >>> st.tensors, st.sizes, st.axes, len(st.key)
+    (('X', 'Y'), ('N', 'D'), (('n', 'd'),), 16)
+    """
+
+    key: str
+    tensors: tuple[str, ...]
+    sizes: tuple[str, ...]
+    axes: tuple[tuple[str, ...], ...]
+
+    def renaming(self, other: "Structure") -> Renaming | None:
+        """The names of this program mapped onto those of `other`, or None when the structures differ.
+
+        >>> import tensorlang as tl
+        >>> a = tl.op("def f(A: f32[M, K], B: f32[K, N]) -> C:\\n    C[i, j] += A[i, k] * B[k, j]").structure
+        >>> b = tl.op("def f(A: f32[M, K], B: f32[N, K]) -> C:\\n    C[i, j] += A[i, k] * B[j, k]").structure
+        >>> a.renaming(b) is None
+        True
+        """
+        if self.key != other.key:
+            return None
+        stages = self.tensors[len(self.tensors) - len(self.axes):]
+        return Renaming(dict(zip(self.tensors, other.tensors)), dict(zip(self.sizes, other.sizes)),
+                        {s: dict(zip(a, b)) for s, a, b in zip(stages, self.axes, other.axes)})
+
+
+def _structure(op: Op, arithmetic: bool) -> Structure:
+    """The structure of `op`: every name replaced by its position, then hashed (see :class:`Structure`)."""
+    tensors = {n: f"t{i}" for i, n in enumerate(op.inputs + tuple(s.name for s in op.stages))}
+    sizes = {n: f"s{i}" for i, n in enumerate(op.size_names)}
+
+    def poly(p: SizePoly) -> list:
+        return sorted([sorted(sizes[x] for x in mono), c] for mono, c in p.terms)
+
+    def index(ix: IndexExpr, axes: dict) -> list:
+        return [sorted([axes[v], poly(c)] for v, c in ix.terms), poly(ix.const)]
+
+    def expr(e: Expr, axes: dict) -> list:
+        head = [type(e).__name__, e.dtype, e.weak]
+        if isinstance(e, Access):
+            return head + [tensors[e.tensor], [index(ix, axes) for ix in e.indices]]
+        if isinstance(e, IntValue):
+            return head + [index(e.expr, axes)]
+        if isinstance(e, Literal):
+            return head + [type(e.value).__name__, repr(e.value)]
+        if isinstance(e, Unary):
+            return head + [e.op, expr(e.x, axes)]
+        if isinstance(e, Binary):
+            return head + [e.op, e.operand_dtype, expr(e.a, axes), expr(e.b, axes)]
+        if isinstance(e, Call):
+            return head + [e.fn, e.operand_dtype, [expr(a, axes) for a in e.args]]
+        raise TypeError(f"structure: unknown expression {type(e).__name__}")
+
+    stages = []
+    for s in op.stages:
+        axes = {v: f"v{i}" for i, v in enumerate(s.all_vars)}
+        if arithmetic:
+            rhs = expr(s.rhs, axes)
+        else:  # the reads, in order; what is computed from them is left out
+            rhs = [expr(n, axes) for n in walk(s.rhs) if isinstance(n, (Access, IntValue))]
+        where = sorted([axes[v], poly(r.lo), poly(r.hi)] for v, r in s.where.items())
+        stages.append([s.dtype, len(s.lhs_vars), len(s.red_vars), s.reduce_op, rhs, where])
+    text = json.dumps({"arithmetic": arithmetic, "inputs": [[p.dtype, [poly(d) for d in p.shape]] for p in op.params],
+                       "int_sizes": [sizes[n] for n in op.int_params], "sizes": len(sizes), "stages": stages,
+                       "outputs": [tensors[n] for n in op.outputs]}, sort_keys=True)
+    return Structure(hashlib.sha256(text.encode()).hexdigest()[:16], tuple(tensors), tuple(sizes),
+                     tuple(s.all_vars for s in op.stages))

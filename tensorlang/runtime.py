@@ -253,9 +253,10 @@ def build(what: Op | Schedule, **sizes) -> Kernel:
 
     A program gets, in order: the best tuned record of the tuning database (``db=PATH`` overrides
     ``TENSORLANG_DB`` and the cache folder's; a missing or empty database is no error), the hand schedule of a
-    built-in workload with the same program, or the auto-scheduler's zero-trial pick; ``schedule="naive"`` asks
-    for the plain loop nest, ``"auto"`` for the pick without looking further, ``"tuned"`` / ``"hand"`` for that
-    source only (see :mod:`tensorlang.choice`). ``kernel.schedule_source`` says which ("tuned", "hand",
+    built-in workload of the same loop structure (names do not matter), or the auto-scheduler's zero-trial pick;
+    ``schedule="naive"`` asks for the plain loop nest, ``"auto"`` for the pick without looking further,
+    ``"tuned"`` / ``"hand"`` for that source only, or an error saying why there is none (see
+    :mod:`tensorlang.choice`). ``kernel.schedule_source`` says which ("tuned", "hand",
     "auto", "naive", or "given" for a Schedule). A program whose sizes are called ``db`` or ``schedule`` takes
     them as sizes.
 

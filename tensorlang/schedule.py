@@ -37,7 +37,7 @@ from .ir import Func
 from .loopnest import LoopNest
 from .primitives import (Annotate, CacheRead, CacheWrite, ComputeAt, ComputeInline, ComputeRoot, Fuse, Primitive,
                          Reorder, ReverseComputeInline, Split, from_json)
-from .program import Op
+from .program import Op, Renaming
 
 SCHEDULE_FORMAT = 1
 VERBS = {"vectorized": "vectorize", "unrolled": "unroll", "parallel": "parallel", "serial": "serial"}
@@ -811,6 +811,25 @@ class Schedule:
         return Schedule(op if op is not None else parse(data["source"]), data["sizes"],
                         [from_json(p) for p in data["primitives"]])
 
+    def renamed(self, op: Op, names: Renaming) -> "Schedule":
+        """This schedule replayed on `op`, a program of the same loop structure, its names changed by `names` (from
+        this schedule's program to `op`: ``self.op.loop_structure.renaming(op.loop_structure)``). A loop the
+        schedule made gets the name made the same way from the new one (``j_o`` split from ``j`` becomes ``n_o``
+        from ``n``); the loop IR is this schedule's, up to names.
+
+        >>> import tensorlang as tl
+        >>> s = tl.schedule(tl.op("def f(X: f32[N]) -> Y:\\n    Y[i] = X[i] * 2.0"), N=64)
+        >>> _ = s["Y"].split("i", 16)
+        >>> s["Y"].vectorize("i_i")
+        >>> op = tl.op("def g(A: f32[M]) -> B:\\n    B[j] = A[j] * 2.0")
+        >>> print(s.renamed(op, s.op.loop_structure.renaming(op.loop_structure)))
+        s = tl.schedule(op, M=64)
+        s["B"].split("j", 16, outer="j_o", inner="j_i")
+        s["B"].vectorize("j_i")
+        """
+        return Schedule(op, {names.sizes[k]: v for k, v in self.sizes.items()},
+                        _renamed_primitives(self.primitives, names, op))
+
     def key(self) -> str:
         """A stable text of the primitives, for caching."""
         return json.dumps([p.to_json() for p in self.primitives], sort_keys=True)
@@ -818,6 +837,52 @@ class Schedule:
     def __str__(self) -> str:
         sizes = ", ".join(f"{k}={v}" for k, v in self.sizes.items())
         return "\n".join([f"s = tl.schedule(op, {sizes})"] + [p.to_python() for p in self.primitives])
+
+
+def _renamed_primitives(prims: list, names: Renaming, op: Op) -> list:
+    """`prims` with the names of `names` (see :meth:`Schedule.renamed`); a made loop's new name avoids every name
+    `op` and the stage's loops use."""
+    taken = set(op.inputs) | {s.name for s in op.stages} | set(op.size_names)
+    loops = {names.tensors[s]: dict(m) for s, m in names.axes.items()}  # new stage -> old loop -> new loop
+    used = {s: taken | set(m.values()) for s, m in loops.items()}
+
+    def made(stage: str, old: str, new: str) -> str:
+        while new in used[stage]:
+            new += "_"
+        used[stage].add(new)
+        loops[stage][old] = new
+        return new
+
+    def from_parent(old: str, parent: str, ax: dict) -> str:
+        return ax[parent] + old[len(parent):] if old.startswith(parent) else old
+
+    out = []
+    for p in prims:
+        stage = names.tensors[p.stage]
+        ax = loops[stage]
+        if isinstance(p, Split):
+            q = Split(stage, ax[p.axis], p.factor, made(stage, p.outer, from_parent(p.outer, p.axis, ax)),
+                      made(stage, p.inner, from_parent(p.inner, p.axis, ax)))
+        elif isinstance(p, Fuse):
+            new = f"{ax[p.outer]}_{ax[p.inner]}" if p.fused == f"{p.outer}_{p.inner}" else \
+                from_parent(p.fused, p.outer, ax)
+            q = Fuse(stage, ax[p.outer], ax[p.inner], made(stage, p.fused, new))
+        elif isinstance(p, Reorder):
+            q = Reorder(stage, tuple(ax[a] for a in p.axes))
+        elif isinstance(p, Annotate):
+            q = Annotate(stage, ax[p.axis], p.kind)
+        elif isinstance(p, ComputeAt):
+            q = ComputeAt(stage, names.tensors[p.consumer], loops[names.tensors[p.consumer]][p.axis])
+        elif isinstance(p, CacheWrite):
+            q = CacheWrite(stage, ax[p.axis])
+        elif isinstance(p, CacheRead):
+            q = CacheRead(stage, names.tensors[p.tensor], ax[p.axis], p.layout)
+        elif isinstance(p, (ComputeInline, ComputeRoot, ReverseComputeInline)):
+            q = type(p)(stage)
+        else:
+            raise ScheduleError(f"renamed: unknown primitive {p!r}")
+        out.append(q)
+    return out
 
 
 def schedule(op: Op, **sizes: int) -> Schedule:

@@ -106,22 +106,29 @@ class Task:
     @staticmethod
     def from_source(source, sizes: dict, threads: int | None = None, space: str = "default") -> "Task":
         """The task of any program (DSL text or an ``Op``) at ``sizes`` (every size given). A program that is a
-        built-in workload's (the same text up to comments and spacing) is that workload's task.
+        built-in workload's up to names, spacing and comments (:func:`tensorlang.schedules.lookup.workload_of`) is
+        that workload's task, its sizes under the workload's names: its records are the workload's, so that the
+        keys stored in databases and datasets stay those of the workload's text.
 
         Example::
 
             >>> t = Task.from_source("def twice(X: f32[N]) -> Y:\\n    Y[i] = X[i] * 2.0", {"N": 64}, threads=1)
             >>> t.workload, t.space.name
             ('twice', 'auto:twice')
+            >>> mm = "def mm(X: f32[P, Q], Y: f32[Q, R]) -> Z:\\n    Z[m, n] += X[m, q] * Y[q, n]"
+            >>> t = Task.from_source(mm, {"P": 64, "Q": 32, "R": 48}, threads=1)
+            >>> t.workload, t.sizes, t.key == Task.create("matmul", preset="small", threads=1).key
+            ('matmul', {'M': 64, 'N': 48, 'K': 32}, True)
         """
+        from tensorlang.schedules.lookup import sizes_of, workload_of
         op = source if isinstance(source, tl.Op) else tl.op(source)
         try:
             bound = check_sizes(op, sizes)
         except BuildError as e:
             raise UsageError(str(e)) from None
-        for w in schedules.WORKLOADS.values():
-            if tl.op(w.source).key == op.key:
-                return Task.create(w.name, sizes=bound, threads=threads, space=space)
+        found = workload_of(op)
+        if found is not None:
+            return Task.create(found[0].name, sizes=sizes_of(found[2], bound), threads=threads, space=space)
         if space == "hand":
             raise UsageError(f"{op.name} is not a built-in workload: it has no hand-written search space")
         return Task(op.name, bound, _target(), threads or num_threads(), source=op.source, space_kind=space)

@@ -45,6 +45,7 @@ def test_a_users_schedules_and_tuner_shadow_nothing(tmp_path):
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout.splitlines()[-1])
     assert out["cwd"] == ""  # the working directory was first on sys.path
+    assert out["schedule"] == "hand"  # the built-in matmul in other index names: its hand schedule
     assert not any(f.startswith(str(here)) for f in out["files"]), out["files"]
     A = np.random.default_rng(0).random((64, 32), dtype=np.float32)
     B = np.random.default_rng(1).random((32, 48), dtype=np.float32)
