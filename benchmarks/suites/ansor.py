@@ -78,24 +78,38 @@ def _pad(x, pad, spatial):
     return np.pad(x, widths)
 
 
+#: Bytes of float64 patches one matrix product of the convolutions' reference takes at most.
+BLOCK_BYTES = 1 << 26
+
+
+def _window(tap, lo, hi, stride, dil):
+    """The input slices that kernel tap ``tap`` reads for the outputs from ``lo`` to ``hi`` (per spatial axis)."""
+    return tuple(slice(t * dil + a * stride, t * dil + (b - 1) * stride + 1, stride) for t, a, b in zip(tap, lo, hi))
+
+
 def _conv_ref(x, w, stride, pad, dil=1, groups=1):
-    """A convolution of channels-last x [N, S..., CI] with w [K..., CI/groups, CO] in float64, one kernel tap and
-    one image at a time (no im2col buffer): [N, O..., CO]."""
+    """A convolution of channels-last x [N, S..., CI] with w [K..., CI/groups, CO] in float64: [N, O..., CO]. Each
+    image's patches (every kernel tap's window) for a block of output rows form one matrix, multiplied by the
+    weight's (BLAS), in blocks of at most :data:`BLOCK_BYTES`."""
     x, w = np.asarray(x, np.float64), np.asarray(w, np.float64)
     nd = x.ndim - 2
     xp = _pad(x, pad, nd)
-    ks = w.shape[:nd]
+    ks, (cg, co) = w.shape[:nd], w.shape[-2:]
+    og = co // groups
     outs = [_out(x.shape[1 + i], ks[i], stride, pad, dil) for i in range(nd)]
-    ci, co = w.shape[-2], w.shape[-1]
-    out = np.zeros((x.shape[0], *outs, co))
-    cg, og = ci, co // groups
+    taps = list(np.ndindex(*ks))
+    wm = w.reshape(len(taps), cg, co)
+    out = np.empty((x.shape[0], *outs, co))
+    block = max(1, BLOCK_BYTES // (8 * math.prod(outs[1:]) * len(taps) * cg * groups))
     for n in range(x.shape[0]):
-        for tap in np.ndindex(*ks):
-            sl = tuple(slice(t * dil, t * dil + (o - 1) * stride + 1, stride) for t, o in zip(tap, outs))
-            patch = xp[(n,) + sl]
+        for o0 in range(0, outs[0], block):
+            o1 = min(outs[0], o0 + block)
+            cols = np.stack([xp[(n,) + _window(tap, [o0] + [0] * (nd - 1), [o1] + outs[1:], stride, dil)]
+                             for tap in taps], axis=-2).reshape(-1, len(taps), cg * groups)
             for g in range(groups):
-                out[(n,) + (slice(None),) * nd + (slice(g * og, (g + 1) * og),)] += \
-                    patch[..., g * cg:(g + 1) * cg] @ w[tap][:, g * og:(g + 1) * og]
+                prod = cols[:, :, g * cg:(g + 1) * cg].reshape(len(cols), -1) @ \
+                    wm[:, :, g * og:(g + 1) * og].reshape(-1, og)
+                out[n, o0:o1, ..., g * og:(g + 1) * og] = prod.reshape(o1 - o0, *outs[1:], og)
     return out
 
 
