@@ -114,13 +114,8 @@ def test_the_check_fails_on_a_wrong_value_and_on_nan():
     assert "NaN" in common.check(p, p.small, wrong, expected).why
 
 
-# Adams2019 spends half a minute on the demosaic
-HALIDE_CASES = [pytest.param(p, s, id=f"{p.name}-{s}", marks=[pytest.mark.slow] * (p.name == "demosaic"
-                                                                                    and s == "Adams2019"))
-                for p in HALIDE for s in halide_worker.SCHEDULERS]
-
-
-@pytest.mark.parametrize("p,scheduler", HALIDE_CASES)
+@pytest.mark.parametrize("scheduler", list(halide_worker.SCHEDULERS))
+@pytest.mark.parametrize("p", HALIDE, ids=lambda p: p.name)
 def test_halide_side_matches_the_reference(p, scheduler):
     pytest.importorskip("halide")
     sizes = p.small
