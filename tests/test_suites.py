@@ -158,12 +158,19 @@ def test_random_program_names_and_sizes_are_reproducible():
 
 def test_the_tune_command_follows_the_command_line_to_its_new_module(monkeypatch):
     import importlib.util
+    import types
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name, *a: object() if name == "tensorlang.cli" else real(name, *a))
+    here = pathlib.Path(tl.__file__).resolve().parent.parent
+
+    def spec_at(origin):
+        return lambda name, *a: (None if origin is None else types.SimpleNamespace(origin=str(origin))) \
+            if name == "tensorlang.cli" else real(name, *a)
+    monkeypatch.setattr(importlib.util, "find_spec", spec_at(here / "cli" / "__init__.py"))
     assert common.tune_command("x.tl", {"N": 4}, 8, "t.db", 2)[1:3] == ["-m", "tensorlang.cli"]
-    monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name, *a: None if name == "tensorlang.cli" else real(name, *a))
+    monkeypatch.setattr(importlib.util, "find_spec", spec_at(None))
+    assert common.tune_command("x.tl", {"N": 4}, 8, "t.db", 2)[1:3] == ["-m", "tuner.cli"]
+    # the name mapped to another checkout's command line (an editable install of another tree): not this one's
+    monkeypatch.setattr(importlib.util, "find_spec", spec_at("/elsewhere/checkout/cli/__init__.py"))
     assert common.tune_command("x.tl", {"N": 4}, 8, "t.db", 2)[1:3] == ["-m", "tuner.cli"]
 
 

@@ -8,7 +8,7 @@ Example::
     >>> p = Program("scale", "demo", "def scale(X: f32[N]) -> Y:\\n    Y[i] = X[i] * 2.0\\n", {"N": 1000},
     ...             {"N": 8}, reference=lambda X, **s: 2.0 * X.astype(np.float64))
     >>> X, = make_inputs(p, p.small, seed=0)
-    >>> check(p, p.small, tl.build(p.op, **p.small)(X), p.reference(X, **p.small)).ok
+    >>> check(p, p.small, tl.build(p.op, schedule="auto", **p.small)(X), p.reference(X, **p.small)).ok
     True
 """
 from __future__ import annotations
@@ -224,16 +224,20 @@ def worker_class():
 
 
 def cli_module() -> str:
-    """The command line's module: ``tensorlang.cli`` where it exists, else ``tuner.cli``.
+    """The command line's module: ``tensorlang.cli`` where this installation of tensorlang has it (not one that an
+    install of another checkout maps the name to), else ``tuner.cli``.
 
     >>> cli_module() in ("tensorlang.cli", "tuner.cli")
     True
     """
     try:
-        if importlib.util.find_spec("tensorlang.cli") is not None:
-            return "tensorlang.cli"
+        spec = importlib.util.find_spec("tensorlang.cli")
     except ImportError:
-        pass
+        spec = None
+    root = os.path.dirname(os.path.dirname(os.path.abspath(tl.__file__)))  # the checkout, or site-packages
+    origin = getattr(spec, "origin", None) or ""
+    if spec is not None and os.path.commonpath([os.path.abspath(origin), root]) == root:
+        return "tensorlang.cli"
     return "tuner.cli"
 
 
