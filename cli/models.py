@@ -14,12 +14,14 @@ Example::
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
 import re
 import statistics
 import sys
 import time
+import warnings
 
 import numpy as np
 
@@ -236,7 +238,10 @@ def _onnx(module, args, kwargs, inputs: list, threads: int):
         return "not installed", None
     try:
         path = os.path.join(tempfile.mkdtemp(prefix="tensorlang-onnx-"), "model.onnx")
-        torch.onnx.export(module, args, path, kwargs=kwargs or None)
+        # the exporter reports its progress on stdout, which carries this command's --json
+        with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            torch.onnx.export(module, args, path, kwargs=kwargs or None, verbose=False)
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = threads
         session = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])

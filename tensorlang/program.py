@@ -483,7 +483,9 @@ def _structure(op: Op, arithmetic: bool) -> Structure:
     def poly(p: SizePoly) -> list:
         return sorted([sorted(sizes[x] for x in mono), c] for mono, c in p.terms)
 
-    def index(ix: IndexExpr, axes: dict) -> list:
+    def index(ix: IndexExpr | GatherIndex, axes: dict) -> list:
+        if isinstance(ix, GatherIndex):  # a value read from tensors: its whole expression, arithmetic included
+            return ["gather", expr(ix.value, axes)]
         return [sorted([axes[v], poly(c)] for v, c in ix.terms), poly(ix.const)]
 
     def expr(e: Expr, axes: dict) -> list:

@@ -911,7 +911,7 @@ def test_the_repair_moves_only_the_stages_a_problem_concerns(zen5):
 def test_typed_stage_configs_round_trip_to_knob_values(name):
     # the rules work on one StageConfig a stage and flatten to knob values once: every config of the space
     # (every knob set) goes there and back unchanged, in the space's knob order
-    import schedules
+    from tensorlang import schedules
     w = schedules.get(name)
     sp = generated_space(tl.op(w.source), dict(w.sizes("small")), threads=2)
     rng = np.random.default_rng(0)

@@ -496,3 +496,13 @@ def test_new_dtypes_are_declared_and_checked():
     with pytest.raises(tl.BuildError, match="input M has dtype int64, expected bool"):
         k(np.zeros(3, np.int64), np.zeros(3, np.int64))
     np.testing.assert_array_equal(k(np.array([1, 2, 3]), np.array([True, False, True])), [1, -2, 3])
+
+
+def test_a_gathered_index_is_part_of_the_programs_structure():
+    # tuned records and hand schedules are matched by structure: the index expression inside a gather counts
+    src = "def f(E: f32[V, D], ids: i32[T]) -> Y:\n    Y[t, d] = E[{}, d]"
+    plain, doubled = tl.op(src.format("ids[t]")), tl.op(src.format("ids[t] * 2"))
+    renamed = tl.op(src.format("ids[t]").replace("ids", "tok").replace("E", "W"))
+    assert plain.structure.key != doubled.structure.key
+    assert plain.loop_structure.key != doubled.loop_structure.key
+    assert plain.structure.renaming(renamed.structure).tensors == {"E": "W", "ids": "tok", "Y": "Y"}
