@@ -223,7 +223,7 @@ def table(rows: list, threads: int) -> list[str]:
     lines = ["| model | torch.export | torch.compile | ONNX (from_onnx vs onnxruntime) | max \\|ref\\| "
              "| compile cold s | warm s | tensorlang ms | onnxruntime ms | torch eager ms | x onnxruntime "
              "| x torch eager |",
-             "|" + "---|" * 13]
+             "|" + "---|" * 12]
     for r in rows:
         t = r.get("time", {})
         ms = {k: t[k]["median_s"] * 1e3 for k in t}

@@ -20,10 +20,9 @@ pytestmark = pytest.mark.zoo
 
 def _needs(name: str) -> None:
     try:
+        zoo_models.import_torchvision()
         if zoo_models.family(name) == "timm":
             import timm  # noqa: F401
-        else:
-            zoo_models.import_torchvision()
     except ImportError as e:
         pytest.skip(f"{name} needs {e.name} (see docs/user-guide/models.md, 'The zoo')")
 

@@ -112,6 +112,7 @@ def _build(name: str, size: int | None, seed: int):
         s = size or (299 if name == "inception_v3" else 224)
         return module.eval(), (torch.randn(1, 3, s, s),)
     if fam == "timm":
+        import_torchvision()  # timm imports it
         import timm
         module = timm.create_model(name[len("timm_"):], pretrained=False)
         s = size or 224
@@ -123,6 +124,10 @@ def _build(name: str, size: int | None, seed: int):
 
 def _hf(kind: str):
     import torch
+    try:
+        import_torchvision()  # transformers imports it where installed
+    except ImportError:
+        pass
     import transformers as T
     ids = torch.randint(0, 1000, (1, 128))
     if kind == "bert":
