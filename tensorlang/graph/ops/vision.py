@@ -317,13 +317,14 @@ def _axis(b, mode: str, n_in: int, n_out: int, scale, align_corners: bool, dt: s
             f"select({idx[1]} == 0, 1.0 - {t.read(idx[:1])}, {t.read(idx[:1])})", "f32", dt))
         return 2, index, weight
     index = b.stage((n_out, 4), "i32", lambda idx, _: f"clamp({first.read(idx[:1])} - 1 + {idx[1]}, 0, {n_in - 1})")
-    a = -0.75  # torch's cubic convolution coefficient
+    a = -0.75  # torch's cubic convolution coefficient: the weights of the taps at distance z
 
-    def near(z):  # |z| <= 1
+    def near(z):  # |z| <= 1: (a + 2) z^3 - (a + 3) z^2 + 1
         return f"(({a + 2} * {z} - {a + 3}) * {z} * {z} + 1.0)"
 
-    def far(z):  # 1 < |z| < 2
-        return f"((({a} * {z} - {5 * a}) * {z} + {8 * a}) * {z} - {4 * a})"
+    def far(z):  # 1 < |z| < 2: a z^3 - 5a z^2 + 8a z - 4a
+        return f"((({a} * {z} + {-5 * a}) * {z} + ({8 * a})) * {z} + {-4 * a})"
+
     def coeffs(idx):
         tt = t.read(idx[:1])
         c = [far(f"({tt} + 1.0)"), near(tt), near(f"(1.0 - {tt})"), far(f"(2.0 - {tt})")]
