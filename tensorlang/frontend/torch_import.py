@@ -440,17 +440,22 @@ def _check_inference(traced: torch.fx.GraphModule, input_names: list[str]) -> No
                          "without side effects")
 
 
-def _instance_norms(traced: torch.fx.GraphModule) -> None:
-    """Batch norms by the batch's own statistics without running ones (instance norm, which torch.compile's
-    decompositions give as native_batch_norm with training=True) as the op torch.export gives for them."""
+def _as_exported(traced: torch.fx.GraphModule) -> None:
+    """Ops that torch.compile's tracing gives in another form than torch.export, rewritten as torch.export gives
+    them: a batch norm by the batch's own statistics without running ones (instance norm: native_batch_norm with
+    training=True), and an in-place restride (as_strided_) of a value nothing else reads."""
     aten = torch.ops.aten
     for node in traced.graph.nodes:
-        if node.op == "call_function" and node.target is aten.native_batch_norm.default:
+        if node.op != "call_function":
+            continue
+        if node.target is aten.native_batch_norm.default:
             bound = _Importer._bind(node, node.target._schema)
             if bound["training"] is True and bound["running_mean"] is None and bound["running_var"] is None:
                 node.target = aten._native_batch_norm_legit.no_stats
                 node.args = (bound["input"], bound["weight"], bound["bias"], True, bound["momentum"], bound["eps"])
                 node.kwargs = {}
+        elif node.target is aten.as_strided_.default and len(node.args[0].users) == 1:
+            node.target = aten.as_strided.default
 
 
 def graph_from_fx(gm, example_inputs, name: str = "compiled", frozen=(), decompose: bool = True):
@@ -478,7 +483,7 @@ def graph_from_fx(gm, example_inputs, name: str = "compiled", frozen=(), decompo
                          decomposition_table=table, tracing_mode="real")(*example_inputs)
     _check_inference(traced, [n.name for n in gm.graph.nodes if n.op == "placeholder"]
                      if isinstance(gm, torch.fx.GraphModule) else [])
-    _instance_norms(traced)
+    _as_exported(traced)
     imp = _Importer(name)
     placeholders = [n for n in traced.graph.nodes if n.op == "placeholder"]
     leaves = []

@@ -186,6 +186,26 @@ def test_through_torch_compile_decompositions(op, fn, inputs, red):
     _compare(fn, inputs, red, graph, positions)
 
 
+@pytest.mark.parametrize("read_after", [False, True])
+def test_an_in_place_restride_of_a_value_nothing_else_reads_is_as_strided(read_after):
+    """torch.compile's tracing of adaptive average pooling of a channels-last tensor (timm's ConvNeXt head) restrides
+    the mean in place; where nothing else reads the mean that is as_strided, else it stays an unsupported op."""
+    from tensorlang.frontend.torch_import import _as_exported
+    g = torch.fx.Graph()
+    x = g.placeholder("x")
+    mean = g.call_function(aten.mean.dim, (x, [-1, -2], True))
+    restrided = g.call_function(aten.as_strided_.default, (mean, [1, 6, 1, 1], [6, 1, 6, 6]))
+    out = g.call_function(aten.permute.default, (restrided, [0, 2, 3, 1]))
+    g.output((out, g.call_function(aten.neg.default, (mean,))) if read_after else out)
+    gm = torch.fx.GraphModule(torch.nn.Module(), g)
+    _as_exported(gm)
+    assert restrided.target is (aten.as_strided_.default if read_after else aten.as_strided.default)
+    if not read_after:
+        x = r(1, 6, 3, 5)
+        graph, positions, _ = graph_from_fx(gm, [x])
+        _compare(lambda t: t.mean((2, 3), keepdim=True).permute(0, 2, 3, 1), [x], 15, graph, positions)
+
+
 @pytest.mark.skipif("i64" not in STORAGE, reason="kernels read int64 values that are not constants: issue 56's "
                                                   "text-side ops add them")
 @pytest.mark.parametrize("case", ["input", "fused constant"])
