@@ -35,6 +35,24 @@ _DTYPES = {torch.float32: "f32", torch.float64: "f64", torch.int32: "i32", torch
 _TORCH_DIR = os.path.dirname(torch.__file__)
 _UNSUPPORTED = object()  # the value of an unsupported node: its users are skipped, the node is reported
 _SKIP = {"_assert_tensor_metadata", "_assert_scalar", "sym_constrain_range_for_size", "_assert_async"}
+#: ops tensorlang lowers itself, kept out of torch's decompositions (roll's is a gather by index_select; nearest and
+#: bicubic upsampling's are index.Tensor gathers with their index arithmetic in int64)
+_KEEP = ("roll.default", "upsample_nearest2d.default", "upsample_bicubic2d.vec")
+
+
+def decompositions(table):
+    """`table` (torch's decomposition table) without the ops tensorlang lowers itself (`_KEEP`).
+
+    >>> from torch._decomp import core_aten_decompositions
+    >>> torch.ops.aten.roll.default in decompositions(core_aten_decompositions())
+    False
+    """
+    for name in _KEEP:
+        packet, overload = name.split(".")
+        op = getattr(getattr(torch.ops.aten, packet), overload)
+        if op in table:
+            table.pop(op)
+    return table
 
 
 def dtype_name(dtype) -> str:
@@ -100,7 +118,7 @@ def _numpy(t: torch.Tensor) -> np.ndarray:
     dtype_name(t.dtype)
     if t.is_quantized or t.layout != torch.strided:
         raise UsageError(f"a {t.layout} tensor constant is not supported")
-    return np.ascontiguousarray(t.cpu().resolve_conj().resolve_neg().numpy()).copy()
+    return np.array(t.cpu().resolve_conj().resolve_neg().numpy(), order="C", copy=True)  # a 0-d tensor stays 0-d
 
 
 def _tree_spec(spec, leaf_kinds: list) -> dict:
@@ -152,9 +170,9 @@ class _Importer:
         for arg in schema.arguments:
             value = bound[arg.name]
             if _is_tensor_type(arg.type):
-                if isinstance(value, (list, tuple)):  # Tensor[] (cat's tensors)
+                if isinstance(value, (list, tuple)):  # Tensor[] (cat's tensors), Tensor?[] (index's indices)
                     for k, v in enumerate(value):
-                        inputs.append(self._value(v))
+                        inputs.append(None if v is None else self._value(v))
                         input_names.append(f"{arg.name}.{k}")
                     continue
                 if isinstance(value, torch.fx.Node):
@@ -166,6 +184,11 @@ class _Importer:
                 input_names.append(arg.name)
             else:
                 attrs[arg.name] = _attr(value)
+        if name == "as_strided":  # it addresses its input's storage: how torch lays the input out there
+            layout = node.args[0].meta.get("val")
+            if isinstance(layout, torch.Tensor):
+                attrs["input_stride"] = [int(s) for s in layout.stride()]
+                attrs["input_storage_offset"] = int(layout.storage_offset())
         source = user_line(node)
         vals = node.meta.get("val")
         flat = list(vals) if isinstance(vals, (list, tuple)) else [vals]
@@ -173,8 +196,9 @@ class _Importer:
             probe = self.g.make_node(name, inputs, attrs, [], name=node.name, source=source,
                                      input_names=tuple(input_names))
             types = opdef.infer(probe)
-        except UsageError as e:
-            raise UsageError(f"{e} (node {node.name}{' at ' + source if source else ''})") from None
+        except UsageError as e:  # named where the op's own message does not name the node yet
+            where = f" (node {node.name}{' at ' + source if source else ''})"
+            raise UsageError(str(e) if f"(node {node.name}" in str(e) else f"{e}{where}") from None
         for t, v in zip(types, flat):
             if isinstance(v, torch.Tensor):
                 theirs = TensorType(tuple(int(s) for s in v.shape), dtype_name(v.dtype))
@@ -240,7 +264,7 @@ def graph_from_exported(ep, name: str = "model", decompose: bool = True) -> Grap
     if decompose:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            ep = ep.run_decompositions()
+            ep = ep.run_decompositions(decompositions(torch.export.default_decompositions()))
     sig = ep.graph_signature
     imp = _Importer(name)
     specs = {s.arg.name: s for s in sig.input_specs}
@@ -416,6 +440,24 @@ def _check_inference(traced: torch.fx.GraphModule, input_names: list[str]) -> No
                          "without side effects")
 
 
+def _as_exported(traced: torch.fx.GraphModule) -> None:
+    """Ops that torch.compile's tracing gives in another form than torch.export, rewritten as torch.export gives
+    them: a batch norm by the batch's own statistics without running ones (instance norm: native_batch_norm with
+    training=True), and an in-place restride (as_strided_) of a value nothing else reads."""
+    aten = torch.ops.aten
+    for node in traced.graph.nodes:
+        if node.op != "call_function":
+            continue
+        if node.target is aten.native_batch_norm.default:
+            bound = _Importer._bind(node, node.target._schema)
+            if bound["training"] is True and bound["running_mean"] is None and bound["running_var"] is None:
+                node.target = aten._native_batch_norm_legit.no_stats
+                node.args = (bound["input"], bound["weight"], bound["bias"], True, bound["momentum"], bound["eps"])
+                node.kwargs = {}
+        elif node.target is aten.as_strided_.default and len(node.args[0].users) == 1:
+            node.target = aten.as_strided.default
+
+
 def graph_from_fx(gm, example_inputs, name: str = "compiled", frozen=(), decompose: bool = True):
     """A graph from a torch.compile FX graph, traced to core ATen with torch's decompositions (functionalised) on
     the example inputs, which fix every shape and every int input; returns (graph, the positions of the example
@@ -433,7 +475,7 @@ def graph_from_fx(gm, example_inputs, name: str = "compiled", frozen=(), decompo
     from torch._decomp import core_aten_decompositions
     from torch.fx import traceback as fx_traceback
     from torch.fx.experimental.proxy_tensor import make_fx
-    table = core_aten_decompositions() if decompose else {}
+    table = decompositions(core_aten_decompositions()) if decompose else {}
     fn = torch.fx.Interpreter(gm).run if isinstance(gm, torch.fx.GraphModule) else gm  # keeps the user's lines
     with warnings.catch_warnings(), torch.no_grad(), fx_traceback.preserve_node_meta():
         warnings.simplefilter("ignore")
@@ -441,6 +483,7 @@ def graph_from_fx(gm, example_inputs, name: str = "compiled", frozen=(), decompo
                          decomposition_table=table, tracing_mode="real")(*example_inputs)
     _check_inference(traced, [n.name for n in gm.graph.nodes if n.op == "placeholder"]
                      if isinstance(gm, torch.fx.GraphModule) else [])
+    _as_exported(traced)
     imp = _Importer(name)
     placeholders = [n for n in traced.graph.nodes if n.op == "placeholder"]
     leaves = []

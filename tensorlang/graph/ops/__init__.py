@@ -1,7 +1,8 @@
 """The operators the graph compiler supports: one `OpDef` per core ATen op, each with its shape inference, its
 lowering to a tensorlang program, its FLOP count and, where cheap, a numpy evaluation for constant folding.
 
-Op families live in their own modules (elementwise, shape, conv, matmul, pool, reduce, norm, creation); importing
+Op families live in their own modules (elementwise, shape, conv, matmul, pool, reduce, norm, creation, vision);
+importing
 this package registers them all. `get(name)` returns an op's definition, `supported()` lists the names.
 
 >>> from tensorlang.graph.ops import get, supported
@@ -101,4 +102,4 @@ def table() -> list[tuple[str, str, str, str]]:
     return sorted((d.family, d.name, d.kind, d.doc) for d in REGISTRY.values() if d.family != "internal")
 
 
-from . import blocked, conv, creation, elementwise, matmul, norm, pool, reduce, shape, winograd  # noqa: E402,F401  (they register)
+from . import blocked, conv, creation, elementwise, matmul, norm, pool, reduce, shape, vision, winograd  # noqa: E402,F401  (they register)

@@ -36,16 +36,17 @@ def norm_dim(d: int, rank: int) -> int:
 
 
 def norm_dims(dims, rank: int) -> list[int]:
-    """Sorted distinct dims in 0..rank-1; None or [] means every dim.
+    """Sorted distinct dims in 0..rank-1; None or [] means every dim. A 0-d tensor has none (dim 0 or -1 names it).
 
-    >>> norm_dims([-1, 0], 3), norm_dims(None, 2)
-    ([0, 2], [0, 1])
+    >>> norm_dims([-1, 0], 3), norm_dims(None, 2), norm_dims([0], 0)
+    ([0, 2], [0, 1], [])
     """
     if dims is None or (isinstance(dims, (list, tuple)) and len(dims) == 0):
         return list(range(rank))
     if isinstance(dims, int):
         dims = [dims]
-    return sorted({norm_dim(d, rank) for d in dims})
+    dims = sorted({norm_dim(d, rank) for d in dims})
+    return dims if rank else []
 
 
 def numel(shape) -> int:

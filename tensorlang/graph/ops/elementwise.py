@@ -176,8 +176,9 @@ register("_to_copy", "elementwise", _cast_infer, _cast_lower, family="arithmetic
 # ---- binary ---------------------------------------------------------------------------------------------------
 
 def _binary(name: str, text, *, true_div: bool = False, compare: bool = False, doc: str = "",
-            family: str = "arithmetic", names=("self", "other"), flops: int = 1):
-    """Register a binary op: `text(a, b, dt, attrs)` combines the operands' elements (both in dtype dt)."""
+            family: str = "arithmetic", names=("self", "other"), flops: int = 1, evaluate=None):
+    """Register a binary op: `text(a, b, dt, attrs)` combines the operands' elements (both in dtype dt);
+    `evaluate` folds it in numpy (see `OpDef`)."""
     def dtypes(node):
         dt = _dtype(node, names)
         if true_div:
@@ -194,7 +195,7 @@ def _binary(name: str, text, *, true_div: bool = False, compare: bool = False, d
         c = _operand(b, node, refs, 1, names[1])
         return [b.elementwise(node.outputs[0].shape, dtypes(node)[1], [a, c],
                               lambda x, y: text(cast(x, a.dtype, dt), cast(y, c.dtype, dt), dt, node.attrs))]
-    register(name, "elementwise", infer, lower, _flops_per(flops), doc=doc, family=family)
+    register(name, "elementwise", infer, lower, _flops_per(flops), evaluate=evaluate, doc=doc, family=family)
 
 
 def _alpha(at, dt):

@@ -159,7 +159,43 @@ def _gn_lower(b, node, refs):
 
 
 register("native_group_norm", "reduce", _gn_infer, _gn_lower, lambda node: 8 * node.inputs[0].type.numel,
-         family="normalisation", doc="groups, weight and bias optional (instance norm too)")
+         family="normalisation", doc="groups, weight and bias optional")
+
+
+def _batch_stats_infer(node):
+    x = node.inputs[0]
+    if x.type.rank < 2:
+        raise fail(node, f"input {list(x.shape)}: batch norm needs [N, C, ...]")
+    dt = as_float(x.dtype)
+    return out(x.shape, dt) + out((x.shape[1],), dt) + out((x.shape[1],), dt)
+
+
+def _batch_stats_lower(b, node, refs):
+    """Normalised by the statistics of the batch itself, per channel (instance norm: torch's view of [N, C, ...]
+    as [1, N*C, ...]); the mean and rstd outputs too."""
+    xv = node.inputs[0]
+    dt = node.outputs[0].dtype
+    c, rank = xv.shape[1], xv.type.rank
+    x = b.stage_of(refs[0])
+    dims = [0] + list(range(2, rank))
+    mean, rstd = _moments(b, x, xv.shape, dims, dt, xv.dtype, node.attrs.get("eps", 1e-5))
+    scale = [_channel(r, c, rank) for r in refs[1:3] if r is not None]
+    has_w = refs[1] is not None
+
+    def text(xx, mm, rr, *wb):
+        y = f"({cast(xx, xv.dtype, dt)} - {mm}) * {rr}"
+        if has_w:
+            y = f"{y} * {wb[0]}"
+        if len(wb) > has_w:
+            y = f"{y} + {wb[-1]}"
+        return y
+    stats = [MapRef(r, (c,), lambda idx: [idx[0] * 0, idx[0]] + [idx[0] * 0] * (rank - 2)) for r in (mean, rstd)]
+    return [b.elementwise(xv.shape, dt, [x, mean, rstd, *scale], text)] + stats
+
+
+register("_native_batch_norm_legit.no_stats", "reduce", _batch_stats_infer, _batch_stats_lower,
+         lambda node: 8 * node.inputs[0].type.numel, family="normalisation",
+         doc="the batch's own statistics, without running ones (instance norm); weight and bias optional")
 
 
 def _softmax_infer(node):
@@ -175,8 +211,8 @@ def _softmax_lower(log: bool):
         d = norm_dim(node.attrs["dim"], xv.type.rank) if xv.shape else 0
         x = b.stage_of(refs[0])
         shape = xv.shape
-        if not shape:
-            return [b.elementwise((), dt, [x], lambda a: "0.0" if log else "1.0")]
+        if not shape:  # one element: 1 (log: 0), NaN where it is not finite, as torch's exp(x - x)
+            return [b.elementwise((), dt, [x], lambda a: f"{a} - {a}" if log else f"{a} - {a} + 1.0")]
         mx = reduction(b, x, shape, [d], True, "max", dt, xv.dtype)
         if log:
             e = b.elementwise(shape, dt, [x, mx], lambda a, m: f"exp({cast(a, xv.dtype, dt)} - {m})")

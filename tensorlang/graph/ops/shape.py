@@ -1,10 +1,12 @@
-"""Views and injective ops: reshape family, permute, expand, slice, select, cat, split, pad, repeat, flip, nearest
-upsampling.
+"""Views and injective ops: reshape family, permute, expand, slice, select, cat, split, pad, repeat, flip, roll,
+as_strided, slice_scatter, copy.
 
 Views (view, _unsafe_view, squeeze, unsqueeze, clone, alias) cost nothing at run time: every value lives in a dense
 row-major buffer, so a view's output is its input's buffer under another shape. Inside a fused program they are a
 change of index (`reshape_index`). The injective ops read their input at a mapped index (`MapRef`), so a consumer
-in the same program reads through them without a copy; cat, pad, repeat and upsampling write a stage of their own.
+in the same program reads through them without a copy; cat, pad, repeat, roll and slice_scatter write a stage of
+their own. `as_strided` addresses torch's storage of its input: it is supported where that address is an affine
+index of the input's elements (a flatten or a window written as as_strided), else an error naming the node.
 
 >>> from tensorlang.graph.ops import get
 >>> get("view").kind, get("permute").kind
@@ -14,10 +16,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..affine import Aff, divmod_aff, reshape_index
+from ..affine import Aff, NotAffine, divmod_aff, reshape_index, strides
 from ..builder import MapRef, cast, literal
 from . import register
-from .common import fail, norm_dim, norm_dims, numel, out
+from .common import broadcast_shapes, fail, norm_dim, norm_dims, numel, out
+from .vision import gather_text
 
 
 def _same(node):
@@ -63,6 +66,7 @@ _register_view("_unsafe_view", lambda node: out(_resolve_size(node, node.attrs["
 _register_view("clone", _same, "no copy (every value is dense)")
 _register_view("alias", _same, "no copy")
 _register_view("detach", _same, "no copy")
+_register_view("lift_fresh_copy", _same, "no copy (a tensor constant made in forward)")
 
 
 def _squeeze_infer(node):
@@ -249,8 +253,9 @@ def _split_infer(node):
 def _split_lower(b, node, refs):
     d, sizes = _split_params(node)
     res, start = [], 0
+    base = b.stage_of(refs[0]) if len(sizes) > 1 else refs[0]  # an expression is read once by each part
     for s, v in zip(sizes, node.outputs):
-        res.append(MapRef(refs[0], v.shape, lambda idx, st=start: [e + st if k == d else e for k, e in enumerate(idx)]))
+        res.append(MapRef(base, v.shape, lambda idx, st=start: [e + st if k == d else e for k, e in enumerate(idx)]))
         start += s
     return res
 
@@ -395,42 +400,194 @@ register("repeat", "injective", _repeat_infer, _repeat_lower,
          evaluate=lambda node, a: [np.tile(a[0], node.attrs["repeats"])], family="layout", doc="tile")
 
 
-def _upsample_scales(node):
-    n, c, h, w = node.inputs[0].shape
-    size = node.attrs.get("output_size")
-    if size is None:
-        scales = node.attrs.get("scale_factors") or [node.attrs.get("scales_h"), node.attrs.get("scales_w")]
-        if any(s is None for s in scales):
-            raise fail(node, "needs an output size or scale factors")
-        size = [int(h * scales[0]), int(w * scales[1])]
-    oh, ow = size
-    if oh % h or ow % w:
-        raise fail(node, f"nearest upsampling from {h}x{w} to {oh}x{ow}: only whole-number scale factors are "
-                         f"supported")
-    return oh // h, ow // w
+# ---- as_strided, roll, slice_scatter, copy -------------------------------------------------------------------------
+
+def _strided_params(node):
+    """(size, stride, the output's first element counted from the input's, the input's non-trivial dims from the
+    innermost in torch's storage) of an as_strided node. Torch lays its input out in storage with strides
+    `input_stride` (the importer records them); that layout must be dense in some order of the dims (a contiguous
+    tensor, or a permute of one), so that each storage address is one element of the input."""
+    shape = node.inputs[0].shape
+    size, stride = [int(s) for s in node.attrs["size"]], [int(s) for s in node.attrs["stride"]]
+    if len(size) != len(stride) or min(size, default=1) < 0:
+        raise fail(node, f"size {size} and stride {stride} must have one entry per dim, sizes >= 0")
+    xstride = node.attrs.get("input_stride") or strides(shape)
+    xoff = node.attrs.get("input_storage_offset", 0) or 0
+    off = node.attrs.get("storage_offset")
+    dims = sorted((k for k in range(len(shape)) if shape[k] > 1), key=lambda k: xstride[k])
+    expect = 1
+    for k in dims:
+        if xstride[k] != expect:
+            raise fail(node, f"its input {list(shape)} is a view that torch lays out with strides {list(xstride)} "
+                             f"(not dense in any order of its dims): as_strided of such a view is not supported")
+        expect *= shape[k]
+    return size, stride, (xoff if off is None else off) - xoff, dims
 
 
-def _upsample_infer(node):
-    n, c, h, w = node.inputs[0].shape
-    sh, sw = _upsample_scales(node)
-    return out((n, c, h * sh, w * sw), node.inputs[0].dtype)
+def _strided_index(node, idx, ranges):
+    """The input's index read by as_strided's element at `idx`, or NotAffine."""
+    shape = node.inputs[0].shape
+    size, stride, base, dims = _strided_params(node)
+    addr = Aff.const(base)
+    for e, s in zip(idx, stride):
+        addr = addr + e * s
+    at = [Aff()] * len(shape)
+    for k in dims[:-1]:
+        qr = divmod_aff(addr, shape[k], ranges)
+        if qr is None:
+            raise NotAffine(f"as_strided's address {addr} is not an affine index of dim {k} of {list(shape)}")
+        addr, at[k] = qr
+    lo, hi = addr.bounds(ranges)
+    top = shape[dims[-1]] if dims else 1
+    if lo < 0 or hi >= top:
+        raise NotAffine(f"as_strided reads storage addresses {lo}..{hi} outside its input's {top} elements")
+    if dims:
+        at[dims[-1]] = addr
+    return at
 
 
-def _upsample_lower(b, node, refs):
-    n, c, h, w = node.inputs[0].shape
-    sh, sw = _upsample_scales(node)
-    x = refs[0]
+def _strided_infer(node):
+    size, stride, base, _ = _strided_params(node)
+    ranges = {f"i{k}": n for k, n in enumerate(size)}
+    if numel(size):
+        try:
+            _strided_index(node, [Aff.var(f"i{k}") for k in range(len(size))], ranges)
+        except NotAffine as e:
+            raise fail(node, f"size {size}, stride {stride}, storage offset {base} from its input's: {e}; only views "
+                             f"whose elements are an affine index of the input are supported") from None
+    return out(size, node.inputs[0].dtype)
+
+
+def _strided_lower(b, node, refs):
+    return [MapRef(refs[0], node.outputs[0].shape, lambda idx: _strided_index(node, idx, b.ranges))]
+
+
+def _strided_eval(node, arrays):
+    x = arrays[0]
+    size, stride, base, _ = _strided_params(node)
+    xstride = node.attrs.get("input_stride") or strides(x.shape)
+    storage = np.empty(max(x.size, 1), x.dtype)  # the input's elements where torch's storage holds them
+    storage[sum(g * s for g, s in zip(np.indices(x.shape), xstride)) if x.ndim else 0] = x
+    addr = base + sum((g * s for g, s in zip(np.indices(size), stride)), np.zeros(size, np.int64))
+    return [storage[addr]]
+
+
+register("as_strided", "injective", _strided_infer, _strided_lower, evaluate=_strided_eval, family="layout",
+         doc="views whose elements are an affine index of the input (as torch lays it out); others a clear error")
+
+
+def _roll_params(node) -> dict[int, int]:
+    """{dim: shift in 0..size-1} of a roll node (a dim named twice adds its shifts)."""
+    shape = node.inputs[0].shape
+    shifts, dims = list(node.attrs["shifts"]), list(node.attrs.get("dims") or [])
+    if not shape:  # one element: nothing moves
+        return {}
+    if not dims:
+        if len(shape) > 1:
+            raise fail(node, "a roll without dims (of the flattened tensor) is supported for tensors of rank 1 only")
+        dims = [0] * len(shifts)
+    if len(shifts) != len(dims):
+        raise fail(node, f"shifts {shifts} and dims {dims} differ in length")
+    out_: dict[int, int] = {}
+    for s, d in zip(shifts, dims):
+        d = norm_dim(d, len(shape))
+        if shape[d]:
+            out_[d] = (out_.get(d, 0) + s) % shape[d]
+    return {d: s for d, s in out_.items() if s}
+
+
+def _roll_lower(b, node, refs):
+    shifts = sorted(_roll_params(node).items())
+    shape = node.inputs[0].shape
+    if not shifts:
+        return [MapRef(refs[0], shape, lambda idx: idx)]
+    x = b.tensor_of(refs[0])
+
+    def pick(idx, at, k):  # element e of a rolled dim reads e - s, or e - s + n before the shift
+        if k == len(shifts):
+            return x.read(at)
+        d, s = shifts[k]
+        e = idx[d]
+        late = pick(idx, [e - s if j == d else a for j, a in enumerate(at)], k + 1)
+        early = pick(idx, [e - s + shape[d] if j == d else a for j, a in enumerate(at)], k + 1)
+        return f"select({e} >= {s}, {late}, {early})"
+    return [b.stage(shape, node.outputs[0].dtype, lambda idx, _: pick(idx, list(idx), 0))]
+
+
+def _roll_eval(node, arrays):
+    shifts = _roll_params(node)
+    return [np.roll(arrays[0], list(shifts.values()), list(shifts.keys())) if shifts else arrays[0]]
+
+
+register("roll", "injective", _same, _roll_lower, evaluate=_roll_eval, family="layout",
+         doc="shifts along dims (kept whole from torch's decompositions: no gather)")
+
+
+def _scatter_params(node):
+    d, start, step, length = _slice_params(node)
+    want = list(node.inputs[0].shape)
+    want[d] = length
+    if list(node.inputs[1].shape) != want:
+        raise fail(node, f"src {list(node.inputs[1].shape)} does not fit the slice {want} of dim {d}")
+    return d, start, step, length
+
+
+def _scatter_lower(b, node, refs):
+    d, start, step, length = _scatter_params(node)
+    dt, sv = node.outputs[0].dtype, node.inputs[1]
+    x, src = refs[0], b.tensor_of(refs[1])
+    if step > 1:  # the src row of output row e is (e - start) / step: an index stage, read as a gather
+        n = node.inputs[0].shape[d]
+        rows = b.stage((n,), "i32", lambda idx, _: f"clamp(({idx[0]} - {start}) // {step}, 0, {max(length - 1, 0)})")
 
     def body(idx, _):
-        return x.read([idx[0], idx[1], divmod_aff(idx[2], sh, b.ranges)[0], divmod_aff(idx[3], sw, b.ranges)[0]])
-    return [b.stage(node.outputs[0].shape, node.outputs[0].dtype, body, decl=(n, c, h, sh, w, sw))]
+        e = idx[d]
+        inside = f"{e} >= {start} and {e} < {start + step * length}"
+        if step == 1:
+            taken = src.read([e - start if k == d else a for k, a in enumerate(idx)])
+        else:
+            inside += f" and ({e} - {start}) % {step} == 0"
+            taken = gather_text(src, [f"clamp({rows.read([e])}, 0, {length - 1})" if k == d else a
+                                      for k, a in enumerate(idx)])
+        return f"select({inside}, {cast(taken, sv.dtype, dt)}, {cast(x.read(idx), node.inputs[0].dtype, dt)})"
+    if length == 0:
+        return [MapRef(refs[0], node.outputs[0].shape, lambda idx: idx)]
+    return [b.stage(node.outputs[0].shape, dt, body)]
 
 
-def _upsample_eval(node, arrays):
-    sh, sw = _upsample_scales(node)
-    return [arrays[0].repeat(sh, axis=2).repeat(sw, axis=3)]
+def _scatter_eval(node, arrays):
+    d, start, step, length = _scatter_params(node)
+    y = np.array(arrays[0], copy=True)
+    sl = [slice(None)] * y.ndim
+    sl[d] = slice(start, start + step * length, step)
+    y[tuple(sl)] = arrays[1]
+    return [y]
 
 
-for _n in ("upsample_nearest2d.vec", "upsample_nearest2d.default"):
-    register(_n, "injective", _upsample_infer, _upsample_lower, evaluate=_upsample_eval, family="layout",
-             doc="NCHW, whole-number scale factors")
+def _scatter_infer(node):
+    _scatter_params(node)
+    return [node.inputs[0].type]
+
+
+register("slice_scatter", "injective", _scatter_infer, _scatter_lower, evaluate=_scatter_eval, family="layout",
+         doc="src written into a slice (any step)")
+
+
+def _copy_infer(node):
+    x, src = node.inputs[0], node.inputs[1]
+    if broadcast_shapes(x.shape, src.shape) != tuple(x.shape):
+        raise fail(node, f"src {list(src.shape)} does not broadcast to {list(x.shape)}")
+    return [x.type]
+
+
+def _copy_lower(b, node, refs):
+    src, dt = node.inputs[1].dtype, node.outputs[0].dtype
+    return [b.elementwise(node.outputs[0].shape, dt, [refs[1]], lambda a: cast(a, src, dt))]
+
+
+def _copy_eval(node, arrays):
+    return [np.broadcast_to(arrays[1], node.outputs[0].shape).astype(node.outputs[0].type.numpy_dtype)]
+
+
+register("copy", "elementwise", _copy_infer, _copy_lower, evaluate=_copy_eval, family="layout",
+         doc="src broadcast into self's shape and dtype")

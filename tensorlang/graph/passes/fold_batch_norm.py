@@ -43,7 +43,7 @@ def run(graph) -> list[str]:
             continue
         x, gamma, beta, mean, var = (list(bn.inputs) + [None] * 5)[:5]
         conv = x.producer
-        if conv is None or conv.op != "convolution" or conv.body is not None:
+        if conv is None or conv.op != "convolution" or conv.body is not None or conv.attrs.get("transposed"):
             continue
         if len(users.get(x.uid, [])) != 1 or x.uid in outputs:
             continue

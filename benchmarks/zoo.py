@@ -1,0 +1,299 @@
+"""The zoo of issue 56: every named torchvision classifier, timm model and Hugging Face transformer (random weights,
+no downloads, batch 1, fp32; tests/support/zoo_models.py builds them), compiled from torch.export and checked against
+torch eager (every output within 1e-4 x max(1, max |reference|), a NaN where torch has a number an infinite error),
+and through ``torch.compile(model, backend="tensorlang")``; the compile time from the torch module to a runnable
+model, cold (a fresh process, an empty kernel cache: TENSORLANG_KERNEL_CACHE set to a new folder) and warm (a fresh
+process, that cache filled). A model that does not compile is a FAIL row with the error, never the end of the run.
+
+    python benchmarks/zoo.py [--models resnet18,timm_vit_tiny_patch16_224,hf_bert,...] [--threads 2]
+                             [--onnx] [--time] [--no-dynamo] [--json zoo.json] [--md zoo.md]
+
+``--onnx`` exports the torchvision models to ONNX (opset 17) and compiles them through ``tl.from_onnx``, checked
+against onnxruntime ("from_onnx not available" where this tensorlang has no ONNX frontend). ``--time`` times
+tensorlang against onnxruntime (``intra_op_num_threads`` = threads, default graph optimizations) and torch eager
+(``torch.set_num_threads``) under one contract: public calls that allocate their outputs, the same thread count set
+explicitly for every library (tensorlang's through TENSORLANG_NUM_THREADS), each contender alone in blocks of 25
+calls, the contenders in turn for 3 rotations; the median of all calls and the spread (the fastest and slowest
+block's median) per contender, and each one's outputs checked. The run ends with one table (markdown, and every
+figure and error in ``--json``).
+
+Speed figures on a shared machine are noisy: compare only the ratios of one run. Install the models with the
+``zoo`` extra (``pip install -e '.[zoo]'``, see docs/user-guide/models.md).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SUPPORT = os.path.join(ROOT, "tests", "support")
+sys.path.insert(0, SUPPORT)
+
+import zoo_models  # noqa: E402
+
+BLOCK, ROTATIONS = 25, 3
+
+COMPILE = r"""
+import json, sys, time, warnings
+warnings.simplefilter("ignore")
+sys.path.insert(0, {support!r})
+import torch, zoo_models
+import tensorlang as tl
+module, args = zoo_models.build({name!r})
+t0 = time.perf_counter()
+model = tl.from_torch(module, args)
+print(json.dumps({{"seconds": time.perf_counter() - t0, "kernels": len(model.steps),
+                  "cached": sum(s.kernel.cached for s in model.steps)}}))
+"""
+
+
+def _error(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {text[0][:400] if text else ''}"
+
+
+def compile_in_fresh_process(name: str, cache: str, threads: int) -> dict:
+    """{seconds, kernels, cached} of tl.from_torch on model `name` in a new process whose kernel cache is `cache`,
+    or {error}.
+
+    Example::
+
+        compile_in_fresh_process("resnet18", "/tmp/kernels", 2)    # {'seconds': 9.8, 'kernels': 23, 'cached': 0}
+    """
+    env = dict(os.environ, TENSORLANG_KERNEL_CACHE=cache, TENSORLANG_NUM_THREADS=str(threads))
+    try:
+        r = subprocess.run([sys.executable, "-c", COMPILE.format(support=SUPPORT, name=name)], capture_output=True,
+                           text=True, cwd=ROOT, env=env, timeout=3600)
+    except subprocess.TimeoutExpired:
+        return {"error": "compile took more than an hour"}
+    if r.returncode != 0:
+        lines = [ln for ln in r.stderr.strip().splitlines() if ln.strip()]
+        return {"error": lines[-1][:400] if lines else f"exit status {r.returncode}"}
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def _flat(outputs) -> list:
+    from tensorlang.tuner.model.variants import flat_outputs
+    return list(flat_outputs(outputs))
+
+
+def _check(got, reference) -> dict:
+    from tensorlang.tuner.model.variants import compare_outputs
+    error, why = compare_outputs(got, reference)
+    return {"status": "MISMATCH" if why else "ok", "error": error, "why": why}
+
+
+def _onnx_session(module, args, path: str, threads: int):
+    import onnxruntime as ort
+    import torch
+    with torch.no_grad():
+        torch.onnx.export(module, args, path, dynamo=False, opset_version=17)
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads
+    session = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
+    feed = {i.name: a.numpy() for i, a in zip(session.get_inputs(), args)}
+    return lambda: session.run(None, feed)
+
+
+def _from_onnx():
+    import tensorlang as tl
+    try:
+        return tl.from_onnx
+    except AttributeError:
+        return None
+
+
+def time_contenders(contenders: list) -> dict:
+    """{name: {median_s, spread_s, blocks}}: each contender alone for BLOCK calls, in turn, ROTATIONS times (one
+    call of each first, untimed).
+
+    >>> r = time_contenders([("noop", lambda: None)])
+    >>> sorted(r["noop"])
+    ['blocks', 'median_s', 'spread_s']
+    """
+    for _, fn in contenders:
+        fn()
+    calls: dict[str, list] = {n: [] for n, _ in contenders}
+    for _ in range(ROTATIONS):
+        for name, fn in contenders:
+            block = []
+            for _ in range(BLOCK):
+                t0 = time.perf_counter()
+                fn()
+                block.append(time.perf_counter() - t0)
+            calls[name].append(block)
+    out = {}
+    for name, blocks in calls.items():
+        medians = [statistics.median(b) for b in blocks]
+        out[name] = {"median_s": statistics.median([t for b in blocks for t in b]),
+                     "spread_s": [min(medians), max(medians)], "blocks": len(blocks)}
+    return out
+
+
+def bench(name: str, threads: int, dynamo: bool, onnx: bool, timing: bool, work: str) -> dict:
+    """Every check and figure of the module's docstring for one model (errors as FAIL entries)."""
+    import numpy as np
+    import torch
+
+    import tensorlang as tl
+    row: dict = {"model": name, "family": zoo_models.family(name)}
+    cache = os.path.join(work, name, "kernels")
+    os.makedirs(cache, exist_ok=True)
+    row["compile_cold"] = compile_in_fresh_process(name, cache, threads)
+    row["compile_warm"] = compile_in_fresh_process(name, cache, threads) if "error" not in row["compile_cold"] \
+        else {"error": "cold compile failed"}
+    os.environ["TENSORLANG_KERNEL_CACHE"] = cache
+    try:
+        module, args = zoo_models.build(name)
+        with torch.no_grad():
+            reference = _flat(module(*args))
+    except Exception as e:
+        row["export"] = {"status": "FAIL", "why": f"the model does not build or run in torch: {_error(e)}"}
+        return row
+    row["reference_max"] = max(float(np.abs(r).max()) for r in reference if r.size)
+    np_args = [a.numpy() for a in args]
+    model = None
+    try:
+        model = tl.from_torch(module, args)
+        row["export"] = _check(model(*np_args), reference)
+        row["kernels"] = len(model.steps)
+    except Exception as e:
+        row["export"] = {"status": "FAIL", "why": _error(e)}
+    if dynamo:
+        torch._dynamo.reset()
+        try:
+            with torch.no_grad():
+                row["dynamo"] = _check(torch.compile(module, backend="tensorlang")(*args), reference)
+        except Exception as e:
+            row["dynamo"] = {"status": "FAIL", "why": _error(e)}
+        finally:
+            torch._dynamo.reset()
+    session, session_why = None, ""
+    if onnx or timing:
+        try:
+            session = _onnx_session(module, args, os.path.join(work, name, "model.onnx"), threads)
+        except Exception as e:
+            session_why = f"no onnxruntime session: {_error(e)}"
+    if onnx and row["family"] == "torchvision":
+        from_onnx = _from_onnx()
+        if from_onnx is None:
+            row["onnx"] = {"status": "FAIL", "why": "from_onnx not available"}
+        elif session is None:
+            row["onnx"] = {"status": "FAIL", "why": session_why}
+        else:
+            try:
+                row["onnx"] = _check(from_onnx(os.path.join(work, name, "model.onnx"))(*np_args), session())
+            except Exception as e:
+                row["onnx"] = {"status": "FAIL", "why": _error(e)}
+    if timing and model is not None:
+        def eager():
+            with torch.no_grad():
+                return module(*args)
+        contenders = [("tensorlang", lambda: model(*np_args)), ("torch eager", eager)]
+        if session is not None:
+            contenders.append(("onnxruntime", session))
+        torch.set_num_threads(threads)
+        row["time"] = time_contenders(contenders)
+        row["time_checked"] = {n: _check(fn(), reference) for n, fn in contenders if n != "torch eager"}
+        if session is None:
+            row["time_not_run"] = {"onnxruntime": session_why}
+    return row
+
+
+def _cell(check: dict | None) -> str:
+    if not check:
+        return "-"
+    if check["status"] == "ok":
+        return f"ok ({check['error']:.0e})"
+    return f"{check['status']}: {check['why'][:90]}".replace("|", "\\|")
+
+
+def table(rows: list, threads: int) -> list[str]:
+    """The markdown table of the rows (one per model), then each failure's whole message.
+
+    >>> table([], 2)[0].startswith("| model")
+    True
+    """
+    lines = ["| model | torch.export | torch.compile | ONNX (from_onnx vs onnxruntime) | max \\|ref\\| "
+             "| compile cold s | warm s | tensorlang ms | onnxruntime ms | torch eager ms | x onnxruntime "
+             "| x torch eager |",
+             "|" + "---|" * 12]
+    for r in rows:
+        t = r.get("time", {})
+        ms = {k: t[k]["median_s"] * 1e3 for k in t}
+        tlms = ms.get("tensorlang")
+        cold, warm = r.get("compile_cold", {}), r.get("compile_warm", {})
+
+        def ratio(k, ms=ms, tlms=tlms):
+            return f"{ms[k] / tlms:.2f}" if k in ms and tlms else "-"
+        lines.append(" | ".join([
+            f"| {r['model']}", _cell(r.get("export")), _cell(r.get("dynamo")), _cell(r.get("onnx")),
+            f"{r['reference_max']:.3g}" if "reference_max" in r else "-",
+            f"{cold['seconds']:.1f}" if "seconds" in cold else "FAIL",
+            f"{warm['seconds']:.1f}" if "seconds" in warm else "FAIL",
+            f"{tlms:.2f}" if tlms else "-", f"{ms['onnxruntime']:.2f}" if "onnxruntime" in ms else "-",
+            f"{ms['torch eager']:.2f}" if "torch eager" in ms else "-",
+            ratio("onnxruntime"), ratio("torch eager") + " |"]))
+    lines += ["", f"threads: {threads} for every contender; times are medians of {ROTATIONS} blocks of {BLOCK} "
+                  "calls; x = the contender's time / tensorlang's (above 1: tensorlang is faster)"]
+    failures = [(r["model"], k, r[k]["why"]) for r in rows for k in ("export", "dynamo", "onnx")
+                if isinstance(r.get(k), dict) and r[k]["status"] != "ok"]
+    failures += [(r["model"], k, r[k]["error"]) for r in rows for k in ("compile_cold", "compile_warm")
+                 if "error" in r.get(k, {})]
+    if failures:
+        lines += ["", "Failures:"] + [f"- {m} ({k}): {why}" for m, k, why in failures]
+    return lines
+
+
+def main(argv=None) -> int:
+    """Run the zoo and print its table; exit status 1 when a check failed.
+
+    Example::
+
+        python benchmarks/zoo.py --models mobilenet_v3_small,timm_resnet18 --time
+    """
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--models", default=",".join(zoo_models.NAMES),
+                   help=f"comma-separated (default: all): {', '.join(zoo_models.NAMES)}")
+    p.add_argument("--threads", type=int, default=2, help="threads for every library (default 2)")
+    p.add_argument("--onnx", action="store_true", help="also the torchvision models through ONNX and tl.from_onnx")
+    p.add_argument("--time", action="store_true", help="time against onnxruntime and torch eager")
+    p.add_argument("--no-dynamo", action="store_true", help="leave out the torch.compile(backend='tensorlang') check")
+    p.add_argument("--json", metavar="FILE", help="write every figure and error as JSON")
+    p.add_argument("--md", metavar="FILE", help="write the table as markdown")
+    args = p.parse_args(argv)
+    names = [n for n in args.models.split(",") if n]
+    for n in names:
+        if n not in zoo_models.NAMES and n not in zoo_models.TOYS:
+            p.error(f"--models: unknown model {n!r}; models: {', '.join(zoo_models.NAMES)}")
+    if args.threads < 1:
+        p.error("--threads: must be at least 1")
+    os.environ["TENSORLANG_NUM_THREADS"] = str(args.threads)
+    work = tempfile.mkdtemp(prefix="tensorlang-zoo-")
+    rows = []
+    for n in names:
+        print(f"{n} ...", file=sys.stderr, flush=True)
+        rows.append(bench(n, args.threads, not args.no_dynamo, args.onnx, args.time, work))
+        print(f"  {json.dumps(rows[-1])[:600]}", file=sys.stderr, flush=True)
+    lines = table(rows, args.threads)
+    print("\n".join(lines))
+    if args.md:
+        with open(args.md, "w") as f:
+            f.write("\n".join(lines) + "\n")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"threads": args.threads, "block": BLOCK, "rotations": ROTATIONS, "models": rows}, f, indent=1)
+    bad = [r for r in rows if any(isinstance(r.get(k), dict) and r[k].get("status") != "ok"
+                                  for k in ("export", "dynamo", "onnx"))
+           or any(isinstance(c, dict) and c.get("status") != "ok" for c in r.get("time_checked", {}).values())]
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,72 @@
+"""A few small models of issue 56's zoo against torch eager, through torch.export and torch.compile (marked `zoo`;
+skipped where torchvision or timm is not installed): MobileNetV3-small, timm's ConvNeXt-atto at a small input
+(as_strided, layer norms over channels), and a toy of torchvision's own Swin and ViT blocks (roll, the
+shifted-window mask, the relative position bias gathered through its index, multi-head attention's mask checks
+with any). The whole zoo is benchmarks/zoo.py's."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import zoo_models  # noqa: E402
+
+import tensorlang as tl  # noqa: E402
+from tensorlang.tuner.model.variants import compare_outputs  # noqa: E402
+
+pytestmark = pytest.mark.zoo
+
+
+def _needs(name: str) -> None:
+    try:
+        zoo_models.import_torchvision()
+        if zoo_models.family(name) == "timm":
+            import timm  # noqa: F401
+    except ImportError as e:
+        pytest.skip(f"{name} needs {e.name} (see docs/user-guide/models.md, 'The zoo')")
+
+
+MODELS = [("mobilenet_v3_small", 96), ("timm_convnext_atto", 64), ("toy_swin_vit", 32)]
+
+
+@pytest.fixture(scope="module", params=MODELS, ids=[m for m, _ in MODELS])
+def model(request):
+    name, size = request.param
+    _needs(name)
+    module, args = zoo_models.build(name, size=size)
+    with torch.no_grad():
+        ref = module(*args)
+    return name, module, args, ref
+
+
+def test_from_torch_matches_eager(model):
+    name, module, args, ref = model
+    compiled = tl.from_torch(module, args)
+    error, why = compare_outputs(compiled(*[a.numpy() for a in args]), ref)
+    assert not why, f"{name}: {why}"
+    assert np.isfinite(error)
+
+
+def test_torch_compile_matches_eager(model):
+    name, module, args, ref = model
+    if name != "toy_swin_vit":  # the others' ops are the same as through torch.export's: one model keeps CI short
+        pytest.skip("torch.compile is checked on the toy transformer")
+    torch._dynamo.reset()
+    try:
+        with torch.no_grad():
+            out = torch.compile(module, backend="tensorlang")(*args)
+    finally:
+        torch._dynamo.reset()
+    error, why = compare_outputs(out, ref)
+    assert not why, f"{name} through torch.compile: {why}"
+
+
+def test_the_toy_uses_the_ops_it_stands_for():
+    """The toy exercises what Swin and ViT need (so that its passing means something)."""
+    _needs("toy_swin_vit")
+    from tensorlang.frontend.torch_import import export_program, graph_from_exported
+    module, args = zoo_models.build("toy_swin_vit")
+    ops = graph_from_exported(export_program(module, args)).op_counts()
+    for op in ("roll", "index.Tensor", "any.dim", "slice_scatter"):
+        assert op in ops, f"{op} not in {sorted(ops)}"
