@@ -249,8 +249,9 @@ def _split_infer(node):
 def _split_lower(b, node, refs):
     d, sizes = _split_params(node)
     res, start = [], 0
+    base = b.stage_of(refs[0]) if len(sizes) > 1 else refs[0]  # each part reads it: an expression is read once
     for s, v in zip(sizes, node.outputs):
-        res.append(MapRef(refs[0], v.shape, lambda idx, st=start: [e + st if k == d else e for k, e in enumerate(idx)]))
+        res.append(MapRef(base, v.shape, lambda idx, st=start: [e + st if k == d else e for k, e in enumerate(idx)]))
         start += s
     return res
 
