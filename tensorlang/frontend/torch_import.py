@@ -416,15 +416,16 @@ def _check_inference(traced: torch.fx.GraphModule, input_names: list[str]) -> No
                          "without side effects")
 
 
-def graph_from_fx(gm, example_inputs, name: str = "compiled", frozen=(), decompose: bool = True):
+def graph_from_fx(gm, example_inputs, name: str = "compiled", frozen=(), decompose: bool = True, bound=()):
     """A graph from a torch.compile FX graph, traced to core ATen with torch's decompositions (functionalised) on
     the example inputs, which fix every shape and every int input; returns (graph, the positions of the example
     inputs that are its inputs, `rebuild`: a function from the graph's output tensors, in order, to the FX graph's
     output structure, its int outputs filled in). Positions listed in `frozen` (parameters) become constants
-    holding the example inputs' values. `gm` is a GraphModule or any function of tensors; `decompose=False` keeps
-    the ATen ops it calls as they are. A graph that only a module in training mode gives (batch norm updating its
-    statistics, dropout) is a UsageError that says to call `.eval()`, one that writes into its inputs (buffers
-    included) a UsageError too.
+    holding the example inputs' values; positions in `bound` (dynamo's Python numbers passed as 0-d tensors, which
+    the graph may read with `.item()`) are compiled in before tracing. `gm` is a GraphModule or any function of
+    tensors; `decompose=False` keeps the ATen ops it calls as they are. A graph that only a module in training mode
+    gives (batch norm updating its statistics, dropout) is a UsageError that says to call `.eval()`, one that
+    writes into its inputs (buffers included) a UsageError too.
 
     Example::
 
@@ -434,17 +435,24 @@ def graph_from_fx(gm, example_inputs, name: str = "compiled", frozen=(), decompo
     from torch.fx import traceback as fx_traceback
     from torch.fx.experimental.proxy_tensor import make_fx
     table = core_aten_decompositions() if decompose else {}
-    fn = torch.fx.Interpreter(gm).run if isinstance(gm, torch.fx.GraphModule) else gm  # keeps the user's lines
+    run = torch.fx.Interpreter(gm).run if isinstance(gm, torch.fx.GraphModule) else gm  # keeps the user's lines
+
+    def fn(*args):  # the `bound` inputs are not traced: constants, as the example inputs hold them
+        it = iter(args)
+        return run(*(x if k in bound else next(it) for k, x in enumerate(example_inputs)))
     with warnings.catch_warnings(), torch.no_grad(), fx_traceback.preserve_node_meta():
         warnings.simplefilter("ignore")
-        traced = make_fx(torch.func.functionalize(fn, remove="mutations"),
-                         decomposition_table=table, tracing_mode="real")(*example_inputs)
-    _check_inference(traced, [n.name for n in gm.graph.nodes if n.op == "placeholder"]
-                     if isinstance(gm, torch.fx.GraphModule) else [])
+        traced = make_fx(torch.func.functionalize(fn, remove="mutations"), decomposition_table=table,
+                         tracing_mode="real")(*(x for k, x in enumerate(example_inputs) if k not in bound))
+    _check_inference(traced, [n.name for k, n in enumerate(n for n in gm.graph.nodes if n.op == "placeholder")
+                              if k not in bound] if isinstance(gm, torch.fx.GraphModule) else [])
     imp = _Importer(name)
-    placeholders = [n for n in traced.graph.nodes if n.op == "placeholder"]
+    placeholders = iter(n for n in traced.graph.nodes if n.op == "placeholder")
     leaves = []
-    for k, (node, x) in enumerate(zip(placeholders, example_inputs)):
+    for k, x in enumerate(example_inputs):
+        if k in bound:
+            continue
+        node = next(placeholders)
         if not isinstance(x, torch.Tensor):
             imp.values[node] = x
             continue
@@ -558,9 +566,14 @@ def dynamo_backend(gm: torch.fx.GraphModule, example_inputs):
         y = fast(x)
     """
     from ..graph import compile_graph
-    names = [n.name for n in gm.graph.nodes if n.op == "placeholder"] if hasattr(gm, "graph") else []
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"] if hasattr(gm, "graph") else []
+    names = [n.name for n in placeholders]
+    # Python numbers dynamo passes as 0-d tensors (a float attribute it saw change between modules, as a dropout's
+    # p): compiled in as the parameters are, and bound before tracing, so that `.item()` on them traces
+    scalars = tuple(k for k, n in enumerate(placeholders)
+                    if getattr(n.meta.get("grapharg"), "pass_arg_as_tensor", False))
     frozen = tuple(k for k, x in enumerate(example_inputs) if isinstance(x, torch.nn.Parameter) or
-                   (k < len(names) and "_buffers_" in names[k]))  # parameters and buffers (BN statistics)
+                   (k < len(names) and "_buffers_" in names[k]) or k in scalars)  # parameters and buffers (BN)
     models: dict[tuple, tuple] = {}  # signature -> (model, positions, rebuild)
     weights: dict[int, torch.Tensor] = {}  # the frozen inputs' values that `models` hold
     lock = threading.Lock()  # calls from several threads: one compares, compiles and updates at a time
@@ -579,7 +592,7 @@ def dynamo_backend(gm: torch.fx.GraphModule, example_inputs):
             # traced on copies: tracing runs the graph, and one that writes into its inputs is refused after
             traced_on = [weights[k] if k in weights else a.detach().clone() if isinstance(a, torch.Tensor) else a
                          for k, a in enumerate(args)]
-            graph, positions, rebuild = graph_from_fx(gm, traced_on, frozen=frozen)
+            graph, positions, rebuild = graph_from_fx(gm, traced_on, frozen=frozen, bound=scalars)
             models[key] = compile_graph(graph), positions, rebuild
         return models[key]
 
