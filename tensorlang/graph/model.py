@@ -107,9 +107,8 @@ def tensor_names(program: Program) -> dict[str, str]:
 def index_error_message(model: str, where: str, names: dict[str, str], message: str) -> str:
     """A kernel's index error as the model's: the model and node first, the program's tensors named by value.
 
-    >>> index_error_message("m", "node e (embedding)", {"in0": "w"}, "k: index 9 is out of range for dimension 0 "
-    ...                     "of in0 (size 4) in stage out0's read in0[in1[i0]]")[20:]
-    "k: index 9 is out of range for dimension 0 of in0 = w (size 4) in stage out0's read in0[in1[i0]]"
+    >>> index_error_message("m", "node e", {"in0": "w"}, "k: index 9 is out of range for dimension 0 of in0 (size 4)")
+    'm: node e: k: index 9 is out of range for dimension 0 of in0 = w (size 4)'
     """
     message = re.sub(r"\bof (in\d+) \(size", lambda m: f"of {m.group(1)} = {names.get(m.group(1), '?')} (size",
                      message)
