@@ -446,6 +446,12 @@ def graph_from_fx(gm, example_inputs, name: str = "compiled", frozen=(), decompo
                          tracing_mode="real")(*(x for k, x in enumerate(example_inputs) if k not in bound))
     _check_inference(traced, [n.name for k, n in enumerate(n for n in gm.graph.nodes if n.op == "placeholder")
                               if k not in bound] if isinstance(gm, torch.fx.GraphModule) else [])
+    if any(n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload) and n.target._schema.is_mutable
+           for n in traced.graph.nodes):  # a decomposition that writes in place (rms_norm's add_): functionalise it
+        with warnings.catch_warnings(), torch.no_grad(), fx_traceback.preserve_node_meta():
+            warnings.simplefilter("ignore")
+            traced = make_fx(torch.func.functionalize(torch.fx.Interpreter(traced).run, remove="mutations"),
+                             tracing_mode="real")(*(x for k, x in enumerate(example_inputs) if k not in bound))
     imp = _Importer(name)
     placeholders = iter(n for n in traced.graph.nodes if n.op == "placeholder")
     leaves = []

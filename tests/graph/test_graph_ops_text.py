@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
+import torch._dynamo  # noqa: E402,F811  (torch.compile state, reset between tests)
 
 from oracle import assert_close  # noqa: E402
 from test_graph_ops import Wrap, _f64, check_case  # noqa: E402
@@ -212,3 +213,30 @@ def test_a_dropout_probability_that_changes_between_modules_compiles():
         m = M(p).eval()
         with torch.no_grad():
             assert_close(torch.compile(m, backend="tensorlang")(x).numpy(), m(x).numpy(), 4)
+
+
+def test_rms_norm_through_torch_compile():
+    """torch.compile's decomposition of rms_norm writes in place (add_): it is functionalised, and the nodes keep
+    the user's line."""
+    from tensorlang.frontend.torch_import import graph_from_fx
+
+    def fn(x, w):
+        return torch.nn.functional.rms_norm(x, (8,), w, 1e-6) * 2
+    captured = []
+
+    def capture(gm, example_inputs):
+        captured.append((gm, example_inputs))
+        return gm
+    x, w = r(3, 5, 8), r(8)
+    torch._dynamo.reset()
+    torch.compile(fn, backend=capture, fullgraph=True)(x, w)
+    graph, positions, _ = graph_from_fx(*captured[0])
+    assert not [n.op for n in graph.nodes if "_." in n.op or n.op.endswith("_")], graph.op_counts()
+    assert "add.Scalar" in graph.op_counts()
+    assert all("test_graph_ops_text.py" in n.source and "rms_norm" in n.source for n in graph.nodes)
+    got = compile_graph(graph).run_flat([[x, w][k].numpy() for k in positions])[0]
+    assert_close(got, fn(x.double(), w.double()).numpy().astype(np.float32), 8)
+    torch._dynamo.reset()
+    m = torch.nn.RMSNorm(8, eps=1e-6)
+    with torch.no_grad():
+        assert_close(torch.compile(m, backend="tensorlang", fullgraph=True)(x).numpy(), m(x).numpy(), 8)
