@@ -127,6 +127,27 @@ class _Importer:
     def constant(self, name: str, tensor) -> Value:
         return self.g.add_constant(name, _numpy(tensor))
 
+    def filled(self, node: torch.fx.Node, data: np.ndarray) -> Value:
+        """The constant a creation op made; one that holds a single value (full_like, zeros_like: the decomposed
+        attention's zeros) and that only elementwise ops read, broadcasting it, is that value as a 0-d constant,
+        which kernels read as a number instead of a buffer."""
+        flat = data.reshape(-1)
+        if flat.size > 1 and (flat == flat[0]).all() and all(self._broadcasts(u, node) for u in node.users):
+            data = flat[:1].reshape(())
+        return self.g.add_constant(node.name, data)
+
+    @staticmethod
+    def _broadcasts(user: torch.fx.Node, node: torch.fx.Node) -> bool:
+        """Whether `user` is an elementwise op whose output has the broadcast shape of its operands other than
+        `node` (so that `node` as a 0-d value gives the same result)."""
+        opdef = ops.REGISTRY.get(_op_name(user.target)) if user.op == "call_function" else None
+        out = user.meta.get("val")
+        others = [a.meta.get("val") for a in user.all_input_nodes if a is not node]
+        if opdef is None or opdef.kind != "elementwise" or not isinstance(out, torch.Tensor) or \
+                not all(isinstance(t, torch.Tensor) for t in others):
+            return False
+        return tuple(torch.broadcast_shapes(*(t.shape for t in others))) == tuple(out.shape)
+
     def call(self, node: torch.fx.Node) -> None:
         import operator
         if not node.users:  # dead (the graph is functional): as torch's empty() placeholders of unused outputs
@@ -184,7 +205,7 @@ class _Importer:
         if opdef.kind == "creation":
             made = self.g.make_node(name, inputs, attrs, types, name=node.name)
             consts = opdef.evaluate(made, [None] * len(inputs))
-            outs = [self.g.add_constant(node.name, np.asarray(c)) for c in consts]
+            outs = [self.filled(node, np.asarray(c)) for c in consts]
         else:
             n = self.g.add_node(name, inputs, attrs, types, name=node.name, source=source,
                                 input_names=tuple(input_names))

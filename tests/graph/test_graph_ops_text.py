@@ -240,3 +240,17 @@ def test_rms_norm_through_torch_compile():
     m = torch.nn.RMSNorm(8, eps=1e-6)
     with torch.no_grad():
         assert_close(torch.compile(m, backend="tensorlang", fullgraph=True)(x).numpy(), m(x).numpy(), 8)
+
+
+def test_a_filled_tensor_that_only_broadcasts_is_one_number():
+    """The decomposed attention's where(empty row, zeros_like(p), p): the zeros are a 0-d constant (read as a
+    number), not a buffer of the attention's size; a filled tensor that is an output or reduced keeps its shape."""
+    x = r(2, 3, 40, 40)
+    model = _model(lambda x: torch.where(x > 1.9, torch.zeros_like(x), x) + torch.full_like(x, 0.5), [x])
+    assert [c.type.shape for c in model.graph.constants] == [(), ()]
+    assert_close(model.run_flat([x.numpy()])[0], (torch.where(x > 1.9, 0.0, x) + 0.5).numpy())
+    kept = _model(lambda x: (x + 1, torch.ones_like(x), torch.full_like(x, 2.0).sum(0) * x), [x])
+    assert sorted(c.type.shape for c in kept.graph.constants) == [(2, 3, 40, 40), (3, 40, 40)]
+    got = kept.run_flat([x.numpy()])
+    assert_close(got[1], np.ones(x.shape, np.float32), exact=True)
+    assert_close(got[2], (4 * x).numpy(), exact=True)
