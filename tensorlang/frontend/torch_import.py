@@ -145,6 +145,27 @@ class _Importer:
     def constant(self, name: str, tensor) -> Value:
         return self.g.add_constant(name, _numpy(tensor))
 
+    def filled(self, node: torch.fx.Node, data: np.ndarray) -> Value:
+        """The constant a creation op made; one that holds a single value (full_like, zeros_like: the decomposed
+        attention's zeros) and that only elementwise ops read, broadcasting it, is that value as a 0-d constant,
+        which kernels read as a number instead of a buffer."""
+        flat = data.reshape(-1)
+        if flat.size > 1 and (flat == flat[0]).all() and all(self._broadcasts(u, node) for u in node.users):
+            data = flat[:1].reshape(())
+        return self.g.add_constant(node.name, data)
+
+    @staticmethod
+    def _broadcasts(user: torch.fx.Node, node: torch.fx.Node) -> bool:
+        """Whether `user` is an elementwise op whose output has the broadcast shape of its operands other than
+        `node` (so that `node` as a 0-d value gives the same result)."""
+        opdef = ops.REGISTRY.get(_op_name(user.target)) if user.op == "call_function" else None
+        out = user.meta.get("val")
+        others = [a.meta.get("val") for a in user.all_input_nodes if a is not node]
+        if opdef is None or opdef.kind != "elementwise" or not isinstance(out, torch.Tensor) or \
+                not all(isinstance(t, torch.Tensor) for t in others):
+            return False
+        return tuple(torch.broadcast_shapes(*(t.shape for t in others))) == tuple(out.shape)
+
     def call(self, node: torch.fx.Node) -> None:
         import operator
         if not node.users:  # dead (the graph is functional): as torch's empty() placeholders of unused outputs
@@ -208,7 +229,7 @@ class _Importer:
         if opdef.kind == "creation":
             made = self.g.make_node(name, inputs, attrs, types, name=node.name)
             consts = opdef.evaluate(made, [None] * len(inputs))
-            outs = [self.g.add_constant(node.name, np.asarray(c)) for c in consts]
+            outs = [self.filled(node, np.asarray(c)) for c in consts]
         else:
             n = self.g.add_node(name, inputs, attrs, types, name=node.name, source=source,
                                 input_names=tuple(input_names))
@@ -458,15 +479,16 @@ def _as_exported(traced: torch.fx.GraphModule) -> None:
             node.target = aten.as_strided.default
 
 
-def graph_from_fx(gm, example_inputs, name: str = "compiled", frozen=(), decompose: bool = True):
+def graph_from_fx(gm, example_inputs, name: str = "compiled", frozen=(), decompose: bool = True, bound=()):
     """A graph from a torch.compile FX graph, traced to core ATen with torch's decompositions (functionalised) on
     the example inputs, which fix every shape and every int input; returns (graph, the positions of the example
     inputs that are its inputs, `rebuild`: a function from the graph's output tensors, in order, to the FX graph's
     output structure, its int outputs filled in). Positions listed in `frozen` (parameters) become constants
-    holding the example inputs' values. `gm` is a GraphModule or any function of tensors; `decompose=False` keeps
-    the ATen ops it calls as they are. A graph that only a module in training mode gives (batch norm updating its
-    statistics, dropout) is a UsageError that says to call `.eval()`, one that writes into its inputs (buffers
-    included) a UsageError too.
+    holding the example inputs' values; positions in `bound` (dynamo's Python numbers passed as 0-d tensors, which
+    the graph may read with `.item()`) are compiled in before tracing. `gm` is a GraphModule or any function of
+    tensors; `decompose=False` keeps the ATen ops it calls as they are. A graph that only a module in training mode
+    gives (batch norm updating its statistics, dropout) is a UsageError that says to call `.eval()`, one that
+    writes into its inputs (buffers included) a UsageError too.
 
     Example::
 
@@ -476,18 +498,31 @@ def graph_from_fx(gm, example_inputs, name: str = "compiled", frozen=(), decompo
     from torch.fx import traceback as fx_traceback
     from torch.fx.experimental.proxy_tensor import make_fx
     table = decompositions(core_aten_decompositions()) if decompose else {}
-    fn = torch.fx.Interpreter(gm).run if isinstance(gm, torch.fx.GraphModule) else gm  # keeps the user's lines
+    run = torch.fx.Interpreter(gm).run if isinstance(gm, torch.fx.GraphModule) else gm  # keeps the user's lines
+
+    def fn(*args):  # the `bound` inputs are not traced: constants, as the example inputs hold them
+        it = iter(args)
+        return run(*(x if k in bound else next(it) for k, x in enumerate(example_inputs)))
     with warnings.catch_warnings(), torch.no_grad(), fx_traceback.preserve_node_meta():
         warnings.simplefilter("ignore")
-        traced = make_fx(torch.func.functionalize(fn, remove="mutations"),
-                         decomposition_table=table, tracing_mode="real")(*example_inputs)
-    _check_inference(traced, [n.name for n in gm.graph.nodes if n.op == "placeholder"]
-                     if isinstance(gm, torch.fx.GraphModule) else [])
+        traced = make_fx(torch.func.functionalize(fn, remove="mutations"), decomposition_table=table,
+                         tracing_mode="real")(*(x for k, x in enumerate(example_inputs) if k not in bound))
+    _check_inference(traced, [n.name for k, n in enumerate(n for n in gm.graph.nodes if n.op == "placeholder")
+                              if k not in bound] if isinstance(gm, torch.fx.GraphModule) else [])
+    if any(n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload) and n.target._schema.is_mutable
+           for n in traced.graph.nodes):  # a decomposition that writes in place (rms_norm's add_): functionalise it
+        with warnings.catch_warnings(), torch.no_grad(), fx_traceback.preserve_node_meta():
+            warnings.simplefilter("ignore")
+            traced = make_fx(torch.func.functionalize(torch.fx.Interpreter(traced).run, remove="mutations"),
+                             tracing_mode="real")(*(x for k, x in enumerate(example_inputs) if k not in bound))
     _as_exported(traced)
     imp = _Importer(name)
-    placeholders = [n for n in traced.graph.nodes if n.op == "placeholder"]
+    placeholders = iter(n for n in traced.graph.nodes if n.op == "placeholder")
     leaves = []
-    for k, (node, x) in enumerate(zip(placeholders, example_inputs)):
+    for k, x in enumerate(example_inputs):
+        if k in bound:
+            continue
+        node = next(placeholders)
         if not isinstance(x, torch.Tensor):
             imp.values[node] = x
             continue
@@ -601,9 +636,14 @@ def dynamo_backend(gm: torch.fx.GraphModule, example_inputs):
         y = fast(x)
     """
     from ..graph import compile_graph
-    names = [n.name for n in gm.graph.nodes if n.op == "placeholder"] if hasattr(gm, "graph") else []
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"] if hasattr(gm, "graph") else []
+    names = [n.name for n in placeholders]
+    # Python numbers dynamo passes as 0-d tensors (a float attribute it saw change between modules, as a dropout's
+    # p): compiled in as the parameters are, and bound before tracing, so that `.item()` on them traces
+    scalars = tuple(k for k, n in enumerate(placeholders)
+                    if getattr(n.meta.get("grapharg"), "pass_arg_as_tensor", False))
     frozen = tuple(k for k, x in enumerate(example_inputs) if isinstance(x, torch.nn.Parameter) or
-                   (k < len(names) and "_buffers_" in names[k]))  # parameters and buffers (BN statistics)
+                   (k < len(names) and "_buffers_" in names[k]) or k in scalars)  # parameters and buffers (BN)
     models: dict[tuple, tuple] = {}  # signature -> (model, positions, rebuild)
     weights: dict[int, torch.Tensor] = {}  # the frozen inputs' values that `models` hold
     lock = threading.Lock()  # calls from several threads: one compares, compiles and updates at a time
@@ -622,7 +662,7 @@ def dynamo_backend(gm: torch.fx.GraphModule, example_inputs):
             # traced on copies: tracing runs the graph, and one that writes into its inputs is refused after
             traced_on = [weights[k] if k in weights else a.detach().clone() if isinstance(a, torch.Tensor) else a
                          for k, a in enumerate(args)]
-            graph, positions, rebuild = graph_from_fx(gm, traced_on, frozen=frozen)
+            graph, positions, rebuild = graph_from_fx(gm, traced_on, frozen=frozen, bound=scalars)
             models[key] = compile_graph(graph), positions, rebuild
         return models[key]
 

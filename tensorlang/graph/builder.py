@@ -60,8 +60,9 @@ def cast(expr: str, src: str, dst: str) -> str:
     """
     if src == dst:
         return expr
-    if src == "bool":
-        return f"select({expr}, {literal(1, dst)}, {literal(0, dst)})"
+    if src == "bool":  # 1 and 0 are weak numbers, f32 or i32 where they meet no tensor
+        chosen = f"select({expr}, {literal(1, dst)}, {literal(0, dst)})"
+        return chosen if dst in ("f32", "i32") else f"{dst}({chosen})"
     if dst == "bool":
         return f"({expr} != {literal(0, src)})"
     return f"{dst}({expr})"
@@ -187,16 +188,9 @@ class Builder:
             return self._param_by_uid[value.uid]
         if self.literals and value.is_constant and value.type.numel == 1 and value.dtype in STORAGE:
             return LiteralRef(value.shape, value.dtype, np.asarray(value.data).reshape(-1)[0].item())
-        dtype = value.dtype
-        if dtype == "i64" and value.is_constant and value.data.size and \
-                -2**31 <= int(value.data.min()) and int(value.data.max()) < 2**31:
-            dtype = "i32"  # an int64 constant whose values fit: the model stores it as int32 (see storage_array)
-        elif value.dtype not in STORAGE:
-            raise UsageError(f"a {value.dtype} tensor ({value.name}) cannot be an operand of a kernel; tensorlang "
-                             f"kernels read {', '.join(sorted(set(STORAGE)))} tensors")
         name = f"in{len(self.params)}"
         decl = value.shape if value.shape else (1,)
-        ref = TensorRef(self, name, value.shape, dtype, decl=decl)
+        ref = TensorRef(self, name, value.shape, value.dtype, decl=decl)
         self.params.append((name, value, decl))
         self._param_by_uid[value.uid] = ref
         return ref
@@ -319,7 +313,7 @@ class Builder:
 
     @staticmethod
     def _storage(v: Value) -> str:
-        return "i32" if v.dtype == "i64" else STORAGE[v.dtype]
+        return STORAGE[v.dtype]
 
     def used_params(self) -> list[tuple[str, Value, tuple]]:
         """The inputs the printed program reads, in order (call `text()` first)."""

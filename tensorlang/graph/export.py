@@ -33,11 +33,12 @@ import threading
 import numpy as np
 
 from ..errors import BuildError
+from ..codegen_llvm import INDEX_ERROR_SUFFIX
 from ..export import (META_FORMAT, META_SUFFIX, RUNTIME_C, _c_string, _comment, _write, check_format, check_name,
                       output_directory)
 from .ir import DTYPES, STORAGE
 
-C_TYPES = {"f32": "float", "f64": "double", "i32": "int32_t"}
+C_TYPES = {"f32": "float", "f64": "double", "i32": "int32_t", "i64": "int64_t"}
 WEIGHTS_MAGIC = b"TLWEIGHT"
 ALIGN = 64
 
@@ -58,7 +59,7 @@ def _weights_blob(model) -> tuple[bytes, list[int]]:
 
 
 def _ctype(dtype: str) -> str:
-    return C_TYPES[STORAGE.get(dtype, dtype)] if dtype != "i64" else "int32_t"
+    return C_TYPES[STORAGE[dtype]]
 
 
 def metadata(model, name: str, fmt: str, weights: str, target) -> dict:
@@ -80,8 +81,18 @@ def metadata(model, name: str, fmt: str, weights: str, target) -> dict:
             "inputs": [{"name": v.name, "dtype": v.dtype, "shape": list(v.shape)} for v in g.inputs],
             "outputs": [{"name": v.name, "dtype": v.dtype, "shape": list(v.shape)} for v in g.outputs],
             "input_spec": g.input_spec, "output_spec": g.output_spec, "arena_bytes": model.plan.arena_bytes,
-            "kernels": len(model.steps), "target": {"triple": target.triple, "cpu": target.cpu,
-                                                    "features": target.features}}
+            "kernels": len(model.steps), "gathers": _gathers(model),
+            "target": {"triple": target.triple, "cpu": target.cpu, "features": target.features}}
+
+
+def _gathers(model) -> dict:
+    """{kernel call number: {"node": where, "program": DSL text}} for the calls whose program reads through an
+    index (the ones that may fail with an IndexError), so that a loaded library names the node and the read."""
+    import tensorlang as tl
+    from ..program import gather_sites
+    from .model import _where, tensor_names
+    return {str(k): {"node": _where(s.node), "program": s.program.text, "tensors": tensor_names(s.program)}
+            for k, s in enumerate(model.steps) if gather_sites(tl.op(s.program.text))}
 
 
 def _kernel_funcs(model, name: str):
@@ -108,8 +119,12 @@ def _driver(model, name: str, names: dict, offsets: list[int], funcs, fmt: str, 
     for cname, func, n_inputs in funcs:
         args = [f"{'const ' if k < n_inputs else ''}{C_TYPES[p.dtype]} *a{k}" for k, p in enumerate(func.params)]
         protos.append(f"int32_t {cname}({', '.join(args)});")
+        protos.append(f"int64_t {cname}{INDEX_ERROR_SUFFIX}(int64_t *value);")
+    gathers = _gathers(model)
+    cases = [f"    case {k}:\n        return {names[model.steps[int(k)].program.text]}{INDEX_ERROR_SUFFIX}(value);"
+             for k in gathers]
     lines = []
-    for step in model.steps:
+    for call, step in enumerate(model.steps):
         args = []
         for base, off in step.args:
             if base == 0:
@@ -122,8 +137,8 @@ def _driver(model, name: str, names: dict, offsets: list[int], funcs, fmt: str, 
                 args.append(f"(unsigned char *)(m->weights + {offsets[base - 1 - n_in - n_out]})")
         what = step.node.op if step.node.body is None else step.node.attrs["name"]
         lines.append(f"    /* {step.node.name}: {what} */")
-        lines.append(f"    if ({names[step.program.text]}({', '.join(f'(void *)({a})' for a in args)}) != 0) "
-                     "return 1;")
+        lines.append(f"    if ((tl_status = {names[step.program.text]}({', '.join(f'(void *)({a})' for a in args)})) "
+                     f"!= 0) {{\n        m->failed = {call};\n        return tl_status;\n    }}")
     for k in plan.copies:
         v = g.outputs[k]
         loc = plan.locations[v.uid]
@@ -153,6 +168,7 @@ struct {name}_model {{
     unsigned char *arena;            /* {plan.arena_bytes} bytes, allocated once */
     unsigned char *owned;            /* the weights read from a file, or NULL */
     const unsigned char *weights;    /* the constants (after the 64-byte header) */
+    int32_t failed;                  /* the kernel call whose nonzero status the last run returned, or -1 */
 }};
 
 {"extern const unsigned char " + name + "__weights[];" if embedded else ""}
@@ -211,9 +227,23 @@ void {name}_destroy({name}_model *m) {{
 int32_t {name}({name}_model *m, {', '.join(params)}) {{
     const void *in[{max(n_in, 1)}] = {{{', '.join(f'x{k}' for k in range(n_in)) or '0'}}};
     void *out[{max(n_out, 1)}] = {{{', '.join(f'y{k}' for k in range(n_out))}}};
+    int32_t tl_status;
     (void)in;
+    m->failed = -1;
 {chr(10).join(lines)}
     return 0;
+}}
+
+int32_t {name}_failed_call(const {name}_model *m) {{
+    return m->failed;
+}}
+
+int64_t {name}{INDEX_ERROR_SUFFIX}(const {name}_model *m, int64_t *value) {{
+    switch (m->failed) {{
+{chr(10).join(cases)}
+    default:
+        return -1;
+    }}
 }}
 """
 
@@ -247,7 +277,8 @@ def header(meta: dict, fmt: str, model) -> str:
             f"{meta['kernels']} kernel calls.", "",
             "  " + f"{n}_model *m = {n}_create(NULL);   /* allocates the arena once; NULL if out of memory */",
             "  " + f"{n}(m, x0, ..., y0, ...);           /* 0 on success, 1 if a kernel's temporaries could not be "
-                   "allocated */",
+                   f"allocated, 2 if an index read from a tensor was out of range ({n}{INDEX_ERROR_SUFFIX} tells "
+                   "which) */",
             "  " + f"{n}_destroy(m);", "",
             f"Arena: {meta['arena_bytes']} bytes per handle. A handle is used by one thread at a time: give each "
             "thread its own.", f"Weights: {weights}.",
@@ -275,6 +306,12 @@ typedef struct {n}_model {n}_model;
 {n}_model *{n}_create(const char *weights_path);
 int32_t {n}({n}_model *m, {', '.join(params)});
 void {n}_destroy({n}_model *m);
+/* After {n} returned nonzero: the number of the kernel call (0, 1, ... in the order the model runs them) that
+ * failed; -1 when the last run succeeded. */
+int32_t {n}_failed_call(const {n}_model *m);
+/* After {n} returned 2: the number of the gathered index that was out of range in the failing kernel's program
+ * (the metadata's "gathers" holds each such program), its value stored at value; -1 otherwise. */
+int64_t {n}{INDEX_ERROR_SUFFIX}(const {n}_model *m, int64_t *value);
 /* JSON that describes the model (inputs, outputs, structure, arena, target); tensorlang.load() reads it. */
 const char *{n}{META_SUFFIX}(void);
 
@@ -356,7 +393,7 @@ static void tl_show(const char *name, const void *data, int64_t count, int is_fl
     double sum = 0, first[4] = {{0, 0, 0, 0}};
     for (int64_t i = 0; i < count; i++) {{
         double x = is_float ? (size == 4 ? ((const float *)data)[i] : ((const double *)data)[i])
-                            : ((const int32_t *)data)[i];
+                            : (size == 8 ? (double)((const int64_t *)data)[i] : ((const int32_t *)data)[i]);
         sum += x;
         if (i < 4)
             first[i] = x;
@@ -377,6 +414,12 @@ int main(int argc, char **argv) {{
     clock_gettime(CLOCK_MONOTONIC, &tl_t0);
     int32_t tl_status = {n}(m, {args});
     clock_gettime(CLOCK_MONOTONIC, &tl_t1);
+    if (tl_status == 2) {{
+        int64_t tl_value = 0, tl_site = {n}{INDEX_ERROR_SUFFIX}(m, &tl_value);
+        fprintf(stderr, "{n} failed: in kernel call %d, index %lld of gathered index %lld is out of range\\n",
+                (int){n}_failed_call(m), (long long)tl_value, (long long)tl_site);
+        return 1;
+    }}
     if (tl_status != 0) {{
         fprintf(stderr, "{n} failed with status %d\\n", (int)tl_status);
         return 1;
@@ -506,6 +549,11 @@ class LoadedModel:
         self._run = getattr(lib, n)
         self._run.restype = ctypes.c_int32
         self._run.argtypes = [ctypes.c_void_p] * (1 + len(meta["inputs"]) + len(meta["outputs"]))
+        self._failed_call = getattr(lib, f"{n}_failed_call", None)  # none in libraries made before it was
+        self._index_error = getattr(lib, f"{n}{INDEX_ERROR_SUFFIX}", None)
+        if self._failed_call is not None and self._index_error is not None:
+            self._failed_call.restype, self._failed_call.argtypes = ctypes.c_int32, [ctypes.c_void_p]
+            self._index_error.restype, self._index_error.argtypes = ctypes.c_int64, [ctypes.c_void_p] * 2
         self.input_spec = meta.get("input_spec") or flat_spec(len(meta["inputs"]))
         self.output_spec = meta.get("output_spec")
         spec = self.input_spec
@@ -549,12 +597,31 @@ class LoadedModel:
         h = self._handle()
         try:
             status = self._run(h, *(a.ctypes.data for a in ins), *(o.ctypes.data for o in outs))
+            if status != 0:
+                raise self._error(h, status)
         finally:
             with self._lock:
                 self._handles.append(h)
-        if status != 0:
-            raise MemoryError(f"{meta['name']}: a kernel could not allocate its temporary buffers")
         return [o.astype(np.bool_) if b["dtype"] == "bool" else o for o, b in zip(outs, meta["outputs"])]
+
+    def _error(self, h: int, status: int) -> Exception:
+        """The exception for the nonzero `status` of a run on handle `h` (`tensorlang.runtime.status_error`),
+        naming the node and the read whose index was out of range."""
+        from types import SimpleNamespace
+
+        import tensorlang as tl
+        from ..runtime import status_error
+        from .model import index_error_message
+        meta = self.metadata
+        if self._failed_call is None:
+            return status_error(SimpleNamespace(name=meta["name"]), status, None, dict)
+        info = meta.get("gathers", {}).get(str(self._failed_call(h)))
+        op = tl.op(info["program"]) if info else SimpleNamespace(name=meta["name"])
+        err = status_error(op, status, lambda value: self._index_error(h, value),
+                           lambda: tl.schedule(op).bound.shapes)
+        if info and isinstance(err, IndexError):
+            return type(err)(index_error_message(meta["graph"], info["node"], info["tensors"], str(err)))
+        return err
 
     def __del__(self):
         for h in getattr(self, "_handles", []):

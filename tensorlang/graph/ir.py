@@ -28,8 +28,8 @@ from ..errors import UsageError
 #: dtypes a graph value may have, and the numpy dtype of each (bool values are stored as i32 in kernels)
 DTYPES = {"f32": np.dtype(np.float32), "f64": np.dtype(np.float64), "i32": np.dtype(np.int32),
           "i64": np.dtype(np.int64), "bool": np.dtype(np.bool_)}
-#: the dtype a kernel reads and writes for a value of each dtype (i64 values have none: they must fold away)
-STORAGE = {"f32": "f32", "f64": "f64", "i32": "i32", "bool": "i32"}
+#: the dtype a kernel reads and writes for a value of each dtype
+STORAGE = {"f32": "f32", "f64": "f64", "i32": "i32", "i64": "i64", "bool": "i32"}
 
 
 def dtype_of_numpy(dtype) -> str:

@@ -51,9 +51,29 @@ class CompiledKernel:
     keep: object = field(default=None, repr=False)  # the engine or Kernel that owns the machine code
 
     def call(self, *addresses: int) -> None:
-        """Run the kernel on buffer addresses; MemoryError if it could not allocate its temporaries."""
-        if self.fn(*addresses) != 0:
-            raise MemoryError(f"{self.name}: the kernel could not allocate its temporary buffers")
+        """Run the kernel on buffer addresses; the error of a nonzero status otherwise (`status_error`): MemoryError
+        if it could not allocate its temporaries, `tl.IndexError` if an index it read from a tensor was out of
+        range."""
+        status = self.fn(*addresses)
+        if status != 0:
+            raise self.error(status)
+
+    def error(self, status: int) -> Exception:
+        """The exception for the nonzero `status` of a call (see `tensorlang.runtime.status_error`), naming the
+        program's tensor, stage and index value for an index out of range.
+
+        >>> k = compile_program("def f(T: f32[4], X: i32[2]) -> Y:\\n    Y[i] = T[X[i]]\\n")
+        >>> k.error(1)
+        MemoryError('f: the kernel could not allocate its temporary buffers')
+        """
+        import tensorlang as tl
+        from ..codegen_llvm import INDEX_ERROR_SUFFIX
+        from ..runtime import _INDEX_ERROR_FN, status_error
+        engine = getattr(self.keep, "engine", None) or self.keep._engine.engine  # cached code, or a built Kernel
+        address = engine.get_function_address(self.name + INDEX_ERROR_SUFFIX)
+        op = tl.op(self.text)
+        return status_error(op, status, _INDEX_ERROR_FN(address) if address else None,
+                            lambda: tl.schedule(op).bound.shapes)
 
 
 def cache_dir() -> pathlib.Path | None:

@@ -15,6 +15,7 @@ structure) and are safe from several threads at once (each call takes an arena o
 """
 from __future__ import annotations
 
+import re
 import threading
 import time
 from dataclasses import dataclass
@@ -70,17 +71,48 @@ def check_inputs(model: str, arrays: list, specs: list, paths: list[str]) -> lis
 
 
 def storage_array(data: np.ndarray) -> np.ndarray:
-    """A constant as the kernels read it: contiguous, bool as int32, int64 as int32 when it fits (else as is).
+    """A constant as the kernels read it: contiguous, bool as int32.
 
     >>> storage_array(np.array([True, False])).dtype, storage_array(np.arange(3)).dtype
-    (dtype('int32'), dtype('int32'))
+    (dtype('int32'), dtype('int64'))
     """
     data = np.asarray(data)
     if data.dtype == np.bool_:
         return np.ascontiguousarray(data, dtype=np.int32)
-    if data.dtype == np.int64 and (data.size == 0 or (data.min() >= -2**31 and data.max() < 2**31)):
-        return np.ascontiguousarray(data, dtype=np.int32)
     return np.ascontiguousarray(data)
+
+
+def _where(node: Node) -> str:
+    """'node NAME (op)' (the nodes fused into it, gathers first) and the user's line, for errors raised as it runs."""
+    members = [m for m in (node.body.nodes if node.body is not None else [node]) if ops.REGISTRY[m.op].kind != "view"]
+    members.sort(key=lambda m: ops.REGISTRY[m.op].family != "index")
+    what = ", ".join(f"{m.name} ({m.op})" for m in members[:3]) + (", ..." if len(members) > 3 else "")
+    source = next((m.source for m in members if m.source), "")
+    return f"node{'s' if len(members) > 1 else ''} {what}" + (f" at {source}" if source else "")
+
+
+def tensor_names(program: Program) -> dict[str, str]:
+    """{parameter of the program: the graph value it reads} ("in0": "embed_weight", ...).
+
+    >>> from tensorlang.graph.ir import Graph, TensorType
+    >>> g = Graph("m"); x = g.add_input("x", TensorType((2,), "f32"))
+    >>> n = g.add_node("relu", [x], {}, [TensorType((2,), "f32")])
+    >>> tensor_names(lower_nodes([n], n.outputs))
+    {'in0': 'x'}
+    """
+    header = program.text.split("->", 1)[0]
+    return dict(zip(re.findall(r"\b(in\d+):", header), (v.name for v in program.inputs)))
+
+
+def index_error_message(model: str, where: str, names: dict[str, str], message: str) -> str:
+    """A kernel's index error as the model's: the model and node first, the program's tensors named by value.
+
+    >>> index_error_message("m", "node e", {"in0": "w"}, "k: index 9 is out of range for dimension 0 of in0 (size 4)")
+    'm: node e: k: index 9 is out of range for dimension 0 of in0 = w (size 4)'
+    """
+    message = re.sub(r"\bof (in\d+) \(size", lambda m: f"of {m.group(1)} = {names.get(m.group(1), '?')} (size",
+                     message)
+    return f"{model}: {where}: {message}"
 
 
 class Model:
@@ -193,7 +225,11 @@ class Model:
         try:
             bases = self._bases(arena, arrays, outs)
             for step in self.steps:
-                step.kernel.call(*[bases[b] + off for b, off in step.args])
+                try:
+                    step.kernel.call(*[bases[b] + off for b, off in step.args])
+                except IndexError as e:  # name the node (and the user's line) whose kernel read out of range
+                    raise type(e)(index_error_message(g.name, _where(step.node), tensor_names(step.program),
+                                                      str(e))) from None
             for k in self.plan.copies:
                 outs[k] = self._copy_out(g.outputs[k], bases, arrays, outs)
         finally:

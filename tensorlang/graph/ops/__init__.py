@@ -102,4 +102,4 @@ def table() -> list[tuple[str, str, str, str]]:
     return sorted((d.family, d.name, d.kind, d.doc) for d in REGISTRY.values() if d.family != "internal")
 
 
-from . import blocked, conv, creation, elementwise, matmul, norm, pool, reduce, shape, vision, winograd  # noqa: E402,F401  (they register)
+from . import blocked, conv, creation, elementwise, index, matmul, norm, pool, reduce, shape, vision, winograd  # noqa: E402,F401  (they register)

@@ -1,4 +1,5 @@
-"""Ops that make a tensor from numbers alone (full, zeros, ones, arange, scalar_tensor, full_like):
+"""Ops that make a tensor from numbers alone (full, zeros, ones, arange, scalar_tensor, and the `*_like` and `new_*`
+ops, which read only their input's shape and dtype):
 they are constants, computed in numpy when the graph is built (`evaluate`); no kernel runs them.
 
 >>> from tensorlang.graph.ops import get
@@ -60,6 +61,17 @@ def _arange_values(node):
     return np.arange(start, end, step).astype(DTYPES[dtype])
 
 
+def _new_infer(node):
+    return out(node.attrs["size"], node.attrs.get("dtype") or node.inputs[0].dtype)
+
+
+def _new_eval(fill):
+    def evaluate(node, arrays):
+        t = node.outputs[0].type
+        return [np.full(t.shape, node.attrs.get("fill_value", fill), DTYPES[t.dtype])]
+    return evaluate
+
+
 def _empty_infer(node):
     return out(node.attrs["size"], node.attrs.get("dtype") or "f32")
 
@@ -75,6 +87,13 @@ for _name, _infer, _eval, _doc in (
         ("scalar_tensor", _scalar_infer, _scalar_eval, ""),
         ("arange.start_step", _arange_infer, lambda n, a: [_arange_values(n)], ""),
         ("arange.default", _arange_infer, lambda n, a: [_arange_values(n)], ""),
+        ("zeros_like", _like_infer, _new_eval(0), "only the shape of its input is read"),
+        ("ones_like", _like_infer, _new_eval(1), "only the shape of its input is read"),
+        ("empty_like", _like_infer, _new_eval(0), "zeros (its contents are unspecified)"),
+        ("new_full", _new_infer, _new_eval(0), "size, fill_value; the input's dtype unless dtype is given"),
+        ("new_zeros", _new_infer, _new_eval(0), "size; the input's dtype unless dtype is given"),
+        ("new_ones", _new_infer, _new_eval(1), "size; the input's dtype unless dtype is given"),
+        ("new_empty", _new_infer, _new_eval(0), "zeros (its contents are unspecified)"),
         ("empty.memory_format", _empty_infer, lambda n, a: [np.zeros(n.outputs[0].shape, DTYPES[n.outputs[0].dtype])],
          "zeros (its contents are unspecified)")):
     register(_name, "creation", _infer, None, evaluate=_eval, family="creation", doc=_doc)

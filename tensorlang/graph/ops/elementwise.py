@@ -13,7 +13,10 @@ approximation (absolute error below 1.5e-7), as XLA expands erf into a polynomia
 """
 from __future__ import annotations
 
-from ..builder import LiteralRef, cast, literal
+import numpy as np
+
+from ..builder import ExprRef, LiteralRef, cast, literal
+from ..ir import DTYPES
 from . import register
 from .common import FLOAT, as_float, broadcast_shapes, fail, out, result_dtype
 
@@ -74,7 +77,7 @@ def _unary(name: str, text, *, keep_int: bool = False, out_dtype: str | None = N
 
     def lower(b, node, refs):
         dt = dtype_of(node)
-        src = node.inputs[0].dtype
+        src = refs[0].dtype
         return [b.elementwise(node.outputs[0].shape, out_dtype or dt, [refs[0]],
                               lambda a: text(cast(a, src, dt), dt, node.attrs))]
     register(name, "elementwise", infer, lower, _flops_per(flops), doc=doc, family=family)
@@ -123,6 +126,57 @@ _unary("logical_not", lambda a, dt, at: f"not {cast(a, dt, 'bool')}", out_dtype=
        doc="")
 
 
+# sin and cos (Cephes' sinf / cosf for f32, sin / cos for f64): x = n * pi/2 + r with |r| <= pi/4 (pi/2 in three
+# parts whose products with n are exact for |x| up to about 8192 in f32), then sin or cos of r by n mod 4
+_TRIG = {
+    "f32": ((1.5703125, 4.837512969970703125e-4, 7.54978995489188216e-8),
+            (-1.9515295891e-4, 8.3321608736e-3, -1.6666654611e-1),
+            (2.443315711809948e-5, -1.388731625493765e-3, 4.166664568298827e-2)),
+    "f64": ((1.57079625129699707031, 7.54978941586159635336e-8, 5.39030285815811905290e-15),
+            (1.58962301576546568060e-10, -2.50507477628578072866e-8, 2.75573136213857245213e-6,
+             -1.98412698295895385996e-4, 8.33333333332211858878e-3, -1.66666666666666307295e-1),
+            (-1.13585365213876817300e-11, 2.08757008419747316778e-9, -2.75573141792967388112e-7,
+             2.48015872888517045348e-5, -1.38888888888730564116e-3, 4.16666666666665929218e-2)),
+}
+
+
+def _horner(coefficients, z: str, dt: str) -> str:
+    text = literal(coefficients[0], dt)
+    for c in coefficients[1:]:
+        text = f"({text} * {z} + {_lit(c, dt)})"
+    return text
+
+
+def _trig_lower(shift: int):
+    """sin (`shift` 0) or cos (1, a quarter turn on): three stages (the quadrant, the remainder, the value)."""
+    def lower(b, node, refs):
+        dt, src = node.outputs[0].dtype, refs[0].dtype
+        shape = node.outputs[0].shape
+        (c1, c2, c3), sin_c, cos_c = ([literal(c, dt) for c in cs] for cs in _TRIG[dt])
+        x = b.stage_of(b.elementwise(shape, dt, [refs[0]], lambda a: cast(a, src, dt)))
+        n = b.materialize(b.elementwise(shape, dt, [x], lambda a: f"({a} * {literal(2 / np.pi, dt)} + 0.5) // 1.0"))
+        r = b.materialize(b.elementwise(shape, dt, [x, n], lambda a, k: f"{a} - {k} * {c1} - {k} * {c2} - {k} * {c3}"))
+
+        def value(rr, k):
+            z = f"{rr} * {rr}"
+            sin = f"({_horner(_TRIG[dt][1], z, dt)} * {z} * {rr} + {rr})"
+            cos = f"({_horner(_TRIG[dt][2], z, dt)} * {z} * {z} - 0.5 * {z} + 1.0)"
+            q = f"(({k} + {literal(shift, dt)}) % 4.0)"
+            return f"select({q} == 0.0, {sin}, select({q} == 1.0, {cos}, select({q} == 2.0, -{sin}, -{cos})))"
+        return [b.elementwise(shape, dt, [r, n], value)]
+    return lower
+
+
+def _trig_eval(fn):
+    return lambda node, arrays: [fn(arrays[0].astype(DTYPES[node.outputs[0].dtype]))]
+
+
+for _name, _shift, _fn in (("sin", 0, np.sin), ("cos", 1, np.cos)):
+    register(_name, "elementwise", lambda node: out(node.inputs[0].shape, as_float(node.inputs[0].dtype)),
+             _trig_lower(_shift), _flops_per(20), evaluate=_trig_eval(_fn), family="math",
+             doc="Cephes' polynomials: f32 within 1e-7 for |x| < 8192, f64 within 2e-16")
+
+
 def _pow_text(a: str, e, dt: str) -> str:
     if e == 2:
         return f"{a} * {a}"
@@ -150,7 +204,7 @@ def _pow_lower(b, node, refs):
     e = node.attrs["exponent"]
     if dt not in FLOAT and not (isinstance(e, int) and 0 <= e <= 3):
         raise fail(node, f"integer power with exponent {e} is not supported")
-    src = node.inputs[0].dtype
+    src = refs[0].dtype
     return [b.elementwise(node.outputs[0].shape, dt, [refs[0]], lambda a: _pow_text(cast(a, src, dt), e, dt))]
 
 
@@ -158,19 +212,59 @@ register("pow.Tensor_Scalar", "elementwise", _pow_infer, _pow_lower, _flops_per(
          doc="x ** c (squares, cubes, square roots and reciprocals written out)")
 
 
+def _pow_scalar_infer(node):
+    base = node.attrs["self"]
+    dt = result_dtype([node.inputs[0].dtype], [base])
+    return out(node.inputs[0].shape, dt)
+
+
+def _pow_scalar_lower(b, node, refs):
+    dt = node.outputs[0].dtype
+    if dt not in FLOAT:
+        raise fail(node, f"an integer power of an integer ({node.attrs['self']} ** a {node.inputs[0].dtype} tensor) "
+                         "is not supported")
+    base, src = node.attrs["self"], refs[0].dtype
+    return [b.elementwise(node.outputs[0].shape, dt, [refs[0]], lambda a: f"{_lit(base, dt)} ** {cast(a, src, dt)}")]
+
+
+register("pow.Scalar", "elementwise", _pow_scalar_infer, _pow_scalar_lower, _flops_per(10), family="math",
+         doc="c ** x (a number to a tensor's powers)")
+
+
+def _tri_lower(upper: bool):
+    """triu / tril: x where the column is on the kept side of diagonal `diagonal`, else 0."""
+    def lower(b, node, refs):
+        x = node.inputs[0]
+        if x.type.rank < 2:
+            raise fail(node, f"input {list(x.shape)}: triu and tril take a matrix or a batch of them")
+        k, dt, ref = node.attrs.get("diagonal", 0), x.dtype, refs[0]
+        if ref.lazy:
+            ref = b.materialize(ref)
+
+        def make(idx):
+            keep = f"{idx[-1]} - ({idx[-2]}) {'>=' if upper else '<='} {k}"
+            return f"select({keep}, {ref.read(idx)}, {_lit(0, dt) if dt != 'bool' else '1 == 0'})"
+        return [ExprRef(b, x.shape, dt, make, [ref])]
+    return lower
+
+
+for _name, _up, _np in (("triu", True, np.triu), ("tril", False, np.tril)):
+    register(_name, "elementwise", lambda node: [node.inputs[0].type], _tri_lower(_up), _flops_per(1),
+             evaluate=lambda node, arrays, f=_np: [f(arrays[0], node.attrs.get("diagonal", 0))], family="layout",
+             doc="diagonal (causal masks)")
+
+
 def _cast_infer(node):
     return out(node.inputs[0].shape, node.attrs.get("dtype") or node.inputs[0].dtype)
 
 
 def _cast_lower(b, node, refs):
-    src, dt = node.inputs[0].dtype, _cast_infer(node)[0].dtype
-    if dt not in ("f32", "f64", "i32", "bool"):
-        raise fail(node, f"a cast to {dt} is not supported (kernels compute f32, f64, i32 and bool)")
+    src, dt = refs[0].dtype, _cast_infer(node)[0].dtype
     return [b.elementwise(node.outputs[0].shape, dt, [refs[0]], lambda a: cast(a, src, dt))]
 
 
 register("_to_copy", "elementwise", _cast_infer, _cast_lower, family="arithmetic",
-         doc="dtype conversion between f32, f64, i32 and bool")
+         doc="dtype conversion between f32, f64, i32, i64 and bool")
 
 
 # ---- binary ---------------------------------------------------------------------------------------------------
@@ -220,6 +314,38 @@ _binary("logical_and", lambda x, y, dt, at: f"{cast(x, dt, 'bool')} and {cast(y,
         family="comparison", doc="")
 _binary("logical_or", lambda x, y, dt, at: f"{cast(x, dt, 'bool')} or {cast(y, dt, 'bool')}", compare=True,
         family="comparison", doc="")
+_binary("logical_xor", lambda x, y, dt, at: f"{cast(x, dt, 'bool')} != {cast(y, dt, 'bool')}", compare=True,
+        family="comparison", doc="")
+
+
+def _bitwise(name: str, text, np_fn, arity: int = 2):
+    """Register bitwise op `name` (`name.Tensor` and `name.Scalar` when binary): `text` on bool operands (the DSL
+    has no bit operators for integers, whose constants fold in numpy)."""
+    names = ("self", "other")[:arity]
+
+    def infer(node):
+        return out(_shape(node) if node.inputs else (), _dtype(node, names))
+
+    def lower(b, node, refs):
+        if node.outputs[0].dtype != "bool":
+            raise fail(node, f"{name} of {node.outputs[0].dtype} tensors: kernels compute bitwise ops on bool "
+                             "tensors (integer ones only fold, when their operands are constants)")
+        xs = [_operand(b, node, refs, k, n) for k, n in enumerate(names)]
+        return [b.elementwise(node.outputs[0].shape, "bool", xs,
+                              lambda *ts: text(*(cast(t, x.dtype, "bool") for t, x in zip(ts, xs))))]
+
+    def evaluate(node, arrays):
+        vals = [a if a is not None else np.asarray(node.attrs[n]) for a, n in zip(list(arrays) + [None], names)]
+        return [np.asarray(np_fn(*vals)).astype(DTYPES[node.outputs[0].dtype])]
+    for full in ([f"{name}.Tensor", f"{name}.Scalar"] if arity == 2 else [name]):
+        register(full, "elementwise", infer, lower, _flops_per(1), evaluate=evaluate, family="comparison",
+                 doc="bool tensors (integer ones fold when constant)")
+
+
+_bitwise("bitwise_and", lambda x, y: f"{x} and {y}", np.bitwise_and)
+_bitwise("bitwise_or", lambda x, y: f"{x} or {y}", np.bitwise_or)
+_bitwise("bitwise_xor", lambda x, y: f"{x} != {y}", np.bitwise_xor)
+_bitwise("bitwise_not", lambda x: f"not {x}", np.invert, arity=1)
 
 
 def _clamp_infer(node):
@@ -235,7 +361,7 @@ def _clamp_lower(b, node, refs):
         raise fail(node, "clamp with tensor bounds is not supported; bounds are numbers")
 
     def text(a):
-        a = cast(a, node.inputs[0].dtype, dt)
+        a = cast(a, refs[0].dtype, dt)
         if lo is not None:
             a = f"max({a}, {_lit(lo, dt)})"
         if hi is not None:
@@ -250,19 +376,37 @@ register("clamp", "elementwise", _clamp_infer, _clamp_lower, _flops_per(2), fami
 
 def _where_infer(node):
     c, x, y = node.inputs
-    tensors = [v.dtype for v in (x, y) if v is not None]
-    scalars = [node.attrs[n] for n in ("self", "other") if isinstance(node.attrs.get(n), (int, float))]
-    return out(broadcast_shapes(*(v.shape for v in node.inputs if v is not None)), result_dtype(tensors, scalars))
+    return out(broadcast_shapes(c.shape, x.shape, y.shape), result_dtype([x.dtype, y.dtype], []))
 
 
-def _where_lower(b, node, refs):
-    dt = _where_infer(node)[0].dtype
-    c = refs[0]
-    x, y = _operand(b, node, refs, 1, "self"), _operand(b, node, refs, 2, "other")
+def _select_lower(b, node, c, x, y):
+    dt = node.outputs[0].dtype
     return [b.elementwise(node.outputs[0].shape, dt, [c, x, y],
                           lambda cc, xx, yy: f"select({cast(cc, c.dtype, 'bool')}, {cast(xx, x.dtype, dt)}, "
                                              f"{cast(yy, y.dtype, dt)})")]
 
 
-register("where.self", "elementwise", _where_infer, _where_lower, _flops_per(1), family="comparison",
-         doc="select by a bool tensor, broadcasting")
+register("where.self", "elementwise", _where_infer, lambda b, node, refs: _select_lower(b, node, *refs),
+         _flops_per(1), family="comparison", doc="select by a bool tensor, all three broadcasting")
+
+
+def _masked_fill_infer(node):
+    x, mask = node.inputs[:2]
+    if mask.dtype != "bool":
+        raise fail(node, f"mask {mask.name} has dtype {mask.dtype}; masked_fill takes a bool mask")
+    shape = broadcast_shapes(x.shape, mask.shape)
+    if shape != tuple(x.shape):
+        raise fail(node, f"mask {list(mask.shape)} does not broadcast to the input {list(x.shape)}")
+    if len(node.inputs) > 2 and node.inputs[2] is not None and node.inputs[2].type.rank:
+        raise fail(node, f"value {list(node.inputs[2].shape)}: masked_fill takes a 0-d value")
+    return out(x.shape, x.dtype)
+
+
+def _masked_fill_lower(b, node, refs):
+    value = refs[2] if len(refs) > 2 and refs[2] is not None else _operand(b, node, [], 0, "value")
+    return _select_lower(b, node, refs[1], value, refs[0])
+
+
+for _name in ("masked_fill.Scalar", "masked_fill.Tensor"):
+    register(_name, "elementwise", _masked_fill_infer, _masked_fill_lower, _flops_per(1), family="comparison",
+             doc="x where the bool mask is false, the value (a number or 0-d tensor) where it is true")
