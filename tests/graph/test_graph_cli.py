@@ -119,7 +119,7 @@ def test_bench_model_runs_every_contender_on_one_thread_count_and_inductor_with_
     data = json.loads(out.out)
     assert data["threads"] == 3
     assert {row["name"]: row["threads"] for row in data["results"]} == {"tensorlang": 3, "torch eager": 3,
-                                                                        TORCH_COMPILE: 3}
+                                                                        TORCH_COMPILE: 3, "onnxruntime": 3}
     assert set(ran) == {3} and compiles and set(compiles) == {(True, 3)}
     assert all(row["max_rel_error"] < 1e-4 for row in data["results"] if row["name"] != "torch eager")
 
