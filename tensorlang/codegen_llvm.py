@@ -505,7 +505,7 @@ class _Emitter:
         if isinstance(v, ll.Constant):
             return ll.Constant(vt, [v] * lanes)
         block = self.b.block
-        at_end = self.b._anchor == len(block.instructions)  # noqa: SLF001 (see int_arith)
+        at_end = self.b._anchor == len(block.instructions)  # private: see int_arith
         key = ("splat", id(block), id(v), lanes)
         hit = self._cse.get(key) if at_end else None
         if hit is not None:
@@ -1241,7 +1241,7 @@ class _Emitter:
             return folded
         b = self.b
         block = b.block
-        at_end = b._anchor == len(block.instructions)  # noqa: SLF001 (llvmlite keeps the insertion point there)
+        at_end = b._anchor == len(block.instructions)  # private: llvmlite keeps the insertion point there
         key = (op, tuple(flags), id(block), _operand_key(a), _operand_key(c))
         hit = self._cse.get(key) if at_end else None
         if hit is not None:

@@ -315,7 +315,7 @@ class _Parser:
         return name, len(idx), loc, (lhs_s, node, idx, op_text, red, rhs_s, where, p, op_loc)
 
     def parse_statement(self, raw) -> Stage:
-        name, _, loc, (lhs_p, lhs_node, idx_nodes, op_text, red, rhs_p, where_p, whole, op_loc) = raw
+        name, _, loc, (lhs_p, _lhs_node, idx_nodes, op_text, red, rhs_p, where_p, whole, op_loc) = raw
         lhs_vars: list[str] = []
         var_locs: dict[str, SourceLoc] = {}
         for ix in idx_nodes:
