@@ -57,7 +57,7 @@ def _grouped_np(I, Wt):
     G, C, F = 8, I.shape[1], Wt.shape[0]
     x = np.pad(I, ((0, 0), (0, 0), (1, 1), (1, 1)))
     H, W = I.shape[2], I.shape[3]
-    sn, sc, sh, sw = x.strides
+    _sn, sc, sh, sw = x.strides
     cols = np.lib.stride_tricks.as_strided(x, (C, 3, 3, H, W), (sc, sh, sw, sh, sw))
     cols = np.ascontiguousarray(cols).reshape(G, C // G * 9, H * W)
     w = Wt.reshape(G, F // G, C // G * 9)

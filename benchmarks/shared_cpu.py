@@ -296,7 +296,7 @@ def onnx_session(case: Case, threads: int):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", DeprecationWarning)  # the TorchScript exporter, which needs no onnxscript
             torch.onnx.export(module, args, str(path), dynamo=False)
-    except Exception as e:  # noqa: BLE001 - any export failure is reported as the reason
+    except Exception as e:  # any export failure is reported as the reason
         return None, f"torch.onnx.export failed: {type(e).__name__}: {str(e).splitlines()[0][:120]}"
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = threads

@@ -22,6 +22,7 @@ reductions and max / min give the same result. Lanes a tail guard masks off keep
 from __future__ import annotations
 
 import itertools
+from typing import cast
 
 from . import ir
 from .dtypes import DTYPES
@@ -61,7 +62,8 @@ class _Names:
     """Buffer names in use, collected from the body only when a first accumulator needs a new one."""
 
     def __init__(self, body: ir.Stmt, taken):
-        self.body, self.given, self.taken = body, set(taken or ()), None
+        self.body, self.given = body, set(taken or ())
+        self.taken: set[str] | None = None
 
     def new(self, base: str) -> str:
         """`base`, or `base1`, `base2`, ...: the first name not in use; it is in use from then on."""
@@ -97,7 +99,7 @@ def _rewrite(s: ir.Stmt, names: _Names) -> ir.Stmt:
     return s
 
 
-def _reduction_in(loop: ir.For):
+def _reduction_in(loop: ir.For) -> tuple[ir.For, ir.Store, list[ir.Expr]] | None:
     """(the vectorized loop, its store, the guards of the store that neither loop moves) when `loop`'s body is
     Lets around one constant-width vectorized loop whose body is Lets and Ifs around one reduction update of an
     element that neither loop moves; else None.
@@ -165,15 +167,16 @@ def _let_values(s: ir.Stmt):
 
 
 def _accumulate(loop: ir.For, inner: ir.For, store: ir.Store, fixed: list, names: _Names) -> ir.Stmt:
-    target, op, dtype = store.buffer, store.value.op, store.buffer.dtype
-    width = inner.extent.value
+    value, extent = cast(ir.BinOp, store.value), cast(ir.IntImm, inner.extent)  # as _reduction_in found them
+    target, op, dtype = store.buffer, value.op, store.buffer.dtype
+    width = extent.value
     acc = ir.Buffer(names.new(f"{target.name}_acc"), dtype, (width,), "stack")
     lane = ir.Var(inner.var.name)
     slot = (ir.BinOp("-", lane, inner.lo) if not (isinstance(inner.lo, ir.IntImm) and inner.lo.value == 0)
             else lane,)
     identity = DTYPES[dtype].identity(op)
     ident = ir.FloatImm(float(identity), dtype) if DTYPES[dtype].is_float else ir.IntImm(int(identity), dtype)
-    update = ir.Store(acc, slot, ir.BinOp(op, ir.Load(acc, slot), store.value.b))
+    update = ir.Store(acc, slot, ir.BinOp(op, ir.Load(acc, slot), value.b))
 
     def swap(s: ir.Stmt) -> ir.Stmt:
         if s is store:
@@ -189,9 +192,11 @@ def _accumulate(loop: ir.For, inner: ir.For, store: ir.Store, fixed: list, names
     def vector(body: ir.Stmt) -> ir.For:
         return ir.For(inner.var, inner.lo, inner.extent, body, "vectorized")
 
-    combine = ir.Store(target, store.indices, ir.BinOp(op, ir.Load(target, store.indices), ir.Load(acc, slot)))
-    if fixed:
-        combine = ir.If(ir.all_of(fixed), combine)
+    combine: ir.Stmt = ir.Store(target, store.indices,
+                                ir.BinOp(op, ir.Load(target, store.indices), ir.Load(acc, slot)))
+    guard = ir.all_of(fixed)
+    if guard is not None:
+        combine = ir.If(guard, combine)
     return ir.Allocate(acc, ir.seq(vector(ir.Store(acc, slot, ident)),
                                    ir.For(loop.var, loop.lo, loop.extent, swap(loop.body), loop.kind),
                                    vector(combine)))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .errors import BuildError, DSLError
+from .errors import BuildError, DSLError, SourceLoc
 from .program import GatherIndex, Op, Stage
 
 
@@ -166,17 +166,17 @@ def _bind_stage(op: Op, s: Stage, sizes: dict, shapes: dict) -> BoundStage:
     exact: dict[str, tuple] = {}
     for n, d, _, _, extent in dims:
         a = accesses[n]
-        v = a.indices[d].is_plain_var()  # as written: `A[st*i]` is not checked even when st is 1
-        if v is not None:
-            if v in s.where:
+        iv = a.indices[d].is_plain_var()  # as written: `A[st*i]` is not checked even when st is 1
+        if iv is not None:
+            if iv in s.where:
                 continue
-            if v in exact and exact[v][0] != extent:
-                pe, pa, pd = exact[v]
-                raise _err(op, f"index `{v}` ranges over 0:{extent} in {a.tensor} (dimension {d}) but over "
+            if iv in exact and exact[iv][0] != extent:
+                pe, pa, pd = exact[iv]
+                raise _err(op, f"index `{iv}` ranges over 0:{extent} in {a.tensor} (dimension {d}) but over "
                            f"0:{pe} in {pa} (dimension {pd}) for these sizes; the sizes must agree, or give "
-                           f"the range with `where {v} in LO:HI`", a.index_locs[d])
-            exact.setdefault(v, (extent, a.tensor, d))
-    origin: dict[str, object] = {}
+                           f"the range with `where {iv} in LO:HI`", a.index_locs[d])
+            exact.setdefault(iv, (extent, a.tensor, d))
+    origin: dict[str, SourceLoc] = {}
     while True:
         found: dict[str, tuple[int, int]] = {}
         for n, d, coeffs, const, extent in dims:

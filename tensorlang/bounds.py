@@ -11,6 +11,7 @@ guarded the same way without counting as a failure; any other guard is counted i
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any, cast
 
 from .errors import BuildError
 from .simplify import _linear, simplify
@@ -21,7 +22,7 @@ Interval = tuple[int, int] | None
 _INT_RANGES = {"i32": (-2**31, 2**31 - 1), "i64": (-2**63, 2**63 - 1), "bool": (0, 1)}
 
 
-def interval(e: Expr, env: dict[str, tuple[int, int]]) -> Interval:
+def interval(e: Expr, env: dict) -> Interval:
     """Inclusive integer bounds of `e` given bounds of variables, or None when unknown.
 
     >>> from tensorlang.ir import Var, BinOp, const
@@ -30,9 +31,9 @@ def interval(e: Expr, env: dict[str, tuple[int, int]]) -> Interval:
     """
     c = e.__class__
     if c is Var:  # the leaves, most of the calls: no facts are kept about them
-        return env.get(e.name)
+        return env.get(cast(Var, e).name)
     if c is IntImm:
-        return (e.value, e.value)
+        return (cast(IntImm, e).value, cast(IntImm, e).value)
     computed = _interval(e, env)
     fact = env.get(e) if env and not isinstance(e, (IntImm, Var)) else None
     if fact is None and env and _FACTS in env and isinstance(e, BinOp) and e.op in ("+", "-"):
@@ -174,7 +175,9 @@ def _refine(cond: Expr, env: dict) -> dict:
     for side in ("b", "a"):
         x = getattr(cond, side)
         if isinstance(x, BinOp) and x.op == ("min" if upper == (side == "b") else "max"):
-            return _refine(replace(cond, **{side: x.b}), _refine(replace(cond, **{side: x.a}), env))
+            first: dict[str, Any] = {side: x.a}
+            second: dict[str, Any] = {side: x.b}
+            return _refine(replace(cond, **second), _refine(replace(cond, **first), env))
     out = dict(env)
     for a, b, upper in ((cond.a, cond.b, cond.op in ("<", "<=")), (cond.b, cond.a, cond.op in (">", ">="))):
         strict = cond.op in ("<", ">")
@@ -303,9 +306,11 @@ class _Checker:
             if not any(g):
                 return store
             self.fail("the write", s.buffer, idx)
-            return If(all_of(Logic("and", Cmp(">=", ix, IntImm(0, ix.dtype)),
-                                   Cmp("<", ix, IntImm(s.buffer.shape[d], ix.dtype)))
-                             for d, (ix, bad) in enumerate(zip(idx, g)) if bad), store)
+            guard = all_of(Logic("and", Cmp(">=", ix, IntImm(0, ix.dtype)),
+                                 Cmp("<", ix, IntImm(s.buffer.shape[d], ix.dtype)))
+                           for d, (ix, bad) in enumerate(zip(idx, g)) if bad)
+            assert guard is not None  # some index is unproven
+            return If(guard, store)
         raise TypeError(f"not an IR statement: {s!r}")
 
 

@@ -22,6 +22,8 @@ True
 """
 from __future__ import annotations
 
+from typing import cast
+
 import llvmlite.ir as ll
 
 from . import ir
@@ -388,7 +390,7 @@ class _Emitter:
         self.b = ll.IRBuilder(self.entry)
         self.fail_block = None
         self.lanes = 0            # width of the vectorized loop being emitted (0: scalar code)
-        self.lane_var = None      # its index variable
+        self.lane_var: str | None = None  # its index variable
         self.mask = None          # lanes a vector guard leaves active
         self.defs: dict[str, ir.Expr] = {}  # Let-bound index variables and their IR definitions
         self._addr_cache: dict = {}
@@ -505,7 +507,7 @@ class _Emitter:
         if isinstance(v, ll.Constant):
             return ll.Constant(vt, [v] * lanes)
         block = self.b.block
-        at_end = self.b._anchor == len(block.instructions)  # noqa: SLF001 (see int_arith)
+        at_end = self.b._anchor == len(block.instructions)  # private: see int_arith
         key = ("splat", id(block), id(v), lanes)
         hit = self._cse.get(key) if at_end else None
         if hit is not None:
@@ -1016,6 +1018,7 @@ class _Emitter:
 
     def _at_lane0(self, flat: ir.Expr) -> ir.Expr:
         """The flat index with the vector index at its first lane: emitted as a scalar."""
+        assert self.lane_var is not None  # called inside a vectorized loop
         return substitute(self.expand(flat), {self.lane_var: ir.Var(f"{self.lane_var}.lane0")})
 
     def value(self, e: ir.Expr) -> ll.Value:
@@ -1098,9 +1101,10 @@ class _Emitter:
             self.in_index = saved
 
     def _reduce_lanes(self, s: ir.Store) -> ll.Value:
-        op, dtype = s.value.op, s.buffer.dtype
-        acc = self.expr(s.value.a)
-        vals = self.splat(self.expr(s.value.b))  # a value the same in every lane still counts once a lane
+        value = cast(ir.BinOp, s.value)  # an update, as reduce_lanes checked
+        op, dtype = value.op, s.buffer.dtype
+        acc = self.expr(value.a)
+        vals = self.splat(self.expr(value.b))  # a value the same in every lane still counts once a lane
         w = vals.type.count
         if self.mask is not None and _is_vec(self.mask):
             ident = DTYPES[dtype].identity(op)
@@ -1241,7 +1245,7 @@ class _Emitter:
             return folded
         b = self.b
         block = b.block
-        at_end = b._anchor == len(block.instructions)  # noqa: SLF001 (llvmlite keeps the insertion point there)
+        at_end = b._anchor == len(block.instructions)  # private: llvmlite keeps the insertion point there
         key = (op, tuple(flags), id(block), _operand_key(a), _operand_key(c))
         hit = self._cse.get(key) if at_end else None
         if hit is not None:

@@ -59,7 +59,7 @@ class DSLError(TensorlangError):
         if self.loc is None:
             return f"{self.file}: {self.message}" if self.file else self.message
         text = f"{where}line {self.line}, column {self.col}: {self.message}"
-        if self.source_line is not None:
+        if self.source_line is not None and self.col is not None:  # a source line comes with a location
             width = max(1, (self.end_col or self.col + 1) - self.col)
             # keep the line's tabs in the caret line so that the caret lines up however tabs are shown
             pad = "".join(ch if ch == "\t" else " " for ch in self.source_line[:self.col - 1])

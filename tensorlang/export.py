@@ -161,6 +161,7 @@ def export(what, path, format: str = "so", *, name: str | None = None, cc: str |
     else:
         code = _compile_llvm(func, meta_json, host_target(), "o" if format == "so" else format)
         if format == "so":
+            assert compiler is not None  # found above, before compiling
             files["library"] = _link(code, directory, name, compiler)
         else:
             role, ext = {"o": ("object", ".o"), "ll": ("llvm", ".ll"), "asm": ("asm", ".s")}[format]

@@ -12,7 +12,9 @@ for i in 0:4:
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 
 def _hash_once(cls):
@@ -48,7 +50,9 @@ def _hash_once(cls):
 class Expr:
     """Base class of IR expressions."""
 
-    dtype: str
+    if TYPE_CHECKING:  # a field in some subclasses, a property computed from the operands in others
+        @property
+        def dtype(self) -> str: ...
 
     def __str__(self) -> str:
         return expr_str(self)
@@ -331,7 +335,7 @@ class Func:
 
 # ---- construction helpers ----------------------------------------------------------------------
 
-def const(value: int, dtype: str = "i64") -> Expr:
+def const(value: int, dtype: str = "i64") -> IntImm:
     """An integer constant (i64 unless said).
 
     >>> const(3).value
@@ -352,7 +356,7 @@ def all_of(conds) -> Expr | None:
     return out
 
 
-def seq(*stmts: Stmt) -> Stmt:
+def seq(*stmts: Stmt | None) -> Stmt:
     """A Seq of the statements that are not None, nested Seqs flattened; a single statement stays itself.
 
     >>> X = Buffer("X", "f32", (2,))
@@ -362,7 +366,7 @@ def seq(*stmts: Stmt) -> Stmt:
     >>> seq(None, a) is a
     True
     """
-    out = []
+    out: list[Stmt] = []
     for s in stmts:
         if s is None:
             continue
@@ -648,7 +652,7 @@ def map_expr(e: Expr, fn) -> Expr:
     return fn(e)
 
 
-def substitute(e: Expr, mapping: dict[str, Expr]) -> Expr:
+def substitute(e: Expr, mapping: Mapping[str, Expr]) -> Expr:
     """`e` with variables replaced by expressions (integer index expressions and conditions; indices computed
     from data included: the loads and checks in them).
 

@@ -25,6 +25,7 @@ Example::
 from __future__ import annotations
 
 import math
+from typing import cast
 
 import numpy as np
 
@@ -120,7 +121,7 @@ def reference(op: Op, **sizes: int) -> Reference:
 
 
 def _dependency_order(op: Op) -> list[str]:
-    names = {s.name for s in op.stages}
+    stages = {s.name: s for s in op.stages}
     order: list[str] = []
     state: dict[str, int] = {}
 
@@ -128,8 +129,8 @@ def _dependency_order(op: Op) -> list[str]:
         if state.get(name) == 2:
             return
         state[name] = 1
-        for r in op.stage(name).reads():
-            if r in names and state.get(r) != 2:
+        for r in stages[name].reads():
+            if r in stages and state.get(r) != 2:
                 visit(r)  # the parser refuses cycles, so a stage in progress is never met again
         state[name] = 2
         order.append(name)
@@ -156,9 +157,8 @@ def _evaluate_stage(bound: BoundOp, bs: BoundStage, tensors: dict) -> np.ndarray
     axes = list(s.lhs_vars + s.red_vars)
     extents = [bs.ranges[v][1] for v in axes]
     acc_dtype = np.float64 if DTYPES[s.dtype].is_float else (np.int64 if s.dtype != "bool" else np.bool_)
-    out = None if s.reduce_op else np.empty(bs.shape, dtype)
-    if s.reduce_op:
-        out = np.full(bs.shape, DTYPES[s.dtype].identity(s.reduce_op), acc_dtype)
+    out = np.full(bs.shape, DTYPES[s.dtype].identity(s.reduce_op), acc_dtype) if s.reduce_op else \
+        np.empty(bs.shape, dtype)
     nl = len(s.lhs_vars)
     sites = {(id(g.access), g.dim): g for g in gather_sites(bound.op)}
     for block in _blocks(extents):
@@ -279,8 +279,8 @@ class _Evaluator:
             if e.fn == "select":
                 return np.where(self(e.args[0], "bool"), self(e.args[1], dt), self(e.args[2], dt))
             if e.fn in ("max", "min"):
-                fn = np.maximum if e.fn == "max" else np.minimum
-                return fn(self(e.args[0], dt), self(e.args[1], dt))
+                pick = np.maximum if e.fn == "max" else np.minimum
+                return pick(self(e.args[0], dt), self(e.args[1], dt))
             if e.fn == "clamp":
                 x, lo, hi = (self(a, dt) for a in e.args)
                 return np.minimum(np.maximum(x, lo), hi)
@@ -295,7 +295,7 @@ class _Evaluator:
                for d, ix in enumerate(a.indices)]
         if not self.pads[id(a)]:
             return arr[tuple(ids)]
-        ids = np.broadcast_arrays(*ids)
+        ids = list(np.broadcast_arrays(*ids))
         inside = np.ones(ids[0].shape, bool)
         for d, ix in enumerate(ids):
             inside &= (ix >= 0) & (ix < arr.shape[d])
@@ -306,7 +306,7 @@ class _Evaluator:
     def gathered(self, a: Access, d: int):
         """The values of the gathered index `d` of read `a`; tl.IndexError for one outside the dimension (numpy
         would count a negative one from the end)."""
-        ix = a.indices[d]
+        ix = cast(GatherIndex, a.indices[d])  # the caller's check
         value = np.asarray(self(ix.value, ix.value.dtype)).astype(np.int64)
         n = self.tensors[a.tensor].shape[d]
         bad = (value < 0) | (value >= n)

@@ -10,6 +10,7 @@ import ast
 import math
 import re
 from dataclasses import dataclass
+import typing
 
 from .check import check_program
 from .dtypes import DTYPES, TENSOR_DTYPES
@@ -67,13 +68,18 @@ class _Parser:
     def error(self, message: str, loc: SourceLoc | None) -> DSLError:
         return DSLError(message, loc, self.source)
 
-    def loc_of(self, node: ast.AST, piece: _Piece) -> SourceLoc:
+    def loc_of(self, node: ast.expr | ast.stmt | ast.arg, piece: _Piece) -> SourceLoc:
         line = piece.line + node.lineno - 1
         col = node.col_offset + (piece.col0 if node.lineno == 1 else 0)
         end = (node.end_col_offset or node.col_offset + 1) + (piece.col0 if node.end_lineno == 1 else 0)
         if node.end_lineno != node.lineno:
             end = len(self.lines[line - 1])
         return SourceLoc(line, col + 1, max(end + 1, col + 2))
+
+    @typing.overload
+    def parse_piece(self, piece: _Piece, mode: typing.Literal["eval"], what: str) -> ast.Expression: ...
+    @typing.overload
+    def parse_piece(self, piece: _Piece, mode: typing.Literal["exec"], what: str) -> ast.Module: ...
 
     def parse_piece(self, piece: _Piece, mode: str, what: str) -> ast.AST:
         try:
@@ -139,7 +145,8 @@ class _Parser:
                     found.append((node.id, self.loc_of(node, rhs_p)))
             found.sort(key=lambda t: (t[1].line, t[1].col))
             reads[r[0]] = found
-        order, state = [], {}
+        order: list[str] = []
+        state: dict[str, str] = {}
 
         def visit(name, path):
             if state.get(name) == "done":
@@ -250,7 +257,7 @@ class _Parser:
             raise self.error(f"`{name}` is a reserved word and cannot name {what}", loc)
 
     # ---- size expressions (shapes and where bounds) ----
-    def size_expr(self, node: ast.AST, piece: _Piece, declare: bool = False) -> SizePoly:
+    def size_expr(self, node: ast.expr, piece: _Piece, declare: bool = False) -> SizePoly:
         loc = self.loc_of(node, piece)
         if isinstance(node, ast.Constant) and type(node.value) is int:
             return SizePoly.const(node.value)
@@ -315,7 +322,7 @@ class _Parser:
         return name, len(idx), loc, (lhs_s, node, idx, op_text, red, rhs_s, where, p, op_loc)
 
     def parse_statement(self, raw) -> Stage:
-        name, _, loc, (lhs_p, lhs_node, idx_nodes, op_text, red, rhs_p, where_p, whole, op_loc) = raw
+        name, _, loc, (lhs_p, _lhs_node, idx_nodes, op_text, red, rhs_p, where_p, whole, op_loc) = raw
         lhs_vars: list[str] = []
         var_locs: dict[str, SourceLoc] = {}
         for ix in idx_nodes:
@@ -398,7 +405,7 @@ class _Parser:
         return out
 
     # ---- value expressions ----
-    def value(self, node: ast.AST, p: _Piece) -> Expr:
+    def value(self, node: ast.expr, p: _Piece) -> Expr:
         loc = self.loc_of(node, p)
         if isinstance(node, ast.Subscript):
             if not isinstance(node.value, ast.Name):
@@ -452,7 +459,7 @@ class _Parser:
                 dt, _ = self.unify(left, right, loc, _CMP[type(cop)], bools=type(cop) in (ast.Eq, ast.NotEq))
                 parts.append(Binary("bool", False, loc, _CMP[type(cop)], left, right, dt))
                 left = right
-            out = parts[0]
+            out: Expr = parts[0]
             for q in parts[1:]:
                 out = Binary("bool", False, loc, "and", out, q, "bool")
             return out
@@ -477,7 +484,7 @@ class _Parser:
         raise self.error("unsupported expression: use tensor reads, numbers, arithmetic, comparisons and "
                          f"the functions {', '.join(FUNCS)}", loc)
 
-    def access(self, name: str, idx_nodes, node: ast.AST, p: _Piece) -> Access:
+    def access(self, name: str, idx_nodes, node: ast.expr, p: _Piece) -> Access:
         name_node = node.value if isinstance(node, ast.Subscript) else node
         nloc = self.loc_of(name_node, p)
         if name in self.params:
@@ -497,15 +504,20 @@ class _Parser:
         locs = tuple(self.loc_of(ix, p) for ix in idx_nodes)
         return Access(dtype, False, self.loc_of(node, p), name, indices, locs)
 
-    def index_expr(self, node: ast.AST, p: _Piece) -> IndexExpr | GatherIndex:
-        loc = self.loc_of(node, p)
+    def index_expr(self, node: ast.expr, p: _Piece) -> IndexExpr | GatherIndex:
         if self.reads_a_tensor(node):
+            loc = self.loc_of(node, p)
             value = self.value(node, p)
             if value.dtype not in ("i32", "i64"):
                 fix = "; convert with i32(...) or i64(...)" if value.dtype != "bool" else ""
                 raise self.error(f"an index computed from a tensor read must be an integer (i32 or i64), got "
                                  f"{'a comparison' if value.dtype == 'bool' else value.dtype}{fix}", loc)
             return GatherIndex(value, ast.unparse(node))
+        return self.affine_index(node, p)
+
+    def affine_index(self, node: ast.expr, p: _Piece) -> IndexExpr:
+        """An index that reads no tensor (nor do its parts): affine in index variables and sizes."""
+        loc = self.loc_of(node, p)
         if isinstance(node, ast.Constant) and type(node.value) is int:
             return IndexExpr.size(SizePoly.const(node.value))
         if isinstance(node, ast.Name):
@@ -519,10 +531,10 @@ class _Parser:
             self._var_locs.setdefault(n, loc)
             return IndexExpr.var(n)
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
-            x = self.index_expr(node.operand, p)
+            x = self.affine_index(node.operand, p)
             return -x if isinstance(node.op, ast.USub) else x
         if isinstance(node, ast.BinOp) and type(node.op) in (ast.Add, ast.Sub, ast.Mult):
-            a, b = self.index_expr(node.left, p), self.index_expr(node.right, p)
+            a, b = self.affine_index(node.left, p), self.affine_index(node.right, p)
             if isinstance(node.op, ast.Add):
                 return a + b
             if isinstance(node.op, ast.Sub):
@@ -585,7 +597,9 @@ class _Parser:
         def at(line: int, col: int) -> tuple[int, int]:  # a position of the piece's text in the source (0-based col)
             return p.line + line - 1, col + (p.col0 if line == 1 else 0)
 
-        line, col = at(node.left.end_lineno, node.left.end_col_offset)
+        end_line, end_col = node.left.end_lineno, node.left.end_col_offset
+        assert end_line is not None and end_col is not None  # ast.parse sets every position
+        line, col = at(end_line, end_col)
         last, stop = at(node.right.lineno, node.right.col_offset)
         while line <= last:
             text = self.lines[line - 1][:stop if line == last else None]

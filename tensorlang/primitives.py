@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Any
 
 from .errors import ScheduleError
 
@@ -27,7 +28,7 @@ class Primitive:
 
     def to_json(self) -> dict:
         """{"prim": name, field: value, ...} with lists for tuples."""
-        out = {"prim": self.NAME}
+        out: dict[str, Any] = {"prim": self.NAME}
         for f in dataclasses.fields(self):
             v = getattr(self, f.name)
             out[f.name] = list(v) if isinstance(v, tuple) else v

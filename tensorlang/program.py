@@ -155,8 +155,8 @@ class IntValue(Expr):
 class Unary(Expr):
     """`-x` (op "neg") or `not x` (op "not")."""
 
-    op: str = ""
-    x: Expr | None = None
+    op: str
+    x: Expr
 
 
 @dataclass(frozen=True)
@@ -166,9 +166,9 @@ class Binary(Expr):
     `operand_dtype` is the dtype both operands are computed in (for comparisons it differs from the result).
     """
 
-    op: str = ""
-    a: Expr | None = None
-    b: Expr | None = None
+    op: str
+    a: Expr
+    b: Expr
     operand_dtype: str = ""
 
 

@@ -13,6 +13,8 @@ import threading
 import time
 import weakref
 from collections import OrderedDict
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -24,6 +26,9 @@ from .ir import Func
 from .program import Op, gather_sites
 from .schedule import Schedule
 from .target import MachineCode, Target, compile_ir, host_target, target_machine
+
+if TYPE_CHECKING:
+    from .graph.export import LoadedModel
 
 CACHE_SIZE = 64
 """How many of the kernels most recently built or found :func:`build` keeps alive (about 1 MB each with its
@@ -118,12 +123,12 @@ class Kernel:
                  compile_seconds: float, schedule_source: str = "given"):
         self.schedule = schedule
         self.schedule_source = schedule_source
-        self.op = schedule.op
-        self.func = func
+        self.op: Op | SimpleNamespace = schedule.op  # its names only, where a library's program no longer parses
+        self.func: Func | None = func  # None, and no IR or machine code here, for a kernel loaded from a library
         self.target = target
         self.compile_seconds = compile_seconds
-        self._llvm_ir = llvm_ir
-        self._engine = MachineCode(engine, func.name)  # keeps the machine code alive, frees its workspace
+        self._llvm_ir: str | None = llvm_ir
+        self._engine: MachineCode | None = MachineCode(engine, func.name)  # keeps the code alive, frees its workspace
         self._module = module_ref
         bound = schedule.bound
         self.input_shapes = {p.name: bound.shapes[p.name] for p in self.op.params}
@@ -132,7 +137,7 @@ class Kernel:
         self.output_dtypes = {o: DTYPES[bound.dtypes[o]].numpy for o in self.op.outputs}
         n = len(func.params)
         self._fn = ctypes.CFUNCTYPE(ctypes.c_int32, *([ctypes.c_void_p] * n))(self._engine.address)
-        self._index_error = _INDEX_ERROR_FN(engine.get_function_address(func.name + INDEX_ERROR_SUFFIX))
+        self._index_error: Any = _INDEX_ERROR_FN(engine.get_function_address(func.name + INDEX_ERROR_SUFFIX))
         self._set_specs()
 
     def _set_specs(self) -> None:
@@ -219,15 +224,17 @@ class Kernel:
     def source(self, kind: str = "llvm") -> str:
         """The kernel as text: "ir" (loop IR), "llvm" (optimised LLVM IR), "llvm-unoptimized", "asm", or "c" (a
         C99 translation unit computing the same, see `tensorlang.codegen_c`)."""
+        func, llvm_ir = self.func, self._llvm_ir
+        assert func is not None and llvm_ir is not None  # a built kernel's (LoadedKernel has its own source())
         if kind == "ir":
-            return str(self.func)
+            return str(func)
         if kind == "c":
             from .codegen_c import emit_c
-            return emit_c(self.func)
+            return emit_c(func)
         if kind == "llvm":
             return str(self._module)
         if kind == "llvm-unoptimized":
-            return self._llvm_ir
+            return llvm_ir
         if kind == "asm":
             return target_machine(self.target).emit_assembly(self._module)
         raise BuildError(f"source(kind={kind!r}): kind is one of 'ir', 'llvm', 'llvm-unoptimized', 'asm', 'c'")
@@ -297,7 +304,9 @@ def build(what: Op | Schedule, **sizes) -> Kernel:
     kernel = Kernel(sched, func, llvm_ir, engine, mod, target, time.perf_counter() - t0, source)
     with _cache_lock:
         _alive.setdefault(key, kernel)  # a thread that built the same kernel meanwhile wins
-        return _cached(key)
+        built = _cached(key)
+    assert built is not None  # held by `kernel` or by the thread that won
+    return built
 
 
 class LoadedKernel(Kernel):
@@ -308,8 +317,6 @@ class LoadedKernel(Kernel):
     """
 
     def __init__(self, path: str, lib, meta: dict):
-        from types import SimpleNamespace
-
         from .errors import TensorlangError
         from .parse import parse
         self.path, self.metadata, self._lib = path, meta, lib
@@ -341,7 +348,7 @@ class LoadedKernel(Kernel):
         return dict(self.metadata["sizes"])
 
     @functools.cached_property
-    def schedule(self) -> Schedule:
+    def schedule(self) -> Schedule:  # type: ignore[override]  # replayed on first use, not set when loaded
         """The schedule the library was made with (replayed from its JSON)."""
         return Schedule.from_json(self.metadata["schedule"])
 
@@ -357,7 +364,7 @@ class LoadedKernel(Kernel):
         return f"<Kernel {self.op.name}({sizes}) for {self.target.cpu}, loaded from {self.path}>"
 
 
-def load(path, *, name: str | None = None) -> LoadedKernel:
+def load(path, *, name: str | None = None) -> LoadedKernel | LoadedModel:
     """Load a shared library made by `tensorlang export --format so` or `kernel.export(dir)` as a Kernel.
 
     `path` is the .so file (or a directory holding exactly one). The library carries its metadata (program,

@@ -37,7 +37,7 @@ from .ir import Func
 from .loopnest import LoopNest
 from .primitives import (Annotate, CacheRead, CacheWrite, ComputeAt, ComputeInline, ComputeRoot, Fuse, Primitive,
                          Reorder, ReverseComputeInline, Split, from_json)
-from .program import Op, Renaming
+from .program import Op, Renaming, Stage
 
 SCHEDULE_FORMAT = 1
 VERBS = {"vectorized": "vectorize", "unrolled": "unroll", "parallel": "parallel", "serial": "serial"}
@@ -238,7 +238,7 @@ class ScheduleState:
         if vec:
             raise ScheduleError(f"{where}: {p.axis} is inside the vectorized loop {vec[0]}")
         # no cycle: the consumer must not be computed inside the producer
-        c = cons.attach
+        c: Attachment = cons.attach
         while isinstance(c, At):
             if c.consumer == p.stage:
                 raise ScheduleError(f"{where}: {p.consumer} is computed inside {p.stage}; that would be a cycle")
@@ -312,7 +312,7 @@ class ScheduleState:
 
     def _compute_inline(self, p: ComputeInline, st: StageState) -> None:
         self._producer_checks("compute_inline", p)
-        s = self.bound.op.stage(p.stage)
+        s = _stage(self.bound.op, p.stage)
         if s.reduce_op is not None:
             raise ScheduleError(f"compute_inline({p.stage}): {p.stage} is a reduction (`{s.reduce_op}=` over "
                                 f"{', '.join(s.red_vars)}); only stages written with `=` can be inlined; use "
@@ -329,7 +329,7 @@ class ScheduleState:
     def _reverse_compute_inline(self, p: ReverseComputeInline, st: StageState) -> None:
         where = f"reverse_compute_inline({p.stage})"
         op, bound = self.bound.op, self.bound
-        s = op.stage(p.stage)
+        s = _stage(op, p.stage)
         if s.reduce_op is not None:
             raise ScheduleError(f"{where}: {p.stage} is a reduction (`{s.reduce_op}=`); only a stage written with "
                                 "`=` can be computed in its producer's write-back")
@@ -343,7 +343,7 @@ class ScheduleState:
             raise ScheduleError(f"{where}: {p.stage} must read exactly one stage that is not inlined, the reduction "
                                 f"whose write-back computes it; it reads {what}")
         d = producers[0]
-        ds = op.stage(d)
+        ds = _stage(op, d)
         if ds.reduce_op is None:
             raise ScheduleError(f"{where}: {d} is not a reduction; inline it into {p.stage} instead "
                                 f"(s[{d!r}].compute_inline())")
@@ -381,7 +381,7 @@ class ScheduleState:
                 continue
             other = self.stages[t]
             if isinstance(other.attach, Inline):
-                inner = self.bound.op.stage(t)
+                inner = _stage(self.bound.op, t)
                 if d in inner.reads():
                     raise ScheduleError(f"{where}: the inlined stage {t} reads {d}; the write-back has one element "
                                         f"of {d} at a time")
@@ -392,7 +392,7 @@ class ScheduleState:
 
     def _cache_read(self, p: CacheRead, st: StageState) -> None:
         where = f"cache_read({p.stage}, {p.tensor}, {p.axis})"
-        s = self.bound.op.stage(p.stage)
+        s = _stage(self.bound.op, p.stage)
         if p.tensor not in s.reads():
             raise ScheduleError(f"{where}: {p.stage} does not read {p.tensor}; it reads {', '.join(s.reads())}")
         if p.tensor in self.stages and isinstance(self.stages[p.tensor].attach, Inline):
@@ -418,6 +418,13 @@ class ScheduleState:
         if any(t == p.tensor for t, _, _ in st.cache_reads):
             raise ScheduleError(f"{where}: {p.tensor} is cached by {p.stage} already")
         st.cache_reads.append((p.tensor, p.axis, tuple(p.layout)))
+
+
+def _stage(op: Op, name: str) -> Stage:
+    """The stage `name` of `op`, which every stage a schedule names is."""
+    s = op.stage(name)
+    assert s is not None, name
+    return s
 
 
 def verb(p: Primitive) -> str:
@@ -860,6 +867,7 @@ def _renamed_primitives(prims: list, names: Renaming, op: Op) -> list:
     for p in prims:
         stage = names.tensors[p.stage]
         ax = loops[stage]
+        q: Primitive
         if isinstance(p, Split):
             q = Split(stage, ax[p.axis], p.factor, made(stage, p.outer, from_parent(p.outer, p.axis, ax)),
                       made(stage, p.inner, from_parent(p.inner, p.axis, ax)))

@@ -7,6 +7,8 @@
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from .ir import BinOp, Cast, Cmp, Expr, IndexCheck, IntImm, Logic, Neg, Not, Select, Var
 
 _INT = ("i64", "i32")
@@ -48,7 +50,9 @@ def _simplify(e: Expr) -> Expr:
         a, b = simplify(e.a), simplify(e.b)
         if isinstance(a, IntImm) and isinstance(b, IntImm) and e.op in ("//", "%", "min", "max") and \
                 (e.op in ("min", "max") or b.value != 0):
-            v = {"//": lambda x, y: x // y, "%": lambda x, y: x % y, "min": min, "max": max}[e.op](a.value, b.value)
+            fold: dict[str, Callable[[int, int], int]] = {"//": lambda x, y: x // y, "%": lambda x, y: x % y,
+                                                          "min": min, "max": max}
+            v = fold[e.op](a.value, b.value)
             return IntImm(v, e.dtype)
         if e.op in ("//", "%") and isinstance(b, IntImm) and b.value == 1:
             return a if e.op == "//" else IntImm(0, e.dtype)

@@ -375,4 +375,6 @@ def parallel_for_address() -> int:
                       f"parallel loop, because the native pool could not be built: {why}. Install gcc or clang "
                       "(or set CC), or set TENSORLANG_THREAD_POOL=python to silence this.", RuntimeWarning,
                       stacklevel=2)
-    return ctypes.cast(_callback, ctypes.c_void_p).value
+    address = ctypes.cast(_callback, ctypes.c_void_p).value
+    assert address is not None  # a ctypes callback has an address
+    return address

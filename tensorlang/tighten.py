@@ -122,7 +122,7 @@ def _upper_bound(var: str, cond: ir.Expr, lets: dict, ranges: dict) -> int | Non
     some values of the other variables in `ranges`, or None."""
     if not isinstance(cond, ir.Cmp) or cond.op not in ("<", "<=") or cond.a.dtype not in ("i32", "i64"):
         return None
-    diff = ir.BinOp("-", cond.a, cond.b)
+    diff: ir.Expr = ir.BinOp("-", cond.a, cond.b)
     for _ in range(len(lets)):  # a let may name an earlier one
         diff = ir.substitute(diff, lets)
     terms, c = _linear(diff)

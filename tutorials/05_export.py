@@ -39,7 +39,7 @@ out = tempfile.mkdtemp(prefix="tensorlang-tutorial-")
 files = kernel.export(out, format="so")
 header = open(files["header"]).read()
 print("wrote", ", ".join(os.path.basename(f) for f in files.values()))
-print([line for line in header.splitlines() if line.startswith("int32_t matmul(")][0])
+print(next(line for line in header.splitlines() if line.startswith("int32_t matmul(")))
 
 # %% 3. Call it from C
 # Call it from our own C program: fill A and B, call matmul(A, B, C), print C. Link with -lmatmul; the rpath

@@ -150,7 +150,8 @@ def analyze(op: Op, sizes: dict) -> ProgramInfo:
         for a, padded in zip(s.accesses(), bs.padded):
             shape = bound.shapes[a.tensor]
             rm = _row_major(shape)
-            dims, strides = [], {}
+            dims: list[tuple] = []
+            strides: dict[str, int] = {}
             for d, ix in enumerate(a.indices):
                 if isinstance(ix, GatherIndex):
                     coeffs, const = {v: max(2, shape[d]) for v in index_vars_of(ix.value)}, 0

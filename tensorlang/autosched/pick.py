@@ -52,7 +52,8 @@ def _round_up(x: int, m: int) -> int:
     return -(-x // m) * m
 
 
-def tile_efficiency(st: StageInfo, vec: str, w: int, rows: dict, lanes: int, packed: set = frozenset()) -> float:
+def tile_efficiency(st: StageInfo, vec: str, w: int, rows: dict, lanes: int,
+                    packed: frozenset | set = frozenset()) -> float:
     """How close to the FMA peak the register tile of `w` elements of `vec` by `rows` ({var: unrolled extent})
     can run, from counting one step of the innermost reduction: FMAs (vectors x rows) against loads (each read
     that moves with `vec` loads one vector per row it depends on, a gather of `lanes` loads unless it is
@@ -80,7 +81,8 @@ def _efficiency(st: StageInfo, vec: str, w: int, rows: dict, lanes: int, fmas: i
     return eff * (fmas / 2) / cycles * min(1.0, fmas / 8)
 
 
-def tile_counts(st: StageInfo, vec: str, w: int, rows: dict, lanes: int, packed: set = frozenset()) -> tuple:
+def tile_counts(st: StageInfo, vec: str, w: int, rows: dict, lanes: int,
+                packed: frozenset | set = frozenset()) -> tuple:
     """(FMAs, loads) of one step of the innermost reduction in the register tile of `w` elements of `vec` by
     `rows` (see :func:`tile_efficiency`): vector FMAs, and vector loads, broadcasts and gathered lanes.
 
@@ -147,7 +149,7 @@ addresses): :func:`register_tiles` weighs tiles of at most `registers` - this ma
 
 
 def register_tiles(st: StageInfo, vec: str, lanes: int, registers: int, reg_values: dict, vws: tuple,
-                   packed: set = frozenset()) -> list[tuple]:
+                   packed: frozenset | set = frozenset()) -> list[tuple]:
     """Every (vw, {var: rows}, efficiency) register tile of a reduction with reuse that :func:`register_tile`
     weighs (the vector width and up to two unrolled spatial variables within `registers` - 4 accumulators), the
     best first: by :func:`tile_efficiency`, then the FMAs per load up to :data:`ENOUGH_FMAS_PER_LOAD`, then the
@@ -190,7 +192,7 @@ def register_tiles(st: StageInfo, vec: str, lanes: int, registers: int, reg_valu
 
 
 def register_tile(st: StageInfo, vec: str, lanes: int, registers: int, reg_values: dict, vws: tuple,
-                  packed: set = frozenset()) -> tuple:
+                  packed: frozenset | set = frozenset()) -> tuple:
     """(vw, {var: rows}, efficiency) for the register tile of a reduction with reuse: the vector width and up to
     two unrolled spatial variables with the best :func:`tile_efficiency` within `registers` - 4 accumulators
     (ties: the most accumulators, whose loop overhead and write-back spread over more FMAs); the first of
@@ -332,7 +334,7 @@ def _ku_rule(space, st: StageInfo, configs: Configs, tile: TileConfig, offered: 
     inner = st.extents[st.reduction[-1]]
     values = offered.ku
     taps = window_taps(st)
-    if taps in values:
+    if taps is not None and taps in values:
         ku = taps
     elif inner <= 8 and any(v >= inner for v in values) and _reads_inlined_window(space, st, configs, vec):
         ku = min(v for v in values if v >= inner)
@@ -445,7 +447,7 @@ def _stage_defaults(space, st: StageInfo, configs: Configs, vw: int | None = Non
     tile = replace(sc.tile, vec=vec, reg={**sc.tile.reg, **{v: 1 for v in offered.reg}},
                    block={**sc.tile.block, **{v: st.extents[v] for v in offered.block}},
                    rblock={**sc.tile.rblock, **{r: st.extents[r] for r in offered.rblock}})
-    if st.kind == "reuse" and vec in st.spatial:
+    if st.kind == "reuse" and vec is not None and vec in st.spatial:
         tiles = register_tiles(st, vec, role.lanes, registers, offered.reg, vws, packable_reads) \
             or [(vws[0], {}, 0.0)]
         for width, rows, _ in tiles[:TILE_TRIES] + tiles[:1]:  # none fits: the best, for the repair to relax
@@ -565,7 +567,7 @@ def panel_in_place(st: StageInfo, tensor: str, tile: TileConfig) -> bool:
         return min(blocks.get(v, st.extents[v]), st.extents[v])
 
     reads = [r for r in st.reads_of(tensor) if r.strides.get(vec or "", 0)]
-    if not reads or block(vec) > tile.vw * tile.reg.get(vec, 1):
+    if not reads or vec is None or block(vec) > tile.vw * tile.reg.get(vec, 1):
         return False
     for r in reads:
         if any(len(terms) != 1 or terms[0][1] != 1 for terms, _ in r.dims):
@@ -675,7 +677,8 @@ def _parallel_choices(space, st: StageInfo, configs: Configs, tile: TileConfig) 
     work = sum(s.points * max(1, s.ops) for s in space.info.stages if anchors.get(s.name) == st.name)
     if max(work, st.points * max(1, st.ops)) < PARALLEL_WORK:
         return ["none"], True
-    good, ok = [], []
+    good: list[str] = []
+    ok: list[str] = []
     for p in role.offered.parallel:
         if p == "none":
             continue

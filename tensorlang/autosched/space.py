@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from functools import cached_property
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -148,8 +148,8 @@ def vec_candidates(st: StageInfo, lanes: int = 16) -> tuple:
 
 
 def _block_values(extent: int) -> tuple:
-    values = set(factors(extent)) | {v for v in (6, 12, 24, 48, 96, 192, 384, 768) if v < extent}
-    values = sorted(v for v in values if 1 <= v < extent)
+    candidates = set(factors(extent)) | {v for v in (6, 12, 24, 48, 96, 192, 384, 768) if v < extent}
+    values = sorted(v for v in candidates if 1 <= v < extent)
     if len(values) > 11:  # keep the small ones and about every other large one, in log scale
         keep = set(values[:4])
         logs = np.log2(values)
@@ -241,6 +241,7 @@ class KnobField:
         """`sc` with this knob at `value`."""
         if self.field == "place":
             return replace(sc, place=value)
+        new: Any  # the type of the field
         if self.field == "pack":
             new = tuple(t for t in self.reads if (value if t == self.key else t in sc.tile.pack))
         elif self.field == "red_order":
@@ -377,7 +378,7 @@ def _placements(info: ProgramInfo) -> dict[str, tuple]:
       3. an injective stage nothing reads: the root;
       4. a reduction: the root, or inside its reader's loops.
     """
-    out = {}
+    out: dict[str, tuple] = {}
     for st in info.stages:
         if st.is_output:
             out[st.name] = ("root", "epilogue") if epilogue_producer(info, st) else ("root",)

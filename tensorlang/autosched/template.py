@@ -112,11 +112,12 @@ class LoopPlan:
 
     def final(self, loop: str) -> str:
         """What `loop` is called once the parallel loops are fused."""
-        return self.fused_name() if loop in self.parallel_loops else loop
+        fused = self.fused_name()
+        return fused if fused is not None and loop in self.parallel_loops else loop
 
     def final_order(self) -> list[str]:
         """The loops outermost first once the parallel loops are fused."""
-        out = []
+        out: list[str] = []
         for lp in self.order:
             name = self.final(lp)
             if not out or out[-1] != name:

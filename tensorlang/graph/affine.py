@@ -16,6 +16,7 @@ the form ``64*q + r`` with ``0 <= r < 64`` (as it does after a merge). `reshape_
 """
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 
@@ -188,8 +189,8 @@ def refine(a, b) -> tuple[int, ...] | None:
     for n in a:
         total *= n
     points = sorted(cuts(a) | cuts(b) | {1})
-    for lo, hi in zip(points, points[1:]):
+    for lo, hi in itertools.pairwise(points):
         if hi % lo:
             return None
-    dims = [hi // lo for lo, hi in zip(points, points[1:])][::-1]
+    dims = [hi // lo for lo, hi in itertools.pairwise(points)][::-1]
     return tuple(dims) if dims else ((1,) if total == 1 and (a or b) else ())

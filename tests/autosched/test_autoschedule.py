@@ -670,7 +670,7 @@ def test_build_takes_the_tuned_record(tmp_path):
     assert tl.build(op, db=str(tmp_path / "missing.db"), **sizes).schedule_source == "auto"
     bad = tmp_path / "bad.db"
     bad.write_text("not a database")
-    with pytest.raises(tl.UsageError, match="bad.db"):
+    with pytest.raises(tl.UsageError, match=r"bad\.db"):
         tl.build(op, db=str(bad), **sizes)
 
 
@@ -799,7 +799,7 @@ def test_a_read_only_database_is_read_and_named_as_read_only(tmp_path, monkeypat
                 return conn.execute(sql, *p)
         return Conn()
     monkeypatch.setattr(sqlite3, "connect", readonly)
-    with pytest.raises(DatabaseError, match="is read-only .*best, bench --db, show --best and export --best read it"):
+    with pytest.raises(DatabaseError, match=r"is read-only .*best, bench --db, show --best and export --best read it"):
         Database(ro)
 
 

@@ -130,7 +130,7 @@ def test_halide_side_matches_the_reference(p, scheduler):
 def test_an_unknown_halide_scheduler_is_named():
     pytest.importorskip("halide")
     import halide as hl
-    with pytest.raises(ValueError, match="Anderson2021.*Adams2019"):
+    with pytest.raises(ValueError, match=r"Anderson2021.*Adams2019"):
         halide_worker.load_scheduler(hl, "Anderson2021")
 
 

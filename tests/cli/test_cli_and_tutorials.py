@@ -286,7 +286,7 @@ def test_a_baseline_that_fails_in_its_worker_is_a_tensorlang_error_with_its_last
     import tensorlang as tl
     from tensorlang.tuner.bench import BaselineError, baseline
     A, B = np.ones((2, 3), np.float32), np.ones((4, 5), np.float32)  # shapes numpy's matmul refuses
-    with pytest.raises(BaselineError, match="numpy baseline failed: ValueError: matmul: .*mismatch") as e:
+    with pytest.raises(BaselineError, match=r"numpy baseline failed: ValueError: matmul: .*mismatch") as e:
         baseline(schedules.get("matmul"), {"M": 2, "N": 5, "K": 3}, [A, B], 1, 1, 0.0)
     assert isinstance(e.value, tl.TensorlangError)
 

@@ -90,7 +90,7 @@ def test_a_stale_tuned_record_asked_for_is_an_error_naming_the_database_and_the_
 
 
 def test_a_stale_tuned_record_is_skipped_with_one_warning_naming_it(tmp_path):
-    db, rid, key = stale_database(tmp_path)
+    db, rid, _key = stale_database(tmp_path)
     op = tl.op(SCALE)
     with pytest.warns(UserWarning, match=rf"tuning database .*stale.db: record {rid} \(trial 7.*no longer applies "
                                          r"to scale.*\(skipped: scale gets the next schedule source\)"):

@@ -230,7 +230,7 @@ def test_bool_vectorized_loads_and_stores_are_bytes():
     # a vector of bools is one byte a lane in memory (LLVM would pack a <16 x i1> into two bytes)
     op = tl.op("def v(X: f32[N], M: bool[N]) -> B:\n    B[i] = M[i] != (X[i] < 0)")
     s = tl.schedule(op, N=37)
-    io, ii = s["B"].split("i", 16)
+    _io, ii = s["B"].split("i", 16)
     s["B"].vectorize(ii)
     X, M = table(37), rng(10).integers(0, 2, 37).astype(bool)
     B = tl.build(s)(X, M)

@@ -96,7 +96,7 @@ def test_mnist_from_torch_to_a_c_program(tmp_path):
     module, args = R.make_mnist()
     model = tl.from_torch(module, args)
     model.export(tmp_path, format="c", name="mnist")
-    stdout, ins, want = run_example(tmp_path, "mnist", "c", model)
+    _stdout, ins, want = run_example(tmp_path, "mnist", "c", model)
     with torch.no_grad():
         ref = module(torch.from_numpy(ins[0])).numpy()
     np.testing.assert_allclose(want[0], ref, rtol=1e-4, atol=1e-4)

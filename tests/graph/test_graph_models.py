@@ -67,7 +67,7 @@ def test_recurrent_net_over_a_list_of_inputs():
     module, args = R.make_recurrent(batch=3, steps=10)
     model = check_against_eager(module, args)
     assert len(model.graph.inputs) == 10
-    last, every = model(numpy_args(args)[0])
+    _last, every = model(numpy_args(args)[0])
     assert every.shape == (3, 10, 64)
     with pytest.raises(UsageError, match=r"input\[0\]: expected a list of 10 items, got a list of 9"):
         model(numpy_args(args)[0][:9])
@@ -182,7 +182,7 @@ def test_pt2_files(tmp_path):
     bad.write_bytes(b"not a zip file")
     with pytest.raises(UsageError, match=r"bad.pt2 is not a model saved by torch.export.save"):
         model_from_pt2(bad)
-    with pytest.raises(UsageError, match="nothere.pt2: no such file"):
+    with pytest.raises(UsageError, match=r"nothere\.pt2: no such file"):
         model_from_pt2(tmp_path / "nothere.pt2")
 
 

@@ -234,7 +234,7 @@ def test_as_strided_of_a_strided_view_is_a_clear_error():
 
 
 def test_a_boolean_mask_index_is_a_clear_error():
-    with pytest.raises(UsageError, match="index 0 is a boolean mask .its result's shape depends on the data."):
+    with pytest.raises(UsageError, match=r"index 0 is a boolean mask \(its result's shape depends on the data\)"):
         graph_from_fx(lambda x, m: aten.index(x, [m]), [r(4, 3), torch.tensor([True, False, True, True])],
                       decompose=False)
 
@@ -248,7 +248,7 @@ def test_constant_index_out_of_range_is_an_index_error(table):
                                                                                                        np.float32))
     i = g.add_constant("i", np.array([0, 5], np.int32))
     g.outputs = [g.add_node("index.Tensor", [x, i], {}, [TensorType((2, 2), "f32")], name="gather").outputs[0]]
-    with pytest.raises(TLIndexError, match="node gather.*index 5 is out of range for dimension 0 .size 3."):
+    with pytest.raises(TLIndexError, match=r"node gather.*index 5 is out of range for dimension 0 \(size 3\)"):
         compile_graph(g)
 
 
@@ -266,5 +266,5 @@ def test_an_index_given_out_of_range_is_an_index_error_beside_a_constant_one():
 
 
 def test_roll_of_a_flattened_matrix_is_a_clear_error():
-    with pytest.raises(UsageError, match="roll without dims .* rank 1 only"):
+    with pytest.raises(UsageError, match=r"roll without dims .* rank 1 only"):
         compile_graph(graph_from_fx(lambda x: aten.roll(x + 1, [2]), [r(3, 4)], decompose=False)[0])

@@ -194,7 +194,7 @@ def test_noop_composes_permutes_and_views():
         b = node(g, "view", [node(g, "view", [x], {"size": [6, 4]})], {"size": [24]})
         g.outputs = [node(g, "exp", [a]), node(g, "neg", [b])]
         return g
-    changes, g = same_result(build, noop.run)
+    _changes, g = same_result(build, noop.run)
     dce.run(g)
     assert ops_of(g) == ["permute", "view", "exp", "neg"] and g.nodes[0].attrs["dims"] == [1, 2, 0]
     assert g.nodes[1].inputs[0].name == "x"
@@ -244,7 +244,7 @@ def residual_block(name, shape):
 
 
 def test_fusion_puts_bias_relu_and_residual_add_into_the_convolution():
-    changes, g = same_result(lambda: residual_block("fuse", (1, 4, 6, 6)), fusion.run)
+    _changes, g = same_result(lambda: residual_block("fuse", (1, 4, 6, 6)), fusion.run)
     assert [n.attrs["name"] for n in g.nodes] == ["convolution_relu", "convolution_add_relu"]
     assert "fused convolution_add_relu" in str(g)
 
@@ -259,7 +259,7 @@ def test_fusion_of_matmul_and_gelu_through_a_view_and_of_a_reduction_with_its_pr
         sq = node(g, "mul.Tensor", [x, x])
         g.outputs = [gl, node(g, "sum.dim_IntList", [sq], {"dim": [1]})]
         return g
-    changes, g = same_result(build, fusion.run)
+    _changes, g = same_result(build, fusion.run)
     assert [n.op for n in g.nodes] == ["fused", "fused"]
     assert [m.op for m in g.nodes[0].body.nodes] == ["addmm", "view", "gelu"]
     assert [m.op for m in g.nodes[1].body.nodes] == ["mul.Tensor", "sum.dim_IntList"]
@@ -273,7 +273,7 @@ def test_fusion_refuses_a_reshape_that_needs_a_division():
         v = node(g, "view", [t], {"size": [4, 6]})                        # a merge that splits another way
         g.outputs = [node(g, "relu", [v])]
         return g
-    changes, g = same_result(build, fusion.run)
+    _changes, g = same_result(build, fusion.run)
     assert "view" in [n.op for n in g.nodes], "the view must stay between two kernels"
 
 
@@ -284,7 +284,7 @@ def test_fusion_keeps_a_value_with_two_readers_as_an_output():
         a = node(g, "exp", [x])
         g.outputs = [node(g, "neg", [a]), node(g, "relu", [a])]
         return g
-    changes, g = same_result(build, fusion.run, expect_change=False)
+    _changes, _g = same_result(build, fusion.run, expect_change=False)
 
 
 

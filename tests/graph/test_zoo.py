@@ -58,7 +58,7 @@ def test_torch_compile_matches_eager(model):
             out = torch.compile(module, backend="tensorlang")(*args)
     finally:
         torch._dynamo.reset()
-    error, why = compare_outputs(out, ref)
+    _error, why = compare_outputs(out, ref)
     assert not why, f"{name} through torch.compile: {why}"
 
 

@@ -197,7 +197,7 @@ def _vectorize_divides():
 
 
 def test_vectorize_without_tail_is_unmasked():
-    text, k = run(CASES["vectorize_divides"]())
+    _text, k = run(CASES["vectorize_divides"]())
     ll = llvm(k)
     lanes = min(16, k.target.vector_bits() // 32)  # the split's 16 lanes as register-wide vectors
     assert f"store <{lanes} x float>" in ll and f"load <{lanes} x float>" in ll
@@ -228,7 +228,7 @@ def _vectorize_i32():
 
 
 def test_vectorize_int():
-    text, k = run(CASES["vectorize_i32"]())
+    _text, k = run(CASES["vectorize_i32"]())
     lanes = min(16, k.target.vector_bits() // 32)  # the split's 16 lanes as register-wide vectors
     assert f"<{lanes} x i32>" in llvm(k)
 
@@ -258,7 +258,7 @@ def _vectorize_gather():
 
 
 def test_vectorize_transpose_gather():
-    text, k = run(CASES["vectorize_gather"]())
+    _text, k = run(CASES["vectorize_gather"]())
     ll = llvm(k)
     assert "llvm.masked.gather" in ll
     assert "llvm.masked.scatter" not in ll and "store <4 x float>" in ll  # 5 lanes: 4 (+ 1 scalar)
@@ -289,7 +289,7 @@ def _vectorize_broadcast_other_axis():
 
 
 def test_vectorize_broadcast_and_gather_together():
-    text, k = run(CASES["vectorize_broadcast_other_axis"]())
+    _text, k = run(CASES["vectorize_broadcast_other_axis"]())
     ll = llvm(k)
     assert "llvm.masked.gather" in ll and "llvm.masked.scatter" in ll
 
@@ -331,7 +331,7 @@ def _vectorize_innermost_reduction_int():
 
 
 def test_vectorize_innermost_int_max_reduction():
-    text, k = run(CASES["vectorize_innermost_reduction_int"]())
+    _text, k = run(CASES["vectorize_innermost_reduction_int"]())
     assert "llvm.vector.reduce.smax" in llvm(k)
 
 
@@ -388,7 +388,7 @@ def _unroll_lo():
 
 
 def test_unroll_loop_that_starts_above_zero():
-    text, k = run(CASES["unroll_lo"]())
+    text, _k = run(CASES["unroll_lo"]())
     assert loop_header(text, "l") == "for l in 1:7:  # unrolled"
 
 

@@ -293,9 +293,9 @@ class FuzzFailure(AssertionError):
 class Fuzzer:
     """Applies random primitives to a schedule, logging each call; see the module docstring."""
 
-    WEIGHTS = [("split", 18), ("tile", 6), ("reorder", 11), ("fuse", 9), ("vectorize", 10), ("unroll", 7),
+    WEIGHTS = (("split", 18), ("tile", 6), ("reorder", 11), ("fuse", 9), ("vectorize", 10), ("unroll", 7),
                ("parallel", 8), ("serial", 2), ("compute_at", 14), ("compute_inline", 7), ("compute_root", 3),
-               ("cache_write", 7), ("cache_read", 9), ("bad_stage", 1)]
+               ("cache_write", 7), ("cache_read", 9), ("bad_stage", 1))
     MAX_UNROLLED = 256  # the fuzzer keeps the product of unrolled extents of a stage below this (compile time)
 
     def __init__(self, case: Case, src: progen.Src):
@@ -862,7 +862,7 @@ def check_schedule(fz: Fuzzer) -> str:
     s, case = fz.s, fz.case
     # print(s) is the repro: it must rebuild the same schedule, and so must the JSON form
     ns = {"tl": tl, "op": case.op}
-    exec(str(s), ns)  # noqa: S102 -- the text is tensorlang's own printout
+    exec(str(s), ns)  # the text is tensorlang's own printout
     if ns["s"].key() != s.key():
         fz.fail("print(s) does not rebuild the schedule")
     if tl.Schedule.from_json(s.to_json()).key() != s.key():

@@ -47,7 +47,7 @@ def _f32(x):
 
 
 def _conv2d(I, Wt, *, stride, pad, dil, **_):
-    N, C, H, W = I.shape
+    N, _C, H, W = I.shape
     F, _, R, S = Wt.shape
     P = np.pad(I.astype(np.float64), ((0, 0), (0, 0), (pad, pad), (pad, pad)))
     OH = (H + 2 * pad - dil * (R - 1) - 1) // stride + 1

@@ -233,7 +233,7 @@ def test_bad_addresses_and_unreachable_schedulers_are_clear_errors(capsys, monke
     assert time.monotonic() - t0 < 15
     with pytest.raises(ClusterError, match="needs Dask's TLS configuration"):
         Cluster(f"tls://127.0.0.1:{port}", ClusterOptions(timeout=1))
-    with pytest.raises(ClusterError, match="a scheduler address .* or a distributed.Client, got int"):
+    with pytest.raises(ClusterError, match=r"a scheduler address .* or a distributed\.Client, got int"):
         Cluster(8786)
 
     def cli(*argv):
@@ -395,7 +395,7 @@ def _tune_in_thread(address, task, trials, db, options=None, **kw):
                 box["runner"] = runner = DaskRunner(task, cluster, seed=1)
                 box["summary"] = Tuner(task, trials, strategy="random", seed=1, db=db, runner=runner,
                                        retime_top=0, **kw).run()
-        except BaseException as e:  # noqa: BLE001 - handed to the test
+        except BaseException as e:  # handed to the test
             box["error"] = e
 
     th = threading.Thread(target=go, daemon=True)
@@ -521,7 +521,7 @@ def test_scheduler_killed_mid_run_says_so_keeps_every_record_and_resume_works(tm
             assert proc.poll() is None, proc.communicate()
             dk.kill("scheduler")
             t0 = time.monotonic()
-            out, err = proc.communicate(timeout=60)
+            _out, err = proc.communicate(timeout=60)
             took = time.monotonic() - t0
         finally:
             if proc.poll() is None:

@@ -112,7 +112,7 @@ def test_vectorized_schedule_shows_its_vector_width():
 def test_parallel_schedule_shows_its_extent_and_work_per_iteration():
     assert feats(double())["main_par_extent"] == 0
     s = double()
-    io, ii = s["B"].split("i", 16)
+    io, _ii = s["B"].split("i", 16)
     s["B"].parallel(io)
     f = feats(s)
     assert f["main_par_extent"] == 4 and f["main_par_work"] == 16

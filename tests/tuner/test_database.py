@@ -108,7 +108,8 @@ def test_the_disturbance_figure_round_trips_in_a_table_created_at_first_use(tmp_
 
 def test_a_record_with_a_disturbance_that_cannot_be_written_is_not_added(db):
     from tensorlang.tuner.measure.disturbance import Disturbance
-    with pytest.raises(UsageError, match="record disturbance must be a tensorlang.tuner.measure.disturbance.Disturb"):
+    with pytest.raises(UsageError, match=r"record disturbance must be a "
+                                         r"tensorlang\.tuner\.measure\.disturbance\.Disturbance"):
         db.add(rec(disturbance={"others_cpus": 1.0}))
     db._db().execute("CREATE TABLE disturbances (record_id INTEGER PRIMARY KEY, others_cpus REAL NOT NULL "
                      "CHECK (others_cpus < 0), cpus INTEGER, seconds REAL, uncertainty REAL)")
@@ -375,10 +376,10 @@ def test_a_folder_or_an_unknown_home_is_refused_by_name(tmp_path, monkeypatch):
     with pytest.raises(DatabaseError, match="it is a folder; name a file in it") as e:
         Database(tmp_path)
     assert str(tmp_path) in str(e.value)
-    with pytest.raises(DatabaseError, match="~no-such-user-tl/x.db"):
+    with pytest.raises(DatabaseError, match=r"~no-such-user-tl/x\.db"):
         Database("~no-such-user-tl/x.db")
     monkeypatch.setenv("TENSORLANG_DB", "~no-such-user-tl/x.db")
-    with pytest.raises(DatabaseError, match="cannot expand ~ in '~no-such-user-tl/x.db'"):
+    with pytest.raises(DatabaseError, match=r"cannot expand ~ in '~no-such-user-tl/x\.db'"):
         default_db_path()
 
 

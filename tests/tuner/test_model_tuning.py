@@ -805,7 +805,7 @@ def test_tune_model_refuses_bad_arguments(tmp_path):
         tune_model("x.pt2", trials=4, db=":memory:")
     with pytest.raises(UsageError, match="no such file"):
         tune_model(str(tmp_path / "x.pt2"), trials=4, db=str(tmp_path / "t.db"))
-    with pytest.raises(UsageError, match="takes a tl.Model or the path"):
+    with pytest.raises(UsageError, match=r"takes a tl\.Model or the path"):
         tune_model(42, trials=4, db=str(tmp_path / "t.db"))
 
 
@@ -821,6 +821,6 @@ def test_a_file_that_is_no_model_leaves_no_database_behind(tmp_path, capsys, arg
     err = capsys.readouterr().err
     assert f"{junk} is not a model saved by torch.export.save" in err and "Traceback" not in err
     assert not db.parent.exists()
-    with pytest.raises(UsageError, match="junk.pt2 is not a model saved by torch.export.save"):
+    with pytest.raises(UsageError, match=r"junk\.pt2 is not a model saved by torch\.export\.save"):
         tune_model(str(junk), trials=4, db=str(db))
     assert not db.parent.exists()

@@ -156,8 +156,8 @@ def test_entry_points_are_found_by_name(plugin_module):
     assert resolve_strategy("first-free").__name__ == "FirstFree"
     assert "first-free" in STRATEGIES
     assert resolve_cost_model("ridge").__name__ == "Ridge"
-    with pytest.raises(ValueError, match="strategy 'broken': entry point 'tl_plugin_mod:Missing' in group "
-                                         "tensorlang.strategies fails to load"):
+    with pytest.raises(ValueError, match=r"strategy 'broken': entry point 'tl_plugin_mod:Missing' in group "
+                                         r"tensorlang\.strategies fails to load"):
         resolve_strategy("broken")
     problems = load_entry_points("strategy")
     assert len(problems) == 1 and "'broken'" in problems[0]

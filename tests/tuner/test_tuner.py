@@ -277,9 +277,9 @@ def test_tuning_starts_from_the_hand_config_once(tmp_path):
         records = db.records(task.key)
     assert [r.strategy for r in records].count("hand") == 1 and len(records) == 7
     # a start config outside the space is refused by name before anything runs
-    with pytest.raises(ValueError, match="start: .*knob 'wi'"):
+    with pytest.raises(ValueError, match=r"start: .*knob 'wi'"):
         Tuner(task, 3, db=tmp_path / "x.db", start=[dict(hand, wi=999)])
-    with pytest.raises(ValueError, match="start: .*a config is a dict of knob values, got int"):
+    with pytest.raises(ValueError, match=r"start: .*a config is a dict of knob values, got int"):
         Tuner(task, 3, db=tmp_path / "x.db", start=[5])
     # no hand config for this space at these sizes (matmul small: 48 columns), or none at all (layernorm)
     assert hand_start_configs(Task.create("matmul", preset="small", threads=1, space="hand")) == []
@@ -688,7 +688,7 @@ def test_worker_times_out_on_a_hang_and_is_killed(handlers_on_path):
     try:
         pid = w.call({"do": "echo"}, timeout=60)["pid"]
         t0 = time.monotonic()
-        with pytest.raises(WorkerTimeout, match="no answer within 1.5 s"):
+        with pytest.raises(WorkerTimeout, match=r"no answer within 1\.5 s"):
             w.call({"do": "hang"}, timeout=1.5)
         took = time.monotonic() - t0
         assert 1.5 <= took < 15
@@ -1146,10 +1146,9 @@ def test_the_baselines_are_timed_in_interleaved_rounds_as_bench_times_them(monke
 
     class FakeNumpy:
         name = "numpy"
-        extra: dict = {}
 
         def __init__(self, *a, **k):
-            pass
+            self.extra: dict = {}
 
         def first(self):
             A, B = task.workload_def.make_inputs(task.sizes, np.random.default_rng(0))

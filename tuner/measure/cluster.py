@@ -223,7 +223,7 @@ def _close_quietly(client) -> None:
                          if n == "distributed" or n.startswith("distributed.")], logging.CRITICAL)
     try:
         client.close(timeout=2)
-    except Exception:  # noqa: BLE001 - closing a client that never connected, or whose scheduler is gone
+    except Exception:  # closing a client that never connected, or whose scheduler is gone
         pass
     finally:
         _restore_levels(saved)
@@ -579,7 +579,7 @@ class Cluster:
         from its worker, within ``timeout``; the candidate is sent again when that fails."""
         try:
             text = cand.futures[-1].result(timeout=self.options.timeout)
-        except Exception as e:  # noqa: BLE001 - a worker that held it died or froze, or the scheduler did
+        except Exception as e:  # a worker that held it died or froze, or the scheduler did
             if self.client.status != "running":
                 raise self._lost() from None
             self._retry(cand, f"its answer could not be fetched ({type(e).__name__})", count=False)
@@ -604,7 +604,7 @@ class Cluster:
         if futures and self.client.status == "running":
             try:
                 self.client.cancel(futures, force=True)
-            except Exception:  # noqa: BLE001 - a scheduler that is gone cancels nothing; the watchdog tells
+            except Exception:  # a scheduler that is gone cancels nothing; the watchdog tells
                 pass
 
     def _retry(self, cand: _Candidate, why: str, count: bool = True) -> None:
@@ -686,7 +686,7 @@ class Cluster:
             queued = set(self._sync(self.client.scheduler.processing, workers=[worker]).get(worker, ()))
         except ClusterError:
             raise
-        except Exception:  # noqa: BLE001 - the scheduler's view is a help, not a need
+        except Exception:  # the scheduler's view is a help, not a need
             queued = set()
         for cand in list(self._inflight.values()):
             on_it = (cand.started is not None and cand.started[2] == worker) or cand.built_on == worker

@@ -424,7 +424,7 @@ def features(job_text: str) -> str:
             f = extraction.of_config(task.space, task.op, task.sizes, c)
             out.append(None if f is None else [float(x) for x in f])
         answer = {"features": out}
-    except Exception as e:  # noqa: BLE001 - the tuner computes them itself, and says nothing: the same vectors
+    except Exception as e:  # the tuner computes them itself, and says nothing: the same vectors
         answer = {"error": f"{type(e).__name__}: {e}"}
     return _answer(job, json.dumps(answer))
 

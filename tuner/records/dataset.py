@@ -108,7 +108,7 @@ class Dataset:
 
     def median_s(self, config: dict) -> float | None:
         """The measured median time of ``config`` in seconds (None when invalid)."""
-        c, gflops, _, extra = self._rows[config_key(config)]
+        _c, gflops, _, extra = self._rows[config_key(config)]
         if gflops is None:
             return None
         return extra.get("median_s") or self.header["flops"] / (gflops * 1e9)

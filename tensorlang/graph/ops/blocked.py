@@ -59,7 +59,7 @@ def _conv_params(node):
 def _conv_infer(node):
     x, w = node.inputs[0], node.inputs[1]
     stride, padding, dilation, depthwise = _conv_params(node)
-    n, cb, h, wd, b = x.shape
+    n, _cb, h, wd, _b = x.shape
     if depthwise:
         fb, r, s = w.shape[0], w.shape[1], w.shape[2]
     else:

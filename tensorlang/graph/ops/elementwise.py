@@ -152,7 +152,7 @@ def _trig_lower(shift: int):
     def lower(b, node, refs):
         dt, src = node.outputs[0].dtype, refs[0].dtype
         shape = node.outputs[0].shape
-        (c1, c2, c3), sin_c, cos_c = ([literal(c, dt) for c in cs] for cs in _TRIG[dt])
+        (c1, c2, c3), _sin_c, _cos_c = ([literal(c, dt) for c in cs] for cs in _TRIG[dt])
         x = b.stage_of(b.elementwise(shape, dt, [refs[0]], lambda a: cast(a, src, dt)))
         n = b.materialize(b.elementwise(shape, dt, [x], lambda a: f"({a} * {literal(2 / np.pi, dt)} + 0.5) // 1.0"))
         r = b.materialize(b.elementwise(shape, dt, [x, n], lambda a, k: f"{a} - {k} * {c1} - {k} * {c2} - {k} * {c3}"))

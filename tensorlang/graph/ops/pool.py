@@ -108,7 +108,7 @@ def _count_text(o: Aff, d, kernel, stride, padding, n, include_pad: bool) -> str
 
 
 def _avg_lower(b, node, refs):
-    kernel, stride, padding, _, ceil_mode, sizes = pool_params(node)
+    kernel, stride, padding, _, ceil_mode, _sizes = pool_params(node)
     xv = node.inputs[0]
     dt = node.outputs[0].dtype
     h, w = xv.shape[-2:]

@@ -427,7 +427,7 @@ def _strided_params(node):
 def _strided_index(node, idx, ranges):
     """The input's index read by as_strided's element at `idx`, or NotAffine."""
     shape = node.inputs[0].shape
-    size, stride, base, dims = _strided_params(node)
+    _size, stride, base, dims = _strided_params(node)
     addr = Aff.const(base)
     for e, s in zip(idx, stride):
         addr = addr + e * s
