@@ -50,6 +50,7 @@ import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 
@@ -417,7 +418,8 @@ class _Emitter:
         return self.declare(name, self.vars), old
 
     def unbind(self, name: str, old) -> None:
-        for table, value in zip((self.vars, self.defs, self.consts, self.lane0), old):
+        tables: tuple[dict, ...] = (self.vars, self.defs, self.consts, self.lane0)
+        for table, value in zip(tables, old):
             if value is None:
                 table.pop(name, None)
             else:
@@ -428,7 +430,8 @@ class _Emitter:
         known = (self.consts.keys() | self.lane0.keys()) & ir.expr_vars(e)
         if not known:
             return e
-        return simplify(ir.substitute(e, {n: ir.IntImm(self.consts.get(n, self.lane0.get(n))) for n in known}))
+        return simplify(ir.substitute(e, {n: ir.IntImm(self.consts[n] if n in self.consts else self.lane0[n])
+                                          for n in known}))
 
     def index(self, buf: ir.Buffer, indices, offset: int = 0) -> str:
         """C text of the flat (row-major) index of buf[indices], plus `offset`."""
@@ -447,6 +450,7 @@ class _Emitter:
 
     def vector_lanes(self, dtype: str) -> int:
         """Lanes of one vector of `dtype` in the vectorized loop being written."""
+        assert self.lanes is not None
         return min(self.lanes.width, self.vbytes // DTYPES[dtype].itemsize)
 
     def open_block(self, text: str = "{") -> None:
@@ -608,6 +612,7 @@ class _Emitter:
                 unrolled.append((coef, lp.lo.value))
             if lane_coef == 0:
                 continue
+            assert vec is not None  # lane_coef is set from its index only
             if lane_coef != 1 or not isinstance(vec.extent, ir.IntImm):
                 return None
             lo = simplify(ir.substitute(vec.lo, consts))
@@ -652,16 +657,17 @@ class _Emitter:
         elif isinstance(s, ir.Let):
             value = self.x(self.fold(s.value) if s.value.dtype == "i64" else s.value)[0]
             expanded = self.expand(s.value)
-            dependent = self.lanes is not None and bool(ir.expr_vars(s.value) & self.lanes.dependent)
+            # the vectorized loop when the value differs between its lanes
+            lanes = self.lanes if self.lanes is not None and ir.expr_vars(s.value) & self.lanes.dependent else None
             c, old = self.bind(s.var.name)
-            note = "  /* at lane 0 */" if dependent and self.lanes.vector else ""
+            note = "  /* at lane 0 */" if lanes is not None and lanes.vector else ""
             self.line(f"const {_VALUE_TYPES[s.var.dtype]} {c} = {value};{note}")
             self.defs[s.var.name] = expanded
-            if dependent:
-                self.lanes.dependent.add(s.var.name)
+            if lanes is not None:
+                lanes.dependent.add(s.var.name)
             self.stmt(s.body)
-            if dependent:
-                self.lanes.dependent.discard(s.var.name)
+            if lanes is not None:
+                lanes.dependent.discard(s.var.name)
             self.unbind(s.var.name, old)
         elif isinstance(s, ir.Allocate):
             self.allocate(s)
@@ -867,6 +873,7 @@ class _Emitter:
         if self.lane_step(s) == 0:
             self.lane_reduction(s, v, vt)
             return
+        assert self.lanes is not None
         for offset in range(0, self.lanes.width, v):
             self.lanes.offset = offset
             if buf.name in self.regs:
@@ -885,6 +892,7 @@ class _Emitter:
         a float sum is reassociated)."""
         op, rhs = _lane_reduction(s)
         parts = []
+        assert self.lanes is not None
         for offset in range(0, self.lanes.width, v):
             self.lanes.offset = offset
             parts.append(self.vector_value(rhs, vt))
@@ -926,10 +934,13 @@ class _Emitter:
             if regs.width == 1:
                 return "element", regs.names[c], None
             return "element", f"{regs.names[c // regs.width]}[{c % regs.width}]", None
+        assert self.lanes is not None  # lane is set from its index only
         if self.lanes.vector:  # the vector of lanes offset .. offset + width - 1
-            lo = simplify(ir.substitute(self.lanes.lo, consts)).value
-            return "lanes", regs.names[(c + lo + self.lanes.offset) // regs.width], None
+            lo = simplify(ir.substitute(self.lanes.lo, consts))
+            assert isinstance(lo, ir.IntImm)  # register_plan keeps a tile read by lanes from a constant start only
+            return "lanes", regs.names[(c + lo.value + self.lanes.offset) // regs.width], None
         # one lane, from a plain loop whose indices all fall in one vector
+        assert self.lanes.part_lo is not None  # such a loop starts at a constant (register_plan)
         k = (c + self.lanes.part_lo) // regs.width
         shift = k * regs.width - c
         lane_c = self.vars[lane]
@@ -1086,7 +1097,8 @@ class _Emitter:
         """C text of an expression inside a vectorized loop written with vector types: (text, precedence,
         whether it is a vector). Lane-invariant parts are scalars (C broadcasts them in mixed operations)."""
         step = self.lane_step(e) if isinstance(e, ir.Load) else 0
-        if step:
+        if step and isinstance(e, ir.Load):
+            assert self.lanes is not None
             buf = e.buffer
             if buf.name in self.regs:
                 return self.register_ref(buf, e.indices)[1], _ATOM, True
@@ -1114,6 +1126,7 @@ class _Emitter:
         return text, prec, False
 
     def lane_step(self, e) -> int | None:
+        assert self.lanes is not None
         return _lane_stride(self.expand(_flat(e.buffer, e.indices)), self.lanes.var)
 
 
@@ -1217,7 +1230,7 @@ def _check_vector(loop: ir.For) -> None:
                 raise _NotVector(f"stores {w} lanes of {x.buffer.dtype}")
             step = stride(x.buffer, x.indices)
             if step == 0 and _lane_reduction(x) is not None:  # X[i] = X[i] op f(lanes): reduce the lanes
-                varying(x.value.b)
+                varying(cast(ir.BinOp, x.value).b)  # an update, as _lane_reduction checked
                 return
             if step != 1:
                 raise _NotVector(f"reduces over the lanes into {x.buffer.name}" if step == 0 else

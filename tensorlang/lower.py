@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Mapping, Set
 from dataclasses import dataclass
 
 from . import ir
@@ -37,7 +38,7 @@ from .tighten import tighten_loops
 STACK_LIMIT_BYTES = 32 * 1024
 
 
-def buffers_of(bound: BoundOp, inlined: set[str] = frozenset()) -> dict[str, ir.Buffer]:
+def buffers_of(bound: BoundOp, inlined: Set[str] = frozenset()) -> dict[str, ir.Buffer]:
     """One IR buffer per tensor, by name: inputs, outputs and intermediate (temp) stages that are not in `inlined`.
 
     >>> import tensorlang as tl
@@ -57,7 +58,7 @@ def buffers_of(bound: BoundOp, inlined: set[str] = frozenset()) -> dict[str, ir.
     return out
 
 
-def index_to_ir(ix: IndexExpr, sizes: dict, env: dict[str, ir.Expr]) -> ir.Expr:
+def index_to_ir(ix: IndexExpr, sizes: dict, env: Mapping[str, ir.Expr]) -> ir.Expr:
     """An affine DSL index as an i64 IR expression over the expressions in `env` (index variable -> IR
     expression), with the sizes bound and the result simplified.
 
@@ -124,8 +125,10 @@ def _convert(x: ir.Expr, dtype: str) -> ir.Expr:
 
 
 def _in_domain(indices, shape) -> ir.Expr:
-    return ir.all_of(ir.Logic("and", ir.Cmp(">=", ix, ir.const(0)), ir.Cmp("<", ix, ir.const(ext)))
+    cond = ir.all_of(ir.Logic("and", ir.Cmp(">=", ix, ir.const(0)), ir.Cmp("<", ix, ir.const(ext)))
                      for ix, ext in zip(indices, shape))
+    assert cond is not None  # called for padded reads only, and a read is padded in one of its dimensions
+    return cond
 
 
 def _at_least(a: ir.Expr, b: ir.Expr, ranges: dict) -> bool:
@@ -225,6 +228,7 @@ class Lowerer:
         each index variable's domain (lo, hi) as expressions, and the prefix of its IR variable names."""
         bs = self.bound.stages[name]
         s = bs.stage
+        domains: dict[str, tuple[ir.Expr, ir.Expr]]
         if region is None:
             nest = self.state.stages[name].nest
             domains = {v: (ir.const(bs.ranges[v][0]), ir.const(bs.ranges[v][0] + bs.ranges[v][1] - 1))
@@ -344,7 +348,7 @@ class Lowerer:
         # with cache_write, an index bound outside the tile is guarded where it is bound (its overshoot would reach
         # the write-back); one bound inside is guarded at the write-back itself
         guarded_vars = self.global_index_vars(value, orig) | set(s.red_vars) | \
-            (set(s.all_vars) if local is None else {v for v in s.lhs_vars if depth_of[v] <= cw_depth})
+            (set(s.all_vars) if cw_depth is None else {v for v in s.lhs_vars if depth_of[v] <= cw_depth})
         # an index guarded where it is bound never leaves its domain where the stage reads
         kept = {v: (domains[v][0].value, domains[v][1].value) for v in guarded_vars
                 if all(isinstance(b, ir.IntImm) for b in domains[v])}
@@ -352,7 +356,7 @@ class Lowerer:
         def bounds_checks(v) -> list[ir.Expr]:
             """The comparisons that keep index v in its domain, leaving out those its loops cannot break."""
             lo, hi = domains[v]
-            out = []
+            out: list[ir.Expr] = []
             if not _at_least(exprs[v], lo, ranges):
                 out.append(ir.Cmp(">=", orig[v], lo))
             if not _at_least(hi, exprs[v], ranges):
@@ -389,6 +393,7 @@ class Lowerer:
             lp = loops[depth]
             body = build(depth + 1)
             if cw_depth == depth:
+                assert local is not None  # set with cw_depth
                 buf, idx = local
                 inner = loops[depth + 1:]
                 init = [] if identity is None else [tile(inner, ir.Store(buf, idx, identity), False)]
@@ -405,9 +410,11 @@ class Lowerer:
                     summed = ir.BinOp(s.reduce_op, ir.Load(out, out_idx), back)
                     accumulate = write(summed)
                     first = ir.all_of(ir.Cmp("==", var[r.name], ir.const(r.lo)) for r in outer_red)
+                    assert first is not None  # not all_red_cached: a reduction loop outside the tile
                     if epilogue:  # partial sums stay in the buffer until the last block of the reduction
                         last = ir.all_of(ir.Cmp("==", var[r.name], ir.const(r.lo + r.extent - 1))
                                          for r in outer_red)
+                        assert last is not None
                         accumulate = ir.If(last, final(summed), accumulate)
                         store_first = ir.If(last, final(back), write(back))
                     else:
@@ -435,6 +442,7 @@ class Lowerer:
             body = lets(depth, body, False, False)
             loop = ir.For(var[lp.name], ir.const(lp.lo), ir.const(lp.extent), body, lp.kind)
             if fused_init and depth == first_red:  # initialise just before the reduction loops
+                assert identity is not None  # fused_init
                 after = [epilogue(ir.Load(out, out_idx))] if epilogue else []
                 return ir.seq(ir.Store(out, out_idx, identity), loop, *after)
             return loop
@@ -446,6 +454,7 @@ class Lowerer:
                                 "cache_write, or put its reduction loops innermost")
         main = lets(-1, build(0), False, False)
         if separate_init:
+            assert identity is not None  # separate_init
             main = ir.seq(lets(-1, tile(loops, ir.Store(out, out_idx, identity), True), True, True), main)
         return main
 
@@ -568,7 +577,8 @@ class Lowerer:
         return Region(mins, exts)
 
     def producers_at(self, consumer: str, axis: str, exprs: dict, ranges: dict, prefix: str,
-                     outer_loops: list, kept: dict | None = None, tails: list | None = None) -> list[ir.Stmt]:
+                     outer_loops: list, kept: dict | None = None,
+                     tails: list | None = None) -> list[tuple[str, Region, ir.Stmt]]:
         """Producers computed at loop `axis` of `consumer`, each over the region that the consumer's inner loops
         and the other stages computed there read: (name, region, statements) each. Inside a parallel loop, the
         regions of different iterations must not overlap (else two threads would write the same elements).
@@ -674,15 +684,16 @@ class Lowerer:
         """The part of `tensor` that stage `reader` reads while it computes `reader_region`."""
         s = self.bound.stages[reader].stage
         bs = self.bound.stages[reader]
-        env, ranges = {}, {}
+        env: dict[str, ir.Expr] = {}
+        ranges = {}
         for d, v in enumerate(s.lhs_vars):
             local = ir.Var(f"{reader}.{v}.local")
             env[v] = ir.BinOp("+", reader_region.mins[d], local)
             ranges[local.name] = (0, reader_region.extents[d] - 1)
         for v in s.red_vars:
             lo, ext = bs.ranges[v]
-            env[v] = ir.Var(f"{reader}.{v}")
-            ranges[env[v].name] = (lo, lo + ext - 1)
+            red = env[v] = ir.Var(f"{reader}.{v}")
+            ranges[red.name] = (lo, lo + ext - 1)
         return self.region_of(s, tensor, {v: simplify(e) for v, e in env.items()}, set(ranges), ranges)
 
     def cache_reads(self, name, nest, exprs, ranges, prefix) -> dict[str, tuple]:
@@ -1007,7 +1018,7 @@ def _layout(layout: tuple, rank: int) -> list:
 class ValueLowering:
     """Turns a stage's value expression into IR, given IR expressions for its index variables."""
 
-    def __init__(self, lowerer: Lowerer, stage: BoundStage, env: dict[str, ir.Expr], leaf_env: dict[str, ir.Expr],
+    def __init__(self, lowerer: Lowerer, stage: BoundStage, env: Mapping[str, ir.Expr], leaf_env: dict[str, ir.Expr],
                  copies: dict, ranges: dict, all_pad: bool = False, replace: dict | None = None,
                  used: ir.Expr | None = None):
         self.lowerer, self.stage, self.env, self.copies, self.ranges = lowerer, stage, env, copies, ranges
@@ -1030,8 +1041,8 @@ class ValueLowering:
                 return _convert(self.replace[e.tensor], dt)
             if e.tensor in self.copies:
                 _, lc = self.copies[e.tensor]
-                idx = [self.index(e, d, self.leaf_env) for d in range(len(e.indices))]
-                return _convert(ir.Load(lc.buffer, lc.index(idx, self.ranges)), dt)
+                logical = [self.index(e, d, self.leaf_env) for d in range(len(e.indices))]
+                return _convert(ir.Load(lc.buffer, lc.index(logical, self.ranges)), dt)
             idx = tuple(self.index(e, d, self.env) for d in range(len(e.indices)))
             return _convert(self.read(e.tensor, idx, self.pads[id(e)]), dt)
         if isinstance(e, Literal):
@@ -1072,7 +1083,7 @@ class ValueLowering:
             return ir.Call(e.fn, (self(e.args[0], dt),), dt)
         raise TypeError(f"cannot lower {e!r}")
 
-    def index(self, a: Access, d: int, env: dict) -> ir.Expr:
+    def index(self, a: Access, d: int, env: Mapping) -> ir.Expr:
         """Index `d` of the read `a` as an i64 IR expression: an affine index over the index variables' expressions
         in `env`, or a gathered one, computed from its reads and checked against the dimension."""
         ix = a.indices[d]
@@ -1084,8 +1095,8 @@ class ValueLowering:
 
     def check_fits(self, value, dtype: str, e: Expr, what: str) -> None:
         """BuildError when an integer constant is computed as an integer type it does not fit (it would wrap)."""
-        lo, hi = _INT_RANGE.get(dtype, (None, None))
-        if lo is not None and isinstance(value, int) and not lo <= value <= hi:
+        fits = _INT_RANGE.get(dtype)
+        if fits is not None and isinstance(value, int) and not fits[0] <= value <= fits[1]:
             raise BuildError(f"{self.bound.op.name}: {what} {value} (line {e.loc.line}, column {e.loc.col}) is "
                              f"computed as {dtype} here, where it does not fit (it would wrap; numpy refuses it "
                              "too); compute in floats (f64(...), or write it as a float), or keep it smaller")
