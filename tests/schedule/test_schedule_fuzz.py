@@ -23,7 +23,7 @@ Failures of compiler bugs that are known and still open are excused and counted 
 
 Environment:
 
-* ``TENSORLANG_SCHEDULE_FUZZ`` -- number of hypothesis examples over the two tests together (default 1000,
+* ``TENSORLANG_SCHEDULE_FUZZ`` -- number of hypothesis examples over the two tests together (default 600,
   as in CI; each example checks ``SCHEDULES_PER_EXAMPLE`` schedules: 2000 schedules, about 3 minutes of one
   core, half that with ``-n 2``). Long mode (about an hour of one core; the process grows by about 0.4 MB an
   example: llvmlite's O2 pipeline keeps about 80 KB of native memory per kernel built, freed or not)::
@@ -59,7 +59,7 @@ import progen
 import schedfuzz
 import tensorlang as tl
 
-EXAMPLES = fuzzenv.count("TENSORLANG_SCHEDULE_FUZZ", 1000)
+EXAMPLES = fuzzenv.count("TENSORLANG_SCHEDULE_FUZZ", 600)
 DERANDOMIZE = not fuzzenv.flag("TENSORLANG_SCHEDULE_FUZZ_RANDOM")
 SCHEDULES_PER_EXAMPLE = 2
 # the fresh slice (see fuzzenv.py): examples of a seed derived from the commit, about 80 s of one core
