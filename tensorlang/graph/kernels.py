@@ -95,7 +95,8 @@ def cache_dir() -> pathlib.Path | None:
 
 
 def clear_kernel_cache() -> int:
-    """Delete the kernel cache's files (and forget the kernels this process loaded); returns how many files.
+    """Delete the kernel cache's files, the model cache's with them (and forget the kernels this process loaded);
+    returns how many files.
 
     Example::
 
@@ -108,7 +109,7 @@ def clear_kernel_cache() -> int:
         return 0
     count = 0
     for p in folder.iterdir():
-        if p.suffix in (".o", ".json"):
+        if p.suffix in (".o", ".json", ".bin"):
             try:
                 p.unlink()
                 count += 1
