@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from ..graph import compile_graph
-from ..graph.model_cache import load_cached_model, store_model
+from ..graph.model_cache import enabled, load_cached_model, store_model
 
 #: compile_graph options a cached model can stand for (not `passes`, functions; printing the passes runs them)
 _KEYED = ("skip", "pass_options", "inplace")
@@ -91,7 +91,7 @@ def compile_exported(ep, name: str, options: dict, import_graph):
 
         model = compile_exported(ep, "net", {}, lambda: graph_from_exported(ep, name="net"))
     """
-    key = exported_key(ep, name, options)
+    key = exported_key(ep, name, options) if enabled() else None
     if key is not None:
         model = load_cached_model(key, options, source=import_graph)
         if model is not None:

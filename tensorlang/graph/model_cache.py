@@ -62,6 +62,16 @@ def cache_limit() -> int:
     return mb << 20
 
 
+def enabled() -> bool:
+    """Whether compiles go through the model cache (the kernel cache is on and ``TENSORLANG_MODEL_CACHE_MB`` is not
+    0).
+
+    >>> isinstance(enabled(), bool)
+    True
+    """
+    return _folder() is not None
+
+
 def _folder() -> pathlib.Path | None:
     folder = cache_dir()
     return folder if folder is not None and cache_limit() > 0 else None
