@@ -49,7 +49,7 @@ module, args = zoo_models.build({name!r})
 t0 = time.perf_counter()
 model = tl.from_torch(module, args)
 print(json.dumps({{"seconds": time.perf_counter() - t0, "kernels": len(model.steps),
-                  "cached": sum(s.kernel.cached for s in model.steps)}}))
+                  "cached": sum(s.kernel.cached for s in model.steps), "graph_cached": model.cached}}))
 """
 
 
@@ -59,12 +59,12 @@ def _error(e: BaseException) -> str:
 
 
 def compile_in_fresh_process(name: str, cache: str, threads: int) -> dict:
-    """{seconds, kernels, cached} of tl.from_torch on model `name` in a new process whose kernel cache is `cache`,
-    or {error}.
+    """{seconds, kernels, cached (kernels from the kernel cache), graph_cached (the optimised graph from the model
+    cache)} of tl.from_torch on model `name` in a new process whose kernel cache is `cache`, or {error}.
 
     Example::
 
-        compile_in_fresh_process("resnet18", "/tmp/kernels", 2)    # {'seconds': 9.8, 'kernels': 23, 'cached': 0}
+        compile_in_fresh_process("resnet18", "/tmp/kernels", 2)    # {'seconds': 9.8, 'kernels': 23, 'cached': 0, ...}
     """
     env = dict(os.environ, TENSORLANG_KERNEL_CACHE=cache, TENSORLANG_NUM_THREADS=str(threads))
     try:

@@ -255,6 +255,22 @@ class Kernel:
         return export(self, path, format, name=name, cc=cc)
 
 
+def llvm_ir_of(sched: Schedule, target: Target) -> tuple[Func, str]:
+    """The loop IR of a schedule and its LLVM IR text (unoptimised) for `target`, as `build` compiles them.
+
+    >>> import tensorlang as tl
+    >>> func, text = llvm_ir_of(tl.schedule(tl.op("def f(A: f32[4]) -> B:\\n    B[i] = A[i]")), host_target())
+    >>> func.name, "define" in text
+    ('f', True)
+    """
+    try:
+        func = sched.lowered()
+        return func, str(emit_module(func, vector_bits=target.vector_bits()))
+    except RecursionError:  # the passes recurse on expressions: inlining hundreds of stages into one goes too deep
+        raise BuildError(f"{sched.op.name}: an expression of the scheduled program is nested too deeply to compile "
+                         f"(stages inlined into one another add up); compute_root some of them") from None
+
+
 def build(what: Op | Schedule, **sizes) -> Kernel:
     """Compile a program at `sizes`, or a Schedule, for this CPU.
 
@@ -294,12 +310,7 @@ def build(what: Op | Schedule, **sizes) -> Kernel:
     if hit is not None:
         return hit
     t0 = time.perf_counter()
-    try:
-        func = sched.lowered()
-        llvm_ir = str(emit_module(func, vector_bits=target.vector_bits()))
-    except RecursionError:  # the passes recurse on expressions: inlining hundreds of stages into one goes too deep
-        raise BuildError(f"{sched.op.name}: an expression of the scheduled program is nested too deeply to compile "
-                         f"(stages inlined into one another add up); compute_root some of them") from None
+    func, llvm_ir = llvm_ir_of(sched, target)
     engine, mod = compile_ir(llvm_ir, target)
     kernel = Kernel(sched, func, llvm_ir, engine, mod, target, time.perf_counter() - t0, source)
     with _cache_lock:

@@ -23,7 +23,7 @@ if SUPPORT not in sys.path:
 #: needs one sets it), so that a user's exported setting neither fails a test nor gets written to.
 USER_SETTINGS = ("TENSORLANG_NUM_THREADS", "TENSORLANG_SPIN_US", "TENSORLANG_THREAD_POOL", "TENSORLANG_PRINT_PASSES",
                  "TENSORLANG_CLUSTER", "TENSORLANG_TUNER_FAULTS", "TENSORLANG_CLUSTER_FAULTS",
-                 "TENSORLANG_CLUSTER_TARGET")
+                 "TENSORLANG_CLUSTER_TARGET", "TENSORLANG_MODEL_CACHE_MB")
 SUITE_FOLDER = "TENSORLANG_TESTS_FOLDER"  # this run's folder, which pytest-xdist's workers take from their controller
 
 

@@ -379,16 +379,17 @@ def from_torch(module, example_inputs, example_kwargs=None, **options):
 
 def from_exported(ep, name: str = "model", **options):
     """Compile a torch.export ExportedProgram (as `torch.export.export` or `torch.export.load` give it) into a
-    `tl.Model`.
+    `tl.Model`; one compiled before (the same program, weights and options) comes from the model cache
+    (`tensorlang.frontend.torch_cache`).
 
     Example::
 
         m = tl.from_exported(torch.export.load("net.pt2"))
     """
-    from ..graph import compile_graph
+    from .torch_cache import compile_exported
     if not isinstance(ep, torch.export.ExportedProgram):
         raise UsageError(f"from_exported takes a torch.export.ExportedProgram, not {type(ep).__name__}")
-    return compile_graph(graph_from_exported(ep, name=name), **options)
+    return compile_exported(ep, name, options, lambda: graph_from_exported(ep, name=name))
 
 
 def load_pt2(path) -> "torch.export.ExportedProgram":

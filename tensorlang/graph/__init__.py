@@ -37,26 +37,46 @@ def compile_graph(graph: Graph, *, passes=None, skip=(), pass_options: dict | No
         model = compile_graph(graph, skip=("layout",), print_passes=True)
         model = compile_graph(graph, pass_options={"layout_block": 8})
     """
-    from .pass_options import check_pass_options, choose_pass_options, graph_key
+    from .pass_options import graph_key
     from .passes import run_pipeline, select
-    from .serialize import graph_to_json
     from .verify import verify
     t0 = time.perf_counter()
     verify(graph)
     imported = intermediate_bytes(graph)
     key = graph_key(graph)
     # the graph as imported, so that model tuning can compile it again under other pass options (constants shared)
-    source = (graph_to_json(graph), {c.name: c.data for c in graph.constants})
-    if passes is None and not skip and pass_options is None:
-        options, origin = choose_pass_options(key)
-    else:
-        options = check_pass_options(pass_options or {})
-        origin = "given" if pass_options else "default"
+    source = snapshot(graph)
+    options, origin = resolve_pass_options(key, skip, pass_options, passes)
     reports = run_pipeline(graph, passes if passes is not None else select(skip, options), print_passes, out)
     model = Model(graph, reports, time.perf_counter() - t0, inplace=inplace, model_bytes=imported)
     model.graph_key, model.pass_options, model.pass_options_source = key, options, origin
     model.source_graph = source
     return model
+
+
+def resolve_pass_options(key: str, skip=(), pass_options: dict | None = None, passes=None) -> tuple[dict, str]:
+    """The pass options `compile_graph` uses for the imported graph with key `key` and where they came from:
+    those the registered sources know for it ("tuned") when the caller chose none of `passes`, `skip` and
+    `pass_options`, else the given ones ("given") or the defaults ("default").
+
+    >>> resolve_pass_options("0000000000000000", pass_options={"layout_block": 0})
+    ({'layout_block': 0}, 'given')
+    """
+    from .pass_options import check_pass_options, choose_pass_options
+    if passes is None and not skip and pass_options is None:
+        return choose_pass_options(key)
+    return check_pass_options(pass_options or {}), "given" if pass_options else "default"
+
+
+def snapshot(graph: Graph) -> tuple[dict, dict]:
+    """(graph JSON, {constant name: array}) of `graph` as it is now (the arrays shared, not copied).
+
+    >>> g = Graph("m"); _ = g.add_input("x", TensorType((2,), "f32")); g.outputs = list(g.inputs)
+    >>> snapshot(g)[0]["name"], snapshot(g)[1]
+    ('m', {})
+    """
+    from .serialize import graph_to_json
+    return graph_to_json(graph), {c.name: c.data for c in graph.constants}
 
 
 def intermediate_bytes(graph: Graph) -> int:

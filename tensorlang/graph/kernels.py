@@ -1,9 +1,10 @@
 """Compiling the programs of a model's nodes, with a disk cache of their machine code.
 
 `compile_program(text)` is the one place where the graph compiler turns a node's program into machine code. A
-program the cache has not seen goes through `tl.build(op)`, which chooses its schedule (a tuned record of the
-tuning database, else the hand schedule of a built-in workload, else the auto-scheduler's pick, else the naive
-loop nest) and says which in `kernel.schedule_source`; its object code then goes to the cache folder
+program the cache has not seen gets the schedule `tl.build(op)` would choose (a tuned record of the tuning
+database, else the hand schedule of a built-in workload, else the auto-scheduler's pick, else the naive loop nest;
+`kernel.schedule_source` says which), compiled by LLVM once into an object file that the process loads and that
+goes to the cache folder
 (``$XDG_CACHE_HOME/tensorlang/kernels`` or ``~/.cache/tensorlang/kernels``; ``TENSORLANG_KERNEL_CACHE`` names
 another folder, or ``off``), keyed by the program text, the target CPU, the tensorlang and llvmlite versions, a hash
 of the compiler's own code and the tuning database's size and time (a tuning run that adds records makes every
@@ -48,7 +49,7 @@ class CompiledKernel:
     schedule_json: str
     compile_seconds: float
     cached: bool
-    keep: object = field(default=None, repr=False)  # the engine or Kernel that owns the machine code
+    keep: object = field(default=None, repr=False)  # the MachineCode that owns the machine code
 
     def call(self, *addresses: int) -> None:
         """Run the kernel on buffer addresses; the error of a nonzero status otherwise (`status_error`): MemoryError
@@ -69,8 +70,7 @@ class CompiledKernel:
         import tensorlang as tl
         from ..codegen_llvm import INDEX_ERROR_SUFFIX
         from ..runtime import _INDEX_ERROR_FN, status_error
-        engine = getattr(self.keep, "engine", None) or self.keep._engine.engine  # cached code, or a built Kernel
-        address = engine.get_function_address(self.name + INDEX_ERROR_SUFFIX)
+        address = self.keep.engine.get_function_address(self.name + INDEX_ERROR_SUFFIX)
         op = tl.op(self.text)
         return status_error(op, status, _INDEX_ERROR_FN(address) if address else None,
                             lambda: tl.schedule(op).bound.shapes)
@@ -95,7 +95,8 @@ def cache_dir() -> pathlib.Path | None:
 
 
 def clear_kernel_cache() -> int:
-    """Delete the kernel cache's files (and forget the kernels this process loaded); returns how many files.
+    """Delete the kernel cache's files, the model cache's with them (and forget the kernels this process loaded);
+    returns how many files.
 
     Example::
 
@@ -108,7 +109,7 @@ def clear_kernel_cache() -> int:
         return 0
     count = 0
     for p in folder.iterdir():
-        if p.suffix in (".o", ".json"):
+        if p.suffix in (".o", ".json", ".bin"):
             try:
                 p.unlink()
                 count += 1
@@ -176,8 +177,20 @@ def _function(address: int, n_args: int):
     return ctypes.CFUNCTYPE(ctypes.c_int32, *([ctypes.c_void_p] * n_args))(address)
 
 
-def _load(folder: pathlib.Path, key: str, text: str, target) -> CompiledKernel | None:
+def _machine_code(meta: dict, data: bytes, text: str, target, cached: bool, seconds: float) -> CompiledKernel:
+    """The kernel of an object file (`meta`: its function's name and argument count, its schedule's source and
+    JSON) loaded into an LLVM engine."""
     from ..target import MachineCode, load_object
+    t0 = time.perf_counter()
+    code = MachineCode(load_object(data, target), meta["name"])
+    if not code.address:
+        raise ValueError(f"the object file has no function {meta['name']}")
+    return CompiledKernel(meta["name"], text, meta["n_args"], _function(code.address, meta["n_args"]),
+                          meta["schedule_source"], meta["schedule"], seconds + time.perf_counter() - t0, cached,
+                          code)
+
+
+def _load(folder: pathlib.Path, key: str, text: str, target) -> CompiledKernel | None:
     meta_path, obj_path = folder / f"{key}.json", folder / f"{key}.o"
     try:
         meta = json.loads(meta_path.read_text())
@@ -187,24 +200,17 @@ def _load(folder: pathlib.Path, key: str, text: str, target) -> CompiledKernel |
             return None  # not this program's, or damaged (LLVM would crash on a damaged object file)
     except (OSError, ValueError):
         return None
-    t0 = time.perf_counter()
     try:
-        code = MachineCode(load_object(data, target), meta["name"])
+        return _machine_code(meta, data, text, target, True, 0.0)
     except Exception:  # an object file LLVM refuses: compile again (and overwrite it)
         return None
-    if not code.address:
-        return None
-    return CompiledKernel(meta["name"], text, meta["n_args"], _function(code.address, meta["n_args"]),
-                          meta["schedule_source"], meta["schedule"], time.perf_counter() - t0, True, code)
 
 
-def _store(folder: pathlib.Path, key: str, kernel: CompiledKernel, obj: bytes) -> None:
+def _store(folder: pathlib.Path, key: str, meta: dict, text: str, obj: bytes) -> None:
     try:
         folder.mkdir(parents=True, exist_ok=True)
         for suffix, data in ((".o", obj), (".json", json.dumps({
-                "format": CACHE_FORMAT, "name": kernel.name, "n_args": kernel.n_args, "text": kernel.text,
-                "sha256": hashlib.sha256(obj).hexdigest(),
-                "schedule_source": kernel.schedule_source, "schedule": kernel.schedule_json}).encode())):
+                "format": CACHE_FORMAT, **meta, "text": text, "sha256": hashlib.sha256(obj).hexdigest()}).encode())):
             tmp = folder / f"{key}{suffix}.tmp{os.getpid()}.{threading.get_ident()}"
             tmp.write_bytes(data)
             os.replace(tmp, folder / f"{key}{suffix}")
@@ -212,16 +218,25 @@ def _store(folder: pathlib.Path, key: str, kernel: CompiledKernel, obj: bytes) -
         pass  # a read-only or full cache folder costs the next compile time, nothing else
 
 
-def build_kernel(text: str):
-    """The `tl.build` kernel of a program (the schedule `tl.build` chooses) and the source of its schedule.
+def build_object(text: str, target) -> tuple[dict, bytes]:
+    """The object code of a program under the schedule `tl.build` chooses (a tuned record, a hand schedule, the
+    auto-scheduler's pick, else the naive loop nest), compiled once, and its metadata: the function's name and
+    argument count, the schedule's source and JSON.
 
-    >>> k, source = build_kernel("def f(X: f32[2]) -> Y:\\n    Y[i] = X[i]\\n")
-    >>> source in ("tuned", "hand", "auto", "naive")
-    True
+    >>> from tensorlang.target import host_target
+    >>> meta, obj = build_object("def f(X: f32[2]) -> Y:\\n    Y[i] = X[i]\\n", host_target())
+    >>> meta["name"], meta["n_args"], meta["schedule_source"] in ("tuned", "hand", "auto", "naive"), obj[:4]
+    ('f', 2, True, b'\\x7fELF')
     """
     import tensorlang as tl
-    kernel = tl.build(tl.op(text))
-    return kernel, getattr(kernel, "schedule_source", "naive")
+
+    from ..choice import choose_schedule
+    from ..runtime import llvm_ir_of
+    from ..target import compile_object
+    sched, source = choose_schedule(tl.op(text), {})
+    func, llvm_ir = llvm_ir_of(sched, target)
+    meta = {"name": func.name, "n_args": len(func.params), "schedule_source": source, "schedule": sched.to_json()}
+    return meta, compile_object(llvm_ir, target)
 
 
 def compile_program(text: str) -> CompiledKernel:
@@ -231,8 +246,7 @@ def compile_program(text: str) -> CompiledKernel:
     >>> compile_program("def f(X: f32[2]) -> Y:\\n    Y[i] = X[i]\\n").n_args
     2
     """
-    from ..target import _lock as llvm_lock
-    from ..target import host_target, target_machine
+    from ..target import host_target
     from ..threadpool import num_threads
     threads = num_threads()  # schedules (tuned or picked) are for a thread count
     # keyed by the tuning database's state too: a model compiled again after tuning in this process gets the tuned
@@ -248,13 +262,9 @@ def compile_program(text: str) -> CompiledKernel:
     compiled = _load(folder, key, text, target) if folder is not None else None
     if compiled is None:
         t0 = time.perf_counter()
-        kernel, source = build_kernel(text)
-        n_args = len(kernel.func.params)
-        compiled = CompiledKernel(kernel.func.name, text, n_args, kernel._fn, source, kernel.schedule.to_json(),
-                                  time.perf_counter() - t0, False, kernel)
+        meta, obj = build_object(text, target)
+        compiled = _machine_code(meta, obj, text, target, False, time.perf_counter() - t0)
         if folder is not None:
-            with llvm_lock:
-                obj = target_machine(target).emit_object(kernel._module)
-            _store(folder, key, compiled, obj)
+            _store(folder, key, meta, text, obj)
     with _lock:
         return _memory.setdefault(memory_key, compiled)

@@ -163,8 +163,35 @@ class Model:
         self.graph_key: str | None = None
         self.pass_options: dict | None = None
         self.pass_options_source: str | None = None
-        self.source_graph: tuple | None = None
+        self._source_graph: tuple | None = None
+        self._source_fn = None
+        #: whether the optimised graph came from the model cache (`tensorlang.graph.model_cache`)
+        self.cached = False
         self.compile_seconds = (compile_seconds or 0.0) + time.perf_counter() - t0
+
+    @property
+    def source_graph(self) -> tuple | None:
+        """The imported graph before the passes, as (graph JSON, {constant name: array}), for model tuning to
+        compile again under other pass options; None for a model loaded from a file."""
+        if self._source_graph is None and self._source_fn is not None:
+            from . import snapshot
+            self._source_graph, self._source_fn = snapshot(self._source_fn()), None
+        return self._source_graph
+
+    @source_graph.setter
+    def source_graph(self, value: tuple | None) -> None:
+        """Set the imported graph (graph JSON, constants) that `source_graph` gives."""
+        self._source_graph, self._source_fn = value, None
+
+    def source_graph_from(self, fn) -> None:
+        """Make `source_graph` the graph `fn()` imports, imported the first time it is asked for (a model from the
+        model cache skipped the import).
+
+        Example::
+
+            model.source_graph_from(lambda: graph_from_exported(ep))
+        """
+        self._source_graph, self._source_fn = None, fn
 
     def _slot(self, v) -> tuple[int, int]:
         loc = self.plan.locations[v.uid]

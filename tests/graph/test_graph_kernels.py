@@ -66,3 +66,25 @@ def test_the_cache_can_be_off_and_cleared(cache, monkeypatch):
     monkeypatch.setenv("TENSORLANG_KERNEL_CACHE", "relative/path")
     with pytest.raises(Exception, match="TENSORLANG_KERNEL_CACHE='relative/path' must be an absolute path"):
         kernels.cache_dir()
+
+
+def test_a_new_kernel_is_compiled_to_machine_code_once(cache, monkeypatch):
+    """One LLVM code generation per new kernel: the object file the process loads is the one the cache keeps."""
+    import llvmlite.binding as llvm
+    codegens = []
+    emit, engine = llvm.TargetMachine.emit_object, llvm.create_mcjit_compiler
+
+    def counted_emit(self, module):
+        codegens.append("object")
+        return emit(self, module)
+
+    def counted_engine(module, tm):
+        if any(not f.is_declaration for f in module.functions):  # an engine that generates the code itself
+            codegens.append("jit")
+        return engine(module, tm)
+    monkeypatch.setattr(llvm.TargetMachine, "emit_object", counted_emit)
+    monkeypatch.setattr(llvm, "create_mcjit_compiler", counted_engine)
+    k = kernels.compile_program("def once(X: f32[5]) -> Y:\n    Y[i] = X[i] * 3.0 + 1.0\n")  # built nowhere else
+    assert codegens == ["object"] and not k.cached
+    np.testing.assert_array_equal(run(k), np.arange(5) * 3.0 + 1.0)
+    assert len(list(cache.glob("*.o"))) == 1
