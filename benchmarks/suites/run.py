@@ -189,7 +189,7 @@ def contenders(p, args, sizes: dict, inputs: list, file: str, rec: dict) -> list
         rows.append(row)
     if p.halide is not None and args.halide:
         if not halide_worker.available():
-            rec["errors"]["halide"] = "Halide's Python package is not installed (pip install halide, or the suites extra)"
+            rec["errors"]["halide"] = "Halide's Python package is not installed (the suites extra)"
         else:
             for sched in args.halide_schedulers:
                 rows.append(WorkerRow(f"halide-{sched}", "suites.halide_worker:handler",
