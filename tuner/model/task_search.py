@@ -3,8 +3,8 @@ records), the start configs, its trial count and best record; each round commits
 
 Example::
 
-    session = TaskSession(model_task, db, strategy="xgb-genetic", cost_model="xgb", seed=0)
-    added = session.run_round(16, runner)
+    search = TaskSession(model_task, db, strategy="xgb-genetic", cost_model="xgb", seed=0)
+    added = search.run_round(16, runner)
 """
 from __future__ import annotations
 
@@ -45,8 +45,8 @@ class TaskSession:
 
     Example::
 
-        session = TaskSession(model_task, db, strategy="xgb-genetic", cost_model="xgb", seed=0)
-        added = session.run_round(16, runner)
+        search = TaskSession(model_task, db, strategy="xgb-genetic", cost_model="xgb", seed=0)
+        added = search.run_round(16, runner)
     """
 
     def __init__(self, mtask: ModelTask, db: Database, strategy: str = "xgb-genetic", cost_model: str = "xgb",

@@ -229,18 +229,18 @@ def tune_model(model, trials: int, options: ModelTuneOptions | None = None, **ke
                 shared = _shared_model(database, cost_model, seed, o.datasets, progress)
                 summary.transfer = shared.description
                 phase["transfer"] = time.perf_counter() - t0
-            sessions = [TaskSession(t, database, strategy, cost_model, seed, shared) for t in tasks]
+            searches = [TaskSession(t, database, strategy, cost_model, seed, shared) for t in tasks]
             reports = [TaskReport(i, t.name, t.kind, t.key, t.weight, t.flops, s.trials, s.trials, s.best_s,
                                   s.best_s, t.seconds_now, t.schedule_source) for i, (t, s) in
-                       enumerate(zip(tasks, sessions))]
+                       enumerate(zip(tasks, searches))]
             summary.tasks = reports
             states = [TaskState(t.weight, t.flops, t.kind, t.seconds_now) for t in tasks]
             sched = TaskScheduler(states, scheduler, round_trials=round_size(o.batch, trials, len(tasks)), seed=seed)
-            for i, s in enumerate(sessions):
+            for i, s in enumerate(searches):
                 sched.restore(i, s.earlier_best)
                 if s.best_s is not None:  # the time of the record tl.build compiles (its re-timing's, if any)
                     states[i].best_s = s.best_s
-            summary.trials_before = sum(s.trials for s in sessions)
+            summary.trials_before = sum(s.trials for s in searches)
             summary.curve.append((summary.trials_before, sched.estimated_latency()))
             progress.say(f"tuning {src.name}: {len(tasks)} tasks ({sum(t.weight for t in tasks)} kernels), "
                          f"{trials} trials ({summary.trials_before} done before), {threads} thread"
@@ -253,28 +253,28 @@ def tune_model(model, trials: int, options: ModelTuneOptions | None = None, **ke
             t0 = time.perf_counter()
             progress.start_bar(summary.trials_before)
             try:
-                _rounds(sched, sessions, reports, pool, summary, progress, trials, o.on_round)
+                _rounds(sched, searches, reports, pool, summary, progress, trials, o.on_round)
             except KeyboardInterrupt:
                 summary.interrupted = True
             finally:
                 progress.close()
-                # every record a session committed counts, those of a round cut short too
-                summary.trials_done = sum(s.trials for s in sessions) - summary.trials_before
-                for s, r in zip(sessions, reports):
+                # every record a task's search committed counts, those of a round cut short too
+                summary.trials_done = sum(s.trials for s in searches) - summary.trials_before
+                for s, r in zip(searches, reports):
                     r.trials = s.trials
             phase["tune"] = time.perf_counter() - t0
             if not summary.interrupted:
                 t0 = time.perf_counter()
                 try:
-                    _retime(sessions, reports, sched, pool, database, o.retime_top, progress)
+                    _retime(searches, reports, sched, pool, database, o.retime_top, progress)
                 except KeyboardInterrupt:
                     summary.interrupted = True
                 phase["retime"] = time.perf_counter() - t0
             pool.close()
             phase.update({f"tune: {k}": v for k, v in pool.phase_s.items()})
-            phase["tune: propose"] = sum(s.propose_s for s in sessions)
+            phase["tune: propose"] = sum(s.propose_s for s in searches)
             pool = None
-            for s, r in zip(sessions, reports):
+            for s, r in zip(searches, reports):
                 r.best_s = s.best_s
                 summary.errors.update(s.errors)
             if not summary.interrupted and (o.measure or reference is not None):
@@ -365,9 +365,9 @@ def _choose_variant(src: ModelSource, database, threads, variants, summary, prog
     return src.compile(chosen["options"]), baseline
 
 
-def _rounds(sched: TaskScheduler, sessions: list[TaskSession], reports: list[TaskReport], pool: RunnerPool,
+def _rounds(sched: TaskScheduler, searches: list[TaskSession], reports: list[TaskReport], pool: RunnerPool,
             summary: ModelTuneSummary, progress: Progress, trials: int, on_round) -> None:
-    """The rounds: the scheduler picks a task, its session measures a round through the task's runner."""
+    """The rounds: the scheduler picks a task, its search measures a round through the task's runner."""
     spent = summary.trials_before
     warmup = bool(sched.warmup_pending())
     while spent < trials:
@@ -376,26 +376,26 @@ def _rounds(sched: TaskScheduler, sessions: list[TaskSession], reports: list[Tas
         if i is None:
             summary.exhausted = True
             return
-        session, report = sessions[i], reports[i]
-        before = session.best_s
+        task_search, report = searches[i], reports[i]
+        before = task_search.best_s
         n = min(sched.round_trials, trials - spent)
         try:
-            runner = pool.get(session.task)
+            runner = pool.get(task_search.task)
         except (TensorlangError, OSError) as e:  # the task cannot be measured here (its runner cannot start)
             report.note = f"cannot be measured: {type(e).__name__}: {e}"
             progress.say(f"task {i} {report.name}: {report.note}; the other tasks go on")
             sched.record(i, 0, None, exhausted=True)
             continue
-        added = session.run_round(n, runner)
+        added = task_search.run_round(n, runner)
         spent += added
         summary.trials_done += added
-        sched.record(i, added, session.best_s, exhausted=session.exhausted, times=session.round_times)
-        if session.exhausted:
+        sched.record(i, added, task_search.best_s, exhausted=task_search.exhausted, times=task_search.round_times)
+        if task_search.exhausted:
             report.note = "its search space is used up"
-        report.trials, report.best_s = session.trials, session.best_s
+        report.trials, report.best_s = task_search.trials, task_search.best_s
         estimate = sched.estimated_latency()
         summary.curve.append((spent, estimate))
-        summary.rounds.append({"task": i, "trials": added, "best_s": session.best_s, "estimated_s": estimate,
+        summary.rounds.append({"task": i, "trials": added, "best_s": task_search.best_s, "estimated_s": estimate,
                                "trials_after": spent})
         warmup_done = warmup and not sched.warmup_pending()
         warmup = warmup and not warmup_done
@@ -406,24 +406,24 @@ def _rounds(sched: TaskScheduler, sessions: list[TaskSession], reports: list[Tas
             on_round(summary)
 
 
-def _retime(sessions, reports, sched, pool, database, top: int, progress) -> None:
+def _retime(searches, reports, sched, pool, database, top: int, progress) -> None:
     """Time the top configs of each task again (longer, interleaved) where it matters: tasks with trials in this
     run that hold at least 1% of the estimated latency."""
     if top <= 0:
         return
     total = sched.estimated_latency() or 1.0
-    todo = [(s, r) for s, r in zip(sessions, reports)
+    todo = [(s, r) for s, r in zip(searches, reports)
             if r.trials > r.trials_before and r.weight * (s.best_s or 0.0) >= 0.01 * total]
     if not todo:
         return
     progress.say(f"re-timing the {top} fastest configs of {len(todo)} tasks (3 interleaved rounds each) ...")
-    for session, report in todo:
+    for task_search, report in todo:
         check_ctrl_c()
-        candidates = session.retime_candidates(top)
+        candidates = task_search.retime_candidates(top)
         if len(candidates) < 2:
             continue
         try:
-            runner = pool.get(session.task)
+            runner = pool.get(task_search.task)
         except (TensorlangError, OSError):
             continue
         if not hasattr(runner, "retime"):
@@ -431,9 +431,9 @@ def _retime(sessions, reports, sched, pool, database, top: int, progress) -> Non
         results = runner.retime(candidates, 3)
         timed = [(r.config, r.times) for r in results if r.ok and r.times]
         if timed:
-            database.add_retimes(session.task.key, timed)
-            session.refresh_best()
-            report.best_s = session.best_s
+            database.add_retimes(task_search.task.key, timed)
+            task_search.refresh_best()
+            report.best_s = task_search.best_s
 
 
 def _check_tuned(tuned, inputs, reference, summary: ModelTuneSummary, progress) -> None:
