@@ -1,9 +1,8 @@
 """The zoo of issue 56: every named torchvision classifier, timm model and Hugging Face transformer (random weights,
 no downloads, batch 1, fp32; tests/support/zoo_models.py builds them), compiled from torch.export and checked against
 torch eager (every output within 1e-4 x max(1, max |reference|), a NaN where torch has a number an infinite error),
-and through ``torch.compile(model, backend="tensorlang")``; the compile time from the torch module to a runnable
-model, cold (a fresh process, an empty kernel cache: TENSORLANG_KERNEL_CACHE set to a new folder) and warm (a fresh
-process, that cache filled). A model that does not compile is a FAIL row with the error, never the end of the run.
+and through ``torch.compile(model, backend="tensorlang")``. A model that does not compile is a FAIL row with the
+error, never the end of the run.
 
     python benchmarks/zoo.py [--models resnet18,timm_vit_tiny_patch16_224,hf_bert,...] [--threads 2]
                              [--onnx] [--time] [--no-dynamo] [--json zoo.json] [--md zoo.md]
@@ -14,7 +13,9 @@ tensorlang against onnxruntime (``intra_op_num_threads`` = threads, default grap
 (``torch.set_num_threads``) under one contract: public calls that allocate their outputs, the same thread count set
 explicitly for every library (tensorlang's through TENSORLANG_NUM_THREADS), each contender alone in blocks of 25
 calls, the contenders in turn for 3 rotations; the median of all calls and the spread (the fastest and slowest
-block's median) per contender, and each one's outputs checked. The run ends with one table (markdown, and every
+block's median) per contender, and each one's outputs checked; and the compile time from the torch module to a
+runnable model, cold (a fresh process, an empty kernel cache: TENSORLANG_KERNEL_CACHE set to a new folder) and warm
+(a fresh process, that cache filled). The run ends with one table (markdown, and every
 figure and error in ``--json``).
 
 Speed figures on a shared machine are noisy: compare only the ratios of one run. Install the models with the
@@ -23,6 +24,7 @@ Speed figures on a shared machine are noisy: compare only the ratios of one run.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -92,13 +94,25 @@ def _check(got, reference) -> dict:
 def _onnx_session(module, args, path: str, threads: int):
     import onnxruntime as ort
     import torch
-    with torch.no_grad():
+    # without MultiheadAttention's fused inference path (aten._native_multi_head_attention has no ONNX export)
+    with torch.no_grad(), _mha_fastpath(False):
         torch.onnx.export(module, args, path, dynamo=False, opset_version=17)
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = threads
     session = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
     feed = {i.name: a.numpy() for i, a in zip(session.get_inputs(), args)}
     return lambda: session.run(None, feed)
+
+
+@contextlib.contextmanager
+def _mha_fastpath(enabled: bool):
+    import torch
+    before = torch.backends.mha.get_fastpath_enabled()
+    torch.backends.mha.set_fastpath_enabled(enabled)
+    try:
+        yield
+    finally:
+        torch.backends.mha.set_fastpath_enabled(before)
 
 
 def _from_onnx():
@@ -145,9 +159,10 @@ def bench(name: str, threads: int, dynamo: bool, onnx: bool, timing: bool, work:
     row: dict = {"model": name, "family": zoo_models.family(name)}
     cache = os.path.join(work, name, "kernels")
     os.makedirs(cache, exist_ok=True)
-    row["compile_cold"] = compile_in_fresh_process(name, cache, threads)
-    row["compile_warm"] = compile_in_fresh_process(name, cache, threads) if "error" not in row["compile_cold"] \
-        else {"error": "cold compile failed"}
+    if timing:
+        row["compile_cold"] = compile_in_fresh_process(name, cache, threads)
+        row["compile_warm"] = compile_in_fresh_process(name, cache, threads) if "error" not in row["compile_cold"] \
+            else {"error": "cold compile failed"}
     os.environ["TENSORLANG_KERNEL_CACHE"] = cache
     try:
         module, args = zoo_models.build(name)
@@ -166,10 +181,15 @@ def bench(name: str, threads: int, dynamo: bool, onnx: bool, timing: bool, work:
     except Exception as e:
         row["export"] = {"status": "FAIL", "why": _error(e)}
     if dynamo:
+        from torch._dynamo.utils import counters
         torch._dynamo.reset()
+        counters.clear()
         try:
             with torch.no_grad():
                 row["dynamo"] = _check(torch.compile(module, backend="tensorlang")(*args), reference)
+            # graph breaks leave torch eager the code between the graphs
+            row["dynamo"]["graphs"] = counters["stats"]["unique_graphs"]
+            row["dynamo"]["graph_breaks"] = sum(counters["graph_break"].values())
         except Exception as e:
             row["dynamo"] = {"status": "FAIL", "why": _error(e)}
         finally:
@@ -210,7 +230,8 @@ def _cell(check: dict | None) -> str:
     if not check:
         return "-"
     if check["status"] == "ok":
-        return f"ok ({check['error']:.0e})"
+        breaks = check.get("graph_breaks")
+        return f"ok ({check['error']:.0e})" + (f", {check['graphs']} graphs, {breaks} graph breaks" if breaks else "")
     return f"{check['status']}: {check['why'][:90]}".replace("|", "\\|")
 
 
@@ -235,8 +256,8 @@ def table(rows: list, threads: int) -> list[str]:
         lines.append(" | ".join([
             f"| {r['model']}", _cell(r.get("export")), _cell(r.get("dynamo")), _cell(r.get("onnx")),
             f"{r['reference_max']:.3g}" if "reference_max" in r else "-",
-            f"{cold['seconds']:.1f}" if "seconds" in cold else "FAIL",
-            f"{warm['seconds']:.1f}" if "seconds" in warm else "FAIL",
+            f"{cold['seconds']:.1f}" if "seconds" in cold else "FAIL" if "error" in cold else "-",
+            f"{warm['seconds']:.1f}" if "seconds" in warm else "FAIL" if "error" in warm else "-",
             f"{tlms:.2f}" if tlms else "-", f"{ms['onnxruntime']:.2f}" if "onnxruntime" in ms else "-",
             f"{ms['torch eager']:.2f}" if "torch eager" in ms else "-",
             ratio("onnxruntime"), ratio("torch eager") + " |"]))
@@ -263,7 +284,8 @@ def main(argv=None) -> int:
                    help=f"comma-separated (default: all): {', '.join(zoo_models.NAMES)}")
     p.add_argument("--threads", type=int, default=2, help="threads for every library (default 2)")
     p.add_argument("--onnx", action="store_true", help="also the torchvision models through ONNX and tl.from_onnx")
-    p.add_argument("--time", action="store_true", help="time against onnxruntime and torch eager")
+    p.add_argument("--time", action="store_true",
+                   help="time against onnxruntime and torch eager, and the compile (cold and warm)")
     p.add_argument("--no-dynamo", action="store_true", help="leave out the torch.compile(backend='tensorlang') check")
     p.add_argument("--json", metavar="FILE", help="write every figure and error as JSON")
     p.add_argument("--md", metavar="FILE", help="write the table as markdown")

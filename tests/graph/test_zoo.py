@@ -70,3 +70,30 @@ def test_the_toy_uses_the_ops_it_stands_for():
     ops = graph_from_exported(export_program(module, args)).op_counts()
     for op in ("roll", "index.Tensor", "any.dim", "slice_scatter"):
         assert op in ops, f"{op} not in {sorted(ops)}"
+
+
+def test_zoo_exports_attention_to_onnx(tmp_path):
+    """benchmarks/zoo.py exports a model with nn.MultiheadAttention in eval mode to ONNX (torch's fused inference
+    path, aten._native_multi_head_attention, has no ONNX export), and from_onnx matches onnxruntime on it."""
+    pytest.importorskip("onnxruntime")
+    import pathlib
+    import sys
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "benchmarks"))
+    import zoo
+
+    class Attention(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.mha = torch.nn.MultiheadAttention(8, 2, batch_first=True)
+
+        def forward(self, x):
+            return self.mha(x, x, x, need_weights=False)[0]
+    torch.manual_seed(0)
+    module, args = Attention().eval(), (torch.randn(1, 5, 8),)
+    path = str(tmp_path / "attention.onnx")
+    session = zoo._onnx_session(module, args, path, threads=1)
+    with torch.no_grad():
+        want = module(*args)
+    for got, what in ((session(), "onnxruntime"), (tl.from_onnx(path)(args[0].numpy()), "from_onnx")):
+        error, why = compare_outputs(got, want)
+        assert not why, f"{what}: {why}"
