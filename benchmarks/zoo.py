@@ -2,7 +2,8 @@
 no downloads, batch 1, fp32; tests/support/zoo_models.py builds them), compiled from torch.export and checked against
 torch eager (every output within 1e-4 x max(1, max |reference|), a NaN where torch has a number an infinite error),
 and through ``torch.compile(model, backend="tensorlang")``. A model that does not compile is a FAIL row with the
-error, never the end of the run.
+error, never the end of the run: each model runs in its own process, and one that dies (a crash, out of memory) is
+a FAIL row for the check it was in.
 
     python benchmarks/zoo.py [--models resnet18,timm_vit_tiny_patch16_224,hf_bert,...] [--threads 2]
                              [--onnx] [--time] [--no-dynamo] [--json zoo.json] [--md zoo.md]
@@ -150,8 +151,9 @@ def time_contenders(contenders: list) -> dict:
     return out
 
 
-def bench(name: str, threads: int, dynamo: bool, onnx: bool, timing: bool, work: str) -> dict:
-    """Every check and figure of the module's docstring for one model (errors as FAIL entries)."""
+def bench(name: str, threads: int, dynamo: bool, onnx: bool, timing: bool, work: str, save=None) -> dict:
+    """Every check and figure of the module's docstring for one model (errors as FAIL entries); `save(row)` is
+    called with the row so far after each check, so that a process that dies leaves the checks it finished."""
     import numpy as np
     import torch
 
@@ -180,6 +182,8 @@ def bench(name: str, threads: int, dynamo: bool, onnx: bool, timing: bool, work:
         row["kernels"] = len(model.steps)
     except Exception as e:
         row["export"] = {"status": "FAIL", "why": _error(e)}
+    save = save or (lambda row: None)
+    save(row)
     if dynamo:
         from torch._dynamo.utils import counters
         torch._dynamo.reset()
@@ -194,6 +198,7 @@ def bench(name: str, threads: int, dynamo: bool, onnx: bool, timing: bool, work:
             row["dynamo"] = {"status": "FAIL", "why": _error(e)}
         finally:
             torch._dynamo.reset()
+        save(row)
     session, session_why = None, ""
     if onnx or timing:
         try:
@@ -211,6 +216,7 @@ def bench(name: str, threads: int, dynamo: bool, onnx: bool, timing: bool, work:
                 row["onnx"] = _check(from_onnx(os.path.join(work, name, "model.onnx"))(*np_args), session())
             except Exception as e:
                 row["onnx"] = {"status": "FAIL", "why": _error(e)}
+        save(row)
     if timing and model is not None:
         def eager():
             with torch.no_grad():
@@ -223,6 +229,41 @@ def bench(name: str, threads: int, dynamo: bool, onnx: bool, timing: bool, work:
         row["time_checked"] = {n: _check(fn(), reference) for n, fn in contenders if n != "torch eager"}
         if session is None:
             row["time_not_run"] = {"onnxruntime": session_why}
+    return row
+
+
+def stages(name: str, dynamo: bool, onnx: bool, timing: bool) -> list[str]:
+    """The checks `bench` makes of model `name`, in order.
+
+    >>> stages("hf_bert", True, True, False), stages("resnet18", False, True, True)
+    (['export', 'dynamo'], ['export', 'onnx', 'time_checked'])
+    """
+    return ["export"] + ["dynamo"] * dynamo + ["onnx"] * (onnx and zoo_models.family(name) == "torchvision") + \
+        ["time_checked"] * timing
+
+
+def bench_in_child(name: str, argv: list, work: str, expected: list) -> dict:
+    """`bench` of model `name` in a child process (this script with `argv` and --row): its row; where the process
+    dies (a crash in a kernel, out of memory) the checks it finished and a FAIL naming how it ended for the one it
+    was in (the first of `expected` missing), with its last line on stderr."""
+    path = os.path.join(work, f"{name}.row.json")
+    log = os.path.join(work, f"{name}.stderr")
+    with open(log, "w") as err:
+        r = subprocess.run([sys.executable, os.path.abspath(__file__), *argv, "--models", name, "--row", path],
+                           stdout=subprocess.DEVNULL, stderr=err, cwd=ROOT)
+    row = {"model": name, "family": zoo_models.family(name)}
+    if os.path.exists(path):
+        with open(path) as f:
+            row = json.load(f)
+    if r.returncode != 0:
+        with open(log) as f:
+            lines = [ln.strip() for ln in f if ln.strip()]
+        how = f"signal {-r.returncode}" if r.returncode < 0 else f"exit status {r.returncode}"
+        why = f"the process running the model ended with {how}" + (f": {lines[-1][:300]}" if lines else "")
+        missing = [k for k in expected if k not in row]
+        key = missing[0] if missing else "export"
+        row[key] = {"tensorlang": {"status": "FAIL", "why": why}} if key == "time_checked" else \
+            {"status": "FAIL", "why": why}
     return row
 
 
@@ -265,6 +306,8 @@ def table(rows: list, threads: int) -> list[str]:
                   "calls; x = the contender's time / tensorlang's (above 1: tensorlang is faster)"]
     failures = [(r["model"], k, r[k]["why"]) for r in rows for k in ("export", "dynamo", "onnx")
                 if isinstance(r.get(k), dict) and r[k]["status"] != "ok"]
+    failures += [(r["model"], f"timed {c}", check["why"]) for r in rows
+                 for c, check in r.get("time_checked", {}).items() if check["status"] != "ok"]
     failures += [(r["model"], k, r[k]["error"]) for r in rows for k in ("compile_cold", "compile_warm")
                  if "error" in r.get(k, {})]
     if failures:
@@ -289,6 +332,7 @@ def main(argv=None) -> int:
     p.add_argument("--no-dynamo", action="store_true", help="leave out the torch.compile(backend='tensorlang') check")
     p.add_argument("--json", metavar="FILE", help="write every figure and error as JSON")
     p.add_argument("--md", metavar="FILE", help="write the table as markdown")
+    p.add_argument("--row", metavar="FILE", help=argparse.SUPPRESS)  # the child process of one model
     args = p.parse_args(argv)
     names = [n for n in args.models.split(",") if n]
     for n in names:
@@ -297,11 +341,20 @@ def main(argv=None) -> int:
     if args.threads < 1:
         p.error("--threads: must be at least 1")
     os.environ["TENSORLANG_NUM_THREADS"] = str(args.threads)
+    if args.row:
+        def save(row):
+            with open(args.row, "w") as f:
+                json.dump(row, f)
+        save(bench(names[0], args.threads, not args.no_dynamo, args.onnx, args.time,
+                   os.path.dirname(os.path.abspath(args.row)), save))
+        return 0
     work = tempfile.mkdtemp(prefix="tensorlang-zoo-")
+    child = ["--threads", str(args.threads)] + ["--onnx"] * args.onnx + ["--time"] * args.time + \
+        ["--no-dynamo"] * args.no_dynamo
     rows = []
-    for n in names:
+    for n in names:  # each in its own process: a model that crashes its process is a FAIL row
         print(f"{n} ...", file=sys.stderr, flush=True)
-        rows.append(bench(n, args.threads, not args.no_dynamo, args.onnx, args.time, work))
+        rows.append(bench_in_child(n, child, work, stages(n, not args.no_dynamo, args.onnx, args.time)))
         print(f"  {json.dumps(rows[-1])[:600]}", file=sys.stderr, flush=True)
     lines = table(rows, args.threads)
     print("\n".join(lines))

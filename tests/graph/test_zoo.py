@@ -72,14 +72,19 @@ def test_the_toy_uses_the_ops_it_stands_for():
         assert op in ops, f"{op} not in {sorted(ops)}"
 
 
-def test_zoo_exports_attention_to_onnx(tmp_path):
-    """benchmarks/zoo.py exports a model with nn.MultiheadAttention in eval mode to ONNX (torch's fused inference
-    path, aten._native_multi_head_attention, has no ONNX export), and from_onnx matches onnxruntime on it."""
-    pytest.importorskip("onnxruntime")
+def _zoo_script():
     import pathlib
     import sys
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "benchmarks"))
     import zoo
+    return zoo
+
+
+def test_zoo_exports_attention_to_onnx(tmp_path):
+    """benchmarks/zoo.py exports a model with nn.MultiheadAttention in eval mode to ONNX (torch's fused inference
+    path, aten._native_multi_head_attention, has no ONNX export), and from_onnx matches onnxruntime on it."""
+    pytest.importorskip("onnxruntime")
+    zoo = _zoo_script()
 
     class Attention(torch.nn.Module):
         def __init__(self):
@@ -97,3 +102,26 @@ def test_zoo_exports_attention_to_onnx(tmp_path):
     for got, what in ((session(), "onnxruntime"), (tl.from_onnx(path)(args[0].numpy()), "from_onnx")):
         error, why = compare_outputs(got, want)
         assert not why, f"{what}: {why}"
+
+
+def test_zoo_keeps_going_when_a_model_kills_its_process(tmp_path, monkeypatch):
+    """A model whose process dies (here: killed after its torch.export check) is a FAIL row that keeps the checks it
+    finished and names how the process ended, for the check it was in; the run goes on."""
+    import signal
+    import sys
+    zoo = _zoo_script()
+    child = tmp_path / "python"
+    child.write_text("#!/bin/sh\n"  # writes the row of a finished export check to --row, then dies
+                     "while [ \"$1\" != --row ]; do shift; done\n"
+                     "echo '{\"model\": \"resnet18\", \"family\": \"torchvision\", "
+                     "\"export\": {\"status\": \"ok\", \"error\": 0.0, \"why\": \"\"}}' > \"$2\"\n"
+                     "echo 'compiling the dynamo graph' >&2\nkill -KILL $$\n")
+    child.chmod(0o755)
+    monkeypatch.setattr(sys, "executable", str(child))
+    row = zoo.bench_in_child("resnet18", [], str(tmp_path), zoo.stages("resnet18", True, True, False))
+    assert row["export"]["status"] == "ok"
+    assert row["dynamo"]["status"] == "FAIL"
+    why = row["dynamo"]["why"]
+    assert f"signal {int(signal.SIGKILL)}" in why and "compiling the dynamo graph" in why
+    assert "onnx" not in row
+    assert any("resnet18 (dynamo)" in line for line in zoo.table([row], 1))
