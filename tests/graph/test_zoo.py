@@ -125,3 +125,18 @@ def test_zoo_keeps_going_when_a_model_kills_its_process(tmp_path, monkeypatch):
     assert f"signal {int(signal.SIGKILL)}" in why and "compiling the dynamo graph" in why
     assert "onnx" not in row
     assert any("resnet18 (dynamo)" in line for line in zoo.table([row], 1))
+
+
+def test_zoo_batch_norms_describe_their_inputs():
+    """The zoo's batch norms hold the statistics of their inputs (random ones, as a trained model's describe its
+    activations), so that outputs stay of the order of 1: with arbitrary running statistics ResNet-50's grew to
+    hundreds (Inception v3's to 1e12), leaving all but the largest outputs unchecked by a tolerance relative to
+    the largest."""
+    _needs("resnet50")
+    module, args = zoo_models.build("resnet50", size=64)
+    with torch.no_grad():
+        y = module(*args)
+    assert float(y.abs().max()) < 10
+    norms = [m for m in module.modules() if isinstance(m, torch.nn.BatchNorm2d)]
+    assert norms and not module.training and not any(m.training for m in norms)
+    assert all(m.running_mean.abs().max() > 0 and (m.running_var - 1).abs().max() > 1e-3 for m in norms)
