@@ -1,9 +1,9 @@
 """The zoo of issue 56: every named torchvision classifier, timm model and Hugging Face transformer (random weights,
 no downloads, batch 1, fp32; tests/support/zoo_models.py builds them), compiled from torch.export and checked against
 torch eager (every output within 1e-4 x max(1, max |reference|), a NaN where torch has a number an infinite error),
-and through ``torch.compile(model, backend="tensorlang")``; the compile time from the torch module to a runnable
-model, cold (a fresh process, an empty kernel cache: TENSORLANG_KERNEL_CACHE set to a new folder) and warm (a fresh
-process, that cache filled). A model that does not compile is a FAIL row with the error, never the end of the run.
+and through ``torch.compile(model, backend="tensorlang")``. A model that does not compile is a FAIL row with the
+error, never the end of the run: each model runs in its own process, and one that dies (a crash, out of memory) is
+a FAIL row for the check it was in.
 
     python benchmarks/zoo.py [--models resnet18,timm_vit_tiny_patch16_224,hf_bert,...] [--threads 2]
                              [--onnx] [--time] [--no-dynamo] [--json zoo.json] [--md zoo.md]
@@ -14,7 +14,9 @@ tensorlang against onnxruntime (``intra_op_num_threads`` = threads, default grap
 (``torch.set_num_threads``) under one contract: public calls that allocate their outputs, the same thread count set
 explicitly for every library (tensorlang's through TENSORLANG_NUM_THREADS), each contender alone in blocks of 25
 calls, the contenders in turn for 3 rotations; the median of all calls and the spread (the fastest and slowest
-block's median) per contender, and each one's outputs checked. The run ends with one table (markdown, and every
+block's median) per contender, and each one's outputs checked; and the compile time from the torch module to a
+runnable model, cold (a fresh process, an empty kernel cache: TENSORLANG_KERNEL_CACHE set to a new folder) and warm
+(a fresh process, that cache filled). The run ends with one table (markdown, and every
 figure and error in ``--json``).
 
 Speed figures on a shared machine are noisy: compare only the ratios of one run. Install the models with the
@@ -23,6 +25,7 @@ Speed figures on a shared machine are noisy: compare only the ratios of one run.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -92,13 +95,25 @@ def _check(got, reference) -> dict:
 def _onnx_session(module, args, path: str, threads: int):
     import onnxruntime as ort
     import torch
-    with torch.no_grad():
+    # without MultiheadAttention's fused inference path (aten._native_multi_head_attention has no ONNX export)
+    with torch.no_grad(), _mha_fastpath(False):
         torch.onnx.export(module, args, path, dynamo=False, opset_version=17)
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = threads
     session = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
     feed = {i.name: a.numpy() for i, a in zip(session.get_inputs(), args)}
     return lambda: session.run(None, feed)
+
+
+@contextlib.contextmanager
+def _mha_fastpath(enabled: bool):
+    import torch
+    before = torch.backends.mha.get_fastpath_enabled()
+    torch.backends.mha.set_fastpath_enabled(enabled)
+    try:
+        yield
+    finally:
+        torch.backends.mha.set_fastpath_enabled(before)
 
 
 def _from_onnx():
@@ -136,8 +151,9 @@ def time_contenders(contenders: list) -> dict:
     return out
 
 
-def bench(name: str, threads: int, dynamo: bool, onnx: bool, timing: bool, work: str) -> dict:
-    """Every check and figure of the module's docstring for one model (errors as FAIL entries)."""
+def bench(name: str, threads: int, dynamo: bool, onnx: bool, timing: bool, work: str, save=None) -> dict:
+    """Every check and figure of the module's docstring for one model (errors as FAIL entries); `save(row)` is
+    called with the row so far after each check, so that a process that dies leaves the checks it finished."""
     import numpy as np
     import torch
 
@@ -145,9 +161,10 @@ def bench(name: str, threads: int, dynamo: bool, onnx: bool, timing: bool, work:
     row: dict = {"model": name, "family": zoo_models.family(name)}
     cache = os.path.join(work, name, "kernels")
     os.makedirs(cache, exist_ok=True)
-    row["compile_cold"] = compile_in_fresh_process(name, cache, threads)
-    row["compile_warm"] = compile_in_fresh_process(name, cache, threads) if "error" not in row["compile_cold"] \
-        else {"error": "cold compile failed"}
+    if timing:
+        row["compile_cold"] = compile_in_fresh_process(name, cache, threads)
+        row["compile_warm"] = compile_in_fresh_process(name, cache, threads) if "error" not in row["compile_cold"] \
+            else {"error": "cold compile failed"}
     os.environ["TENSORLANG_KERNEL_CACHE"] = cache
     try:
         module, args = zoo_models.build(name)
@@ -165,15 +182,23 @@ def bench(name: str, threads: int, dynamo: bool, onnx: bool, timing: bool, work:
         row["kernels"] = len(model.steps)
     except Exception as e:
         row["export"] = {"status": "FAIL", "why": _error(e)}
+    save = save or (lambda row: None)
+    save(row)
     if dynamo:
+        from torch._dynamo.utils import counters
         torch._dynamo.reset()
+        counters.clear()
         try:
             with torch.no_grad():
                 row["dynamo"] = _check(torch.compile(module, backend="tensorlang")(*args), reference)
+            # graph breaks leave torch eager the code between the graphs
+            row["dynamo"]["graphs"] = counters["stats"]["unique_graphs"]
+            row["dynamo"]["graph_breaks"] = sum(counters["graph_break"].values())
         except Exception as e:
             row["dynamo"] = {"status": "FAIL", "why": _error(e)}
         finally:
             torch._dynamo.reset()
+        save(row)
     session, session_why = None, ""
     if onnx or timing:
         try:
@@ -191,6 +216,7 @@ def bench(name: str, threads: int, dynamo: bool, onnx: bool, timing: bool, work:
                 row["onnx"] = _check(from_onnx(os.path.join(work, name, "model.onnx"))(*np_args), session())
             except Exception as e:
                 row["onnx"] = {"status": "FAIL", "why": _error(e)}
+        save(row)
     if timing and model is not None:
         def eager():
             with torch.no_grad():
@@ -206,11 +232,47 @@ def bench(name: str, threads: int, dynamo: bool, onnx: bool, timing: bool, work:
     return row
 
 
+def stages(name: str, dynamo: bool, onnx: bool, timing: bool) -> list[str]:
+    """The checks `bench` makes of model `name`, in order.
+
+    >>> stages("hf_bert", True, True, False), stages("resnet18", False, True, True)
+    (['export', 'dynamo'], ['export', 'onnx', 'time_checked'])
+    """
+    return ["export"] + ["dynamo"] * dynamo + ["onnx"] * (onnx and zoo_models.family(name) == "torchvision") + \
+        ["time_checked"] * timing
+
+
+def bench_in_child(name: str, argv: list, work: str, expected: list) -> dict:
+    """`bench` of model `name` in a child process (this script with `argv` and --row): its row; where the process
+    dies (a crash in a kernel, out of memory) the checks it finished and a FAIL naming how it ended for the one it
+    was in (the first of `expected` missing), with its last line on stderr."""
+    path = os.path.join(work, f"{name}.row.json")
+    log = os.path.join(work, f"{name}.stderr")
+    with open(log, "w") as err:
+        r = subprocess.run([sys.executable, os.path.abspath(__file__), *argv, "--models", name, "--row", path],
+                           stdout=subprocess.DEVNULL, stderr=err, cwd=ROOT)
+    row = {"model": name, "family": zoo_models.family(name)}
+    if os.path.exists(path):
+        with open(path) as f:
+            row = json.load(f)
+    if r.returncode != 0:
+        with open(log) as f:
+            lines = [ln.strip() for ln in f if ln.strip()]
+        how = f"signal {-r.returncode}" if r.returncode < 0 else f"exit status {r.returncode}"
+        why = f"the process running the model ended with {how}" + (f": {lines[-1][:300]}" if lines else "")
+        missing = [k for k in expected if k not in row]
+        key = missing[0] if missing else "export"
+        row[key] = {"tensorlang": {"status": "FAIL", "why": why}} if key == "time_checked" else \
+            {"status": "FAIL", "why": why}
+    return row
+
+
 def _cell(check: dict | None) -> str:
     if not check:
         return "-"
     if check["status"] == "ok":
-        return f"ok ({check['error']:.0e})"
+        breaks = check.get("graph_breaks")
+        return f"ok ({check['error']:.0e})" + (f", {check['graphs']} graphs, {breaks} graph breaks" if breaks else "")
     return f"{check['status']}: {check['why'][:90]}".replace("|", "\\|")
 
 
@@ -235,8 +297,8 @@ def table(rows: list, threads: int) -> list[str]:
         lines.append(" | ".join([
             f"| {r['model']}", _cell(r.get("export")), _cell(r.get("dynamo")), _cell(r.get("onnx")),
             f"{r['reference_max']:.3g}" if "reference_max" in r else "-",
-            f"{cold['seconds']:.1f}" if "seconds" in cold else "FAIL",
-            f"{warm['seconds']:.1f}" if "seconds" in warm else "FAIL",
+            f"{cold['seconds']:.1f}" if "seconds" in cold else "FAIL" if "error" in cold else "-",
+            f"{warm['seconds']:.1f}" if "seconds" in warm else "FAIL" if "error" in warm else "-",
             f"{tlms:.2f}" if tlms else "-", f"{ms['onnxruntime']:.2f}" if "onnxruntime" in ms else "-",
             f"{ms['torch eager']:.2f}" if "torch eager" in ms else "-",
             ratio("onnxruntime"), ratio("torch eager") + " |"]))
@@ -244,6 +306,8 @@ def table(rows: list, threads: int) -> list[str]:
                   "calls; x = the contender's time / tensorlang's (above 1: tensorlang is faster)"]
     failures = [(r["model"], k, r[k]["why"]) for r in rows for k in ("export", "dynamo", "onnx")
                 if isinstance(r.get(k), dict) and r[k]["status"] != "ok"]
+    failures += [(r["model"], f"timed {c}", check["why"]) for r in rows
+                 for c, check in r.get("time_checked", {}).items() if check["status"] != "ok"]
     failures += [(r["model"], k, r[k]["error"]) for r in rows for k in ("compile_cold", "compile_warm")
                  if "error" in r.get(k, {})]
     if failures:
@@ -263,10 +327,12 @@ def main(argv=None) -> int:
                    help=f"comma-separated (default: all): {', '.join(zoo_models.NAMES)}")
     p.add_argument("--threads", type=int, default=2, help="threads for every library (default 2)")
     p.add_argument("--onnx", action="store_true", help="also the torchvision models through ONNX and tl.from_onnx")
-    p.add_argument("--time", action="store_true", help="time against onnxruntime and torch eager")
+    p.add_argument("--time", action="store_true",
+                   help="time against onnxruntime and torch eager, and the compile (cold and warm)")
     p.add_argument("--no-dynamo", action="store_true", help="leave out the torch.compile(backend='tensorlang') check")
     p.add_argument("--json", metavar="FILE", help="write every figure and error as JSON")
     p.add_argument("--md", metavar="FILE", help="write the table as markdown")
+    p.add_argument("--row", metavar="FILE", help=argparse.SUPPRESS)  # the child process of one model
     args = p.parse_args(argv)
     names = [n for n in args.models.split(",") if n]
     for n in names:
@@ -275,11 +341,20 @@ def main(argv=None) -> int:
     if args.threads < 1:
         p.error("--threads: must be at least 1")
     os.environ["TENSORLANG_NUM_THREADS"] = str(args.threads)
+    if args.row:
+        def save(row):
+            with open(args.row, "w") as f:
+                json.dump(row, f)
+        save(bench(names[0], args.threads, not args.no_dynamo, args.onnx, args.time,
+                   os.path.dirname(os.path.abspath(args.row)), save))
+        return 0
     work = tempfile.mkdtemp(prefix="tensorlang-zoo-")
+    child = ["--threads", str(args.threads)] + ["--onnx"] * args.onnx + ["--time"] * args.time + \
+        ["--no-dynamo"] * args.no_dynamo
     rows = []
-    for n in names:
+    for n in names:  # each in its own process: a model that crashes its process is a FAIL row
         print(f"{n} ...", file=sys.stderr, flush=True)
-        rows.append(bench(n, args.threads, not args.no_dynamo, args.onnx, args.time, work))
+        rows.append(bench_in_child(n, child, work, stages(n, not args.no_dynamo, args.onnx, args.time)))
         print(f"  {json.dumps(rows[-1])[:600]}", file=sys.stderr, flush=True)
     lines = table(rows, args.threads)
     print("\n".join(lines))

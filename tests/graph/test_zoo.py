@@ -70,3 +70,73 @@ def test_the_toy_uses_the_ops_it_stands_for():
     ops = graph_from_exported(export_program(module, args)).op_counts()
     for op in ("roll", "index.Tensor", "any.dim", "slice_scatter"):
         assert op in ops, f"{op} not in {sorted(ops)}"
+
+
+def _zoo_script():
+    import pathlib
+    import sys
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "benchmarks"))
+    import zoo
+    return zoo
+
+
+def test_zoo_exports_attention_to_onnx(tmp_path):
+    """benchmarks/zoo.py exports a model with nn.MultiheadAttention in eval mode to ONNX (torch's fused inference
+    path, aten._native_multi_head_attention, has no ONNX export), and from_onnx matches onnxruntime on it."""
+    pytest.importorskip("onnxruntime")
+    zoo = _zoo_script()
+
+    class Attention(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.mha = torch.nn.MultiheadAttention(8, 2, batch_first=True)
+
+        def forward(self, x):
+            return self.mha(x, x, x, need_weights=False)[0]
+    torch.manual_seed(0)
+    module, args = Attention().eval(), (torch.randn(1, 5, 8),)
+    path = str(tmp_path / "attention.onnx")
+    session = zoo._onnx_session(module, args, path, threads=1)
+    with torch.no_grad():
+        want = module(*args)
+    for got, what in ((session(), "onnxruntime"), (tl.from_onnx(path)(args[0].numpy()), "from_onnx")):
+        error, why = compare_outputs(got, want)
+        assert not why, f"{what}: {why}"
+
+
+def test_zoo_keeps_going_when_a_model_kills_its_process(tmp_path, monkeypatch):
+    """A model whose process dies (here: killed after its torch.export check) is a FAIL row that keeps the checks it
+    finished and names how the process ended, for the check it was in; the run goes on."""
+    import signal
+    import sys
+    zoo = _zoo_script()
+    child = tmp_path / "python"
+    child.write_text("#!/bin/sh\n"  # writes the row of a finished export check to --row, then dies
+                     "while [ \"$1\" != --row ]; do shift; done\n"
+                     "echo '{\"model\": \"resnet18\", \"family\": \"torchvision\", "
+                     "\"export\": {\"status\": \"ok\", \"error\": 0.0, \"why\": \"\"}}' > \"$2\"\n"
+                     "echo 'compiling the dynamo graph' >&2\nkill -KILL $$\n")
+    child.chmod(0o755)
+    monkeypatch.setattr(sys, "executable", str(child))
+    row = zoo.bench_in_child("resnet18", [], str(tmp_path), zoo.stages("resnet18", True, True, False))
+    assert row["export"]["status"] == "ok"
+    assert row["dynamo"]["status"] == "FAIL"
+    why = row["dynamo"]["why"]
+    assert f"signal {int(signal.SIGKILL)}" in why and "compiling the dynamo graph" in why
+    assert "onnx" not in row
+    assert any("resnet18 (dynamo)" in line for line in zoo.table([row], 1))
+
+
+def test_zoo_batch_norms_describe_their_inputs():
+    """The zoo's batch norms hold the statistics of their inputs (random ones, as a trained model's describe its
+    activations), so that outputs stay of the order of 1: with arbitrary running statistics ResNet-50's grew to
+    hundreds (Inception v3's to 1e12), leaving all but the largest outputs unchecked by a tolerance relative to
+    the largest."""
+    _needs("resnet50")
+    module, args = zoo_models.build("resnet50", size=64)
+    with torch.no_grad():
+        y = module(*args)
+    assert float(y.abs().max()) < 10
+    norms = [m for m in module.modules() if isinstance(m, torch.nn.BatchNorm2d)]
+    assert norms and not module.training and not any(m.training for m in norms)
+    assert all(m.running_mean.abs().max() > 0 and (m.running_var - 1).abs().max() > 1e-3 for m in norms)

@@ -76,7 +76,10 @@ def build(name: str, size: int | None = None, seed: int = 0):
     """(module in eval mode, example args) of model `name` (see NAMES; `size` overrides an image model's input
     height and width), random weights drawn with `seed`. Weights that a model initialises to zeros (ViT's head, its
     class token) are drawn too, so that no output is zero whatever the layers before it compute, and batch norms get
-    running statistics other than 0 and 1 (so that folding them into convolutions changes something).
+    the running statistics of a batch of eight other random inputs (as a trained model's describe its activations:
+    other than 0 and 1, so that folding them into convolutions changes something, and the activations stay of the
+    order of 1 instead of growing layer after layer, to 1e12 in Inception v3, which would leave every output but the
+    largest unchecked by a tolerance relative to the largest).
 
     Example::
 
@@ -84,6 +87,7 @@ def build(name: str, size: int | None = None, seed: int = 0):
     """
     module, args = _build(name, size, seed)
     _no_zero_weights(module, seed)
+    _calibrate_batch_norms(module, args, seed)
     return module, args
 
 
@@ -94,10 +98,30 @@ def _no_zero_weights(module, seed: int) -> None:
         for name, p in module.named_parameters():
             if (p.dim() >= 2 or name.endswith("weight")) and p.numel() and not p.any():
                 p.copy_(torch.randn(p.shape, generator=g) * 0.02)
-        for m in module.modules():
-            if isinstance(m, torch.nn.modules.batchnorm._BatchNorm) and m.running_mean is not None:
-                m.running_mean.copy_((torch.rand(m.running_mean.shape, generator=g) - 0.5) * 0.4)
-                m.running_var.copy_(torch.rand(m.running_var.shape, generator=g) + 0.5)
+
+
+def _calibrate_batch_norms(module, args, seed: int) -> None:
+    """Each batch norm's running statistics set to those of its input on a batch of eight random inputs shaped as
+    `args` (the rest of the module in eval mode)."""
+    import torch
+    norms = [m for m in module.modules()
+             if isinstance(m, torch.nn.modules.batchnorm._BatchNorm) and m.track_running_stats]
+    if not norms:
+        return
+    g = torch.Generator().manual_seed(seed + 1)
+    batch = tuple(torch.randn((8, *a.shape[1:]), generator=g) for a in args)
+    momenta = [m.momentum for m in norms]
+    for m in norms:
+        m.reset_running_stats()
+        m.momentum = None  # a cumulative average: after one batch, its statistics
+        m.train()
+    try:
+        with torch.no_grad():
+            module(*batch)
+    finally:
+        for m, momentum in zip(norms, momenta):
+            m.momentum = momentum
+            m.eval()
 
 
 def _build(name: str, size: int | None, seed: int):
