@@ -36,14 +36,14 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from tensorlang import schedules  # noqa: E402
 import tensorlang as tl  # noqa: E402
+from tensorlang import schedules  # noqa: E402
 from tensorlang.choice import auto_schedule  # noqa: E402
 from tensorlang.threadpool import num_threads  # noqa: E402
 from tensorlang.tuner.bench import KernelRow, LibraryRow, avx512_coretype, time_interleaved  # noqa: E402
-from tensorlang.tuner.records.database import Database  # noqa: E402
 from tensorlang.tuner.measure.disturbance import Tally  # noqa: E402
 from tensorlang.tuner.measure.local import MeasureOptions  # noqa: E402
+from tensorlang.tuner.records.database import Database  # noqa: E402
 from tensorlang.tuner.task import Task  # noqa: E402
 from tensorlang.tuner.tuning import Tuner, hand_start_configs, start_name  # noqa: E402
 
@@ -190,8 +190,9 @@ class ProgramRow(LibraryRow):
 
 def part_programs(args, db, out, log):
     from program_baselines import PROGRAMS
-    from tensorlang.schedules.program import program_workload, random_inputs
+
     from tensorlang.autosched.analysis import flop_count
+    from tensorlang.schedules.program import program_workload, random_inputs
     with_threads(args.threads)
     out["programs"] = {}
     for name in args.programs.split(",") if args.programs else list(PROGRAMS):

@@ -25,8 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
-from tensorlang import schedules
 import tensorlang as tl
+from tensorlang import schedules
 from tensorlang.codegen_c import CFLAGS, compile_c, emit_c, find_c_compiler
 from tensorlang.threadpool import num_threads
 from tensorlang.timing import measure, median

@@ -15,8 +15,8 @@ import os
 import pathlib
 import time
 
-from tensorlang.tuner.research.comparison import compare
 from tensorlang.tuner.records.dataset import Dataset
+from tensorlang.tuner.research.comparison import compare
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 STRATEGIES = ["random", "genetic", "bayesian", "xgb-genetic"]

@@ -12,8 +12,8 @@ import json
 import statistics
 import time
 
-from tensorlang import schedules
 import tensorlang as tl
+from tensorlang import schedules
 from tensorlang.codegen_llvm import emit_module
 from tensorlang.target import compile_ir, host_target
 

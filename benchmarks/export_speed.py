@@ -19,8 +19,8 @@ import time
 
 import numpy as np
 
-from tensorlang import schedules
 import tensorlang as tl
+from tensorlang import schedules
 from tensorlang.threadpool import num_threads
 from tensorlang.tuner.measure.disturbance import Tally
 

@@ -108,9 +108,9 @@ def _timed(fn, min_time: float) -> float:
 
 def bench_model(name: str, threads: int, rounds: int, min_time: float, db: str | None = None) -> dict:
     """Everything the module's docstring lists, for one model (with the tuning database `db`, when given)."""
+    import reference_models as R
     import torch
 
-    import reference_models as R
     import tensorlang as tl
     from tensorlang.tuner.measure.disturbance import Tally
     from tensorlang.tuner.model.baselines import TORCH_COMPILE, torch_like_for_like

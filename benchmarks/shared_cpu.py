@@ -172,7 +172,7 @@ def set_threads(n: int) -> None:
     os.environ["TENSORLANG_NUM_THREADS"] = str(n)  # the runtime reads it at every parallel loop
 
 
-def setup(runtimes: "Runtimes", runtime: str, threads: int, torch_threads: int | None = None):
+def setup(runtimes: Runtimes, runtime: str, threads: int, torch_threads: int | None = None):
     """A contender's setup: this runtime and thread count for tensorlang (and this many threads for torch)."""
     def run() -> None:
         runtimes.use(runtime)
@@ -248,8 +248,8 @@ class Case:
 def kernel_case(name: str, preset: str, threads: int) -> Case:
     import torch
 
-    from tensorlang import schedules
     import tensorlang as tl
+    from tensorlang import schedules
     w = schedules.get(name)
     sizes = w.sizes(preset)
     s = tl.schedule(tl.op(w.source), **sizes)
@@ -263,9 +263,9 @@ def kernel_case(name: str, preset: str, threads: int) -> Case:
 
 
 def model_case(name: str, threads: int, quick: bool, work: pathlib.Path) -> Case:
+    import reference_models as R
     import torch
 
-    import reference_models as R
     import tensorlang as tl
     make = {"mnist": lambda: R.make_mnist(),
             "resnet18": lambda: R.make_resnet18(size=32 if quick else 224),

@@ -67,11 +67,16 @@ def main(argv=None) -> int:
     import reference_models as R
 
     import tensorlang as tl
-    from tensorlang.tuner.records.database import Database
-    from tensorlang.tuner.model.tasks import model_tasks, profile_tasks
-    from tensorlang.tuner.research.run_curves import (best_steps, hindsight_trials, latency_curve, retime_steps,
-                                                      task_curves)
     from tensorlang.tuner.model.task_scheduler import round_size
+    from tensorlang.tuner.model.tasks import model_tasks, profile_tasks
+    from tensorlang.tuner.records.database import Database
+    from tensorlang.tuner.research.run_curves import (
+        best_steps,
+        hindsight_trials,
+        latency_curve,
+        retime_steps,
+        task_curves,
+    )
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--model", default="resnet18")
     p.add_argument("--trials", type=int, default=2000)

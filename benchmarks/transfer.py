@@ -59,9 +59,9 @@ def tune_tasks(tasks, db_path: str, prior: str | None, trials: int, batch: int, 
     """Tune each task for `trials` in order (a task that already holds them is skipped), records in `db_path`;
     `prior` None: no transfer; "transfer": a shared model whose prior leaves the model's own tasks out; "reuse":
     the prior as tune-model builds it."""
-    from tensorlang.tuner.records.database import Database
     from tensorlang.tuner.model.runners import LocalRunners
     from tensorlang.tuner.model.task_search import TaskSession
+    from tensorlang.tuner.records.database import Database
     from tensorlang.tuner.search.transfer import SharedCostModel, default_datasets, describe_prior, prior_rows
     db = Database(db_path)
     shared = None

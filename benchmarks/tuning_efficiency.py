@@ -22,9 +22,9 @@ import time
 
 import numpy as np
 
-from tensorlang.tuner.search.costmodel import COST_MODELS, make_cost_model, ranking_quality
-from tensorlang.tuner.records.database import Database
 from tensorlang.tuner.measure.local import MeasureOptions
+from tensorlang.tuner.records.database import Database
+from tensorlang.tuner.search.costmodel import COST_MODELS, make_cost_model, ranking_quality
 from tensorlang.tuner.task import Task
 from tensorlang.tuner.tuning import Tuner
 

@@ -57,8 +57,8 @@ def compare(name: str, rounds: int) -> dict:
     """
     import torch
 
-    from tensorlang import schedules
     import tensorlang as tl
+    from tensorlang import schedules
     from tensorlang.tuner.measure.disturbance import Tally
     w = schedules.get(name)
     sizes = w.sizes()

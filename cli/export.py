@@ -15,8 +15,15 @@ import shutil
 from tensorlang.errors import BuildError
 from tensorlang.export import FORMATS, build_command, check_name, export
 
-from .common import (DB_DEFAULT, CLIError, add_common, best_record, check_threads_flag, record_schedule,
-                     workload_and_sizes)
+from .common import (
+    DB_DEFAULT,
+    CLIError,
+    add_common,
+    best_record,
+    check_threads_flag,
+    record_schedule,
+    workload_and_sizes,
+)
 
 
 def register(subparsers) -> None:
@@ -153,7 +160,6 @@ def check_output_directory(path: str) -> str | None:
 
 def _schedule_file(path: str, w, op, sizes: dict, sizes_given: bool):
     import tensorlang as tl
-
     from tensorlang.errors import TensorlangError
     try:
         with open(path) as f:

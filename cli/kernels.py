@@ -14,8 +14,18 @@ from __future__ import annotations
 import sys
 import time
 
-from .common import (DB_DEFAULT, SCHEDULE_SOURCES, CLIError, add_common, best_record, check_threads_flag,
-                     check_timing_flags, record_schedule, seed_value, workload_and_sizes)
+from .common import (
+    DB_DEFAULT,
+    SCHEDULE_SOURCES,
+    CLIError,
+    add_common,
+    best_record,
+    check_threads_flag,
+    check_timing_flags,
+    record_schedule,
+    seed_value,
+    workload_and_sizes,
+)
 
 
 def register(subparsers) -> None:

@@ -24,8 +24,19 @@ import shlex
 import sys
 
 from .cluster import add_cluster_flags, open_cluster
-from .common import (DB_DEFAULT, TuneFlagError, add_common, check_db_flag, check_jobs_flag, check_plot_flag,
-                     check_plugin_flags, check_threads_flag, open_db, resume_command, seed_value)
+from .common import (
+    DB_DEFAULT,
+    TuneFlagError,
+    add_common,
+    check_db_flag,
+    check_jobs_flag,
+    check_plot_flag,
+    check_plugin_flags,
+    check_threads_flag,
+    open_db,
+    resume_command,
+    seed_value,
+)
 
 
 def register(subparsers) -> None:
@@ -136,9 +147,9 @@ def cmd_tasks(args) -> dict:
     """
     from tensorlang.graph.pass_options import describe_pass_options
     from tensorlang.threadpool import num_threads
-    from tensorlang.tuner.records.database import Database
-    from tensorlang.tuner.model.tasks import model_tasks, profile_tasks, random_model_inputs, task_rows, tasks_table
     from tensorlang.tuner.model.source import environment
+    from tensorlang.tuner.model.tasks import model_tasks, profile_tasks, random_model_inputs, task_rows, tasks_table
+    from tensorlang.tuner.records.database import Database
     check_threads_flag(args.threads)
     if args.repeat < 1:
         raise TuneFlagError(f"--repeat: must be at least 1, got {args.repeat}")

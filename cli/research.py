@@ -15,9 +15,21 @@ import os
 import sys
 
 from .cluster import add_cluster_flags, open_cluster
-from .common import (DB_DEFAULT, Parser, TuneFlagError, add_common, check_jobs_flag, check_plot_flag,
-                     check_plugin_flags, check_threads_flag, db_source, existing_db, seed_value, task_for,
-                     workload_and_sizes)
+from .common import (
+    DB_DEFAULT,
+    Parser,
+    TuneFlagError,
+    add_common,
+    check_jobs_flag,
+    check_plot_flag,
+    check_plugin_flags,
+    check_threads_flag,
+    db_source,
+    existing_db,
+    seed_value,
+    task_for,
+    workload_and_sizes,
+)
 
 
 def register(subparsers) -> None:
@@ -107,8 +119,8 @@ def cmd_compare(args) -> dict:
         tensorlang compare matmul --strategies random,genetic,xgb-genetic --trials 200 --seeds 10 \\
             --replay matmul_1024.csv --plot compare.png
     """
-    from tensorlang.tuner.research.comparison import compare
     from tensorlang.tuner.measure.local import MeasureOptions
+    from tensorlang.tuner.research.comparison import compare
     workload, sizes = workload_and_sizes(args)
     strategies = _names(args.strategies, "--strategies")
     check_plugin_flags(strategies, [args.cost_model], strategy_flag="--strategies")

@@ -14,9 +14,22 @@ import sys
 from tensorlang.errors import TensorlangError
 
 from .cluster import add_cluster_flags, open_cluster
-from .common import (DB_DEFAULT, TuneFlagError, add_common, best_and_retimed, check_jobs_flag, check_plot_flag,
-                     check_plugin_flags, check_threads_flag, open_db, record_schedule, resume_command, seed_value,
-                     task_for, workload_and_sizes)
+from .common import (
+    DB_DEFAULT,
+    TuneFlagError,
+    add_common,
+    best_and_retimed,
+    check_jobs_flag,
+    check_plot_flag,
+    check_plugin_flags,
+    check_threads_flag,
+    open_db,
+    record_schedule,
+    resume_command,
+    seed_value,
+    task_for,
+    workload_and_sizes,
+)
 
 
 def register(subparsers) -> None:
@@ -91,7 +104,7 @@ def check_tune_flags(args) -> None:
     if not args.timeout > 0:
         raise TuneFlagError(f"--timeout: must be a positive number of seconds, got {args.timeout}")
     if args.sampler is not None:
-        from tensorlang.tuner.search.strategies import sampler_problem, optuna_samplers
+        from tensorlang.tuner.search.strategies import optuna_samplers, sampler_problem
         if args.strategy != "bayesian":
             raise TuneFlagError(f"--sampler: only with --strategy bayesian, not {args.strategy!r}")
         legal = optuna_samplers()
@@ -132,8 +145,8 @@ def cmd_tune(args) -> dict:
 
 
 def _tune(args, workload, task, db, cluster=None) -> dict:
-    from tensorlang.tuner.measure.local import MeasureOptions
     from tensorlang.space import config_key
+    from tensorlang.tuner.measure.local import MeasureOptions
     from tensorlang.tuner.tuning import ProgressBar, Tuner, hand_start_configs, measure_baselines, start_name
     say = (lambda *a: print(*a, file=sys.stderr)) if args.json else print
     say(f"tuning {task.describe()}: {args.trials} trials, strategy {args.strategy}, cost model {args.cost_model}, "

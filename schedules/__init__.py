@@ -17,6 +17,7 @@ Example::
 
 from __future__ import annotations
 
+from tensorlang.errors import UsageError
 from tensorlang.schedules import (
     avgpool2d,
     batch_matmul,
@@ -33,7 +34,6 @@ from tensorlang.schedules import (
     transpose,
 )
 from tensorlang.schedules.workload import Workload, conv_output_size
-from tensorlang.errors import UsageError
 
 WORKLOADS: dict[str, Workload] = {
     w.name: w
@@ -76,4 +76,4 @@ def get(name: str) -> Workload:
         raise UsageError(f"unknown workload {name!r}; legal names: {', '.join(WORKLOADS)}") from None
 
 
-__all__ = ["WORKLOADS", "SPACE_CHOICE", "Workload", "conv_output_size", "get"]
+__all__ = ["SPACE_CHOICE", "WORKLOADS", "Workload", "conv_output_size", "get"]

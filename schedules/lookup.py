@@ -69,7 +69,7 @@ def sizes_of(names, sizes: dict) -> dict:
     return {w: sizes[mine] for w, mine in names.sizes.items()}
 
 
-def hand_schedule(op, sizes: dict, **_) -> "tl.Schedule | None":
+def hand_schedule(op, sizes: dict, **_) -> tl.Schedule | None:
     """The hand schedule of the built-in workload of `op`'s loop structure (see the module docstring) at `sizes`,
     in `op`'s names; None when no workload with a hand schedule has that structure.
 

@@ -21,9 +21,9 @@ from __future__ import annotations
 import numpy as np
 
 import tensorlang as tl
-from tensorlang.schedules.workload import Workload
 from tensorlang.autosched.analysis import flop_count
 from tensorlang.dtypes import DTYPES
+from tensorlang.schedules.workload import Workload
 
 
 def random_inputs(op, sizes: dict, rng: np.random.Generator) -> list[np.ndarray]:

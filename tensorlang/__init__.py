@@ -10,10 +10,16 @@
 >>> k(A, B).tolist()
 [[4.0, 4.0, 4.0], [4.0, 4.0, 4.0]]
 """
-from .errors import BuildError, DSLError, ScheduleError, TensorlangError, UsageError
-from .errors import IndexError  # noqa: F401 (tl.IndexError; kept out of __all__, see its docstring)
-from .program import Op
+from .errors import (
+    BuildError,
+    DSLError,
+    IndexError,  # noqa: F401 (tl.IndexError; kept out of __all__, see its docstring)
+    ScheduleError,
+    TensorlangError,
+    UsageError,
+)
 from .parse import parse as _parse
+from .program import Op
 from .schedule import Schedule, schedule
 
 #: the version every tuning record, dataset, saved model and exported library stores; the build reads it from here
@@ -53,6 +59,24 @@ def __getattr__(name):
     raise AttributeError(f"module 'tensorlang' has no attribute {name!r}")
 
 
-__all__ = ["op", "reference", "build", "clear_cache", "load", "schedule", "Schedule", "Kernel", "Op", "DSLError",
-           "ScheduleError", "BuildError", "TensorlangError", "UsageError", "Model", "load_model", "from_torch",
-           "from_exported", "from_onnx"]
+__all__ = [
+    "BuildError",
+    "DSLError",
+    "Kernel",
+    "Model",
+    "Op",
+    "Schedule",
+    "ScheduleError",
+    "TensorlangError",
+    "UsageError",
+    "build",
+    "clear_cache",
+    "from_exported",
+    "from_onnx",
+    "from_torch",
+    "load",
+    "load_model",
+    "op",
+    "reference",
+    "schedule",
+]

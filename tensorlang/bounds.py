@@ -14,9 +14,31 @@ from dataclasses import replace
 from typing import Any, cast
 
 from .errors import BuildError
+from .ir import (
+    Allocate,
+    BinOp,
+    Call,
+    Cast,
+    Cmp,
+    Expr,
+    For,
+    Func,
+    If,
+    IndexCheck,
+    IntImm,
+    Let,
+    Load,
+    Logic,
+    Neg,
+    Not,
+    Select,
+    Seq,
+    Store,
+    Var,
+    all_of,
+    substitute,
+)
 from .simplify import _linear, simplify
-from .ir import (Allocate, BinOp, Call, Cast, Cmp, Expr, For, Func, If, IndexCheck, IntImm, Let, Load, Logic, Neg,
-                 Not, Select, Seq, Store, Var, all_of, substitute)
 
 Interval = tuple[int, int] | None
 _INT_RANGES = {"i32": (-2**31, 2**31 - 1), "i64": (-2**63, 2**63 - 1), "bool": (0, 1)}

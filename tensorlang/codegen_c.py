@@ -108,7 +108,7 @@ def emit_c(func: ir.Func, name: str | None = None, *, vector_bytes: int | None =
     return _Emitter(func, name, vector_bytes).source()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _host_vector_bytes() -> int:
     from .target import host_target
     return host_target().vector_bits() // 8
@@ -141,7 +141,7 @@ def find_c_compiler(cc: str | None = None) -> list[str]:
                      "cc=... (--cc)")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _supports(cc: tuple, flag: str) -> bool:
     """Whether the compiler builds and links a small shared object (with an OpenMP loop) with `flag`."""
     code = "int f(int n)\n{\n    int s = 0;\n#pragma omp parallel for reduction(+:s)\n" \
@@ -1199,8 +1199,8 @@ def _check_vector(loop: ir.For) -> None:
         kids = [varying(k) for k in ir.children(e)]
         if not any(kids):
             return False
-        if isinstance(e, ir.BinOp) and e.dtype in _FLOATS and e.op in _BIN_PREC or \
-                isinstance(e, ir.Neg) and e.dtype in _FLOATS:
+        if (isinstance(e, ir.BinOp) and e.dtype in _FLOATS and e.op in _BIN_PREC) or \
+                (isinstance(e, ir.Neg) and e.dtype in _FLOATS):
             return True
         raise _NotVector(f"{type(e).__name__} {getattr(e, 'op', getattr(e, 'fn', ''))} on lanes".replace("  ", " "))
 

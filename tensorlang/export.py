@@ -39,8 +39,8 @@ import tempfile
 
 import numpy as np
 
-from .codegen_llvm import INDEX_ERROR_SUFFIX, RELEASE_SUFFIX
 from .codegen_c import find_c_compiler
+from .codegen_llvm import INDEX_ERROR_SUFFIX, RELEASE_SUFFIX
 from .dtypes import DTYPES
 from .errors import BuildError, UsageError
 

@@ -50,7 +50,7 @@ class LoopNest:
         # variable themselves: their tails must be skipped, or an index would be visited twice
         self.constraints: list[tuple[ir.Expr, int]] = []
 
-    def copy(self) -> "LoopNest":
+    def copy(self) -> LoopNest:
         """An independent copy."""
         return copy.deepcopy(self)
 

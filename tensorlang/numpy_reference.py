@@ -29,9 +29,9 @@ from typing import cast
 
 import numpy as np
 
+from . import errors
 from .bind import BoundOp, BoundStage, bind
 from .dtypes import DTYPES
-from . import errors
 from .errors import BuildError
 from .program import Access, Binary, Call, GatherIndex, IndexExpr, IntValue, Literal, Op, Unary, gather_sites
 

@@ -9,14 +9,30 @@ from __future__ import annotations
 import ast
 import math
 import re
-from dataclasses import dataclass
 import typing
+from dataclasses import dataclass
 
 from .check import check_program
 from .dtypes import DTYPES, TENSOR_DTYPES
 from .errors import DSLError, SourceLoc
-from .program import (Access, Binary, Call, Expr, GatherIndex, IndexExpr, IntValue, Literal, Op, Param, Stage,
-                      Unary, WhereRange, affine_indices, index_vars_of, walk)
+from .program import (
+    Access,
+    Binary,
+    Call,
+    Expr,
+    GatherIndex,
+    IndexExpr,
+    IntValue,
+    Literal,
+    Op,
+    Param,
+    Stage,
+    Unary,
+    WhereRange,
+    affine_indices,
+    index_vars_of,
+    walk,
+)
 from .sizes import SizePoly
 
 MATH_FUNCS = ("exp", "log", "sqrt", "tanh")

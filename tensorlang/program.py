@@ -32,12 +32,12 @@ class IndexExpr:
     const: SizePoly = SizePoly()
 
     @staticmethod
-    def var(name: str) -> "IndexExpr":
+    def var(name: str) -> IndexExpr:
         """The index variable `name`."""
         return IndexExpr(((name, SizePoly.const(1)),))
 
     @staticmethod
-    def size(poly: SizePoly) -> "IndexExpr":
+    def size(poly: SizePoly) -> IndexExpr:
         """A constant (size polynomial) index."""
         return IndexExpr((), poly)
 
@@ -45,19 +45,19 @@ class IndexExpr:
         """The index variables with a non-zero coefficient, sorted."""
         return tuple(v for v, _ in self.terms)
 
-    def __add__(self, other: "IndexExpr") -> "IndexExpr":
+    def __add__(self, other: IndexExpr) -> IndexExpr:
         d = dict(self.terms)
         for v, c in other.terms:
             d[v] = d.get(v, SizePoly()) + c
         return IndexExpr(tuple(sorted((v, c) for v, c in d.items() if c.terms)), self.const + other.const)
 
-    def __neg__(self) -> "IndexExpr":
+    def __neg__(self) -> IndexExpr:
         return IndexExpr(tuple((v, -c) for v, c in self.terms), -self.const)
 
-    def __sub__(self, other: "IndexExpr") -> "IndexExpr":
+    def __sub__(self, other: IndexExpr) -> IndexExpr:
         return self + (-other)
 
-    def __mul__(self, k: SizePoly) -> "IndexExpr":
+    def __mul__(self, k: SizePoly) -> IndexExpr:
         return IndexExpr(tuple((v, c * k) for v, c in self.terms if (c * k).terms), self.const * k)
 
     def evaluate(self, sizes: dict[str, int]) -> tuple[dict[str, int], int]:
@@ -310,7 +310,7 @@ class GatherSite:
                 f"in stage {self.stage}'s read {text}{where}")
 
 
-def gather_sites(op: "Op") -> tuple[GatherSite, ...]:
+def gather_sites(op: Op) -> tuple[GatherSite, ...]:
     """Every gathered index of `op`, numbered in order (stages in program order, reads in source order,
     dimensions in order): a kernel reports an index out of range by its number here.
 
@@ -358,7 +358,7 @@ class Op:
         return next((s for s in self.stages if s.name == name), None)
 
     @functools.cached_property
-    def structure(self) -> "Structure":
+    def structure(self) -> Structure:
         """What the program computes with every name replaced by its position: equal for two programs that differ
         only in names (of the program, inputs, stages, sizes and index variables), spacing and comments.
 
@@ -371,7 +371,7 @@ class Op:
         return _structure(self, arithmetic=True)
 
     @functools.cached_property
-    def loop_structure(self) -> "Structure":
+    def loop_structure(self) -> Structure:
         """:attr:`structure` without the arithmetic between the reads: the stages, their dtypes, index variables,
         ranges and reduction operators, the inputs and every read (tensor and indices), in order. What a schedule
         arranges (loops and memory), so a hand schedule fits every program of the same loop structure.
@@ -459,7 +459,7 @@ class Structure:
     sizes: tuple[str, ...]
     axes: tuple[tuple[str, ...], ...]
 
-    def renaming(self, other: "Structure") -> Renaming | None:
+    def renaming(self, other: Structure) -> Renaming | None:
         """The names of this program mapped onto those of `other`, or None when the structures differ.
 
         >>> import tensorlang as tl

@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from . import errors
 from .codegen_llvm import INDEX_ERROR_STATUS, INDEX_ERROR_SUFFIX, emit_module
 from .dtypes import DTYPES
-from . import errors
 from .errors import BuildError
 from .ir import Func
 from .program import Op, gather_sites
@@ -34,12 +34,12 @@ CACHE_SIZE = 64
 """How many of the kernels most recently built or found :func:`build` keeps alive (about 1 MB each with its
 LLVM engine). A kernel still referenced elsewhere is found by :func:`build` however many came after it."""
 
-_recent: OrderedDict[tuple, "Kernel"] = OrderedDict()
-_alive: weakref.WeakValueDictionary[tuple, "Kernel"] = weakref.WeakValueDictionary()
+_recent: OrderedDict[tuple, Kernel] = OrderedDict()
+_alive: weakref.WeakValueDictionary[tuple, Kernel] = weakref.WeakValueDictionary()
 _cache_lock = threading.Lock()
 
 
-def _cached(key: tuple) -> "Kernel | None":
+def _cached(key: tuple) -> Kernel | None:
     """The kernel built for `key` if it is still alive, marked as most recently used (hold `_cache_lock`)."""
     kernel = _alive.get(key)
     if kernel is not None:

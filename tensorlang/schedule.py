@@ -35,8 +35,20 @@ from .bounds import check_bounds
 from .errors import ScheduleError
 from .ir import Func
 from .loopnest import LoopNest
-from .primitives import (Annotate, CacheRead, CacheWrite, ComputeAt, ComputeInline, ComputeRoot, Fuse, Primitive,
-                         Reorder, ReverseComputeInline, Split, from_json)
+from .primitives import (
+    Annotate,
+    CacheRead,
+    CacheWrite,
+    ComputeAt,
+    ComputeInline,
+    ComputeRoot,
+    Fuse,
+    Primitive,
+    Reorder,
+    ReverseComputeInline,
+    Split,
+    from_json,
+)
 from .program import Op, Renaming, Stage
 
 SCHEDULE_FORMAT = 1
@@ -458,7 +470,7 @@ def describe(p: Primitive) -> str:
 class StageHandle:
     """The schedule of one stage: its methods apply primitives (see each for a before/after loop nest)."""
 
-    def __init__(self, schedule: "Schedule", name: str):
+    def __init__(self, schedule: Schedule, name: str):
         self._s = schedule
         self.name = name
 
@@ -568,7 +580,7 @@ class StageHandle:
         """Undo vectorize, unroll or parallel on loop `axis`."""
         self._s.apply(Annotate(self.name, axis, "serial"))
 
-    def compute_at(self, consumer: "StageHandle | str", axis: str) -> None:
+    def compute_at(self, consumer: StageHandle | str, axis: str) -> None:
         """Compute this stage inside loop `axis` of `consumer`, just the part that one iteration reads.
 
         Before and after ``s["P"].compute_at(s["O"], "h")`` (P's rows h..h+2, clipped to P)::
@@ -801,7 +813,7 @@ class Schedule:
                           sort_keys=True)
 
     @staticmethod
-    def from_json(text: str, op: Op | None = None) -> "Schedule":
+    def from_json(text: str, op: Op | None = None) -> Schedule:
         """Rebuild a schedule from `to_json()` (the program is re-parsed from the JSON unless given)."""
         from .parse import parse
         try:
@@ -818,7 +830,7 @@ class Schedule:
         return Schedule(op if op is not None else parse(data["source"]), data["sizes"],
                         [from_json(p) for p in data["primitives"]])
 
-    def renamed(self, op: Op, names: Renaming) -> "Schedule":
+    def renamed(self, op: Op, names: Renaming) -> Schedule:
         """This schedule replayed on `op`, a program of the same loop structure, its names changed by `names` (from
         this schedule's program to `op`: ``self.op.loop_structure.renaming(op.loop_structure)``). A loop the
         schedule made gets the name made the same way from the new one (``j_o`` split from ``j`` becomes ``n_o``

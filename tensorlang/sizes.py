@@ -20,7 +20,7 @@ class SizePoly:
     terms: tuple[tuple[tuple[str, ...], int], ...] = ()
 
     @staticmethod
-    def const(value: int) -> "SizePoly":
+    def const(value: int) -> SizePoly:
         """The constant polynomial `value`.
 
         >>> SizePoly.const(3).constant_value()
@@ -29,7 +29,7 @@ class SizePoly:
         return SizePoly._make({(): value})
 
     @staticmethod
-    def symbol(name: str) -> "SizePoly":
+    def symbol(name: str) -> SizePoly:
         """The polynomial made of one size symbol.
 
         >>> SizePoly.symbol("N").symbols()
@@ -38,13 +38,13 @@ class SizePoly:
         return SizePoly._make({(name,): 1})
 
     @staticmethod
-    def _make(d: dict) -> "SizePoly":
+    def _make(d: dict) -> SizePoly:
         return SizePoly(tuple(sorted((k, v) for k, v in d.items() if v != 0)))
 
     def _dict(self) -> dict:
         return dict(self.terms)
 
-    def __add__(self, other: "SizePoly | int") -> "SizePoly":
+    def __add__(self, other: SizePoly | int) -> SizePoly:
         other = _lift(other)
         d = self._dict()
         for k, v in other.terms:
@@ -53,16 +53,16 @@ class SizePoly:
 
     __radd__ = __add__
 
-    def __neg__(self) -> "SizePoly":
+    def __neg__(self) -> SizePoly:
         return SizePoly(tuple((k, -v) for k, v in self.terms))
 
-    def __sub__(self, other: "SizePoly | int") -> "SizePoly":
+    def __sub__(self, other: SizePoly | int) -> SizePoly:
         return self + (-_lift(other))
 
-    def __rsub__(self, other: "SizePoly | int") -> "SizePoly":
+    def __rsub__(self, other: SizePoly | int) -> SizePoly:
         return _lift(other) - self
 
-    def __mul__(self, other: "SizePoly | int") -> "SizePoly":
+    def __mul__(self, other: SizePoly | int) -> SizePoly:
         other = _lift(other)
         d: dict = {}
         for k1, v1 in self.terms:
@@ -116,5 +116,5 @@ class SizePoly:
         return out
 
 
-def _lift(x: "SizePoly | int") -> SizePoly:
+def _lift(x: SizePoly | int) -> SizePoly:
     return x if isinstance(x, SizePoly) else SizePoly.const(int(x))

@@ -21,7 +21,7 @@ import threading
 from .errors import UsageError
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _entry_points(group: str) -> dict:
     from importlib.metadata import entry_points
     return {ep.name: ep for ep in entry_points(group=group)}

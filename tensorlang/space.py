@@ -141,7 +141,7 @@ class Space:
         self.constraint_doc = constraint_doc
         self._allowed_size: int | None = None
 
-    def same_as(self, other: "Space") -> bool:
+    def same_as(self, other: Space) -> bool:
         """Whether ``other`` has the same name, knobs and apply function (a constraint built again by the same
         code counts as the same), so that both schedule every config alike.
 

@@ -42,7 +42,7 @@ class Target:
         return 128
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _initialise() -> None:
     # llvmlite 0.50: llvm.initialize() raises; targets and printers are initialised explicitly
     llvm.initialize_all_targets()
@@ -78,7 +78,7 @@ def new_target_machine(target: Target, reloc: str = "default", codemodel: str = 
                                    codemodel=codemodel)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def target_machine(target: Target, reloc: str = "default", codemodel: str = "jitdefault"):
     """A shared TargetMachine for optimising and printing (never hand it to an engine), one per (target, reloc,
     codemodel).
@@ -215,7 +215,7 @@ class MachineCode:
         self.release()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def cache_sizes() -> tuple[int, int]:
     """(L1 data cache, L2 cache) of this machine's first CPU in bytes, from /sys (32 KiB and 1 MiB where it does
     not say). The auto-scheduler sizes its blocks and rules out configs with them.

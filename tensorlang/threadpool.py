@@ -309,7 +309,7 @@ def _build_native(cc: list[str], c_file: pathlib.Path = RUNTIME_C) -> pathlib.Pa
                        "temporary folder)")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _native_library() -> tuple[ctypes.CDLL | None, str]:
     """(the native pool's library or None, why not)."""
     if pool_choice() == "python":

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from typing import Callable
+from collections.abc import Callable
 
 
 def measure(fn: Callable[[], object], min_runs: int = 10, min_time: float = 0.2, warmup: int = 2,

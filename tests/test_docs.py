@@ -169,6 +169,7 @@ def test_the_code_carries_no_dates_in_its_docstrings_and_comments():
 
 def test_the_version_has_one_source_that_the_build_reads():
     import tomllib
+
     import tensorlang
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())
     assert "version" not in config["project"] and "version" in config["project"]["dynamic"]

@@ -20,6 +20,7 @@ from tensorlang.compare import max_rel_error, reference_mismatch  # noqa: F401  
 from tensorlang.errors import TensorlangError, UsageError
 from tensorlang.tuner.measure.disturbance import Disturbance, Tally, busy_note, run_rounds
 
+
 class BaselineError(TensorlangError, RuntimeError):
     """A library baseline (numpy or PyTorch) failed in its subprocess: out of memory at the sizes asked for, a
     crash of the library; the message ends with the worker's last line of stderr. The CLI prints it as one line.

@@ -99,11 +99,38 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tensorlang.errors import UsageError
-from tensorlang.ir import (Allocate, BinOp, Buffer, Call, Cast, Cmp, Expr, For, Func, If, IntImm, Let, Load,
-                           Logic, Neg, Not, Select, Seq, Store, Var)
+from tensorlang.ir import (
+    Allocate,
+    BinOp,
+    Buffer,
+    Call,
+    Cast,
+    Cmp,
+    Expr,
+    For,
+    Func,
+    If,
+    IntImm,
+    Let,
+    Load,
+    Logic,
+    Neg,
+    Not,
+    Select,
+    Seq,
+    Store,
+    Var,
+)
 
-__all__ = ["FEATURE_NAMES", "STORE_FEATURES", "PROGRAM_FEATURES", "as_dict", "extract", "of_config",
-           "of_schedule"]
+__all__ = [
+    "FEATURE_NAMES",
+    "PROGRAM_FEATURES",
+    "STORE_FEATURES",
+    "as_dict",
+    "extract",
+    "of_config",
+    "of_schedule",
+]
 
 L1_BYTES = 32 * 1024
 L2_BYTES = 1024 * 1024

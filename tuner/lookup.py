@@ -36,7 +36,7 @@ _cache: dict = {}
 _lock = threading.Lock()
 
 
-def tuned_schedule(op, sizes: dict, *, db=None, threads: int, **_) -> "tl.Schedule | None":
+def tuned_schedule(op, sizes: dict, *, db=None, threads: int, **_) -> tl.Schedule | None:
     """The schedule of the best valid record of `op` at `sizes` for this CPU and `threads` in the database `db`
     (default: the default database), or None when there is none. A file that is not a tuning database is a
     ``UsageError`` naming it; a record whose schedule no longer applies to `op`, a ``StaleScheduleError`` naming

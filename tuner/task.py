@@ -15,8 +15,8 @@ import hashlib
 import json
 from dataclasses import dataclass
 
-from tensorlang import schedules
 import tensorlang as tl
+from tensorlang import schedules
 from tensorlang.bind import check_sizes
 from tensorlang.errors import BuildError, UsageError
 from tensorlang.target import host_target
@@ -79,7 +79,7 @@ class Task:
 
     @staticmethod
     def create(workload: str, preset: str | None = None, sizes: dict | None = None,
-               threads: int | None = None, space: str = "default") -> "Task":
+               threads: int | None = None, space: str = "default") -> Task:
         """The task for ``workload`` at ``preset`` (default preset) or explicit ``sizes`` on this machine.
 
         ``sizes`` may set a subset; the rest come from the default preset. Raises UsageError naming the
@@ -104,7 +104,7 @@ class Task:
         return Task(workload, bound, _target(), threads or num_threads(), space_kind=space)
 
     @staticmethod
-    def from_source(source, sizes: dict, threads: int | None = None, space: str = "default") -> "Task":
+    def from_source(source, sizes: dict, threads: int | None = None, space: str = "default") -> Task:
         """The task of any program (DSL text or an ``Op``) at ``sizes`` (every size given). A program that is a
         built-in workload's up to names, spacing and comments (:func:`tensorlang.schedules.lookup.workload_of`) is
         that workload's task, its sizes under the workload's names: its records are the workload's, so that the

@@ -23,14 +23,14 @@ import numpy as np
 
 import tensorlang as tl
 from tensorlang.errors import UsageError
+from tensorlang.space import config_key
 from tensorlang.tuner import features as feature_extraction
 from tensorlang.tuner.interrupt import check as check_ctrl_c
 from tensorlang.tuner.interrupt import stops_on_ctrl_c
-from tensorlang.tuner.search.costmodel import make_cost_model
-from tensorlang.tuner.records.database import Database, Record
 from tensorlang.tuner.measure.disturbance import Tally
 from tensorlang.tuner.measure.local import LocalRunner, MeasureOptions, Result
-from tensorlang.space import config_key
+from tensorlang.tuner.records.database import Database, Record
+from tensorlang.tuner.search.costmodel import make_cost_model
 from tensorlang.tuner.search.strategies import Observation, Strategy, make_strategy
 from tensorlang.tuner.task import Task
 

@@ -14,9 +14,8 @@ import tempfile
 
 import numpy as np
 
-from tensorlang import schedules
 import tensorlang as tl
-from tensorlang import tuner
+from tensorlang import schedules, tuner
 from tensorlang.tuner.records.database import Database
 from tensorlang.tuner.task import Task
 

@@ -56,6 +56,6 @@ def markdown(doc: str) -> str:
 class RstToMarkdown(griffe.Extension):
     """Rewrites every loaded object's docstring with `markdown`."""
 
-    def on_instance(self, *, obj, **kwargs) -> None:  # noqa: D102
+    def on_instance(self, *, obj, **kwargs) -> None:
         if obj.docstring is not None:
             obj.docstring.value = markdown(obj.docstring.value)

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import itertools
 import math
-
 from dataclasses import replace
 
 from ..dtypes import DTYPES

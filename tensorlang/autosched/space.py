@@ -40,8 +40,18 @@ from ..space import Knob, Space, factors
 from ..target import cache_sizes, host_target
 from .analysis import ProgramInfo, StageInfo, analyze
 from .problems import Problem, ProblemKind
-from .template import (LoopPlan, TileConfig, accumulators, apply_plan, chunks, plan_loops, register_accumulators,
-                       register_extent, rounded_block, window_taps)
+from .template import (
+    LoopPlan,
+    TileConfig,
+    accumulators,
+    apply_plan,
+    chunks,
+    plan_loops,
+    register_accumulators,
+    register_extent,
+    rounded_block,
+    window_taps,
+)
 
 PLACEMENT_DOC = "inline into readers, own loops at the root, computed inside its reader's loops, or in the " \
                 "producer's write-back"
@@ -873,5 +883,15 @@ def generated_space(op, sizes: dict, threads: int | None = None) -> GeneratedSpa
     return GeneratedSpace(op, sizes, threads)
 
 
-__all__ = ["GeneratedSpace", "generated_space", "vec_candidates", "epilogue_producer", "lanes_of", "packable",
-           "Placement", "StageConfig", "StageKnobs", "KnobField"]
+__all__ = [
+    "GeneratedSpace",
+    "KnobField",
+    "Placement",
+    "StageConfig",
+    "StageKnobs",
+    "epilogue_producer",
+    "generated_space",
+    "lanes_of",
+    "packable",
+    "vec_candidates",
+]

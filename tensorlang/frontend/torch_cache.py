@@ -58,6 +58,7 @@ def exported_key(ep, name: str, options: dict) -> str | None:
     import llvmlite
 
     import tensorlang
+
     from ..graph.kernels import code_fingerprint
     from ..graph.passes import print_requested
     from ..target import host_target

@@ -392,7 +392,7 @@ def from_exported(ep, name: str = "model", **options):
     return compile_exported(ep, name, options, lambda: graph_from_exported(ep, name=name))
 
 
-def load_pt2(path) -> "torch.export.ExportedProgram":
+def load_pt2(path) -> torch.export.ExportedProgram:
     """Read a `.pt2` file written by `torch.export.save`, or UsageError naming the file.
 
     Example::

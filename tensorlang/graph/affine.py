@@ -36,16 +36,16 @@ class Aff:
     const: int = 0
 
     @staticmethod
-    def var(name: str) -> "Aff":
+    def var(name: str) -> Aff:
         """The index variable `name`."""
         return Aff(((name, 1),), 0)
 
     @staticmethod
-    def const_(value: int) -> "Aff":
+    def const_(value: int) -> Aff:
         """A constant index (also available as `Aff.const(value)`)."""
         return Aff((), int(value))
 
-    def __add__(self, other) -> "Aff":
+    def __add__(self, other) -> Aff:
         if isinstance(other, int):
             return Aff(self.terms, self.const + other)
         d = dict(self.terms)
@@ -55,13 +55,13 @@ class Aff:
 
     __radd__ = __add__
 
-    def __neg__(self) -> "Aff":
+    def __neg__(self) -> Aff:
         return Aff(tuple((v, -c) for v, c in self.terms), -self.const)
 
-    def __sub__(self, other) -> "Aff":
+    def __sub__(self, other) -> Aff:
         return self + (-other if isinstance(other, Aff) else -int(other))
 
-    def __mul__(self, k: int) -> "Aff":
+    def __mul__(self, k: int) -> Aff:
         k = int(k)
         if k == 0:
             return Aff()

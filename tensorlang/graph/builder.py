@@ -93,7 +93,7 @@ class TensorRef(Ref):
     >>> t.read([Aff.var("i0"), Aff.var("i1")])  # doctest: +SKIP
     """
 
-    def __init__(self, builder: "Builder", name: str, shape, dtype: str, decl=None):
+    def __init__(self, builder: Builder, name: str, shape, dtype: str, decl=None):
         self.b, self.name, self.shape, self.dtype = builder, name, tuple(shape), dtype
         self.decl = tuple(decl) if decl is not None else self.shape
 
@@ -130,7 +130,7 @@ class ExprRef(Ref):
 
     lazy = True
 
-    def __init__(self, builder: "Builder", shape, dtype: str, make, inputs=()):
+    def __init__(self, builder: Builder, shape, dtype: str, make, inputs=()):
         self.b, self.shape, self.dtype, self.make = builder, tuple(shape), dtype, make
         self.inputs = tuple(inputs)
         self.reads = 0

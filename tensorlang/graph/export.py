@@ -32,10 +32,19 @@ import threading
 
 import numpy as np
 
-from ..errors import BuildError
 from ..codegen_llvm import INDEX_ERROR_SUFFIX
-from ..export import (META_FORMAT, META_SUFFIX, RUNTIME_C, _c_string, _comment, _write, check_format, check_name,
-                      output_directory)
+from ..errors import BuildError
+from ..export import (
+    META_FORMAT,
+    META_SUFFIX,
+    RUNTIME_C,
+    _c_string,
+    _comment,
+    _write,
+    check_format,
+    check_name,
+    output_directory,
+)
 from .ir import DTYPES, STORAGE
 
 C_TYPES = {"f32": "float", "f64": "double", "i32": "int32_t", "i64": "int64_t"}
@@ -89,6 +98,7 @@ def _gathers(model) -> dict:
     """{kernel call number: {"node": where, "program": DSL text}} for the calls whose program reads through an
     index (the ones that may fail with an IndexError), so that a loaded library names the node and the read."""
     import tensorlang as tl
+
     from ..program import gather_sites
     from .model import _where, tensor_names
     return {str(k): {"node": _where(s.node), "program": s.program.text, "tensors": tensor_names(s.program)}
@@ -610,6 +620,7 @@ class LoadedModel:
         from types import SimpleNamespace
 
         import tensorlang as tl
+
         from ..runtime import status_error
         from .model import index_error_message
         meta = self.metadata

@@ -103,9 +103,9 @@ class Value:
     (False, 'x')
     """
 
-    __slots__ = ("name", "type", "producer", "data", "uid")
+    __slots__ = ("data", "name", "producer", "type", "uid")
 
-    def __init__(self, name: str, type: TensorType, producer: "Node | None" = None, data: np.ndarray | None = None):
+    def __init__(self, name: str, type: TensorType, producer: Node | None = None, data: np.ndarray | None = None):
         self.name = name
         self.type = type
         self.producer = producer
@@ -149,7 +149,7 @@ class Node:
     outputs: list
     name: str = ""
     source: str = ""
-    body: "Graph | None" = None
+    body: Graph | None = None
     input_names: tuple[str, ...] = ()
     meta: dict = field(default_factory=dict)
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from ..errors import UsageError
 
 CACHE_FORMAT = 1
-_memory: dict[str, "CompiledKernel"] = {}
+_memory: dict[str, CompiledKernel] = {}
 _lock = threading.Lock()
 
 
@@ -68,6 +68,7 @@ class CompiledKernel:
         MemoryError('f: the kernel could not allocate its temporary buffers')
         """
         import tensorlang as tl
+
         from ..codegen_llvm import INDEX_ERROR_SUFFIX
         from ..runtime import _INDEX_ERROR_FN, status_error
         address = self.keep.engine.get_function_address(self.name + INDEX_ERROR_SUFFIX)

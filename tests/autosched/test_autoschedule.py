@@ -16,14 +16,14 @@ import os
 import random
 
 import numpy as np
+import progen
 import pytest
+import schedfuzz
 from hypothesis import HealthCheck, event, given, note, reject, settings
 from hypothesis import strategies as st
-
-import progen
-import schedfuzz
-import tensorlang as tl
 from oracle import assert_close
+
+import tensorlang as tl
 from tensorlang.autosched.problems import Problem, ProblemKind
 from tensorlang.autosched.space import GeneratedSpace, generated_space
 from tensorlang.choice import choose_schedule, register_schedule_source, unregister_schedule_source
@@ -529,6 +529,7 @@ def test_the_register_budget_checked_first_agrees_with_the_loop_plans(seed):
 
 def test_pick_is_deterministic_and_quick():
     import time
+
     from tensorlang import schedules
     for name in ("conv2d", "softmax", "dense_bias_relu"):
         w = schedules.get(name)
@@ -804,9 +805,8 @@ def test_a_read_only_database_is_read_and_named_as_read_only(tmp_path, monkeypat
 
 
 def test_task_of_any_program_and_tuner_tune_on_dsl_text(tmp_path):
+    from tensorlang import schedules, tuner
     from tensorlang.tuner.task import Task
-    from tensorlang import schedules
-    from tensorlang import tuner
     t = Task.from_source(PROGRAM, {"N": 64, "M": 96}, threads=1)
     assert t.workload == "scale_add" and not t.builtin and t.space_used == "generated"
     assert Task(**t.to_dict()).key == t.key
@@ -849,6 +849,7 @@ def test_the_starts_end_with_the_register_tile_within_half_the_registers(zen5):
     # every read in place, a basin the other starts do not lead to. Spaces whose round is full keep their starts as
     # they were
     import math
+
     from tensorlang import schedules
     from tensorlang.autosched.pick import FREE_REGISTERS, MAX_STARTS, rule_config
     w = schedules.get("conv2d")

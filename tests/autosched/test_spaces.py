@@ -11,10 +11,10 @@ import math
 
 import numpy as np
 import pytest
-
-from tensorlang import schedules
-import tensorlang as tl
 from oracle import EXACT, assert_close, reduction_len
+
+import tensorlang as tl
+from tensorlang import schedules
 
 WORKLOADS = list(schedules.WORKLOADS.values())
 RANDOM_CONFIGS = 8  # configs built and run per workload

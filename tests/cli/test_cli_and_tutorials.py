@@ -177,8 +177,8 @@ class _HalfRow:
 
 
 def test_bench_fails_a_baseline_that_computes_something_else(monkeypatch, capsys):
-    from tensorlang.tuner import bench
     from tensorlang.cli.main import main
+    from tensorlang.tuner import bench
     real = bench.library_row
 
     bad = "numpy-avx512" if bench.avx512_coretype() else "numpy"  # the last numpy row this CPU runs
@@ -272,8 +272,8 @@ def test_autoschedule_benchmark_refuses_bad_flags_before_measuring(args, message
 
 
 def test_a_baseline_of_an_unknown_library_is_refused():
-    from tensorlang import schedules
     import tensorlang as tl
+    from tensorlang import schedules
     from tensorlang.tuner.bench import baseline
     with pytest.raises(tl.UsageError, match="baseline: kind is 'numpy' or 'torch', not 'jax'"):
         baseline(schedules.get("matmul"), {"M": 2, "N": 5, "K": 3}, [], 1, 1, 0.0, kind="jax")
@@ -282,8 +282,8 @@ def test_a_baseline_of_an_unknown_library_is_refused():
 def test_a_baseline_that_fails_in_its_worker_is_a_tensorlang_error_with_its_last_line():
     import numpy as np
 
-    from tensorlang import schedules
     import tensorlang as tl
+    from tensorlang import schedules
     from tensorlang.tuner.bench import BaselineError, baseline
     A, B = np.ones((2, 3), np.float32), np.ones((4, 5), np.float32)  # shapes numpy's matmul refuses
     with pytest.raises(BaselineError, match=r"numpy baseline failed: ValueError: matmul: .*mismatch") as e:
@@ -335,8 +335,8 @@ def test_run_fails_a_kernel_whose_output_is_nan(monkeypatch, capsys, only_first)
 def test_bench_fails_a_kernel_whose_output_is_nan(monkeypatch, capsys, only_first):
     import numpy as np
 
-    from tensorlang.tuner import bench
     from tensorlang.cli.main import main
+    from tensorlang.tuner import bench
     _build_nan_kernels(monkeypatch, only_first)
 
     class NumpyInProcess:
@@ -395,8 +395,8 @@ def test_run_checks_a_users_program_against_numpy_not_its_own_naive_nest(monkeyp
     user's program was checked against its own naive loop nest: the reference is numpy's evaluation of it."""
     import tensorlang as tl
     from tensorlang import lower
-    from tensorlang.program import Binary
     from tensorlang.cli.main import main
+    from tensorlang.program import Binary
     path = tmp_path / "axpy.tl"
     path.write_text("def axpy(X: f32[N], Y: f32[N]) -> Z:\n    Z[i] = X[i] * 2.0 + Y[i]\n")
     argv = ["run", str(path), "--size", "N=64", "--repeat", "1", "--min-time", "0", "--json"]

@@ -28,11 +28,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from tensorlang import schedules
-import tensorlang as tl
 from oracle import assert_close
-from tensorlang import ir
+
+import tensorlang as tl
+from tensorlang import ir, schedules
 from tensorlang.codegen_c import compile_c, emit_c, find_c_compiler
 from tensorlang.dtypes import DTYPES
 

@@ -11,11 +11,11 @@ import threading
 import llvmlite.binding as llvm
 import numpy as np
 import pytest
-
-from tensorlang import schedules
-import tensorlang as tl
 from oracle import assert_close
+
+import tensorlang as tl
 from tensorlang import export as ex
+from tensorlang import schedules
 from tensorlang.cli.main import main
 
 CC = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")

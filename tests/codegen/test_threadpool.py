@@ -202,8 +202,8 @@ int main(void) {
 def test_c_runtime_says_once_on_stderr_that_it_ignores_a_bad_setting(tmp_path):
     """Exported libraries have no Python to raise a UsageError: a bad value gives the default and one line on stderr
     per variable, naming it and the values it takes."""
-    from tensorlang.threadpool import RUNTIME_C
     from tensorlang.codegen_c import find_c_compiler
+    from tensorlang.threadpool import RUNTIME_C
     (tmp_path / "caller.c").write_text(C_CALLER)
     exe = tmp_path / "caller"
     subprocess.run([*find_c_compiler(), "-O1", "-pthread", f"-I{RUNTIME_C.parent}", "-o", str(exe),

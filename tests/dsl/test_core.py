@@ -4,12 +4,12 @@ import json
 
 import numpy as np
 import pytest
+from oracle import assert_close
 
 import tensorlang as tl
 from tensorlang import ir
 from tensorlang.bounds import check_bounds, interval
 from tensorlang.simplify import simplify
-from oracle import assert_close
 
 RNG = np.random.default_rng(1234)
 
@@ -438,8 +438,9 @@ def test_the_emitter_folds_constant_index_arithmetic_and_emits_each_in_a_block_o
     """Unrolled and vectorized loops make index arithmetic of constants (``0 + 1``, ``x * 1``) and the same product
     again for every element; the LLVM IR has neither, and the kernel still computes the same."""
     import re
-    from tensorlang.codegen_llvm import emit_module
+
     from tensorlang import schedules
+    from tensorlang.codegen_llvm import emit_module
     w = schedules.get("conv2d")
     op, sizes = tl.op(w.source), w.sizes("small")
     s = tl.schedule(op, **sizes)

@@ -2,9 +2,8 @@
 import hashlib
 import subprocess
 
-import pytest
-
 import fuzzenv
+import pytest
 
 
 def test_slice_seed_comes_from_the_commit(monkeypatch):

@@ -3,9 +3,8 @@ infinity where numpy has a number, or a number where numpy has NaN, never passes
 import random
 
 import numpy as np
-import pytest
-
 import progen
+import pytest
 import schedfuzz
 from oracle import assert_close
 

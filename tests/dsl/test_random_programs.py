@@ -25,14 +25,13 @@ import os
 import random
 import subprocess
 
+import fuzzenv
 import numpy as np
+import progen
 import pytest
 from hypothesis import HealthCheck, event, given, note, reject, settings
 from hypothesis import seed as fixed_seed
 from hypothesis import strategies as st
-
-import fuzzenv
-import progen
 from oracle import assert_close
 
 FUZZ_EXAMPLES = fuzzenv.count("TENSORLANG_FUZZ_EXAMPLES", 500)

@@ -96,11 +96,11 @@ def two_output_pt2(tmp_path_factory):
 def test_bench_model_runs_every_contender_on_one_thread_count_and_inductor_with_freezing(two_output_pt2, monkeypatch,
                                                                                           capsys):
     import torch._inductor.config as inductor_config
-
     from model_faults import probe_torch_compile
+
+    from tensorlang.cli.main import main
     from tensorlang.graph.model import Model
     from tensorlang.threadpool import num_threads
-    from tensorlang.cli.main import main
     from tensorlang.tuner.model.baselines import TORCH_COMPILE
     compiles = probe_torch_compile(monkeypatch)
     ran = []  # tensorlang's thread count at each run of the model
@@ -126,6 +126,7 @@ def test_bench_model_runs_every_contender_on_one_thread_count_and_inductor_with_
 
 def test_bench_model_fails_on_a_nan_in_a_later_output(two_output_pt2, monkeypatch, capsys):
     from model_faults import nan_in_output, probe_torch_compile
+
     from tensorlang.cli import models as model_cli
     from tensorlang.cli.main import main
     probe_torch_compile(monkeypatch)

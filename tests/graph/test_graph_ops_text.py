@@ -9,7 +9,6 @@ import pytest
 
 torch = pytest.importorskip("torch")
 import torch._dynamo  # noqa: E402,F811  (torch.compile state, reset between tests)
-
 from oracle import assert_close  # noqa: E402
 from test_graph_ops import Wrap, _f64, check_case  # noqa: E402
 

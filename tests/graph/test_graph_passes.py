@@ -13,8 +13,19 @@ from tensorlang.graph import compile_graph, intermediate_bytes
 from tensorlang.graph.ir import Graph, TensorType
 from tensorlang.graph.ops import get
 from tensorlang.graph.pass_options import check_pass_options, describe_pass_options
-from tensorlang.graph.passes import PIPELINE, cse, dce, fold_batch_norm, fold_constants, fusion, layout, noop, \
-    select, simplify, winograd
+from tensorlang.graph.passes import (
+    PIPELINE,
+    cse,
+    dce,
+    fold_batch_norm,
+    fold_constants,
+    fusion,
+    layout,
+    noop,
+    select,
+    simplify,
+    winograd,
+)
 from tensorlang.graph.passes.memory_plan import plan_memory
 from tensorlang.graph.verify import GraphError, verify
 

@@ -16,10 +16,9 @@ import sys
 
 import numpy as np
 import pytest
+from oracle import assert_close  # tests/support/, on sys.path (tests/conftest.py)
 
 from tensorlang.schedules import WORKLOADS
-
-from oracle import assert_close  # tests/support/, on sys.path (tests/conftest.py)
 
 torch = pytest.importorskip("torch")
 

@@ -100,7 +100,7 @@ def test_zoo_exports_attention_to_onnx(tmp_path):
     with torch.no_grad():
         want = module(*args)
     for got, what in ((session(), "onnxruntime"), (tl.from_onnx(path)(args[0].numpy()), "from_onnx")):
-        error, why = compare_outputs(got, want)
+        _error, why = compare_outputs(got, want)
         assert not why, f"{what}: {why}"
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from oracle import assert_close
 
 import tensorlang as tl
-from oracle import assert_close
 
 
 def rowwise(src: str, N: int, D: int, width: int = 16, *, parallel: bool = False, unroll: bool = False):

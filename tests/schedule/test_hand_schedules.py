@@ -2,10 +2,10 @@
 computes, at every preset and at sizes their tiles do not divide."""
 import numpy as np
 import pytest
-
-from tensorlang import schedules
-import tensorlang as tl
 from oracle import assert_close
+
+import tensorlang as tl
+from tensorlang import schedules
 
 HAND = [w for w in schedules.WORKLOADS.values() if w.hand_schedule is not None]
 FAST = [w for w in schedules.WORKLOADS.values() if w.numpy_fast is not None]

@@ -14,11 +14,11 @@ import re
 
 import numpy as np
 import pytest
+from schedule_cases import encloses, loop_header, make_inputs
+from schedule_checks import CASES, case, llvm, new, refuse, run
 
 import tensorlang as tl
 from tensorlang.target import host_target
-from schedule_cases import encloses, loop_header, make_inputs
-from schedule_checks import CASES, case, llvm, new, refuse, run
 
 
 # =====================================================================================================

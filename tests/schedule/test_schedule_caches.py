@@ -11,11 +11,11 @@ Run: ``.venv/bin/pytest tests/schedule/test_schedule_caches.py -q``
 from __future__ import annotations
 
 import numpy as np
-
-import tensorlang as tl
 from oracle import assert_close
 from schedule_cases import encloses, loop_order
 from schedule_checks import CASES, case, new, run
+
+import tensorlang as tl
 
 
 # =====================================================================================================

@@ -14,11 +14,10 @@ from __future__ import annotations
 import json
 
 import pytest
-
-import tensorlang as tl
 from schedule_cases import encloses, loop_header
 from schedule_checks import CASES, case, new, refuse, run
 
+import tensorlang as tl
 
 # =====================================================================================================
 # expected errors: one test per refusal

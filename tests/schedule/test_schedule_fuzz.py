@@ -49,14 +49,14 @@ from __future__ import annotations
 
 import random
 
+import fuzzenv
 import numpy as np
+import progen
 import pytest
+import schedfuzz
 from hypothesis import HealthCheck, Phase, event, given, note, reject, seed, settings
 from hypothesis import strategies as st
 
-import fuzzenv
-import progen
-import schedfuzz
 import tensorlang as tl
 
 EXAMPLES = fuzzenv.count("TENSORLANG_SCHEDULE_FUZZ", 600)

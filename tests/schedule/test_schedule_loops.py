@@ -11,10 +11,10 @@ Run: ``.venv/bin/pytest tests/schedule/test_schedule_loops.py -q``
 from __future__ import annotations
 
 import pytest
-
-import tensorlang as tl
 from schedule_cases import encloses, loop_header, loop_order
 from schedule_checks import CASES, case, default_text, new, run
+
+import tensorlang as tl
 
 
 # =====================================================================================================

@@ -14,12 +14,11 @@ import json
 
 import numpy as np
 import pytest
-
-import tensorlang as tl
 from oracle import assert_close
 from schedule_cases import encloses, loop_header, loop_order
 from schedule_checks import CASES, case, default_text, new, refuse, run
 
+import tensorlang as tl
 
 # =====================================================================================================
 # compute_at

@@ -11,15 +11,14 @@ from __future__ import annotations
 
 import pytest
 
-from schedule_cases import encloses, loop_header, loop_order
-from schedule_checks import BUILT, CASES, default_text, lower_or_error, new, roundtrip
-
 # the primitive tests' files (the same modules pytest collects): importing them registers their cases
 import test_schedule_annotations  # noqa: F401
 import test_schedule_caches  # noqa: F401
 import test_schedule_errors  # noqa: F401
 import test_schedule_loops  # noqa: F401
 import test_schedule_placement  # noqa: F401
+from schedule_cases import encloses, loop_header, loop_order
+from schedule_checks import BUILT, CASES, default_text, lower_or_error, new, roundtrip
 
 
 # =====================================================================================================

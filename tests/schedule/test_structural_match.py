@@ -5,11 +5,11 @@ import re
 
 import numpy as np
 import pytest
+from oracle import assert_close
 
 import tensorlang as tl
 from tensorlang import schedules
 from tensorlang.schedules.lookup import workload_of
-from oracle import assert_close
 
 #: the README's first kernel: the built-in matmul with other index names
 README_MATMUL = """

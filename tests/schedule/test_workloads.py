@@ -13,11 +13,10 @@ import math
 
 import numpy as np
 import pytest
+from oracle import EXACT, assert_close, reduction_len  # tests/support/, on sys.path (tests/conftest.py)
 
 from tensorlang import schedules
 from tensorlang.schedules import WORKLOADS, Workload, conv_output_size
-
-from oracle import EXACT, assert_close, reduction_len  # tests/support/, on sys.path (tests/conftest.py)
 
 # Presets whose build + run take longer than about 2 s with the default schedule (measured: only matmul 1024,
 # about 5 s; dense_bias_relu bert_ffn at 6e8 flops takes 0.6 s): more than this many flops

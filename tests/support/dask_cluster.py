@@ -159,7 +159,7 @@ class LocalDask:
             except subprocess.TimeoutExpired:
                 pass
 
-    def __enter__(self) -> "LocalDask":
+    def __enter__(self) -> LocalDask:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-__all__ = ["assert_close", "tolerance", "reduction_len", "EXACT"]
+__all__ = ["EXACT", "assert_close", "reduction_len", "tolerance"]
 
 
 def tolerance(dtype, reduction_len: int = 1) -> float:

@@ -246,9 +246,9 @@ class Gather:
     values stay inside the dimension (``make_inputs`` draws G's values so), so that, like an Affine, it has
     bounds, and no variable whose range it decides (the range analysis skips it)."""
 
-    read: "Read"  # the read of the index tensor (affine indices)
+    read: Read  # the read of the index tensor (affine indices)
     offset: int
-    clamp: "SE | None"  # the dimension's extent when clamped
+    clamp: SE | None  # the dimension's extent when clamped
     lo: int  # the values it takes
     hi: int
     terms = ()

@@ -42,12 +42,12 @@ import time
 import traceback
 from dataclasses import dataclass, field
 
-import numpy as np
-
 import fuzzenv
+import numpy as np
 import progen
-import tensorlang as tl
 from oracle import assert_close, tolerance
+
+import tensorlang as tl
 from tensorlang.schedule import At
 
 

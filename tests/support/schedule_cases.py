@@ -17,14 +17,14 @@ Example::
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 
 import tensorlang as tl
 
-__all__ = ["PROGRAMS", "Program", "encloses", "loop_header", "loop_order", "loop_lines", "make_inputs"]
+__all__ = ["PROGRAMS", "Program", "encloses", "loop_header", "loop_lines", "loop_order", "make_inputs"]
 
 
 @dataclass

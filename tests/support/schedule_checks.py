@@ -21,10 +21,10 @@ import zlib
 
 import numpy as np
 import pytest
-
-import tensorlang as tl
 from oracle import assert_close
 from schedule_cases import PROGRAMS, make_inputs
+
+import tensorlang as tl
 
 __all__ = ["BUILT", "CASES", "case", "default_text", "llvm", "lower_or_error", "new", "refuse", "roundtrip", "run"]
 

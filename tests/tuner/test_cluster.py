@@ -35,18 +35,25 @@ import pytest
 
 pytest.importorskip("distributed")
 
-import tensorlang as tl  # noqa: E402
-from dask_cluster import ROOT, LocalDask, free_port  # noqa: E402
-from tensorlang.space import config_key  # noqa: E402
-from tensorlang.tuner.measure import cluster_worker as cw  # noqa: E402
-from tensorlang.tuner import features  # noqa: E402
-from tensorlang.cli.main import main  # noqa: E402
-from tensorlang.tuner.measure.cluster import (Cluster, ClusterError, ClusterOptions, DaskRunner, check_address,
-                                              measure_many)  # noqa: E402
-from tensorlang.tuner.records.database import ERROR_KINDS, Database  # noqa: E402
-from tensorlang.tuner.measure.local import FAULTS_ENV, MeasureOptions, Result  # noqa: E402
-from tensorlang.tuner.task import Task  # noqa: E402
-from tensorlang.tuner.tuning import Tuner  # noqa: E402
+from dask_cluster import ROOT, LocalDask, free_port
+
+import tensorlang as tl
+from tensorlang.cli.main import main
+from tensorlang.space import config_key
+from tensorlang.tuner import features
+from tensorlang.tuner.measure import cluster_worker as cw
+from tensorlang.tuner.measure.cluster import (
+    Cluster,
+    ClusterError,
+    ClusterOptions,
+    DaskRunner,
+    check_address,
+    measure_many,
+)
+from tensorlang.tuner.measure.local import FAULTS_ENV, MeasureOptions, Result
+from tensorlang.tuner.records.database import ERROR_KINDS, Database
+from tensorlang.tuner.task import Task
+from tensorlang.tuner.tuning import Tuner
 
 OTHER = {"cpu": "other-cpu"}  # what the third worker of the shared cluster claims to be (cw.TARGET_ENV)
 

@@ -8,19 +8,24 @@ Run: ``.venv/bin/pytest tests/tuner/test_costmodel.py -q``
 """
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
 
-from tensorlang import schedules
 import tensorlang as tl
-from tensorlang import ir
+from tensorlang import ir, schedules
 from tensorlang.schedule import At
 from tensorlang.tuner import features
-from tensorlang.tuner.search.costmodel import (COST_MODELS, ForestCostModel, NoCostModel, XGBCostModel, make_cost_model,
-                                               normalise_per_task, ranking_quality, register_cost_model)
-from tensorlang.tuner.features import (FEATURE_NAMES, PROGRAM_FEATURES, STORE_FEATURES, as_dict, extract,
-                                              of_schedule)
+from tensorlang.tuner.features import FEATURE_NAMES, PROGRAM_FEATURES, STORE_FEATURES, as_dict, extract, of_schedule
+from tensorlang.tuner.search.costmodel import (
+    COST_MODELS,
+    ForestCostModel,
+    NoCostModel,
+    XGBCostModel,
+    make_cost_model,
+    normalise_per_task,
+    ranking_quality,
+    register_cost_model,
+)
 
 HAND_SCHEDULED = ["matmul", "conv2d", "depthwise_conv2d", "softmax", "maxpool2d"]
 MATMUL = schedules.get("matmul")

@@ -17,8 +17,14 @@ import pytest
 
 import tensorlang.tuner.records.database as database
 from tensorlang.errors import UsageError
-from tensorlang.tuner.records.database import (ERROR_KINDS, SCHEMA_VERSION, Database, DatabaseError, Record,
-                                               default_db_path)
+from tensorlang.tuner.records.database import (
+    ERROR_KINDS,
+    SCHEMA_VERSION,
+    Database,
+    DatabaseError,
+    Record,
+    default_db_path,
+)
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 

@@ -18,8 +18,18 @@ import numpy as np
 import pytest
 
 from tensorlang.tuner.measure import disturbance
-from tensorlang.tuner.measure.disturbance import (CpuSample, Disturbance, Tally, between, busy, busy_note, others_cpus,
-                                                  parse_stat, run_rounds, slowdown)
+from tensorlang.tuner.measure.disturbance import (
+    CpuSample,
+    Disturbance,
+    Tally,
+    between,
+    busy,
+    busy_note,
+    others_cpus,
+    parse_stat,
+    run_rounds,
+    slowdown,
+)
 from tensorlang.tuner.measure.local import FAULTS_ENV
 
 
@@ -252,9 +262,9 @@ def test_library_rows_name_their_worker_process_and_bench_reports_the_figures(fa
 def test_the_tune_summary_says_when_the_machine_was_busy():
     import argparse
 
+    from tensorlang.cli.tune import format_summary, summary_json
     from tensorlang.tuner.records.database import Database
     from tensorlang.tuner.task import Task
-    from tensorlang.cli.tune import format_summary, summary_json
     from tensorlang.tuner.tuning import TuneSummary
     task = Task.create("matmul", preset="small", threads=2)
     s = TuneSummary(task, None, 0, 4, valid=4)

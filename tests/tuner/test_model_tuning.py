@@ -401,10 +401,15 @@ def test_the_graph_key_is_the_same_from_torch_and_from_a_saved_pt2(small_pt2):
 
 def test_a_stored_variant_is_what_from_torch_compiles_afterwards(tmp_path, monkeypatch):
     import tensorlang as tl
-    from tensorlang.tuner.records.database import Database
-    from tensorlang.tuner.model.variants import (candidate_variants, flat_outputs, measure_variants, store_choice,
-                                                 stored_choice)
     from tensorlang.tuner.model.tasks import random_graph_inputs
+    from tensorlang.tuner.model.variants import (
+        candidate_variants,
+        flat_outputs,
+        measure_variants,
+        store_choice,
+        stored_choice,
+    )
+    from tensorlang.tuner.records.database import Database
     net, args = small_net()
     model = tl.from_torch(net, args)
     variants = candidate_variants(model.source_graph)
@@ -461,8 +466,8 @@ def _records(db_path) -> int:
 
 def test_run_curves_value_each_runs_deployed_configs_at_times_measured_again_side_by_side(tmp_path):
     import tensorlang as tl
-    from tensorlang.tuner.records.database import Database, Record
     from tensorlang.tuner.model.tasks import model_tasks
+    from tensorlang.tuner.records.database import Database, Record
     from tensorlang.tuner.research.run_curves import best_steps, latency_curve, retime_steps
     from tensorlang.tuner.search.strategies import RandomSearch
     from tensorlang.tuner.tuning import hand_start_configs
@@ -499,8 +504,8 @@ def test_run_curves_value_each_runs_deployed_configs_at_times_measured_again_sid
 def test_tune_model_tunes_every_task_resumes_and_from_torch_picks_up_the_tuned_schedules(small_pt2, tmp_path,
                                                                                          monkeypatch):
     import tensorlang as tl
-    from tensorlang.tuner.records.database import Database
     from tensorlang.tuner.model.tune import tune_model
+    from tensorlang.tuner.records.database import Database
     db_path = tmp_path / "t.db"
     rounds = []
     s = tune_model(small_pt2, trials=10, db=str(db_path), jobs=1, threads=1, batch=2, retime_top=2, rounds=2,
@@ -637,6 +642,7 @@ def test_a_ctrl_c_that_something_swallowed_still_stops_tune_model_at_the_next_ro
 def test_tune_model_measures_on_a_dask_cluster_through_its_runner_factory(small_pt2, tmp_path):
     pytest.importorskip("distributed")
     from dask_cluster import LocalDask
+
     from tensorlang.tuner.measure.cluster import Cluster, DaskRunner
     from tensorlang.tuner.model.tune import tune_model
     runners = []
@@ -676,8 +682,9 @@ def test_a_pass_variant_whose_outputs_differ_from_torch_is_an_error_and_never_ch
                                                                                      monkeypatch):
     import torch._inductor.config as inductor_config
     from model_faults import probe_torch_compile
-    from tensorlang.graph.pass_options import describe_pass_options
+
     from tensorlang.cli.model_tune import format_model_summary
+    from tensorlang.graph.pass_options import describe_pass_options
     from tensorlang.tuner.model.baselines import TORCH_COMPILE
     from tensorlang.tuner.model.tune import tune_model
     torch = _torch()
@@ -719,6 +726,7 @@ def two_output_pt2(tmp_path_factory):
 def test_tune_model_fails_when_a_later_output_of_the_tuned_model_is_nan(two_output_pt2, tmp_path, monkeypatch,
                                                                          capsys):
     from model_faults import nan_in_output
+
     from tensorlang.cli.main import main
     from tensorlang.tuner.model.source import ModelSource
     compile_model = ModelSource.compile

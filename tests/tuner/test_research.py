@@ -17,14 +17,14 @@ import numpy as np
 import pytest
 
 from tensorlang.cli.main import main
-from tensorlang.tuner.research.comparison import Comparison, Run, compare, replay_run
-from tensorlang.tuner.search.costmodel import COST_MODELS, make_cost_model
+from tensorlang.space import config_key
 from tensorlang.tuner.records.database import Database, Record
 from tensorlang.tuner.records.dataset import Dataset, DatasetError, TableSpace, from_records
+from tensorlang.tuner.research.comparison import Comparison, Run, compare, replay_run
 from tensorlang.tuner.research.evaluate import evaluate_models
-from tensorlang.tuner.search.plugins import load_class, load_entry_points, resolve_cost_model, resolve_strategy
 from tensorlang.tuner.research.replay import ReplayRunner, replay_task, table_features
-from tensorlang.space import config_key
+from tensorlang.tuner.search.costmodel import COST_MODELS, make_cost_model
+from tensorlang.tuner.search.plugins import load_class, load_entry_points, resolve_cost_model, resolve_strategy
 from tensorlang.tuner.search.strategies import STRATEGIES, RandomSearch, make_strategy
 from tensorlang.tuner.task import Task
 
@@ -568,7 +568,7 @@ def test_replay_refuses_a_dataset_of_another_program(small_dataset):
 
 
 def test_tuner_compare_stays_the_function_after_its_module_is_imported(small_dataset):
-    from tensorlang import tuner
     import tensorlang.tuner.research.comparison  # noqa: F401  (a submodule named like the function would replace it here)
+    from tensorlang import tuner
     for _ in range(2):
         assert callable(tuner.compare) and tuner.compare(["random"], 3, 1, replay=small_dataset).trials == 3

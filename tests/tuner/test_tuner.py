@@ -23,15 +23,15 @@ import zlib
 import numpy as np
 import pytest
 
-from tensorlang import schedules
 import tensorlang as tl
-from tensorlang.tuner.records.database import ERROR_KINDS, Database, Record
-from tensorlang.tuner.measure.local import FAULTS_ENV, MeasureOptions, compare
+from tensorlang import schedules
 from tensorlang.space import Knob, Space, config_key
+from tensorlang.tuner.measure.local import FAULTS_ENV, MeasureOptions, compare
+from tensorlang.tuner.measure.worker import Worker, WorkerCrash, WorkerTimeout
+from tensorlang.tuner.records.database import ERROR_KINDS, Database, Record
 from tensorlang.tuner.search.strategies import STRATEGIES, Observation, make_strategy
 from tensorlang.tuner.task import Task
-from tensorlang.tuner.tuning import TuneSummary, Tuner, hand_start_configs
-from tensorlang.tuner.measure.worker import Worker, WorkerCrash, WorkerTimeout
+from tensorlang.tuner.tuning import Tuner, TuneSummary, hand_start_configs
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SUPPORT = pathlib.Path(__file__).resolve().parents[1] / "support"  # worker_handlers.py
@@ -1180,8 +1180,8 @@ def test_a_baseline_that_fails_says_why(monkeypatch):
     """A baseline that cannot be timed (its warm-up call runs past the time limit, as the default matmul 1024's
     does) or whose output does not match the reference gets None and its reason, and the summary prints it
     instead of leaving the speed-up out silently."""
-    from tensorlang.tuner import bench
     from tensorlang.cli.tune import format_summary
+    from tensorlang.tuner import bench
     from tensorlang.tuner.tuning import measure_baselines
     task = matmul_task()
     errors: dict = {}

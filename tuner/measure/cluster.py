@@ -46,13 +46,22 @@ import uuid
 from dataclasses import dataclass
 
 from tensorlang.errors import TensorlangError
-from tensorlang.tuner.measure import cluster_worker as cw
 from tensorlang.tuner.measure import ADDRESS_ENV  # the variable --cluster falls back to (spelled without Dask)
+from tensorlang.tuner.measure import cluster_worker as cw
 from tensorlang.tuner.measure.disturbance import Disturbance
-from tensorlang.tuner.measure.local import MeasureOptions, RETIME_OPTIONS, Result
+from tensorlang.tuner.measure.local import RETIME_OPTIONS, MeasureOptions, Result
 
-__all__ = ["ADDRESS_ENV", "ClusterError", "ClusterOptions", "Cluster", "DaskRunner", "Batch", "WorkerInfo",
-           "check_address", "measure_many"]
+__all__ = [
+    "ADDRESS_ENV",
+    "Batch",
+    "Cluster",
+    "ClusterError",
+    "ClusterOptions",
+    "DaskRunner",
+    "WorkerInfo",
+    "check_address",
+    "measure_many",
+]
 
 
 class ClusterError(TensorlangError):
@@ -711,7 +720,7 @@ class Cluster:
         _restore_levels(self._quieted)
         self._quieted = []
 
-    def __enter__(self) -> "Cluster":
+    def __enter__(self) -> Cluster:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -893,7 +902,7 @@ class DaskRunner:
         if self._own:
             self.cluster.close()
 
-    def __enter__(self) -> "DaskRunner":
+    def __enter__(self) -> DaskRunner:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -37,8 +37,8 @@ from tensorlang.errors import UsageError
 from tensorlang.space import config_key
 from tensorlang.tuner.measure import disturbance
 from tensorlang.tuner.measure.disturbance import Disturbance
-from tensorlang.tuner.task import Task
 from tensorlang.tuner.measure.worker import Worker, WorkerCrash, WorkerTimeout
+from tensorlang.tuner.task import Task
 
 FAULTS_ENV = "TENSORLANG_TUNER_FAULTS"
 """Test-only hook: JSON ``{config_key: fault}`` with fault one of :data:`FAULTS`; the workers then misbehave that
@@ -707,7 +707,7 @@ class LocalRunner:
             wk.close()
         self._tmp.cleanup()
 
-    def __enter__(self) -> "LocalRunner":
+    def __enter__(self) -> LocalRunner:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -16,7 +16,6 @@ import numpy as np
 from .source import ModelSource
 from .variants import flat_outputs
 
-
 #: the name of torch.compile's row: inductor with weight freezing, which folds the weights (and batch norms into
 #: convolutions) at compile time as tensorlang's passes do, so that both compile the same thing
 TORCH_COMPILE = "torch.compile (inductor, freezing)"

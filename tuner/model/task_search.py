@@ -13,8 +13,8 @@ from collections import Counter
 
 from tensorlang.errors import UsageError
 from tensorlang.space import config_key
-from tensorlang.tuner.records.database import Database
 from tensorlang.tuner import features as feature_extraction
+from tensorlang.tuner.records.database import Database
 from tensorlang.tuner.task import Task
 from tensorlang.tuner.tuning import hand_start_configs, observation_of, record_of, start_name
 

@@ -49,10 +49,10 @@ from .baselines import reference_outputs, torch_contenders, torch_like_for_like
 from .progress import Progress
 from .report import ModelTuneSummary, TaskReport, task_table
 from .runners import LocalRunners, RunnerPool
-from .task_search import TaskSession
 from .source import ModelSource, environment, resolve_model, zero_trial_db
 from .task_scheduler import STRATEGIES as SCHEDULERS
 from .task_scheduler import TaskScheduler, TaskState, round_size
+from .task_search import TaskSession
 from .tasks import model_tasks, profile_tasks, random_graph_inputs
 from .variants import compare_outputs
 
@@ -321,8 +321,13 @@ def _choose_variant(src: ModelSource, database, threads, variants, summary, prog
     None when it is to be compiled at the end). Variants are measured only against a `reference` (torch eager's
     outputs on `inputs`)."""
     from tensorlang.graph.pass_options import describe_pass_options
-    from tensorlang.tuner.model.variants import (OutputMismatch, candidate_variants, measure_variants, store_choice,
-                                                 stored_choice)
+    from tensorlang.tuner.model.variants import (
+        OutputMismatch,
+        candidate_variants,
+        measure_variants,
+        store_choice,
+        stored_choice,
+    )
     if src.snapshot is None:
         summary.variant_how = "fixed: a saved model's passes are baked in"
         summary.variant = {}

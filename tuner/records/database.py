@@ -43,7 +43,7 @@ from tensorlang.errors import TensorlangError, UsageError
 from tensorlang.space import config_key as _config_key
 from tensorlang.tuner.measure.disturbance import Disturbance
 
-__all__ = ["SCHEMA_VERSION", "ERROR_KINDS", "Database", "DatabaseError", "Record", "default_db_path"]
+__all__ = ["ERROR_KINDS", "SCHEMA_VERSION", "Database", "DatabaseError", "Record", "default_db_path"]
 
 #: Version of the database layout. A file with a newer version is refused (upgrade tensorlang to read it).
 SCHEMA_VERSION = 1

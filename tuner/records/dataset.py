@@ -34,8 +34,8 @@ from collections.abc import Iterable
 import numpy as np
 
 from tensorlang.errors import UsageError
-from tensorlang.tuner.records.database import ERROR_KINDS
 from tensorlang.space import Knob, Space, config_key
+from tensorlang.tuner.records.database import ERROR_KINDS
 
 __all__ = ["FORMAT_VERSION", "MAGIC", "Dataset", "DatasetError", "from_records"]
 
@@ -180,7 +180,7 @@ class Dataset:
         self.path = path
 
     @staticmethod
-    def load(path: str) -> "Dataset":
+    def load(path: str) -> Dataset:
         """Read a dataset file written by :meth:`save`; DatasetError naming the file, the line and the problem.
 
         Example::

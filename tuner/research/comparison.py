@@ -27,7 +27,7 @@ import numpy as np
 from tensorlang.errors import UsageError
 from tensorlang.tuner.records.dataset import Dataset
 
-__all__ = ["Run", "Comparison", "compare", "replay_run", "live_run"]
+__all__ = ["Comparison", "Run", "compare", "live_run", "replay_run"]
 
 
 @dataclass
@@ -166,9 +166,9 @@ def replay_run(dataset: Dataset, strategy: str, seed: int, trials: int, cost_mod
         >>> replay_run(ds, "grid", 0, 2).curve
         [1.0, 3.0]
     """
+    from tensorlang.space import config_key
     from tensorlang.tuner.records.database import Database
     from tensorlang.tuner.research.replay import ReplayRunner, replay_task, table_features
-    from tensorlang.space import config_key
     from tensorlang.tuner.tuning import Tuner
 
     task = replay_task(dataset)

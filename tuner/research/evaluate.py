@@ -23,7 +23,7 @@ import numpy as np
 from tensorlang.errors import UsageError
 from tensorlang.tuner.search.costmodel import make_cost_model, ranking_quality
 
-__all__ = ["evaluate_models", "evaluate_dataset", "format_report"]
+__all__ = ["evaluate_dataset", "evaluate_models", "format_report"]
 
 METRICS = ("top1", "top5", "spearman", "ndcg@10", "pairwise")
 
@@ -93,10 +93,10 @@ def evaluate_dataset(dataset, models=None, train_fraction: float = 0.5, splits: 
         >>> rep["none"]["train_rows"], rep["none"]["test_rows"]
         (4, 4)
     """
+    from tensorlang.space import config_key
+    from tensorlang.tuner.research.replay import replay_task, table_features
     from tensorlang.tuner.search.costmodel import COST_MODELS
     from tensorlang.tuner.search.plugins import load_entry_points
-    from tensorlang.tuner.research.replay import replay_task, table_features
-    from tensorlang.space import config_key
     if models is None:
         load_entry_points("cost model")
         models = list(COST_MODELS)

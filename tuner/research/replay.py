@@ -21,9 +21,9 @@ import time
 
 import numpy as np
 
-from tensorlang.tuner.records.dataset import Dataset, DatasetError
-from tensorlang.tuner.measure.local import Result
 from tensorlang.space import config_key
+from tensorlang.tuner.measure.local import Result
+from tensorlang.tuner.records.dataset import Dataset, DatasetError
 from tensorlang.tuner.task import Task
 
 __all__ = ["ReplayRunner", "replay_task", "table_features"]

@@ -29,8 +29,14 @@ import re
 
 from tensorlang.errors import UsageError
 
-__all__ = ["STRATEGY_GROUP", "COST_MODEL_GROUP", "resolve_strategy", "resolve_cost_model", "load_class",
-           "load_entry_points"]
+__all__ = [
+    "COST_MODEL_GROUP",
+    "STRATEGY_GROUP",
+    "load_class",
+    "load_entry_points",
+    "resolve_cost_model",
+    "resolve_strategy",
+]
 
 STRATEGY_GROUP = "tensorlang.strategies"
 COST_MODEL_GROUP = "tensorlang.cost_models"

@@ -24,11 +24,19 @@ from dataclasses import dataclass
 import numpy as np
 
 from tensorlang.errors import UsageError
-from tensorlang.tuner.search.costmodel import CostModel, make_cost_model
 from tensorlang.space import Space, config_key
+from tensorlang.tuner.search.costmodel import CostModel, make_cost_model
 
-__all__ = ["Observation", "Strategy", "STRATEGIES", "featurize_all", "register_strategy", "make_strategy",
-           "optuna_samplers", "sampler_problem"]
+__all__ = [
+    "STRATEGIES",
+    "Observation",
+    "Strategy",
+    "featurize_all",
+    "make_strategy",
+    "optuna_samplers",
+    "register_strategy",
+    "sampler_problem",
+]
 
 
 @dataclass(frozen=True)

@@ -60,7 +60,7 @@ class PriorData:
     skipped: dict = field(default_factory=dict)  # dataset name -> why its rows were left out
 
     @staticmethod
-    def empty() -> "PriorData":
+    def empty() -> PriorData:
         """No rows."""
         from tensorlang.tuner.features import FEATURE_NAMES
         return PriorData(np.zeros((0, len(FEATURE_NAMES))), np.zeros(0), np.zeros(0, dtype=object), {})
@@ -156,7 +156,7 @@ class SharedCostModel:
         """Scores of feature rows (higher = faster) by the model for task `task_id`."""
         return self.model_for(task_id).predict(X)
 
-    def view(self, task_id: str, own_rows: int = 16) -> "TaskView":
+    def view(self, task_id: str, own_rows: int = 16) -> TaskView:
         """The :class:`CostModel` one task's strategy uses (``own_rows``: see :class:`TaskView`)."""
         return TaskView(self, task_id, own_rows)
 

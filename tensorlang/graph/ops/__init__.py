@@ -13,8 +13,8 @@ True
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from ...errors import UsageError
 

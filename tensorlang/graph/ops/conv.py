@@ -19,8 +19,8 @@ from __future__ import annotations
 from ..affine import Aff, divmod_aff
 from ..builder import MapRef, cast, literal
 from . import register
-from .vision import gather_text
 from .common import fail, numel, out, pairs
+from .vision import gather_text
 
 
 def conv_params(node):

@@ -162,8 +162,8 @@ def run(graph: Graph, fuse_reductions: bool = True) -> list[str]:
                 p = _producer(v)
                 if p is None or _kind(p) in ("view", "opaque") or gs.of(p) == gs.of(n):
                     continue
-                if any(r is not n for r in gs.readers(p.outputs[0])) or len(p.outputs) > 1 and \
-                        any(gs.readers(o) for o in p.outputs[1:]):
+                if any(r is not n for r in gs.readers(p.outputs[0])) or (len(p.outputs) > 1 and \
+                        any(gs.readers(o) for o in p.outputs[1:])):
                     continue
                 views = gs.views_between(p.outputs[0], n)
                 if gs.try_merge(gs.of(p), gs.of(n), views):
