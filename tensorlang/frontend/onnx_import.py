@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import re
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
@@ -31,6 +32,9 @@ from ..errors import UsageError
 from ..graph import ops
 from ..graph.ir import Graph, Node, TensorType, Value, dtype_of_numpy
 from ..graph.ops.common import broadcast_shapes, norm_dim, numel
+
+if TYPE_CHECKING:
+    from onnx import NodeProto
 
 #: ONNX element types (TensorProto.DataType) of the graph's dtypes
 _ELEM = {1: "f32", 11: "f64", 6: "i32", 7: "i64", 9: "bool"}
@@ -173,13 +177,13 @@ class _Importer:
         self.onnx = onnx
         self.g = Graph(name)
         self.opsets = {("" if d.domain == "ai.onnx" else d.domain): d.version for d in model.opset_import}
-        self.env: dict[str, object] = {}  # ONNX value name -> Value or numpy array (a constant)
+        self.env: dict[str, Value | np.ndarray] = {}  # ONNX value name -> Value or numpy array (a constant)
         self.consts: dict[str, Value] = {}  # constants made graph values, by ONNX name
         self.dead: set[str] = set()  # values of unsupported nodes: their users are skipped
         self.unsupported: list[tuple[str, str]] = []  # (op label, node label)
         self.known: dict[str, tuple[int, list]] = {}  # ONNX's type of each value: elem type, dims
         self.used: set[str] = set()  # values some node or the graph's outputs read
-        self.node = None
+        self.node: NodeProto | None = None
         self.label = ""
 
     # ---- values ----
@@ -209,12 +213,14 @@ class _Importer:
 
     def input(self, k: int) -> Value | None:
         """The current node's input `k` as a value (None when absent)."""
+        assert self.node is not None  # translators run inside run_node
         return self.value(self.node.input[k]) if k < len(self.node.input) else None
 
     def ints(self, attrs: dict, attr: str, k: int, what: str) -> list[int] | None:
         """A list of ints from attribute `attr` (older opsets) or constant input `k` (newer), or None if absent."""
         if attr in attrs:
             return [int(v) for v in attrs[attr]]
+        assert self.node is not None  # translators run inside run_node
         if k < len(self.node.input) and self.node.input[k]:
             c = self.const(self.node.input[k])
             if c is None:
@@ -225,6 +231,7 @@ class _Importer:
 
     def scalar(self, k: int, what: str):
         """Constant input `k` (one element) as a Python number, or None if absent."""
+        assert self.node is not None  # translators run inside run_node
         if k >= len(self.node.input) or not self.node.input[k]:
             return None
         c = self.const(self.node.input[k])
@@ -992,7 +999,7 @@ def graph_from_onnx(model_or_path, input_shapes: dict | None = None, name: str |
             shown = "unknown" if dims is None else _dims_text(dims)
             raise UsageError(f"{where}: input {i.name!r} has shape {shown}, with dims not fixed; tensorlang "
                              f"compiles for static shapes: pass input_shapes={{{i.name!r}: (...)}}")
-        imp.env[i.name] = imp.g.add_input(i.name, TensorType(tuple(dims), _ELEM[elem]))
+        imp.env[i.name] = imp.g.add_input(i.name, TensorType(tuple(cast(list[int], dims)), _ELEM[elem]))
     imp.used = {i for n in inferred.graph.node for i in n.input} | {o.name for o in inferred.graph.output}
     for index, node in enumerate(inferred.graph.node):
         imp.run_node(index, node)

@@ -80,7 +80,7 @@ def exported_key(ep, name: str, options: dict) -> str | None:
                 return None
             t = tensors[k]
             h.update(f"\0{kind}:{k}:{t.dtype}:{tuple(t.shape)}\0".encode())
-            h.update(data)
+            h.update(data.data)
     return h.hexdigest()[:32]
 
 

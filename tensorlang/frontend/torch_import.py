@@ -21,6 +21,7 @@ import os
 import re
 import threading
 import warnings
+from typing import cast
 
 import numpy as np
 import torch
@@ -158,21 +159,25 @@ class _Importer:
     def _broadcasts(user: torch.fx.Node, node: torch.fx.Node) -> bool:
         """Whether `user` is an elementwise op whose output has the broadcast shape of its operands other than
         `node` (so that `node` as a 0-d value gives the same result)."""
-        opdef = ops.REGISTRY.get(_op_name(user.target)) if user.op == "call_function" else None
+        name = _op_name(user.target) if user.op == "call_function" else None
+        opdef = ops.REGISTRY.get(name) if name is not None else None
         out = user.meta.get("val")
         others = [a.meta.get("val") for a in user.all_input_nodes if a is not node]
         if opdef is None or opdef.kind != "elementwise" or not isinstance(out, torch.Tensor) or \
                 not all(isinstance(t, torch.Tensor) for t in others):
             return False
-        return tuple(torch.broadcast_shapes(*(t.shape for t in others))) == tuple(out.shape)
+        tensors = cast(list[torch.Tensor], others)  # all checked above
+        return tuple(torch.broadcast_shapes(*(t.shape for t in tensors))) == tuple(out.shape)
 
     def call(self, node: torch.fx.Node) -> None:
         import operator
         if not node.users:  # dead (the graph is functional): as torch's empty() placeholders of unused outputs
             return
         if node.target is operator.getitem:
-            base = self.values[node.args[0]]
-            self.values[node] = base[node.args[1]] if isinstance(base, (list, tuple)) else base
+            src, index = node.args
+            assert isinstance(src, torch.fx.Node) and isinstance(index, int)  # fx's getitem: a node's output k
+            base = self.values[src]
+            self.values[node] = base[index] if isinstance(base, (list, tuple)) else base
             return
         name = _op_name(node.target)
         if name is not None and name.split(".")[0] in _SKIP:
@@ -181,11 +186,11 @@ class _Importer:
         if any(self.values.get(a) is _UNSUPPORTED for a in node.all_input_nodes):
             return  # its operand is unsupported, and reported
         opdef = ops.REGISTRY.get(name) if name is not None else None
-        if opdef is None or opdef.family == "internal":
+        if name is None or opdef is None or opdef.family == "internal":
             label = f"aten.{name}" if name is not None else str(node.target)
             self.unsupported.setdefault(label, []).append(self._where(node))
             return
-        schema = node.target._schema
+        schema = cast(torch._ops.OpOverload, node.target)._schema  # _op_name named it: an OpOverload
         bound = self._bind(node, schema)
         inputs, input_names, attrs = [], [], {}
         for arg in schema.arguments:
@@ -206,7 +211,9 @@ class _Importer:
             else:
                 attrs[arg.name] = _attr(value)
         if name == "as_strided":  # it addresses its input's storage: how torch lays the input out there
-            layout = node.args[0].meta.get("val")
+            src = node.args[0]
+            assert isinstance(src, torch.fx.Node)  # its input is a Tensor: a node of the graph
+            layout = src.meta.get("val")
             if isinstance(layout, torch.Tensor):
                 attrs["input_stride"] = [int(s) for s in layout.stride()]
                 attrs["input_storage_offset"] = int(layout.storage_offset())
@@ -228,6 +235,7 @@ class _Importer:
                                      f"infers {t} where torch gives {theirs}; this op's arguments are not supported")
         if opdef.kind == "creation":
             made = self.g.make_node(name, inputs, attrs, types, name=node.name)
+            assert opdef.evaluate is not None  # a creation op is folded, so it evaluates
             consts = opdef.evaluate(made, [None] * len(inputs))
             outs = [self.filled(node, np.asarray(c)) for c in consts]
         else:
@@ -289,7 +297,7 @@ def graph_from_exported(ep, name: str = "model", decompose: bool = True) -> Grap
     sig = ep.graph_signature
     imp = _Importer(name)
     specs = {s.arg.name: s for s in sig.input_specs}
-    leaf_kinds = []
+    leaf_kinds: list[dict] = []
     for node in ep.graph.nodes:
         if node.op != "placeholder":
             continue
@@ -325,10 +333,10 @@ def graph_from_exported(ep, name: str = "model", decompose: bool = True) -> Grap
         if spec.kind != OutputKind.USER_OUTPUT:
             raise UsageError(f"the model changes its buffer {spec.target} as it runs ({spec.kind.name}); "
                              "export it in eval mode (model.eval()) and without in-place updates of buffers")
-        v = imp.values.get(arg) if isinstance(arg, torch.fx.Node) else None
-        if not isinstance(v, Value):
+        out = imp.values.get(arg) if isinstance(arg, torch.fx.Node) else None
+        if not isinstance(out, Value):
             raise UsageError(f"output {arg} is not a tensor tensorlang computes")
-        outs.append(v)
+        outs.append(out)
     imp.g.outputs = outs
     if ep.call_spec.in_spec is not None:
         imp.g.input_spec = {**_tree_spec(ep.call_spec.in_spec, leaf_kinds), "call": True}  # (args, kwargs)
@@ -606,7 +614,7 @@ def _concrete(example_inputs) -> list | None:
 
 def _signature(args, frozen) -> tuple:
     """What a compiled model is specialised to: the shape and dtype of each tensor input, the value of the rest."""
-    key = []
+    key: list[tuple] = []
     for k, a in enumerate(args):
         if k in frozen:
             continue
