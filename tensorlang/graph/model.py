@@ -132,7 +132,7 @@ class Model:
         self.model_bytes = model_bytes
         self.passes = passes or []
         self.plan: MemoryPlan = plan_memory(graph, inplace=inplace)
-        self.constants = [storage_array(c.data) for c in graph.constants]
+        self.constants = [storage_array(c.constant_data) for c in graph.constants]
         if graph.input_spec is None:
             graph.input_spec = flat_spec(len(graph.inputs))
         spec = graph.input_spec

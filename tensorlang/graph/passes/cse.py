@@ -16,6 +16,8 @@ from __future__ import annotations
 import hashlib
 import json
 
+from ..ir import Node, Value
+
 
 def _attrs_key(attrs: dict) -> str:
     return json.dumps(attrs, sort_keys=True, default=repr)
@@ -29,13 +31,13 @@ def run(graph) -> list[str]:
         cse.run(graph)       # ['b (exp) is a repeat of a: its users read a']
     """
     changes = []
-    seen_const: dict[tuple, object] = {}
+    seen_const: dict[tuple, Value] = {}
     for c in list(graph.constants):
         key = (c.dtype, c.shape, hashlib.sha256(c.data.tobytes()).hexdigest())
         first = seen_const.setdefault(key, c)
         if first is not c and graph.replace_uses(c, first):
             changes.append(f"constant {c.name} equals {first.name}")
-    seen: dict[tuple, object] = {}
+    seen: dict[tuple, Node] = {}
     for n in list(graph.nodes):
         if n.body is not None:
             continue
