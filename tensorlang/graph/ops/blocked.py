@@ -84,7 +84,7 @@ def _conv_lower(bld, node, refs):
     w = bld.stage_of(refs[1])
     if depthwise:
         r, s = wv.shape[1:3]
-        red = (r, s)
+        red: tuple[int, ...] = (r, s)
 
         def body(idx, ri):
             xi = [idx[0], idx[1], idx[2] * stride[0] + ri[0] * dilation[0], idx[3] * stride[1] + ri[1] * dilation[1],

@@ -107,11 +107,11 @@ def _zero_inserted(b, node, x, k: int, stride, padding, dilation):
     def body(idx, _):
         at, inside = [idx[0], idx[1]], []
         for d in range(k):
-            z = idx[2 + d]
-            if rows[d] is None:
+            z, row = idx[2 + d], rows[d]
+            if row is None:
                 at.append(z - lo[d])  # outside the input: 0
                 continue
-            at.append(f"clamp({rows[d].read([z])}, 0, {n_in[d] - 1})")
+            at.append(f"clamp({row.read([z])}, 0, {n_in[d] - 1})")
             inside.append(f"{z} >= {lo[d]} and {z} <= {lo[d] + stride[d] * (n_in[d] - 1)} and "
                           f"({z} - {lo[d]}) % {stride[d]} == 0")
         value = gather_text(xt, at) if inside else xt.read(at)

@@ -42,11 +42,11 @@ def run(graph) -> list[str]:
         if n.body is not None:
             continue
         key = (n.op, tuple(v.uid if v is not None else None for v in n.inputs), _attrs_key(n.attrs))
-        first = seen.setdefault(key, n)
-        if first is n:
+        earlier = seen.setdefault(key, n)
+        if earlier is n:
             continue
-        for old, new in zip(n.outputs, first.outputs):
+        for old, new in zip(n.outputs, earlier.outputs):
             graph.replace_uses(old, new)
         graph.nodes.remove(n)
-        changes.append(f"{n.name} ({n.op}) is a repeat of {first.name}: its users read {first.name}")
+        changes.append(f"{n.name} ({n.op}) is a repeat of {earlier.name}: its users read {earlier.name}")
     return changes
