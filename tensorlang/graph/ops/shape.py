@@ -227,7 +227,8 @@ def _flip_lower(b, node, refs):
 
 
 register("flip", "injective", _same, _flip_lower,
-         evaluate=lambda node, a: [np.ascontiguousarray(np.flip(a[0], tuple(norm_dims(node.attrs["dims"], a[0].ndim))))],
+         evaluate=lambda node, a: [np.ascontiguousarray(
+             np.flip(a[0], tuple(norm_dims(node.attrs["dims"], a[0].ndim))))],
          family="layout", doc="reverse dims")
 
 
