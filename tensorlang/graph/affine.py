@@ -130,6 +130,18 @@ def divmod_aff(e: Aff, d: int, ranges: dict[str, int]) -> tuple[Aff, Aff] | None
     return q, r
 
 
+def divmod_exact(e: Aff, d: int, ranges: dict[str, int]) -> tuple[Aff, Aff]:
+    """`divmod_aff` of an index that splits by construction (a stage declared over a shape split by d).
+
+    >>> q, r = divmod_exact(Aff.var("a") * 4 + Aff.var("b"), 4, {"a": 3, "b": 4})
+    >>> str(q), str(r)
+    ('a', 'b')
+    """
+    qr = divmod_aff(e, d, ranges)
+    assert qr is not None, f"{e} does not split by {d}"
+    return qr
+
+
 def strides(shape) -> list[int]:
     """Row-major strides of `shape`, in elements.
 

@@ -275,6 +275,7 @@ class Builder:
             if st is None or "out_name" in st:  # an input, not a stage yet, or already another output
                 r = self.materialize(r)
                 st = self._stage(r.name)
+            assert isinstance(r, TensorRef) and st is not None  # a stage's ref: given as one, or just written
             st["out_name"] = f"out{k}"
             self.outputs.append(r)
 
@@ -284,7 +285,7 @@ class Builder:
     # ---- text ----
     def text(self) -> str:
         """The program: only stages that an output depends on, stages renamed outK where they are outputs."""
-        rename = {s["name"]: s["out_name"] for s in self.stages if "out_name" in s}
+        rename: dict[str, str] = {s["name"]: s["out_name"] for s in self.stages if "out_name" in s}
         needed = {s["name"] for s in self.stages if "out_name" in s}
         # walk backwards: a stage is needed when a needed stage reads it
         token = re.compile(r"\b(t\d+|in\d+)\b")

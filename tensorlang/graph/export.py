@@ -110,7 +110,8 @@ def _kernel_funcs(model, name: str):
     import dataclasses
 
     import tensorlang as tl
-    funcs, names = [], {}
+    funcs: list[tuple] = []
+    names: dict[str, str] = {}
     for step in model.steps:
         if step.program.text in names:
             continue
@@ -618,18 +619,22 @@ class LoadedModel:
         """The exception for the nonzero `status` of a run on handle `h` (`tensorlang.runtime.status_error`),
         naming the node and the read whose index was out of range."""
         from types import SimpleNamespace
+        from typing import cast
 
         import tensorlang as tl
 
+        from ..program import Op
         from ..runtime import status_error
         from .model import index_error_message
         meta = self.metadata
-        if self._failed_call is None:
+        index_error = self._index_error
+        if self._failed_call is None or index_error is None:  # a library has both or neither
             return status_error(SimpleNamespace(name=meta["name"]), status, None, dict)
         info = meta.get("gathers", {}).get(str(self._failed_call(h)))
         op = tl.op(info["program"]) if info else SimpleNamespace(name=meta["name"])
-        err = status_error(op, status, lambda value: self._index_error(h, value),
-                           lambda: tl.schedule(op).bound.shapes)
+        # status_error asks for the shapes only of a program's gathered reads: `op` is an Op then
+        err = status_error(op, status, lambda value: index_error(h, value),
+                           lambda: tl.schedule(cast(Op, op)).bound.shapes)
         if info and isinstance(err, IndexError):
             return type(err)(index_error_message(meta["graph"], info["node"], info["tensors"], str(err)))
         return err

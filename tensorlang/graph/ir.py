@@ -26,8 +26,8 @@ import numpy as np
 from ..errors import UsageError
 
 #: dtypes a graph value may have, and the numpy dtype of each (bool values are stored as i32 in kernels)
-DTYPES = {"f32": np.dtype(np.float32), "f64": np.dtype(np.float64), "i32": np.dtype(np.int32),
-          "i64": np.dtype(np.int64), "bool": np.dtype(np.bool_)}
+DTYPES: dict[str, np.dtype] = {"f32": np.dtype(np.float32), "f64": np.dtype(np.float64), "i32": np.dtype(np.int32),
+                              "i64": np.dtype(np.int64), "bool": np.dtype(np.bool_)}
 #: the dtype a kernel reads and writes for a value of each dtype
 STORAGE = {"f32": "f32", "f64": "f64", "i32": "i32", "i64": "i64", "bool": "i32"}
 
@@ -116,6 +116,16 @@ class Value:
     def is_constant(self) -> bool:
         """Whether the value is a constant (its data is known at compile time)."""
         return self.data is not None
+
+    @property
+    def constant_data(self) -> np.ndarray:
+        """The data of a constant (a value in `Graph.constants`).
+
+        >>> Value("c", TensorType((2,), "f32"), data=np.zeros(2, np.float32)).constant_data.shape
+        (2,)
+        """
+        assert self.data is not None, f"{self.name} is not a constant"
+        return self.data
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -288,7 +298,7 @@ class Graph:
 
     def constant_bytes(self) -> int:
         """Bytes of all constants."""
-        return sum(int(c.data.nbytes) for c in self.constants)
+        return sum(int(c.constant_data.nbytes) for c in self.constants)
 
     def __str__(self) -> str:
         from .printer import format_graph

@@ -28,11 +28,17 @@ import pathlib
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ..errors import UsageError
 
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from ..target import MachineCode
+
 CACHE_FORMAT = 1
-_memory: dict[str, CompiledKernel] = {}
+_memory: dict[tuple[str, int, str], CompiledKernel] = {}
 _lock = threading.Lock()
 
 
@@ -44,12 +50,12 @@ class CompiledKernel:
     name: str
     text: str
     n_args: int
-    fn: object
+    fn: Callable[..., int]
     schedule_source: str
     schedule_json: str
     compile_seconds: float
     cached: bool
-    keep: object = field(default=None, repr=False)  # the MachineCode that owns the machine code
+    keep: MachineCode | None = field(default=None, repr=False)  # the MachineCode that owns the machine code
 
     def call(self, *addresses: int) -> None:
         """Run the kernel on buffer addresses; the error of a nonzero status otherwise (`status_error`): MemoryError
@@ -71,6 +77,7 @@ class CompiledKernel:
 
         from ..codegen_llvm import INDEX_ERROR_SUFFIX
         from ..runtime import _INDEX_ERROR_FN, status_error
+        assert self.keep is not None  # every kernel is built with its MachineCode (`_machine_code`)
         address = self.keep.engine.get_function_address(self.name + INDEX_ERROR_SUFFIX)
         op = tl.op(self.text)
         return status_error(op, status, _INDEX_ERROR_FN(address) if address else None,
@@ -132,7 +139,9 @@ def code_fingerprint() -> str:
     h = hashlib.sha256()
     # the whole compiler (the auto-scheduler's rules decide schedules too), and the hand schedules tl.build may take
     # (schedules/ in a checkout, tensorlang/schedules/ in an install, where tuner/ and cli/ sit inside tensorlang/ too)
-    hand_dir = pathlib.Path(importlib.util.find_spec("tensorlang.schedules").origin).parent
+    spec = importlib.util.find_spec("tensorlang.schedules")
+    assert spec is not None and spec.origin is not None  # a package of this install
+    hand_dir = pathlib.Path(spec.origin).parent
     upper = [root / name for name in ("schedules", "tuner", "cli")]
     core = [p for p in root.rglob("*.py") if not any(d in p.parents for d in upper)]
     for p in sorted([*core, *root.glob("csrc/*")]) + sorted(hand_dir.glob("*.py")):

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from ..errors import UsageError
 from . import ops
 from .affine import NotAffine
-from .builder import Builder
+from .builder import Builder, Ref
 from .ir import Node, Value
 
 
@@ -79,12 +79,12 @@ def lower_nodes(nodes: list[Node], outputs: list[Value], literals: bool = True) 
             if v is not None:
                 uses[v.uid] = uses.get(v.uid, 0) + 1
     wanted = {v.uid for v in outputs}
-    refs: dict[int, object] = {}
+    refs: dict[int, Ref] = {}
     for n in nodes:
         opdef = ops.get(n.op)
         if opdef.lower is None:
             raise UsageError(f"{n.op} (node {n.name}) has no kernel: it should have been folded into a constant")
-        ins = []
+        ins: list[Ref | None] = []
         for v in n.inputs:
             if v is None:
                 ins.append(None)

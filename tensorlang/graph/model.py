@@ -132,7 +132,7 @@ class Model:
         self.model_bytes = model_bytes
         self.passes = passes or []
         self.plan: MemoryPlan = plan_memory(graph, inplace=inplace)
-        self.constants = [storage_array(c.data) for c in graph.constants]
+        self.constants = [storage_array(c.constant_data) for c in graph.constants]
         if graph.input_spec is None:
             graph.input_spec = flat_spec(len(graph.inputs))
         spec = graph.input_spec
@@ -210,6 +210,7 @@ class Model:
 
     def _leaves(self, args, kwargs) -> list:
         spec = self.graph.input_spec
+        assert spec is not None  # set in __init__
         call = spec.get("call")  # torch.export's (args, kwargs)
         keywords = spec["items"][1]["keys"] if call else []
         unknown = [k for k in kwargs if k not in keywords]
@@ -357,7 +358,7 @@ class Model:
             opnames = "+".join(dict.fromkeys(n.op.split(".")[0] for n in nodes
                                              if ops.REGISTRY[n.op].kind != "view"))
             fl = self.flops(s)
-            row = (s.node.name, opnames[:48], str(s.node.outputs[0].type), s.kernel.schedule_source,
+            row: tuple[str, ...] = (s.node.name, opnames[:48], str(s.node.outputs[0].type), s.kernel.schedule_source,
                    f"{fl / 1e6:.2f}")
             if times:
                 row += (f"{times[k] * 1e3:.3f} ms", f"{100 * times[k] / total:.1f}%" if total else "-",

@@ -115,7 +115,7 @@ def store_model(key: str, model) -> bool:
             written = 0
             for c, at in zip(model.graph.constants, layout):
                 pad = bytes(at - written)
-                buf = memoryview(np.ascontiguousarray(c.data)).cast("B")
+                buf = np.ascontiguousarray(c.constant_data).data.cast("B")  # the array's bytes, as memoryview(array)
                 for chunk in (pad, buf):
                     f.write(chunk)
                     h.update(chunk)
@@ -171,7 +171,7 @@ def _read(folder: pathlib.Path, key: str) -> tuple[dict, dict[str, np.ndarray]] 
         if size != meta["bytes"]:
             return None
         raw = np.memmap(bin_path, dtype=np.uint8, mode="c") if size else np.zeros(0, np.uint8)
-        if hashlib.sha256(raw).hexdigest() != meta["sha256"]:
+        if hashlib.sha256(raw.data).hexdigest() != meta["sha256"]:
             return None
         from .ir import DTYPES
         constants = {}

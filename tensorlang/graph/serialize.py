@@ -174,8 +174,8 @@ def read_model_file(path) -> tuple[dict, dict[str, np.ndarray]]:
                                      f"tensorlang reads version {VERSION}: save it again with this version")
             constants = {}
             for k, spec in enumerate(data["graph"]["constants"]):
-                with z.open(f"constants/{k}.npy") as f:
-                    arr = np.lib.format.read_array(io.BytesIO(f.read()), allow_pickle=False)
+                with z.open(f"constants/{k}.npy") as member:
+                    arr = np.lib.format.read_array(io.BytesIO(member.read()), allow_pickle=False)
                 if list(arr.shape) != spec["shape"] or arr.dtype != DTYPES[spec["dtype"]]:
                     raise ModelFileError(f"{path}: constant {spec['name']} holds {arr.dtype}{list(arr.shape)}, "
                                          f"the graph says {spec['dtype']}{spec['shape']}")

@@ -73,7 +73,7 @@ def flatten(spec: dict, obj, what: str, path: str = "") -> list:
         return out
     if kind == "dict":
         if not isinstance(obj, dict) or set(obj) != set(spec["keys"]):
-            got = sorted(obj) if isinstance(obj, dict) else type(obj).__name__
+            got = str(sorted(obj)) if isinstance(obj, dict) else type(obj).__name__
             raise UsageError(f"{where}: expected a dict with keys {spec['keys']}, got {got}")
         out = []
         for k, s in zip(spec["keys"], spec["items"]):

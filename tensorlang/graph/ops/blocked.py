@@ -10,7 +10,7 @@ weights as [F/b, C/b, R, S, b_in, b_out] (depthwise: [C/b, R, S, b]), transforme
 """
 from __future__ import annotations
 
-from ..affine import divmod_aff
+from ..affine import divmod_exact
 from ..builder import cast
 from . import register
 from .common import fail, numel, out, pairs
@@ -40,7 +40,7 @@ def _from_lower(bld, node, refs):
     x = refs[0]
 
     def body(idx, _):
-        blk, lane = divmod_aff(idx[1], b, bld.ranges)
+        blk, lane = divmod_exact(idx[1], b, bld.ranges)
         return x.read([idx[0], blk, *idx[2:], lane])
     return [bld.stage(node.outputs[0].shape, node.outputs[0].dtype, body, decl=(n, cb, b, *s))]
 
@@ -84,7 +84,7 @@ def _conv_lower(bld, node, refs):
     w = bld.stage_of(refs[1])
     if depthwise:
         r, s = wv.shape[1:3]
-        red = (r, s)
+        red: tuple[int, ...] = (r, s)
 
         def body(idx, ri):
             xi = [idx[0], idx[1], idx[2] * stride[0] + ri[0] * dilation[0], idx[3] * stride[1] + ri[1] * dilation[1],

@@ -16,7 +16,7 @@ looped over [..., H', stride] that selects the input's element at offset 0 of ea
 """
 from __future__ import annotations
 
-from ..affine import Aff, divmod_aff
+from ..affine import Aff, divmod_exact
 from ..builder import MapRef, cast, literal
 from . import register
 from .common import fail, numel, out, pairs
@@ -107,11 +107,11 @@ def _zero_inserted(b, node, x, k: int, stride, padding, dilation):
     def body(idx, _):
         at, inside = [idx[0], idx[1]], []
         for d in range(k):
-            z = idx[2 + d]
-            if rows[d] is None:
+            z, row = idx[2 + d], rows[d]
+            if row is None:
                 at.append(z - lo[d])  # outside the input: 0
                 continue
-            at.append(f"clamp({rows[d].read([z])}, 0, {n_in[d] - 1})")
+            at.append(f"clamp({row.read([z])}, 0, {n_in[d] - 1})")
             inside.append(f"{z} >= {lo[d]} and {z} <= {lo[d] + stride[d] * (n_in[d] - 1)} and "
                           f"({z} - {lo[d]}) % {stride[d]} == 0")
         value = gather_text(xt, at) if inside else xt.read(at)
@@ -150,7 +150,7 @@ def _lower(b, node, refs):
         elif groups == 1:
             ch, wf, wc, taps = ridx[0], idx[1], ridx[0], ridx[1:]
         else:
-            g, _ = divmod_aff(idx[1], fg, b.ranges)
+            g, _ = divmod_exact(idx[1], fg, b.ranges)
             ch, wf, wc, taps = g * cg + ridx[0], idx[1], ridx[0], ridx[1:]
         xi = [idx[0], ch, *(idx[2 + d] * stride[d] + taps[d] * dilation[d] for d in range(k))]
         wi = [wf, wc, *taps]
@@ -163,7 +163,7 @@ def _lower(b, node, refs):
 def _flipped(idx, b, cg: int, fg: int, ksize) -> list:
     """The index into a transposed convolution's weight [C, F/G, *k] of the element [f, c', *t] of its equivalent
     convolution's weight [F, C/G, *k]: channel g*C/G + c', filter f - g*F/G (g = f // (F/G)), taps reversed."""
-    g, j = divmod_aff(idx[0], fg, b.ranges) if fg > 1 else (idx[0], Aff())
+    g, j = divmod_exact(idx[0], fg, b.ranges) if fg > 1 else (idx[0], Aff())
     return [g * cg + idx[1], j, *(t * -1 + (n - 1) for t, n in zip(idx[2:], ksize))]
 
 

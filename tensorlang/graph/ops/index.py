@@ -60,7 +60,7 @@ def _index_text(b, node, ref, size: int, idx, what: str):
             raise errors.IndexError(f"{node.op} (node {node.name}): index {k} is out of range for {what} (size "
                                     f"{size})")
         from ..affine import Aff
-        return Aff.const(k)
+        return Aff.const_(k)
     return ref.read(idx)
 
 

@@ -11,7 +11,7 @@ subtracts the row maximum before the exponential.
 """
 from __future__ import annotations
 
-from ..affine import divmod_aff
+from ..affine import divmod_exact
 from ..builder import MapRef, cast, literal
 from . import register
 from .common import as_float, fail, norm_dim, numel, out
@@ -146,7 +146,7 @@ def _gn_lower(b, node, refs):
     w, bias = refs[1], refs[2]
 
     def body(idx, _):
-        grp, _c = divmod_aff(idx[1], cg, b.ranges)
+        grp, _c = divmod_exact(idx[1], cg, b.ranges)
         at = [idx[0], grp] + [idx[0] * 0] * len(dims)
         y = f"({cast(x.read(idx), xv.dtype, dt)} - {mean.read(at)}) * {rstd.read(at)}"
         if w is not None:

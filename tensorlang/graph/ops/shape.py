@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..affine import Aff, NotAffine, divmod_aff, reshape_index, strides
+from ..affine import Aff, NotAffine, divmod_aff, divmod_exact, reshape_index, strides
 from ..builder import MapRef, cast, literal
 from . import register
 from .common import broadcast_shapes, fail, norm_dim, norm_dims, numel, out
@@ -210,7 +210,7 @@ def _select_infer(node):
 
 def _select_lower(b, node, refs):
     d, i = _select_params(node)
-    return [MapRef(refs[0], node.outputs[0].shape, lambda idx: [*idx[:d], Aff.const(i), *idx[d:]])]
+    return [MapRef(refs[0], node.outputs[0].shape, lambda idx: [*idx[:d], Aff.const_(i), *idx[d:]])]
 
 
 register("select.int", "injective", _select_infer, _select_lower,
@@ -227,7 +227,8 @@ def _flip_lower(b, node, refs):
 
 
 register("flip", "injective", _same, _flip_lower,
-         evaluate=lambda node, a: [np.ascontiguousarray(np.flip(a[0], norm_dims(node.attrs["dims"], a[0].ndim)))],
+         evaluate=lambda node, a: [np.ascontiguousarray(
+             np.flip(a[0], tuple(norm_dims(node.attrs["dims"], a[0].ndim))))],
          family="layout", doc="reverse dims")
 
 
@@ -383,7 +384,7 @@ def _interleaved_stage(b, node, ref, factors, in_shape):
     def body(idx, _):
         at = []
         for e, s in zip(idx, in_shape):
-            qr = divmod_aff(e, s, b.ranges)
+            qr = divmod_exact(e, s, b.ranges)
             at.append(qr[1])
         return ref.read(at[len(at) - len(ref.shape):])
     return b.stage(oshape, node.outputs[0].dtype, body, decl=decl)
@@ -428,7 +429,7 @@ def _strided_index(node, idx, ranges):
     """The input's index read by as_strided's element at `idx`, or NotAffine."""
     shape = node.inputs[0].shape
     _size, stride, base, dims = _strided_params(node)
-    addr = Aff.const(base)
+    addr = Aff.const_(base)
     for e, s in zip(idx, stride):
         addr = addr + e * s
     at = [Aff()] * len(shape)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from ... import errors
-from ..affine import Aff, divmod_aff
+from ..affine import Aff, divmod_exact
 from ..builder import LiteralRef, Ref, TensorRef, broadcast_index, cast, literal
 from ..ir import STORAGE
 from . import register
@@ -115,7 +115,7 @@ def _index_lower(b, node, refs):
         v, n = node.inputs[1 + k], xv.shape[k]
         if isinstance(refs[1 + k], LiteralRef):  # one constant index
             _check_range(node, k, np.asarray(refs[1 + k].value), n)
-            texts[k] = lambda bidx, c=int(refs[1 + k].value) % n: Aff.const(c)
+            texts[k] = lambda bidx, c=int(refs[1 + k].value) % n: Aff.const_(c)
             continue
         r = b.stage_of(refs[1 + k])
         lo = int(v.data.min()) if v.is_constant and v.data.size else -1
@@ -346,13 +346,14 @@ def _resample_lower(mode: str):
         dt = node.outputs[0].dtype
         (h, w), (oh, ow), scales = resample_params(node)
         lead = xv.shape[:-2]
-        if mode == "nearest" and _whole_factors(node) is not None:
-            fh, fw = _whole_factors(node)
+        if mode == "nearest" and (factors := _whole_factors(node)) is not None:
+            fh, fw = factors
             x = refs[0]
 
-            def body(idx, _):
-                return x.read([*idx[:-2], divmod_aff(idx[-2], fh, b.ranges)[0], divmod_aff(idx[-1], fw, b.ranges)[0]])
-            return [b.stage(node.outputs[0].shape, dt, body, decl=(*lead, h, fh, w, fw))]
+            def nearest(idx, _):
+                return x.read([*idx[:-2], divmod_exact(idx[-2], fh, b.ranges)[0],
+                               divmod_exact(idx[-1], fw, b.ranges)[0]])
+            return [b.stage(node.outputs[0].shape, dt, nearest, decl=(*lead, h, fh, w, fw))]
         if dt not in ("f32", "f64"):
             raise fail(node, f"{mode} upsampling of {dt} values is not supported")
         align = bool(node.attrs.get("align_corners", False))

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..affine import divmod_aff
+from ..affine import divmod_exact
 from ..builder import cast
 from . import register
 from .common import fail, out
@@ -96,9 +96,9 @@ def _in_lower(b, node, refs):
     q = b.stage((4, n, c, 2 * th + 2, tw), dt, along_x)
 
     def along_y(idx, _):  # V[4a+b, c, (n, th, tw)] = (Bᵀ-row a) of Q along y
-        a, bb = divmod_aff(idx[0], 4, b.ranges)
-        rest, col = divmod_aff(idx[2], tw, b.ranges)
-        img, row = divmod_aff(rest, th, b.ranges)
+        a, bb = divmod_exact(idx[0], 4, b.ranges)
+        rest, col = divmod_exact(idx[2], tw, b.ranges)
+        img, row = divmod_exact(rest, th, b.ranges)
         items = [q.read([bb, img, idx[1], row * 2 + k, col]) for k in range(4)]
         return _combine(a, items, BT)
     return [b.stage(node.outputs[0].shape, dt, along_y, decl=(4, 4, c, n, th, tw))]
@@ -132,8 +132,8 @@ def _out_lower(b, node, refs):
     r = b.stage((4, 2, f, t), dt, along_x)
 
     def along_y(idx, _):  # Y[n, f, 2th+i, 2tw+j] = (Aᵀ-row i) of R along a
-        row, i = divmod_aff(idx[2], 2, b.ranges)
-        col, j = divmod_aff(idx[3], 2, b.ranges)
+        row, i = divmod_exact(idx[2], 2, b.ranges)
+        col, j = divmod_exact(idx[3], 2, b.ranges)
         tile = (idx[0] * th + row) * tw + col
         return _combine(i, [r.read([k, j, idx[1], tile]) for k in range(4)], AT)
     y = b.stage((n, f, oh, ow), dt, along_y, decl=(n, f, th, 2, tw, 2))

@@ -16,6 +16,8 @@ from __future__ import annotations
 import hashlib
 import json
 
+from ..ir import Node, Value
+
 
 def _attrs_key(attrs: dict) -> str:
     return json.dumps(attrs, sort_keys=True, default=repr)
@@ -29,22 +31,22 @@ def run(graph) -> list[str]:
         cse.run(graph)       # ['b (exp) is a repeat of a: its users read a']
     """
     changes = []
-    seen_const: dict[tuple, object] = {}
+    seen_const: dict[tuple, Value] = {}
     for c in list(graph.constants):
         key = (c.dtype, c.shape, hashlib.sha256(c.data.tobytes()).hexdigest())
         first = seen_const.setdefault(key, c)
         if first is not c and graph.replace_uses(c, first):
             changes.append(f"constant {c.name} equals {first.name}")
-    seen: dict[tuple, object] = {}
+    seen: dict[tuple, Node] = {}
     for n in list(graph.nodes):
         if n.body is not None:
             continue
         key = (n.op, tuple(v.uid if v is not None else None for v in n.inputs), _attrs_key(n.attrs))
-        first = seen.setdefault(key, n)
-        if first is n:
+        earlier = seen.setdefault(key, n)
+        if earlier is n:
             continue
-        for old, new in zip(n.outputs, first.outputs):
+        for old, new in zip(n.outputs, earlier.outputs):
             graph.replace_uses(old, new)
         graph.nodes.remove(n)
-        changes.append(f"{n.name} ({n.op}) is a repeat of {first.name}: its users read {first.name}")
+        changes.append(f"{n.name} ({n.op}) is a repeat of {earlier.name}: its users read {earlier.name}")
     return changes

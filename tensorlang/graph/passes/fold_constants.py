@@ -24,8 +24,9 @@ from .. import ops
 GROWTH, SLACK = 4, 1 << 16
 
 
-def evaluate(node, arrays: list) -> list[np.ndarray]:
-    """A node's outputs for constant operands: the op's numpy evaluation, else its compiled kernel.
+def evaluate(node, arrays: list) -> list[np.ndarray | None]:
+    """A node's outputs for constant operands: the op's numpy evaluation, else its compiled kernel (None for an
+    output of no bytes, which a kernel does not write).
 
     >>> from tensorlang.graph.ir import Node, Value, TensorType
     >>> n = Node("exp", [Value("c", TensorType((2,), "f32"))], {}, [Value("y", TensorType((2,), "f32"))])

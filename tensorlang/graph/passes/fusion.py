@@ -63,9 +63,9 @@ class _Groups:
     def master(self, g: int) -> Node | None:
         return next((n for n in self.members[g] if _kind(n) in ("anchor", "reduce")), None)
 
-    def readers(self, v: Value) -> list[Node]:
+    def readers(self, v: Value) -> list[Node | None]:
         """The non-view nodes that read `v`, looking through views (None among them: a graph output)."""
-        out = []
+        out: list[Node | None] = []
         for u in self.users.get(v.uid, []):
             if _kind(u) == "view":
                 out += self.readers(u.outputs[0]) or [None]

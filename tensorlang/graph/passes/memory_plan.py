@@ -178,8 +178,8 @@ def plan_memory(graph: Graph, inplace: bool = True) -> MemoryPlan:
     buffers = []
     for uid, s in slot_of.items():
         locations[uid] = Location("arena", 0, offsets[s])
-    for s, off in zip(slots, offsets):
-        buffers.append(("/".join(s["names"]), s["start"], s["end"], off, s["bytes"]))
+    for slot, off in zip(slots, offsets):
+        buffers.append(("/".join(slot["names"]), slot["start"], slot["end"], off, slot["bytes"]))
     for n in graph.nodes:
         if is_alias(n):
             for v in n.outputs:

@@ -57,10 +57,10 @@ def run(graph) -> list[str]:
 
 def _round(graph, changes) -> None:
     for n in list(graph.nodes):
-        if n not in graph.nodes or n.body is not None:
-            continue
+        if n not in graph.nodes or n.body is not None or not n.outputs:
+            continue  # every rewrite below is of an op with an output
         ins = n.inputs
-        out = n.outputs[0] if n.outputs else None
+        out = n.outputs[0]
         p = [v.producer if v is not None else None for v in ins]
         if n.op == "add.Tensor" and len(ins) > 1 and ins[1] is not None and n.attrs.get("alpha", 1) == 1:
             for k in (0, 1):
