@@ -576,6 +576,16 @@ def test_the_winograd_fuzz_reaches_the_rewrite():
     assert sum(bool(_winograd_everywhere(random_graph(s, spatial=(6, 8)))) for s in range(FUZZ)) >= FUZZ // 4
 
 
+def test_the_fuzz_draws_branchy_graphs():
+    """Concatenated branches, channel shuffles and residual adds fed by a permute or a view all occur."""
+    graphs = [random_graph(s) for s in range(25)]
+    assert any(n.op == "cat" and len(n.inputs) > 1 for g in graphs for n in g.nodes)
+    assert any(n.op == "permute" and list(n.attrs["dims"]) == [0, 2, 1, 3, 4] for g in graphs for n in g.nodes)
+    assert any(n.op == "add.Tensor" and any(v is not None and v.producer is not None and
+                                            v.producer.op in ("permute", "view") for v in n.inputs)
+               for g in graphs for n in g.nodes)
+
+
 def check_plan(g):
     """No two arena buffers alive at the same step overlap in bytes; every buffer fits the arena."""
     plan = plan_memory(g)

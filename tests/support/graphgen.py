@@ -105,7 +105,7 @@ def random_graph(seed: int, spatial: tuple[int, int] = (6, 5)) -> Graph:
     def pick():
         return values[int(rng.integers(len(values)))] if rng.random() < 0.4 else values[-1]
     for _ in range(int(rng.integers(4, 10))):
-        if len(g.nodes) >= 16:  # branchy steps add several nodes: keep the graph small
+        if len(g.nodes) >= 14:  # branchy steps add several nodes: keep the graph small
             break
         v = pick()
         choice = rng.integers(15)
@@ -159,6 +159,8 @@ def random_graph(seed: int, spatial: tuple[int, int] = (6, 5)) -> Graph:
                 _node(g, "exp", [v], {})  # dead
         elif choice == 12:
             out = _concat_branches(g, rng, const, v)
+            if rng.random() < 0.4:  # ShuffleNetV2's unit: concatenate, then shuffle
+                out = _channel_shuffle(g, rng, out)
         elif choice == 13:
             out = _channel_shuffle(g, rng, v)
         else:
