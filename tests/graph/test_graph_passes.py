@@ -8,6 +8,8 @@ import os
 import numpy as np
 import pytest
 from graphgen import inputs_for, random_graph
+from oracle import assert_close
+from schedule_cases import _conv2d
 
 from tensorlang.graph import compile_graph, intermediate_bytes
 from tensorlang.graph.ir import Graph, TensorType
@@ -458,6 +460,79 @@ def test_verifier_catches_a_broken_graph():
         verify(g, after="fusion")
 
 
+# ---- branchy graphs: every pass, and the pipeline, against numpy ----
+
+def through_every_pass(build, reference, reduction_len):
+    """Each pass alone, and the whole pipeline, on `build()`'s graph compute what numpy's `reference` does on the
+    graph's inputs; the memory plan of each has no overlaps."""
+    ins = inputs_for(build())
+    want = reference(*ins)
+    for passes in [[p] for p in PIPELINE] + [None]:
+        g = build()
+        got = compile_graph(g, passes=passes).run_flat(ins)
+        assert_close(got[0], want, reduction_len, err_msg=passes[0][0] if passes else "pipeline")
+        check_plan(g)
+
+
+BRANCH_W = {k: np.random.default_rng(56).uniform(-1, 1, shape).astype(np.float32) for k, shape in
+            [("w1", (4, 8, 1, 1)), ("b1", (4,)), ("w3", (6, 8, 3, 3)), ("w2", (8, 10, 1, 1))]}
+
+
+def conv_relu(g, x, w, b=None, pad=0):
+    ws = [g.add_constant(k, BRANCH_W[k]) if k else None for k in (w, b)]
+    return node(g, "relu", [node(g, "convolution", [x, *ws], conv_attrs(pad))])
+
+
+def test_a_concatenation_of_two_branches_of_one_value_survives_every_pass():
+    """GoogLeNet's and DenseNet's shape: two convolutions read one value, their outputs concatenated by channel."""
+    def build():
+        g = Graph("concat")
+        x = g.add_input("x", TensorType((2, 8, 6, 5), "f32"))
+        cat = node(g, "cat", [conv_relu(g, x, "w1", "b1"), conv_relu(g, x, "w3", pad=1)], {"dim": 1})
+        g.outputs = [node(g, "convolution", [cat, g.add_constant("w2", BRANCH_W["w2"]), None], conv_attrs(0))]
+        return g
+
+    def reference(x):
+        a = np.maximum(_conv2d(x, BRANCH_W["w1"], stride=1, pad=0, dil=1) + BRANCH_W["b1"][:, None, None], 0)
+        b = np.maximum(_conv2d(x, BRANCH_W["w3"], stride=1, pad=1, dil=1), 0)
+        return _conv2d(np.concatenate([a, b], 1), BRANCH_W["w2"], stride=1, pad=0, dil=1)
+    through_every_pass(build, reference, 8 * 9 * 10)
+
+
+def test_a_channel_shuffle_survives_every_pass():
+    """ShuffleNetV2's shuffle of a convolution's output: view into groups, swap the group dims, view back."""
+    def build():
+        g = Graph("shuffle")
+        x = g.add_input("x", TensorType((2, 8, 6, 5), "f32"))
+        y = node(g, "cat", [conv_relu(g, x, "w1", "b1"), x], {"dim": 1})
+        t = node(g, "permute", [node(g, "view", [y], {"size": [2, 3, 4, 6, 5]})], {"dims": [0, 2, 1, 3, 4]})
+        g.outputs = [node(g, "mul.Tensor", [node(g, "view", [t], {"size": [2, 12, 6, 5]}), None], {"other": 2.0})]
+        return g
+
+    def reference(x):
+        a = np.maximum(_conv2d(x, BRANCH_W["w1"], stride=1, pad=0, dil=1) + BRANCH_W["b1"][:, None, None], 0)
+        y = np.concatenate([a, x], 1)
+        return 2 * y.reshape(2, 3, 4, 6, 5).transpose(0, 2, 1, 3, 4).reshape(2, 12, 6, 5)
+    through_every_pass(build, reference, 8)
+
+
+def test_a_residual_add_through_a_permute_and_its_inverse_survives_every_pass():
+    """A residual branch that runs channels-last between the producer and the add."""
+    def build():
+        g = Graph("residual")
+        x = g.add_input("x", TensorType((2, 8, 6, 5), "f32"))
+        y = conv_relu(g, x, "w1", "b1")
+        t = node(g, "tanh", [node(g, "permute", [y], {"dims": [0, 2, 3, 1]})])
+        branch = node(g, "permute", [t], {"dims": [0, 3, 1, 2]})
+        g.outputs = [node(g, "relu", [node(g, "add.Tensor", [y, branch])])]
+        return g
+
+    def reference(x):
+        y = np.maximum(_conv2d(x, BRANCH_W["w1"], stride=1, pad=0, dil=1) + BRANCH_W["b1"][:, None, None], 0)
+        return np.maximum(y + np.tanh(y.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2), 0)
+    through_every_pass(build, reference, 8)
+
+
 FUZZ = int(os.environ.get("TENSORLANG_GRAPH_FUZZ", "25"))
 
 
@@ -499,6 +574,16 @@ def test_winograd_keeps_what_random_graphs_compute(seed):
 
 def test_the_winograd_fuzz_reaches_the_rewrite():
     assert sum(bool(_winograd_everywhere(random_graph(s, spatial=(6, 8)))) for s in range(FUZZ)) >= FUZZ // 4
+
+
+def test_the_fuzz_draws_branchy_graphs():
+    """Concatenated branches, channel shuffles and residual adds fed by a permute or a view all occur."""
+    graphs = [random_graph(s) for s in range(25)]
+    assert any(n.op == "cat" and len(n.inputs) > 1 for g in graphs for n in g.nodes)
+    assert any(n.op == "permute" and list(n.attrs["dims"]) == [0, 2, 1, 3, 4] for g in graphs for n in g.nodes)
+    assert any(n.op == "add.Tensor" and any(v is not None and v.producer is not None and
+                                            v.producer.op in ("permute", "view") for v in n.inputs)
+               for g in graphs for n in g.nodes)
 
 
 def check_plan(g):
