@@ -111,19 +111,10 @@ def library_env(threads: int) -> dict:
     '2'
     """
     env = {v: str(threads) for v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")}
-    coretype = getattr(bench, "avx512_coretype", lambda: None)()
+    coretype = bench.avx512_coretype()
     if coretype:
         env["OPENBLAS_CORETYPE"] = coretype
     return env
-
-
-def _worker_errors() -> tuple:
-    return WorkerCrash, WorkerTimeout
-
-
-def _torch_available() -> bool:
-    import importlib.util
-    return importlib.util.find_spec("torch") is not None
 
 
 # ------------------------------------------------------------------------------------------------ one program
@@ -180,7 +171,7 @@ def contenders(p, args, sizes: dict, inputs: list, file: str, rec: dict) -> list
         except (common.TuneFailed, tl.TensorlangError) as e:
             rec["errors"]["tuned"] = str(e)
     for name, b in p.baselines.items():
-        if b.lib == "torch" and not _torch_available():
+        if b.lib == "torch" and not bench.torch_available():
             rec["errors"][name] = "PyTorch is not installed"
             continue
         init = {"suite": p.suite, "program": p.name, "baseline": name, "sizes": sizes, "threads": threads}
@@ -203,7 +194,7 @@ def measure(rows: list, args, rec: dict) -> tuple[dict, dict]:
     than ``--slow`` is timed by that call alone. Returns (outputs by row, timings by row); a row whose worker
     failed goes to ``rec["errors"]``. Every row's process is stopped at the end."""
     outputs, ran, slow = {}, [], []
-    failures = _worker_errors()
+    failures = (WorkerCrash, WorkerTimeout)
     try:
         for r in rows:
             try:
