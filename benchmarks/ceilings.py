@@ -71,6 +71,12 @@ def measure(threads: int) -> dict:
 
 
 def main(argv=None) -> None:
+    """Print the two ceilings for ``--threads``.
+
+    Example::
+
+        python benchmarks/ceilings.py --threads 2
+    """
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--threads", type=int, default=2, help="threads (default 2)")
     args = p.parse_args(argv)

@@ -39,24 +39,25 @@ _ELEMENTWISE = {"Add", "Sub", "Mul", "Div", "Pow", "Sqrt", "Reciprocal", "Relu",
 
 def op_category(op: str, inputs: list, outputs: list, parameter_bytes: int = 0) -> str:
     """The category (one of ``CATEGORIES``) of an onnxruntime node from its op type, its input and output shapes
-    (lists, None where unknown) and the bytes of the initializers it reads (a matrix product with a weight is a
-    GEMM, one of two activations a matmul).
+    (lists, None where unknown) and the bytes of the initializers it reads: a matrix product with a weight is a
+    GEMM, one of two activations a matmul (a weight that onnxruntime packed ahead is missing from the trace's
+    inputs, and from its parameter bytes).
 
     >>> op_category("Conv", [[1, 32, 56, 56], [32, 1, 3, 3], [32]], [[1, 32, 56, 56]])
     'depthwise conv'
-    >>> op_category("MatMul", [[1, 128, 768], [768, 768]], [[1, 128, 768]], 2359296)
-    '1x1 conv/GEMM'
+    >>> op_category("MatMul", [[1, 128, 768]], [[1, 128, 768]]), op_category("MatMul", [[1, 4, 8], [1, 8, 4]], [])
+    ('1x1 conv/GEMM', 'matmul')
     >>> op_category("ReduceMean", [[1, 64, 7, 7]], [[1, 64, 1, 1]]), op_category("Softmax", [], [])
     ('pooling', 'softmax/attention')
     """
-    if op in _CONV and len(inputs) > 1 and inputs[0] and inputs[1]:
+    if op in _CONV and len(inputs) > 1 and inputs[0] and inputs[1] and len(inputs[1]) == len(inputs[0]):
         return conv_category(inputs[1], inputs[0][1])
-    if op in ("Conv", "ConvTranspose"):
+    if op in _CONV or op == "ConvTranspose":
         return "conv"
     if op in _GEMM:
         return "1x1 conv/GEMM"
     if op in _MATMUL:
-        return "1x1 conv/GEMM" if parameter_bytes > 0 else "matmul"
+        return "1x1 conv/GEMM" if parameter_bytes > 0 or len(inputs) < 2 else "matmul"
     if op in _ATTENTION:
         return "softmax/attention"
     if op in _NORM:

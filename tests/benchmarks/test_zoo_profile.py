@@ -49,6 +49,9 @@ def test_the_trace_drops_warm_up_runs_and_takes_each_node_s_median():
     ("Conv", [[1, 16, 8, 8], [32, 16, 1, 1]], [[1, 32, 8, 8]], 0, "1x1 conv/GEMM"),
     ("Gemm", [[1, 32], [10, 32]], [[1, 10]], 1280, "1x1 conv/GEMM"),
     ("MatMul", [[2, 8, 4], [2, 4, 8]], [[2, 8, 8]], 0, "matmul"),
+    ("MatMul", [[1, 4, 16]], [[1, 4, 32]], 0, "1x1 conv/GEMM"),  # its weight packed ahead: not in the trace
+    ("MatMul", [[1, 4, 16], [16, 32]], [[1, 4, 32]], 2048, "1x1 conv/GEMM"),
+    ("FusedConv", [[1, 16, 8, 8], [16]], [[1, 16, 8, 8]], 0, "conv"),  # no weight shape: no finer category
     ("GlobalAveragePool", [[1, 8, 4, 4]], [[1, 8, 1, 1]], 0, "pooling"),
     ("ReduceMean", [[1, 128, 768]], [[1, 128, 1]], 0, "other"),
     ("LayerNormalization", [[1, 128, 768]], [[1, 128, 768]], 0, "norm"),
