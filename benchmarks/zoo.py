@@ -20,7 +20,8 @@ runnable model, cold (a fresh process, an empty kernel cache: TENSORLANG_KERNEL_
 (a fresh process, that cache filled). ``--profile`` writes where each millisecond goes on both sides: tensorlang's
 kernels (``Model.profile``: each kernel's median over ``--profile-calls`` runs) and onnxruntime's own profile
 (``enable_profiling``, the same threads, warm-up runs left out: benchmarks/ort_profile.py), each summed by op
-category (``tensorlang.graph.profile.CATEGORIES``), side by side, with every tensorlang kernel's bound and share of
+category (``tensorlang.graph.profile.CATEGORIES``), side by side, with each side's whole call (and onnxruntime's
+without its profiler, which costs time in every node it records) and every tensorlang kernel's bound and share of
 the machine's FMA peak or memory bandwidth (measured once per run by benchmarks/ceilings.py for the thread count,
 or given with ``--peak-gflops`` and ``--bandwidth-gbps``). The run ends with one table (markdown, and every figure
 and error in ``--json``), then the profiles.
@@ -162,8 +163,9 @@ def profile_both(model, np_args: list, onnx_path: str | None, threads: int, call
                  onnx_why: str = "") -> dict:
     """{tensorlang, onnxruntime, ceilings}: tensorlang's kernels profiled over `calls` runs (every kernel's row, with
     its bound and share of the `ceilings` {peak_gflops, bandwidth_gbps}) and onnxruntime's own profile of the model
-    at `onnx_path` (benchmarks/ort_profile.py), each with its time per op category and its total (the kernels'
-    times summed); a side that fails is {error}.
+    at `onnx_path` (benchmarks/ort_profile.py), each with its time per op category, its total (the kernels' times
+    summed) and its whole call's median (``call_s``, ``run_s``: the kernels and what runs between them); a side that
+    fails is {error}.
 
     Example::
 
@@ -177,8 +179,13 @@ def profile_both(model, np_args: list, onnx_path: str | None, threads: int, call
         times = model.profile_flat(np_args, repeat=calls)
         rows = model.kernel_rows(times, peak_gflops=ceilings.get("peak_gflops"),
                                  bandwidth_gbps=ceilings.get("bandwidth_gbps"))
-        out["tensorlang"] = {"runs": calls, "kernels_s": sum(times), "by_category": by_category(rows),
-                             "kernels": [r.as_dict() for r in rows]}
+        whole = []
+        for _ in range(calls):
+            t0 = time.perf_counter()
+            model(*np_args)
+            whole.append(time.perf_counter() - t0)
+        out["tensorlang"] = {"runs": calls, "kernels_s": sum(times), "call_s": statistics.median(whole),
+                             "by_category": by_category(rows), "kernels": [r.as_dict() for r in rows]}
     except Exception as e:
         out["tensorlang"] = {"error": _error(e)}
     if onnx_path is None:
@@ -371,14 +378,18 @@ def profile_lines(row: dict, top: int = 5) -> list[str]:
     both sides (tensorlang's kernels, onnxruntime's nodes, and onnxruntime's / tensorlang's), the totals, then
     tensorlang's `top` slowest kernels with their bound and share of it; [] without a profile.
 
-    >>> p = {"tensorlang": {"runs": 3, "kernels_s": 0.003, "by_category": {"conv": 0.002, "elementwise": 0.001},
-    ...                     "kernels": []},
-    ...      "onnxruntime": {"runs": 3, "kernels_s": 0.002, "run_s": 0.0022, "by_category": {"conv": 0.002}},
+    >>> p = {"tensorlang": {"runs": 3, "kernels_s": 0.003, "call_s": 0.0031,
+    ...                     "by_category": {"conv": 0.002, "elementwise": 0.001}, "kernels": []},
+    ...      "onnxruntime": {"runs": 3, "kernels_s": 0.002, "run_s": 0.0022, "unprofiled_run_s": 0.0021,
+    ...                      "by_category": {"conv": 0.002}},
     ...      "ceilings": {}}
     >>> print("\\n".join(profile_lines({"model": "m", "profile": p})[4:7]))
     | conv | 2.000 | 66.7% | 2.000 | 100.0% | 1.00 |
     | elementwise | 1.000 | 33.3% | - | - | - |
     | **kernels total** | 3.000 | 100% | 2.000 | 100% | 0.67 |
+    >>> profile_lines({"model": "m", "profile": p})[8]
+    '- the whole call (median): tensorlang 3.100 ms (0.100 ms outside the kernels), onnxruntime 2.200 ms (0.200 ms \
+outside the kernels); onnxruntime without its profiler 2.100 ms'
     """
     from tensorlang.graph.profile import CATEGORIES
     p = row.get("profile")
@@ -406,8 +417,12 @@ def profile_lines(row: dict, top: int = 5) -> list[str]:
                  f"{'100%' if ort_total else '-'} | {ratio(tl_total, ort_total)} |")
     notes = [f"{name}: {side['error']}" for name, side in (("tensorlang", tl_side), ("onnxruntime", ort))
              if "error" in side]
-    if "run_s" in ort:
-        notes.append(f"onnxruntime's whole run (median of {ort['runs']}): {ort['run_s'] * 1e3:.3f} ms")
+    whole = [f"{name} {side[key] * 1e3:.3f} ms ({(side[key] - side['kernels_s']) * 1e3:.3f} ms outside the kernels)"
+             for name, side, key in (("tensorlang", tl_side, "call_s"), ("onnxruntime", ort, "run_s")) if key in side]
+    if "unprofiled_run_s" in ort:
+        whole[-1] += f"; onnxruntime without its profiler {ort['unprofiled_run_s'] * 1e3:.3f} ms"
+    if whole:
+        notes.append("the whole call (median): " + ", ".join(whole))
     c = p.get("ceilings", {})
     if c:
         notes.append(f"ceilings: FMA peak {c['peak_gflops']:.1f} GFLOPS, bandwidth {c['bandwidth_gbps']:.1f} GB/s")

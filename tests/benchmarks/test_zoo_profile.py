@@ -98,6 +98,7 @@ def test_zoo_profile_writes_both_breakdowns(tmp_path, capsys):
     tl_side, ort = p["tensorlang"], p["onnxruntime"]
     assert "error" not in tl_side and "error" not in ort, p
     assert tl_side["runs"] == 3 and ort["runs"] == 3 and ort["threads"] == 2
+    assert tl_side["call_s"] > 0 and ort["run_s"] > 0 and ort["unprofiled_run_s"] > 0
     for side in (tl_side, ort):
         assert side["by_category"] and set(side["by_category"]) <= set(CATEGORIES)
         assert math.isclose(sum(side["by_category"].values()), side["kernels_s"], rel_tol=1e-9)
@@ -113,3 +114,5 @@ def test_zoo_profile_writes_both_breakdowns(tmp_path, capsys):
         assert abs(sums[col] - totals[col]) <= 0.0005 * (len(CATEGORIES) + 1), (col, sums, totals)
     assert totals[1] == pytest.approx(tl_side["kernels_s"] * 1e3, abs=6e-4)
     assert any(line.startswith("- tensorlang's slowest kernels: ") for line in lines)
+    assert any(line.startswith("- the whole call (median): tensorlang ") and "without its profiler" in line
+               for line in lines)
