@@ -7,6 +7,7 @@ import json
 import math
 import pathlib
 import sys
+import tempfile
 
 import pytest
 
@@ -77,7 +78,7 @@ def _markdown_sums(lines: list, model: str) -> tuple[dict, dict]:
     return sums, {col: float(total[col]) for col in (1, 3)}
 
 
-def test_zoo_profile_writes_both_breakdowns(tmp_path, capsys):
+def test_zoo_profile_writes_both_breakdowns(tmp_path, capsys, monkeypatch):
     pytest.importorskip("onnx")
     pytest.importorskip("onnxruntime")
     import zoo_models
@@ -86,6 +87,7 @@ def test_zoo_profile_writes_both_breakdowns(tmp_path, capsys):
     except ImportError as e:
         pytest.skip(f"the toy model needs {e.name} (see docs/user-guide/models.md, 'The zoo')")
     import zoo
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the run's work folder (ONNX file, kernel cache)
     out = tmp_path / "zoo.json"
     status = zoo.main(["--models", "toy_swin_vit", "--no-dynamo", "--profile", "--profile-calls", "3",
                        "--peak-gflops", "100", "--bandwidth-gbps", "20", "--json", str(out)])
