@@ -6,7 +6,8 @@ error, never the end of the run: each model runs in its own process, and one tha
 a FAIL row for the check it was in.
 
     python benchmarks/zoo.py [--models resnet18,timm_vit_tiny_patch16_224,hf_bert,...] [--threads 2]
-                             [--onnx] [--time] [--no-dynamo] [--json zoo.json] [--md zoo.md]
+                             [--onnx] [--time] [--profile [--profile-calls 25]] [--no-dynamo]
+                             [--json zoo.json] [--md zoo.md]
 
 ``--onnx`` exports the torchvision models to ONNX (opset 17) and compiles them through ``tl.from_onnx``, checked
 against onnxruntime ("from_onnx not available" where this tensorlang has no ONNX frontend). ``--time`` times
@@ -16,8 +17,14 @@ explicitly for every library (tensorlang's through TENSORLANG_NUM_THREADS), each
 calls, the contenders in turn for 3 rotations; the median of all calls and the spread (the fastest and slowest
 block's median) per contender, and each one's outputs checked; and the compile time from the torch module to a
 runnable model, cold (a fresh process, an empty kernel cache: TENSORLANG_KERNEL_CACHE set to a new folder) and warm
-(a fresh process, that cache filled). The run ends with one table (markdown, and every
-figure and error in ``--json``).
+(a fresh process, that cache filled). ``--profile`` writes where each millisecond goes on both sides: tensorlang's
+kernels (``Model.profile``: each kernel's median over ``--profile-calls`` runs) and onnxruntime's own profile
+(``enable_profiling``, the same threads, warm-up runs left out: benchmarks/ort_profile.py), each summed by op
+category (``tensorlang.graph.profile.CATEGORIES``), side by side, with each side's whole call (and onnxruntime's
+without its profiler, which costs time in every node it records) and every tensorlang kernel's bound and share of
+the machine's FMA peak or memory bandwidth (measured once per run by benchmarks/ceilings.py for the thread count,
+or given with ``--peak-gflops`` and ``--bandwidth-gbps``). The run ends with one table (markdown, and every figure
+and error in ``--json``), then the profiles.
 
 Speed figures on a shared machine are noisy: compare only the ratios of one run. Install the models with the
 ``zoo`` extra (``pip install -e '.[zoo]'``, see docs/user-guide/models.md).
@@ -93,6 +100,7 @@ def _check(got, reference) -> dict:
 
 
 def _onnx_session(module, args, path: str, threads: int):
+    """A call of the model exported to ONNX at `path` in an onnxruntime session with `threads` intra-op threads."""
     import onnxruntime as ort
     import torch
     # without MultiheadAttention's fused inference path (aten._native_multi_head_attention has no ONNX export)
@@ -151,9 +159,50 @@ def time_contenders(contenders: list) -> dict:
     return out
 
 
-def bench(name: str, threads: int, dynamo: bool, onnx: bool, timing: bool, work: str, save=None) -> dict:
+def profile_both(model, np_args: list, onnx_path: str | None, threads: int, calls: int, ceilings: dict,
+                 onnx_why: str = "") -> dict:
+    """{tensorlang, onnxruntime, ceilings}: tensorlang's kernels profiled over `calls` runs (every kernel's row, with
+    its bound and share of the `ceilings` {peak_gflops, bandwidth_gbps}) and onnxruntime's own profile of the model
+    at `onnx_path` (benchmarks/ort_profile.py), each with its time per op category, its total (the kernels' times
+    summed) and its whole call's median (``call_s``, ``run_s``: the kernels and what runs between them); a side that
+    fails is {error}.
+
+    Example::
+
+        profile_both(model, [x], "work/resnet18/model.onnx", 2, 25, {"peak_gflops": 200.0, "bandwidth_gbps": 30.0})
+    """
+    import ort_profile
+
+    from tensorlang.graph.profile import by_category
+    out: dict = {"ceilings": ceilings}
+    try:
+        times = model.profile_flat(np_args, repeat=calls)
+        rows = model.kernel_rows(times, peak_gflops=ceilings.get("peak_gflops"),
+                                 bandwidth_gbps=ceilings.get("bandwidth_gbps"))
+        whole = []
+        for _ in range(calls):
+            t0 = time.perf_counter()
+            model(*np_args)
+            whole.append(time.perf_counter() - t0)
+        out["tensorlang"] = {"runs": calls, "kernels_s": sum(times), "call_s": statistics.median(whole),
+                             "by_category": by_category(rows), "kernels": [r.as_dict() for r in rows]}
+    except Exception as e:
+        out["tensorlang"] = {"error": _error(e)}
+    if onnx_path is None:
+        out["onnxruntime"] = {"error": onnx_why or "no ONNX model"}
+    else:
+        try:
+            out["onnxruntime"] = ort_profile.profile_onnx(onnx_path, np_args, threads, calls)
+        except Exception as e:
+            out["onnxruntime"] = {"error": _error(e)}
+    return out
+
+
+def bench(name: str, threads: int, dynamo: bool, onnx: bool, timing: bool, work: str, save=None,
+          profile: dict | None = None) -> dict:
     """Every check and figure of the module's docstring for one model (errors as FAIL entries); `save(row)` is
-    called with the row so far after each check, so that a process that dies leaves the checks it finished."""
+    called with the row so far after each check, so that a process that dies leaves the checks it finished.
+    `profile` ({calls, peak_gflops, bandwidth_gbps}) asks for `profile_both` after the rest."""
     import numpy as np
     import torch
 
@@ -200,7 +249,7 @@ def bench(name: str, threads: int, dynamo: bool, onnx: bool, timing: bool, work:
             torch._dynamo.reset()
         save(row)
     session, session_why = None, ""
-    if onnx or timing:
+    if onnx or timing or profile:
         try:
             session = _onnx_session(module, args, os.path.join(work, name, "model.onnx"), threads)
         except Exception as e:
@@ -229,17 +278,22 @@ def bench(name: str, threads: int, dynamo: bool, onnx: bool, timing: bool, work:
         row["time_checked"] = {n: _check(fn(), reference) for n, fn in contenders if n != "torch eager"}
         if session is None:
             row["time_not_run"] = {"onnxruntime": session_why}
+        save(row)
+    if profile and model is not None:
+        ceilings = {k: profile[k] for k in ("peak_gflops", "bandwidth_gbps") if profile.get(k)}
+        row["profile"] = profile_both(model, np_args, os.path.join(work, name, "model.onnx") if session else None,
+                                      threads, profile["calls"], ceilings, session_why)
     return row
 
 
-def stages(name: str, dynamo: bool, onnx: bool, timing: bool) -> list[str]:
+def stages(name: str, dynamo: bool, onnx: bool, timing: bool, profile: bool = False) -> list[str]:
     """The checks `bench` makes of model `name`, in order.
 
-    >>> stages("hf_bert", True, True, False), stages("resnet18", False, True, True)
-    (['export', 'dynamo'], ['export', 'onnx', 'time_checked'])
+    >>> stages("hf_bert", True, True, False), stages("resnet18", False, True, True, True)
+    (['export', 'dynamo'], ['export', 'onnx', 'time_checked', 'profile'])
     """
     return ["export"] + ["dynamo"] * dynamo + ["onnx"] * (onnx and zoo_models.family(name) == "torchvision") + \
-        ["time_checked"] * timing
+        ["time_checked"] * timing + ["profile"] * profile
 
 
 def bench_in_child(name: str, argv: list, work: str, expected: list) -> dict:
@@ -310,9 +364,74 @@ def table(rows: list, threads: int) -> list[str]:
                  for c, check in r.get("time_checked", {}).items() if check["status"] != "ok"]
     failures += [(r["model"], k, r[k]["error"]) for r in rows for k in ("compile_cold", "compile_warm")
                  if "error" in r.get(k, {})]
+    failures += [(r["model"], "profile", r["profile"]["why"]) for r in rows
+                 if r.get("profile", {}).get("status") == "FAIL"]
+    failures += [(r["model"], f"profile {side}", r["profile"][side]["error"]) for r in rows
+                 for side in ("tensorlang", "onnxruntime") if "error" in r.get("profile", {}).get(side, {})]
     if failures:
         lines += ["", "Failures:"] + [f"- {m} ({k}): {why}" for m, k, why in failures]
     return lines
+
+
+def profile_lines(row: dict, top: int = 5) -> list[str]:
+    """Where one model's milliseconds go (its row's ``profile``): a markdown table of the time per op category on
+    both sides (tensorlang's kernels, onnxruntime's nodes, and onnxruntime's / tensorlang's), the totals, then
+    tensorlang's `top` slowest kernels with their bound and share of it; [] without a profile.
+
+    >>> p = {"tensorlang": {"runs": 3, "kernels_s": 0.003, "call_s": 0.0031,
+    ...                     "by_category": {"conv": 0.002, "elementwise": 0.001}, "kernels": []},
+    ...      "onnxruntime": {"runs": 3, "kernels_s": 0.002, "run_s": 0.0022, "unprofiled_run_s": 0.0021,
+    ...                      "by_category": {"conv": 0.002}},
+    ...      "ceilings": {}}
+    >>> print("\\n".join(profile_lines({"model": "m", "profile": p})[4:7]))
+    | conv | 2.000 | 66.7% | 2.000 | 100.0% | 1.00 |
+    | elementwise | 1.000 | 33.3% | - | - | - |
+    | **kernels total** | 3.000 | 100% | 2.000 | 100% | 0.67 |
+    >>> profile_lines({"model": "m", "profile": p})[8]
+    '- the whole call (median): tensorlang 3.100 ms (0.100 ms outside the kernels), onnxruntime 2.200 ms (0.200 ms \
+outside the kernels); onnxruntime without its profiler 2.100 ms'
+    """
+    from tensorlang.graph.profile import CATEGORIES
+    p = row.get("profile")
+    if not p or "tensorlang" not in p:
+        return []
+    tl_side, ort = p["tensorlang"], p.get("onnxruntime", {})
+    tl_cat, ort_cat = tl_side.get("by_category", {}), ort.get("by_category", {})
+    tl_total, ort_total = tl_side.get("kernels_s"), ort.get("kernels_s")
+
+    def ms(s):
+        return f"{s * 1e3:.3f}" if s is not None else "-"
+
+    def share(s, total):
+        return f"{100 * s / total:.1f}%" if s is not None and total else "-"
+
+    def ratio(a, b):
+        return f"{b / a:.2f}" if a and b else "-"
+    lines = [f"### {row['model']}: where the milliseconds go (per call)", "",
+             "| category | tensorlang ms | share | onnxruntime ms | share | x onnxruntime |", "|" + "---|" * 6]
+    for c in CATEGORIES:
+        a, b = tl_cat.get(c), ort_cat.get(c)
+        if a is not None or b is not None:
+            lines.append(f"| {c} | {ms(a)} | {share(a, tl_total)} | {ms(b)} | {share(b, ort_total)} | {ratio(a, b)} |")
+    lines.append(f"| **kernels total** | {ms(tl_total)} | {'100%' if tl_total else '-'} | {ms(ort_total)} | "
+                 f"{'100%' if ort_total else '-'} | {ratio(tl_total, ort_total)} |")
+    notes = [f"{name}: {side['error']}" for name, side in (("tensorlang", tl_side), ("onnxruntime", ort))
+             if "error" in side]
+    whole = [f"{name} {side[key] * 1e3:.3f} ms ({(side[key] - side['kernels_s']) * 1e3:.3f} ms outside the kernels)"
+             for name, side, key in (("tensorlang", tl_side, "call_s"), ("onnxruntime", ort, "run_s")) if key in side]
+    if "unprofiled_run_s" in ort:
+        whole[-1] += f"; onnxruntime without its profiler {ort['unprofiled_run_s'] * 1e3:.3f} ms"
+    if whole:
+        notes.append("the whole call (median): " + ", ".join(whole))
+    c = p.get("ceilings", {})
+    if c:
+        notes.append(f"ceilings: FMA peak {c['peak_gflops']:.1f} GFLOPS, bandwidth {c['bandwidth_gbps']:.1f} GB/s")
+    slow = sorted(tl_side.get("kernels", []), key=lambda k: -(k["seconds"] or 0.0))[:top]
+    if slow:
+        notes.append("tensorlang's slowest kernels: " + "; ".join(
+            f"{k['node']} ({k['category']}, {k['seconds'] * 1e3:.3f} ms"
+            + (f", {k['bound']}-bound at {100 * k['share']:.0f}%" if k.get("bound") else "") + ")" for k in slow))
+    return lines + [""] + [f"- {n}" for n in notes] + [""]
 
 
 def main(argv=None) -> int:
@@ -329,6 +448,14 @@ def main(argv=None) -> int:
     p.add_argument("--onnx", action="store_true", help="also the torchvision models through ONNX and tl.from_onnx")
     p.add_argument("--time", action="store_true",
                    help="time against onnxruntime and torch eager, and the compile (cold and warm)")
+    p.add_argument("--profile", action="store_true",
+                   help="where each millisecond goes: tensorlang's kernels and onnxruntime's profile by op category")
+    p.add_argument("--profile-calls", type=int, default=BLOCK, metavar="N",
+                   help=f"runs each profile takes its medians over (default {BLOCK})")
+    p.add_argument("--peak-gflops", type=float, metavar="GFLOPS",
+                   help="the FMA peak for the thread count (default: measured, benchmarks/ceilings.py)")
+    p.add_argument("--bandwidth-gbps", type=float, metavar="GBPS",
+                   help="the memory bandwidth for the thread count (default: measured, the triad)")
     p.add_argument("--no-dynamo", action="store_true", help="leave out the torch.compile(backend='tensorlang') check")
     p.add_argument("--json", metavar="FILE", help="write every figure and error as JSON")
     p.add_argument("--md", metavar="FILE", help="write the table as markdown")
@@ -340,33 +467,56 @@ def main(argv=None) -> int:
             p.error(f"--models: unknown model {n!r}; models: {', '.join(zoo_models.NAMES)}")
     if args.threads < 1:
         p.error("--threads: must be at least 1")
+    if args.profile_calls < 1:
+        p.error("--profile-calls: must be at least 1")
+    for flag, value in (("--peak-gflops", args.peak_gflops), ("--bandwidth-gbps", args.bandwidth_gbps)):
+        if value is not None and value <= 0:
+            p.error(f"{flag}: must be positive, got {value}")
     os.environ["TENSORLANG_NUM_THREADS"] = str(args.threads)
+    profile = None
+    if args.profile:
+        profile = {"calls": args.profile_calls, "peak_gflops": args.peak_gflops, "bandwidth_gbps": args.bandwidth_gbps}
     if args.row:
         def save(row):
             with open(args.row, "w") as f:
                 json.dump(row, f)
         save(bench(names[0], args.threads, not args.no_dynamo, args.onnx, args.time,
-                   os.path.dirname(os.path.abspath(args.row)), save))
+                   os.path.dirname(os.path.abspath(args.row)), save, profile))
         return 0
+    if profile and (args.peak_gflops is None or args.bandwidth_gbps is None):
+        import ceilings
+        print("measuring the FMA peak and the memory bandwidth ...", file=sys.stderr, flush=True)
+        measured = ceilings.measure(args.threads)
+        profile["peak_gflops"] = args.peak_gflops or measured["peak_gflops"]
+        profile["bandwidth_gbps"] = args.bandwidth_gbps or measured["bandwidth_gbps"]
     work = tempfile.mkdtemp(prefix="tensorlang-zoo-")
     child = ["--threads", str(args.threads)] + ["--onnx"] * args.onnx + ["--time"] * args.time + \
         ["--no-dynamo"] * args.no_dynamo
+    if profile:
+        child += ["--profile", "--profile-calls", str(profile["calls"]), "--peak-gflops", str(profile["peak_gflops"]),
+                  "--bandwidth-gbps", str(profile["bandwidth_gbps"])]
     rows = []
     for n in names:  # each in its own process: a model that crashes its process is a FAIL row
         print(f"{n} ...", file=sys.stderr, flush=True)
-        rows.append(bench_in_child(n, child, work, stages(n, not args.no_dynamo, args.onnx, args.time)))
+        rows.append(bench_in_child(n, child, work, stages(n, not args.no_dynamo, args.onnx, args.time, args.profile)))
         print(f"  {json.dumps(rows[-1])[:600]}", file=sys.stderr, flush=True)
     lines = table(rows, args.threads)
+    if profile:
+        lines += ["", f"## Where the milliseconds go ({args.threads} threads; each kernel's or node's median over "
+                      f"{profile['calls']} runs; x onnxruntime = onnxruntime's ms / tensorlang's)", ""]
+        lines += [line for r in rows for line in profile_lines(r)]
     print("\n".join(lines))
     if args.md:
         with open(args.md, "w") as f:
             f.write("\n".join(lines) + "\n")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"threads": args.threads, "block": BLOCK, "rotations": ROTATIONS, "models": rows}, f, indent=1)
+            json.dump({"threads": args.threads, "block": BLOCK, "rotations": ROTATIONS, "models": rows,
+                       **({"profile": profile} if profile else {})}, f, indent=1)
     bad = [r for r in rows if any(isinstance(r.get(k), dict) and r[k].get("status") != "ok"
                                   for k in ("export", "dynamo", "onnx"))
-           or any(isinstance(c, dict) and c.get("status") != "ok" for c in r.get("time_checked", {}).values())]
+           or any(isinstance(c, dict) and c.get("status") != "ok" for c in r.get("time_checked", {}).values())
+           or r.get("profile", {}).get("status") == "FAIL"]
     return 1 if bad else 0
 
 

@@ -339,40 +339,66 @@ class Model:
                 self._arenas.append(arena)
         return [float(np.median(t)) for t in times]
 
-    def summary(self, *args, repeat: int = 3) -> str:
-        """A table, one row per kernel call: node, ops, output shape, schedule source, FLOPs, and with inputs given
-        (as for a call) the time share and GFLOPS of a profile run.
+    def summary(self, *args, repeat: int = 3, peak_gflops: float | None = None,
+                bandwidth_gbps: float | None = None) -> str:
+        """A table, one row per kernel call: node, ops, category, output shape, schedule source, FLOPs, bytes moved,
+        and with inputs given (as for a call) the time, share, GFLOPS and GB/s of a profile run, then the time per
+        op category. With the machine's FMA peak and memory bandwidth (both, for the thread count the model runs
+        with; benchmarks/fma_peak.py and the triad of benchmarks/suites measure them) each kernel's bound and its
+        share of that ceiling too. See `kernel_rows` for the rows as data.
 
         Example::
 
-            print(model.summary(x))    # node  ops  output  schedule  MFLOP  time  share  GFLOPS
+            print(model.summary(x))    # node  ops  category  output  schedule  MFLOP  MB  time  share  GFLOPS  GB/s
+            print(model.summary(x, peak_gflops=150.0, bandwidth_gbps=20.0))    # ...  bound  of ceiling
         """
-        return self.summary_table(self.profile(*args, repeat=repeat) if args else None)
+        times = self.profile(*args, repeat=repeat) if args else None
+        return self.summary_table(times, peak_gflops=peak_gflops, bandwidth_gbps=bandwidth_gbps)
 
-    def summary_table(self, times: list[float] | None = None) -> str:
-        """The `summary` table for kernel times already measured (`profile`), or without times."""
-        total = sum(times) if times else 0.0
-        rows = [("node", "ops", "output", "schedule", "MFLOP") + (("time", "share", "GFLOPS") if times else ())]
+    def kernel_rows(self, times: list[float] | None = None, *, peak_gflops: float | None = None,
+                    bandwidth_gbps: float | None = None) -> list:
+        """One `tensorlang.graph.profile.KernelRow` per kernel call (in `steps` order), with the kernel times of
+        `profile` where given, and each kernel's bound and share of it where the FMA peak (GFLOPS) and the memory
+        bandwidth (GB/s) are given.
+
+        Example::
+
+            rows = model.kernel_rows(model.profile(x), peak_gflops=150.0, bandwidth_gbps=20.0)
+            profile.by_category(rows)    # {'conv': 0.0021, 'elementwise': 0.0004, ...}
+        """
+        from . import profile
+        if times is not None and len(times) != len(self.steps):
+            raise UsageError(f"{self.graph.name}: {len(times)} kernel times for {len(self.steps)} kernels")
+        if (peak_gflops is None) != (bandwidth_gbps is None):
+            raise UsageError("give both the FMA peak (peak_gflops) and the memory bandwidth (bandwidth_gbps), or "
+                             "neither: which one bounds a kernel depends on both")
+        rows = []
         for k, s in enumerate(self.steps):
             nodes = s.node.body.nodes if s.node.body is not None else [s.node]
             opnames = "+".join(dict.fromkeys(n.op.split(".")[0] for n in nodes
                                              if ops.REGISTRY[n.op].kind != "view"))
-            fl = self.flops(s)
-            row: tuple[str, ...] = (s.node.name, opnames[:48], str(s.node.outputs[0].type), s.kernel.schedule_source,
-                   f"{fl / 1e6:.2f}")
-            if times:
-                row += (f"{times[k] * 1e3:.3f} ms", f"{100 * times[k] / total:.1f}%" if total else "-",
-                        f"{fl / times[k] / 1e9:.2f}" if times[k] > 0 else "-")
-            rows.append(row)
-        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-        lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+            moved = sum(v.type.nbytes for v in (*s.program.inputs, *s.program.outputs))
+            rows.append(profile.KernelRow(s.node.name, opnames, profile.kernel_category(s.node),
+                                          str(s.node.outputs[0].type), s.kernel.schedule_source, self.flops(s), moved,
+                                          times[k] if times is not None else None))
+        if times is not None and peak_gflops is not None and bandwidth_gbps is not None:
+            rows = profile.with_ceilings(rows, peak_gflops, bandwidth_gbps)
+        return rows
+
+    def summary_table(self, times: list[float] | None = None, *, peak_gflops: float | None = None,
+                      bandwidth_gbps: float | None = None) -> str:
+        """The `summary` table for kernel times already measured (`profile`), or without times."""
+        from . import profile
+        lines = profile.table(self.kernel_rows(times, peak_gflops=peak_gflops, bandwidth_gbps=bandwidth_gbps))
         memory = self.plan.describe()
         if self.model_bytes:
             memory += (f"; {self.plan.arena_bytes / self.model_bytes:.2f}x the model's intermediate tensors "
                        f"({self.model_bytes / 2**20:.1f} MiB)")
         lines.append(f"{len(self.steps)} kernels ({len(self.tasks())} distinct), {memory}, constants "
                      f"{self.graph.constant_bytes() / 2**20:.1f} MiB"
-                     + (f", total {total * 1e3:.3f} ms" if times else ""))
+                     + (f", total {sum(times) * 1e3:.3f} ms" if times else "")
+                     + (f"; ceilings: FMA peak {peak_gflops:g} GFLOPS, bandwidth {bandwidth_gbps:g} GB/s"
+                        if times and peak_gflops else ""))
         return "\n".join(lines)
 
     def export(self, path, format: str = "so", *, name: str | None = None, weights: str | None = None,

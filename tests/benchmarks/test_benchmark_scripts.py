@@ -16,7 +16,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 
-@pytest.mark.parametrize("module", ["compare_strategies", "transfer", "autoschedule", "zoo"])
+@pytest.mark.parametrize("module", ["compare_strategies", "transfer", "autoschedule", "zoo", "ort_profile", "ceilings"])
 def test_docstring_examples_run(module):
     result = doctest.testmod(importlib.import_module(module), optionflags=doctest.ELLIPSIS)
     assert result.failed == 0 and result.attempted > 0, module
