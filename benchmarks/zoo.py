@@ -489,17 +489,29 @@ def main(argv=None) -> int:
         measured = ceilings.measure(args.threads)
         profile["peak_gflops"] = args.peak_gflops or measured["peak_gflops"]
         profile["bandwidth_gbps"] = args.bandwidth_gbps or measured["bandwidth_gbps"]
-    work = tempfile.mkdtemp(prefix="tensorlang-zoo-")
+    with tempfile.TemporaryDirectory(prefix="tensorlang-zoo-") as work:
+        rows = run_children(names, args, profile, work)
+    return report(rows, args, profile)
+
+
+def run_children(names: list[str], args, profile: dict | None, work: str) -> list[dict]:
+    """Bench each model in a process of its own (a model that crashes its process is a FAIL row), its files in
+    `work`."""
     child = ["--threads", str(args.threads)] + ["--onnx"] * args.onnx + ["--time"] * args.time + \
         ["--no-dynamo"] * args.no_dynamo
     if profile:
         child += ["--profile", "--profile-calls", str(profile["calls"]), "--peak-gflops", str(profile["peak_gflops"]),
                   "--bandwidth-gbps", str(profile["bandwidth_gbps"])]
     rows = []
-    for n in names:  # each in its own process: a model that crashes its process is a FAIL row
+    for n in names:
         print(f"{n} ...", file=sys.stderr, flush=True)
         rows.append(bench_in_child(n, child, work, stages(n, not args.no_dynamo, args.onnx, args.time, args.profile)))
         print(f"  {json.dumps(rows[-1])[:600]}", file=sys.stderr, flush=True)
+    return rows
+
+
+def report(rows: list[dict], args, profile: dict | None) -> int:
+    """Print (and write to --md / --json) the table of `rows`; the exit status (1 where a model failed)."""
     lines = table(rows, args.threads)
     if profile:
         lines += ["", f"## Where the milliseconds go ({args.threads} threads; each kernel's or node's median over "
