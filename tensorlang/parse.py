@@ -16,8 +16,10 @@ from .check import check_program
 from .dtypes import DTYPES, TENSOR_DTYPES
 from .errors import DSLError, SourceLoc
 from .program import (
+    BOUNDARY_FUNCS,
     Access,
     Binary,
+    BoundaryIndex,
     Call,
     Expr,
     GatherIndex,
@@ -371,11 +373,16 @@ class _Parser:
         where = self.parse_where(where_p, lhs_vars, used, var_locs) if where_p else {}
         gathered = {v for a in (n for n in walk(rhs) if isinstance(n, Access)) for ix in a.indices
                     if isinstance(ix, GatherIndex) for v in index_vars_of(ix.value)}
+        boundary = {v for a in (n for n in walk(rhs) if isinstance(n, Access)) for ix in a.indices
+                    if isinstance(ix, BoundaryIndex) for v in ix.variables()}
         for v in red_vars:
             if v not in read_vars and v not in where:
                 if v in gathered:
                     raise self.error(f"index `{v}` is used only in an index computed from a tensor read, which does "
                                      f"not give its range; give it with `where {v} in LO:HI`", var_locs[v])
+                if v in boundary:
+                    raise self.error(f"index `{v}` is used only in a boundary index ({', '.join(BOUNDARY_FUNCS)}), "
+                                     f"which does not give its range; give it with `where {v} in LO:HI`", var_locs[v])
                 raise self.error(f"unknown name `{v}`: not an input ({', '.join(self.params)}), a stage, a size, "
                                  "or an index that reads a tensor", var_locs[v])
         if red is None and red_vars:
@@ -520,7 +527,7 @@ class _Parser:
         locs = tuple(self.loc_of(ix, p) for ix in idx_nodes)
         return Access(dtype, False, self.loc_of(node, p), name, indices, locs)
 
-    def index_expr(self, node: ast.expr, p: _Piece) -> IndexExpr | GatherIndex:
+    def index_expr(self, node: ast.expr, p: _Piece) -> IndexExpr | GatherIndex | BoundaryIndex:
         if self.reads_a_tensor(node):
             loc = self.loc_of(node, p)
             value = self.value(node, p)
@@ -529,7 +536,40 @@ class _Parser:
                 raise self.error(f"an index computed from a tensor read must be an integer (i32 or i64), got "
                                  f"{'a comparison' if value.dtype == 'bool' else value.dtype}{fix}", loc)
             return GatherIndex(value, ast.unparse(node))
+        if any(isinstance(n, ast.Call) for n in ast.walk(node)):
+            return BoundaryIndex(self.boundary_value(node, p), ast.unparse(node))
         return self.affine_index(node, p)
+
+    def boundary_value(self, node: ast.expr, p: _Piece) -> Expr:
+        """The expression of a boundary index: clamp, min, max and abs nested over affine forms (the leaves, as
+        IntValue), combined with + - and products by sizes and integers."""
+        loc = self.loc_of(node, p)
+        if not any(isinstance(n, ast.Call) for n in ast.walk(node)):
+            return IntValue("i32", True, loc, self.affine_index(node, p))
+        if isinstance(node, ast.Call):
+            fn = node.func.id if isinstance(node.func, ast.Name) else ast.unparse(node.func)
+            if fn not in BOUNDARY_FUNCS:
+                raise self.error(f"`{fn}` cannot be called in an index: a boundary condition uses "
+                                 f"{', '.join(BOUNDARY_FUNCS)} over affine forms (`clamp(y - 1, 0, H - 1)`)", loc)
+            if node.keywords:
+                raise self.error(f"`{fn}` takes no keyword arguments", loc)
+            arity = _ARITY.get(fn, 1)
+            if len(node.args) != arity:
+                raise self.error(f"`{fn}` takes {arity} argument{'s' if arity > 1 else ''}, {len(node.args)} "
+                                 "given", loc)
+            return Call("i32", True, loc, fn, tuple(self.boundary_value(a, p) for a in node.args), "i32")
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+            x = self.boundary_value(node.operand, p)
+            return Unary("i32", True, loc, "neg", x) if isinstance(node.op, ast.USub) else x
+        if isinstance(node, ast.BinOp) and type(node.op) in (ast.Add, ast.Sub, ast.Mult):
+            a, b = self.boundary_value(node.left, p), self.boundary_value(node.right, p)
+            if isinstance(node.op, ast.Mult) and not any(isinstance(x, IntValue) and not x.expr.terms for x in (a, b)):
+                raise self.error("non-affine index: a product of index expressions "
+                                 f"(`{ast.unparse(node)}`); a boundary index multiplies only by sizes and integers",
+                                 loc)
+            return Binary("i32", True, loc, _ARITH[type(node.op)], a, b, "i32")
+        raise self.error("a boundary index is clamp, min, max and abs over affine forms in index variables and "
+                         "sizes, with + - and products by sizes and integers", loc)
 
     def affine_index(self, node: ast.expr, p: _Piece) -> IndexExpr:
         """An index that reads no tensor (nor do its parts): affine in index variables and sizes."""
@@ -559,8 +599,9 @@ class _Parser:
                 raise self.error("non-affine index: a product of index variables "
                                  f"(`{ast.unparse(node)}`); indices are affine, like `2*h + r`", loc)
             return (a * b.const) if a.terms or not b.terms else (b * a.const)
-        raise self.error("an index is affine in index variables (names, sizes, integers, + - and *), or an integer "
-                         "computed from tensor reads (`E[ids[t], d]`)", loc)
+        raise self.error("an index is affine in index variables (names, sizes, integers, + - and *), a boundary "
+                         f"condition over such forms ({', '.join(BOUNDARY_FUNCS)}: `clamp(y - 1, 0, H - 1)`), or an "
+                         "integer computed from tensor reads (`E[ids[t], d]`)", loc)
 
     def reads_a_tensor(self, node: ast.AST) -> bool:
         """Whether an index expression reads an element of a tensor (then it is a gathered index): a subscript of
