@@ -189,16 +189,20 @@ def test_a_boundary_index_is_proven_without_a_guard_for_odd_splits():
 
 # ---- vector code -----------------------------------------------------------------------------------------------
 
-def test_a_clamp_along_the_vector_loop_gathers_per_lane():
-    s = tl.schedule(tl.op(HBLUR), H=4, W=32)
-    _xo, xi = s["O"].split("x", 16)
+@pytest.mark.parametrize("W,split", [(32, 16), (13, 8), (3, 4), (40, 40)])
+def test_a_clamp_along_the_vector_loop_loads_the_interior_and_gathers_the_borders(W, split):
+    s = tl.schedule(tl.op(HBLUR), H=4, W=W)
+    _xo, xi = s["O"].split("x", split)
     s["O"].vectorize(xi)
     assert "# vectorized" in s.lower()
     k = tl.build(s)
     text = k.source("llvm-unoptimized")
-    assert "llvm.masked.gather" in text  # the clamped lanes: indices per lane, one gather
+    # each clamped read: a contiguous vector load where every lane is inside the clamp, else a gather of the lanes
+    gathers = len(re.findall(r'call <\d+ x float> @"llvm\.masked\.gather', text))
+    loads = len(re.findall(r'= load <\d+ x float>|call <\d+ x float> @"llvm\.masked\.load', text))
+    assert gathers >= 2 and loads > gathers, text  # a load for each gather, and those of the plain read I[y, x]
     assert re.search(r"fadd contract <\d+ x float>", text)  # the arithmetic stays in vectors
-    I = rng(8).standard_normal((4, 32)).astype(np.float32)
+    I = rng(8).standard_normal((4, W)).astype(np.float32)
     np.testing.assert_array_equal(k(I), edge3(I, 1))
 
 
