@@ -22,8 +22,9 @@ With ``generate(src, extras=True)``, a read's dimension may also be indexed thro
 j]``, a gather, with an offset ``G[i] + 1`` or a ``clamp(G[i], 0, N - 1)``): ``G`` is an i32 or i64 input whose
 values ``make_inputs`` draws inside the dimension (or around it, where a clamp brings them in); programs may be
 i64, stages bool (comparisons stored), and inputs i64 or bool masks; and a dimension may be read through a boundary
-condition, ``X[clamp(i - 1, 0, N - 1)]`` (an ``Edge``: its variables get their ranges from other reads or ``where``).  Without it, the same choices give the
-programs they gave before those existed (regression tests pin programs by their seed).
+condition, ``X[clamp(i - 1, 0, N - 1)]`` (an ``Edge``: its variables get their ranges from other reads or
+``where``).  Without it, the same choices give the programs they gave before those existed (regression tests pin
+programs by their seed).
 
 Usage::
 
