@@ -42,6 +42,9 @@ CASTS = ("f32", "f64", "i32", "i64", "bool")
 FUNCS = MATH_FUNCS + CASTS + ("abs", "max", "min", "clamp", "select")
 _ARITY = {"select": 3, "clamp": 3, "max": 2, "min": 2}
 CONSTANTS = ("inf",)
+#: Halide's boundary conditions as reads of a whole input: `repeat_edge(I)[y - 1, x]` brings every index inside its
+#: dimension with clamp, min, max and abs (see `_Parser.boundary_read`).
+BOUNDARY_MODES = ("repeat_edge", "mirror_interior", "mirror_image", "constant_exterior")
 _ARITH = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%", ast.Pow: "**"}
 _CMP = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!="}
 _ASSIGN_OPS = (("max=", "max"), ("min=", "min"), ("+=", "+"), ("*=", "*"), ("=", None))
@@ -271,7 +274,7 @@ class _Parser:
         self.params[name] = Param(name, dt, shape, loc)
 
     def check_name(self, name: str, loc: SourceLoc, what: str) -> None:
-        if name in FUNCS or name in CONSTANTS or name in ("where", "int") + TENSOR_DTYPES:
+        if name in FUNCS or name in CONSTANTS or name in BOUNDARY_MODES or name in ("where", "int") + TENSOR_DTYPES:
             raise self.error(f"`{name}` is a reserved word and cannot name {what}", loc)
 
     # ---- size expressions (shapes and where bounds) ----
@@ -431,6 +434,9 @@ class _Parser:
     def value(self, node: ast.expr, p: _Piece) -> Expr:
         loc = self.loc_of(node, p)
         if isinstance(node, ast.Subscript):
+            if isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Name) and \
+                    node.value.func.id in BOUNDARY_MODES:
+                return self.boundary_read(node, p)
             if not isinstance(node.value, ast.Name):
                 raise self.error("only a tensor name can be indexed", loc)
             idx = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
@@ -501,6 +507,8 @@ class _Parser:
         if isinstance(node, ast.Call):
             if not isinstance(node.func, ast.Name):
                 raise self.error("only built-in functions can be called", loc)
+            if node.func.id in BOUNDARY_MODES:
+                raise self.error(f"`{node.func.id}(...)` is read like a tensor: `{node.func.id}(I)[i, ...]`", loc)
             if node.keywords:
                 raise self.error(f"`{node.func.id}` takes no keyword arguments", loc)
             return self.call(node.func.id, [self.value(a, p) for a in node.args], loc, self.loc_of(node.func, p))
@@ -539,6 +547,59 @@ class _Parser:
         if any(isinstance(n, ast.Call) for n in ast.walk(node)):
             return BoundaryIndex(self.boundary_value(node, p), ast.unparse(node))
         return self.affine_index(node, p)
+
+    def boundary_read(self, node: ast.Subscript, p: _Piece) -> Expr:
+        """A read of an input through one of Halide's boundary conditions (BOUNDARY_MODES), each affine index `x` of
+        dimension `D` brought inside it: repeat_edge `clamp(x, 0, D - 1)`, mirror_interior
+        `D - 1 - abs(D - 1 - abs(x))`, mirror_image `min(m, 2*D - 1 - m)` with `m = max(x, -1 - x)`;
+        constant_exterior(I, c) reads `c` where an index is outside, through a `select` of the clamped read."""
+        call = node.value
+        assert isinstance(call, ast.Call) and isinstance(call.func, ast.Name)  # the caller's check
+        mode, loc = call.func.id, self.loc_of(node, p)
+        usage = f"`{mode}(I, c)[i, ...]`" if mode == "constant_exterior" else f"`{mode}(I)[i, ...]`"
+        if call.keywords or len(call.args) != (2 if mode == "constant_exterior" else 1) or \
+                not isinstance(call.args[0], ast.Name) or call.args[0].id not in self.params:
+            raise self.error(f"{usage} reads an input I (its sizes are known from its declaration)"
+                             f"{' with c the value outside' if mode == 'constant_exterior' else ''}",
+                             self.loc_of(call, p))
+        param = self.params[call.args[0].id]
+        idx_nodes = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        if len(idx_nodes) != len(param.shape):
+            raise self.error(f"wrong number of indices for `{param.name}`: {len(idx_nodes)} given, "
+                             f"{len(param.shape)} expected ({param.name} is declared `{param}`)", loc)
+
+        def size(poly: SizePoly) -> IntValue:
+            return IntValue("i32", True, loc, IndexExpr.size(poly))
+
+        def call_of(fn: str, *args: Expr) -> Expr:
+            return Call("i32", True, loc, fn, args, "i32")
+
+        def minus(a: Expr, b: Expr) -> Expr:
+            return Binary("i32", True, loc, "-", a, b, "i32")
+
+        indices, inside = [], []
+        for ix, extent in zip(idx_nodes, param.shape):
+            if self.reads_a_tensor(ix):
+                raise self.error(f"an index of {usage} is affine in index variables and sizes", self.loc_of(ix, p))
+            x, last = self.boundary_value(ix, p), size(extent - SizePoly.const(1))
+            if mode == "mirror_interior":
+                value = minus(last, call_of("abs", minus(last, call_of("abs", x))))
+            elif mode == "mirror_image":
+                m = call_of("max", x, minus(size(SizePoly.const(-1)), x))
+                value = call_of("min", m, minus(size(extent * SizePoly.const(2) - SizePoly.const(1)), m))
+            else:
+                value = call_of("clamp", x, size(SizePoly()), last)
+            indices.append(BoundaryIndex(value, f"{mode}({ast.unparse(ix)})"))
+            for op, bound in ((">=", size(SizePoly())), ("<", size(extent))):
+                inside.append(Binary("bool", False, loc, op, x, bound, "i32"))
+        locs = tuple(self.loc_of(ix, p) for ix in idx_nodes)
+        read = Access(param.dtype, False, loc, param.name, tuple(indices), locs)
+        if mode != "constant_exterior":
+            return read
+        cond = inside[0]
+        for c in inside[1:]:
+            cond = Binary("bool", False, loc, "and", cond, c, "bool")
+        return self.call("select", [cond, read, self.value(call.args[1], p)], loc, loc)
 
     def boundary_value(self, node: ast.expr, p: _Piece) -> Expr:
         """The expression of a boundary index: clamp, min, max and abs nested over affine forms (the leaves, as

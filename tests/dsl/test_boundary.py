@@ -118,6 +118,51 @@ def test_boundary_index_in_a_two_stage_pipeline_with_a_reduction():
     np.testing.assert_allclose(got, PROGRAMS["box_sym"].reference(A), rtol=1e-6, atol=1e-6)
 
 
+@pytest.mark.parametrize("mode,np_mode", [("repeat_edge", "edge"), ("mirror_interior", "reflect"),
+                                          ("mirror_image", "symmetric")])
+def test_a_boundary_mode_reads_a_whole_input_as_np_pad(mode, np_mode):
+    op = tl.op(f"def f(I: f32[H, W]) -> O:\n    O[y, x] = {mode}(I)[y - 2, x + 1] + {mode}(I)[y, 2*x] + I[y, x]")
+    I = rng(12).standard_normal((6, 9)).astype(np.float32)
+    P = np.pad(I, ((2, 0), (0, 9)), mode=np_mode)
+    want = P[:6, 1:10] + P[2:8, 0:18:2] + I
+    np.testing.assert_array_equal(tl.build(op, H=6, W=9)(I), want)
+    np.testing.assert_array_equal(tl.reference(op, H=6, W=9)(I), want)
+    assert str(op.stage("O").rhs.a.a.indices[0]) == f"{mode}(y - 2)"
+
+
+@pytest.mark.parametrize("H,W", [(7, 10), (1, 33)])
+def test_a_box_filter_over_a_repeated_edge(H, W):
+    op = tl.op("def box3x3(I: f32[H, W]) -> O:\n"
+               "    O[y, x] += repeat_edge(I)[y + r - 1, x + s - 1] where y in 0:H, x in 0:W, r in 0:3, s in 0:3")
+    I = rng(14).standard_normal((H, W)).astype(np.float32)
+    P = np.pad(I.astype(np.float64), 1, mode="edge")
+    want = sum(P[r:r + H, s:s + W] for r in range(3) for s in range(3))
+    np.testing.assert_allclose(tl.build(op, H=H, W=W)(I), want, rtol=1e-5, atol=1e-5)
+
+
+def test_constant_exterior_reads_the_value_outside():
+    op = tl.op("def f(I: i32[H, W]) -> O:\n    O[y, x] = constant_exterior(I, -5)[y - 1, x + 1] where y in 0:H+1, "
+               "x in 0:W")
+    I = rng(13).integers(-100, 100, (4, 5)).astype(np.int32)
+    want = np.pad(I, ((1, 1), (0, 1)), constant_values=-5)[:5, 1:6]
+    np.testing.assert_array_equal(tl.build(op, H=4, W=5)(I), want)
+    np.testing.assert_array_equal(tl.reference(op, H=4, W=5)(I), want)
+
+
+@pytest.mark.parametrize("text,needle", [
+    ("repeat_edge(B)[y]", "`repeat_edge(I)[i, ...]` reads an input I"),
+    ("repeat_edge(I, 1)[y]", "`repeat_edge(I)[i, ...]` reads an input I"),
+    ("constant_exterior(I)[y]", "`constant_exterior(I, c)[i, ...]` reads an input I"),
+    ("repeat_edge(I)[y, y]", "wrong number of indices for `I`: 2 given, 1 expected"),
+    ("repeat_edge(I)[J[y]]", "an index of `repeat_edge(I)[i, ...]` is affine"),
+    ("repeat_edge(I) + 1.0", "`repeat_edge(...)` is read like a tensor"),
+])
+def test_boundary_mode_errors(text, needle):
+    msg = dsl_error(tl.op, f"def f(I: f32[H], J: i32[H]) -> O:\n    B[y] = I[y] + f32(J[y])\n    O[y] = {text} + B[y]")
+    assert needle in msg and "line 3, column" in msg, msg
+    assert "reserved word" in dsl_error(tl.op, "def f(repeat_edge: f32[H]) -> O:\n    O[y] = repeat_edge[y]")
+
+
 # ---- ranges and the bounds proof ------------------------------------------------------------------------------------
 
 def dsl_error(fn, *args, **kw) -> str:
