@@ -1027,7 +1027,7 @@ class _Emitter:
                     fast = b.load(ptr, align=align, typ=vt)
                 else:
                     load = self.intrinsic("llvm.masked.load", vt, [PTR, ll.VectorType(I1, w), vt], [vt, PTR])
-                    fast = b.call(load, [ptr, self.splat(mask, w), constant(t, 0, w)])
+                    fast = b.call(load, [ptr, m, constant(t, 0, w)])  # m: the mask's lanes, made before the branch
                 fast_block = b.block
             with otherwise:
                 slow = b.call(f, [ptrs, m, constant(t, 0, w)])
