@@ -315,21 +315,30 @@ def test_fuzzed_schedules_of_boundary_programs(name, seed):
 
 # ---- the C backend and exported libraries --------------------------------------------------------------------------
 
+def _c_call(k, tmp_path, *inputs):
+    """Run kernel `k` through the C backend (its source compiled by the system C compiler, called by ctypes)."""
+    fn = getattr(ctypes.CDLL(str(compile_c(k.source("c"), tmp_path / f"{k.op.name}.so"))), k.op.name)
+    fn.restype, fn.argtypes = ctypes.c_int32, [ctypes.c_void_p] * (len(inputs) + 1)
+    (o,) = k.op.outputs
+    out = np.full(k.output_shapes[o], -77, k.output_dtypes[o])
+    assert fn(*[a.ctypes.data for a in inputs], out.ctypes.data) == 0
+    return out
+
+
 @needs_cc
 @pytest.mark.parametrize("vectorize", [False, True])
 def test_the_c_backend(vectorize, tmp_path):
     s = tl.schedule(tl.op(MIRROR), N=37)
+    h = tl.schedule(tl.op(HBLUR), H=3, W=29)
     if vectorize:
         _io, ii = s["B"].split("i", 8)
         s["B"].vectorize(ii)
-    k = tl.build(s)
-    so = compile_c(k.source("c"), tmp_path / "mirror.so")
-    fn = ctypes.CDLL(str(so)).mirror
-    fn.restype, fn.argtypes = ctypes.c_int32, [ctypes.c_void_p] * 2
+        _xo, xi = h["O"].split("x", 8)
+        h["O"].vectorize(xi)
     A = rng(10).integers(-1000, 1000, 37).astype(np.int32)
-    B = np.full(37, -77, np.int32)
-    assert fn(A.ctypes.data, B.ctypes.data) == 0
-    np.testing.assert_array_equal(B, mirror_want(A))
+    np.testing.assert_array_equal(_c_call(tl.build(s), tmp_path, A), mirror_want(A))
+    I = rng(15).standard_normal((3, 29)).astype(np.float32)
+    np.testing.assert_array_equal(_c_call(tl.build(h), tmp_path, I), edge3(I, 1))
 
 
 @needs_cc
