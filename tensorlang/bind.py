@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass
 
 from .errors import BuildError, DSLError, SourceLoc
-from .program import GatherIndex, Op, Stage
+from .program import BoundaryIndex, GatherIndex, Op, Stage
 
 
 @dataclass(frozen=True)
@@ -150,6 +150,18 @@ def _err(op: Op, message: str, loc) -> DSLError:
     return DSLError(message, loc, op.source)
 
 
+def _check_boundary(op: Op, s: Stage, a, d: int, ix: BoundaryIndex, sizes: dict, ranges: dict, extent: int) -> None:
+    """A DSLError unless the boundary index `ix` (dimension `d` of read `a`) stays inside the dimension for every
+    value of the index variables (interval arithmetic over clamp, min, max and abs)."""
+    lo, hi = ix.interval(sizes, ranges)
+    if 0 <= lo and hi <= extent - 1:
+        return
+    sz = ", ".join(f"{k}={v}" for k, v in sizes.items())
+    raise _err(op, f"`{a.tensor}` dimension {d} may be read at {lo}..{hi} by the boundary index `{ix}` in stage "
+               f"`{s.name}`, but has extent {extent} (for {sz}); keep it inside 0..{extent - 1}, e.g. with "
+               f"clamp(..., 0, {extent - 1})", a.index_locs[d])
+
+
 def _bind_stage(op: Op, s: Stage, sizes: dict, shapes: dict) -> BoundStage:
     ranges: dict[str, tuple[int, int]] = {}  # inclusive [lo, hi]
     for v, w in s.where.items():
@@ -158,7 +170,7 @@ def _bind_stage(op: Op, s: Stage, sizes: dict, shapes: dict) -> BoundStage:
     dims = []  # (access number, dim, coeffs, const, extent)
     for n, a in enumerate(accesses):
         for d, ix in enumerate(a.indices):
-            if isinstance(ix, GatherIndex):  # any value of the dimension: it bounds no index variable
+            if isinstance(ix, (GatherIndex, BoundaryIndex)):  # they bound no index variable
                 continue
             coeffs, const = ix.evaluate(sizes)
             dims.append((n, d, coeffs, const, shapes[a.tensor][d]))
@@ -217,6 +229,9 @@ def _bind_stage(op: Op, s: Stage, sizes: dict, shapes: dict) -> BoundStage:
         pad = False
         for d, ix in enumerate(a.indices):
             if isinstance(ix, GatherIndex):  # checked when the kernel runs (tl.IndexError), never padded
+                continue
+            if isinstance(ix, BoundaryIndex):  # proven inside by interval arithmetic, never padded
+                _check_boundary(op, s, a, d, ix, sizes, ranges, shapes[a.tensor][d])
                 continue
             coeffs, const = ix.evaluate(sizes)
             lo, hi = _interval(coeffs, const, ranges)

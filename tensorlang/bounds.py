@@ -129,12 +129,21 @@ def _interval(e: Expr, env) -> Interval:
     if isinstance(e, Neg):
         a = interval(e.a, env)
         return None if a is None else (-a[1], -a[0])
+    if isinstance(e, Call) and e.fn == "abs" and e.dtype in ("i64", "i32"):  # a boundary index's mirror
+        a = interval(e.args[0], env)
+        if a is None or a[0] == _INT_RANGES[e.dtype][0]:  # abs of the smallest integer wraps
+            return None
+        return (0 if a[0] <= 0 <= a[1] else min(abs(a[0]), abs(a[1]))), max(abs(a[0]), abs(a[1]))
     if isinstance(e, Select):  # the true side where the condition holds (`select(x < N, x, 0)` is below N)
         t, f = interval(e.t, assume(e.cond, env)), interval(e.f, env)
         return None if t is None or f is None else (min(t[0], f[0]), max(t[1], f[1]))
     if not isinstance(e, BinOp) or e.dtype not in ("i64", "i32"):
         return None
     r = _binop_interval(e.op, interval(e.a, env), interval(e.b, env))
+    if e.op in ("min", "max") and r is not None:  # a + b constant (a mirror's `max(x, -1 - x)`): a bound at c/2
+        terms, c = _linear(simplify(BinOp("+", e.a, e.b)))
+        if not any(terms.values()):
+            r = (max(r[0], -(-c // 2)), r[1]) if e.op == "max" else (r[0], min(r[1], c // 2))
     lo, hi = _INT_RANGES[e.dtype]
     return r if r is None or (lo <= r[0] and r[1] <= hi) else (lo, hi)  # past its type, the value wraps
 

@@ -4,7 +4,7 @@ Run by the parser; each failure is a `DSLError` pointing at the text.
 """
 from __future__ import annotations
 
-from .program import Access, GatherIndex, IntValue, Op, affine_indices, index_vars_of, walk
+from .program import Access, BoundaryIndex, GatherIndex, IntValue, Op, affine_indices, index_vars_of, walk
 
 
 def check_program(op: Op, output_locs: dict, error, int_param_locs: dict | None = None) -> Op:
@@ -71,8 +71,12 @@ def _check_inferable(op: Op, s, error) -> None:
             continue
         gathered = {u for a in s.accesses() for ix in a.indices if isinstance(ix, GatherIndex)
                     for u in index_vars_of(ix.value)}
+        boundary = {u for a in s.accesses() for ix in a.indices if isinstance(ix, BoundaryIndex)
+                    for u in ix.variables()}
         if v not in in_reads and v in gathered:
             why = "it is used only in an index computed from a tensor read, which does not bound it"
+        elif v not in in_reads and v in boundary:
+            why = "it is used only in boundary indices (clamp, min, max, abs), which do not bound it"
         elif v not in in_reads:
             why = "it is not used to read any tensor"
         else:

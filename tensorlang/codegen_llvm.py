@@ -1006,6 +1006,7 @@ class _Emitter:
             f = self.intrinsic("llvm.masked.load", vt, [PTR, ll.VectorType(I1, w), vt], [vt, PTR])
             return b.call(f, [ptr, self.splat(mask, w), constant(t, 0, w)])
         # any other pattern: a gather of per-lane addresses (masked lanes read nothing)
+        interior = self._interior(flat) if cond is None else None
         off = self.splat(self.expr(flat), w)
         if mask is not None:
             off = b.select(self.splat(mask, w), off, self.splat(I64(0), w))
@@ -1014,7 +1015,74 @@ class _Emitter:
         m = self.splat(mask, w) if mask is not None else self.splat(I1(1), w)
         f = self.intrinsic("llvm.masked.gather", vt, [ll.VectorType(PTR, w), ll.VectorType(I1, w), vt],
                            [vt, ll.VectorType(PTR, w)])
-        return b.call(f, [ptrs, m, constant(t, 0, w)])
+        if interior is None:
+            return b.call(f, [ptrs, m, constant(t, 0, w)])
+        # a boundary index (a clamp) that leaves every lane of this vector as it is: one contiguous load, the
+        # gather only for vectors at the borders
+        inside, base = self.expr(interior[0]), self.expr(interior[1])
+        ptr = self.pointer(e.buffer, base, inbounds=False)
+        with b.if_else(inside, likely=True) as (then, otherwise):
+            with then:
+                if mask is None:
+                    fast = b.load(ptr, align=align, typ=vt)
+                else:
+                    load = self.intrinsic("llvm.masked.load", vt, [PTR, ll.VectorType(I1, w), vt], [vt, PTR])
+                    fast = b.call(load, [ptr, m, constant(t, 0, w)])  # m: the mask's lanes, made before the branch
+                fast_block = b.block
+            with otherwise:
+                slow = b.call(f, [ptrs, m, constant(t, 0, w)])
+                slow_block = b.block
+        v = b.phi(vt)
+        v.add_incoming(fast, fast_block)
+        v.add_incoming(slow, slow_block)
+        return v
+
+    def _interior(self, flat: ir.Expr) -> tuple[ir.Expr, ir.Expr] | None:
+        """For a flat index that depends on the vector lanes only through `min` and `max` of an index moving one
+        element a lane against bounds the lanes do not move (a boundary index's clamp), (the condition, at lane 0,
+        that every lane of the vector lies inside those bounds; the flat index at lane 0 without them); else None.
+
+        >>> e = _Emitter.__new__(_Emitter)
+        >>> e.lane_var, e.lanes, e.defs = "x", 8, {}
+        >>> cond, base = e._interior(ir.BinOp("min", ir.BinOp("max", ir.BinOp("-", ir.Var("x"), ir.const(1)),
+        ...                                                          ir.const(0)), ir.const(15)))
+        >>> str(cond), str(base)
+        ('x.lane0 + 6 <= 15 and x.lane0 - 1 >= 0', 'x.lane0 - 1')
+        """
+        lane = self.lane_var
+        assert lane is not None  # called for vector loads only
+        terms, const = _linear(self.expand(flat))
+        bounds: list[tuple[str, ir.Expr, ir.Expr]] = []  # (min or max, the index inside them all, the bound)
+        out: ir.Expr = ir.IntImm(const)
+        for atom, coef in terms.items():
+            ops = []
+            while isinstance(atom, ir.BinOp) and atom.op in ("min", "max") and lane in variables(atom):
+                inner, bound = (atom.a, atom.b) if lane in variables(atom.a) else (atom.b, atom.a)
+                if lane in variables(bound):
+                    return None
+                ops.append((atom.op, bound))
+                atom = inner
+            # where the innermost index lies within every bound, each min and max leaves it as it is
+            bounds += [(op, atom, bound) for op, bound in ops]
+            out = ir.BinOp("+", out, ir.BinOp("*", atom, ir.const(coef)))
+        out = simplify(out)
+        if not bounds or self.lane_stride(out) != 1:
+            return None
+        at0 = {lane: ir.Var(f"{lane}.lane0")}
+        conds = []
+        for op, inner, bound in bounds:
+            step = self.lane_stride(inner)
+            if step is None:
+                return None
+            first = simplify(substitute(self.expand(inner), at0))
+            # the lane where the index is largest (for a min) or smallest (for a max)
+            extreme = (step > 0) == (op == "min")
+            x = simplify(ir.BinOp("+", first, ir.const(step * (self.lanes - 1)))) if extreme else first
+            conds.append(ir.Cmp("<=" if op == "min" else ">=", x, substitute(bound, at0)))
+        cond = conds[0]
+        for c in conds[1:]:
+            cond = ir.Logic("and", cond, c)
+        return cond, substitute(out, at0)
 
     def _at_lane0(self, flat: ir.Expr) -> ir.Expr:
         """The flat index with the vector index at its first lane: emitted as a scalar."""

@@ -30,7 +30,19 @@ from .dtypes import DTYPES
 from .errors import BuildError, ScheduleError
 from .loopnest import LoopNest, substitute, variables
 from .primitives import Annotate, Fuse, Reorder, Split
-from .program import Access, Binary, Call, Expr, GatherIndex, IndexExpr, IntValue, Literal, Unary, gather_sites
+from .program import (
+    Access,
+    Binary,
+    BoundaryIndex,
+    Call,
+    Expr,
+    GatherIndex,
+    IndexExpr,
+    IntValue,
+    Literal,
+    Unary,
+    gather_sites,
+)
 from .schedule import At, Epilogue, Inline, Root
 from .simplify import _linear, simplify, simplify_divmod
 from .tighten import tighten_loops
@@ -73,6 +85,31 @@ def index_to_ir(ix: IndexExpr, sizes: dict, env: Mapping[str, ir.Expr]) -> ir.Ex
     for v, c in coeffs.items():
         e = ir.BinOp("+", e, ir.BinOp("*", env[v], ir.IntImm(c)))
     return simplify(e)
+
+
+def boundary_to_ir(ix: BoundaryIndex, sizes: dict, env: Mapping[str, ir.Expr]) -> ir.Expr:
+    """A boundary index (clamp, min, max, abs over affine forms) as an i64 IR expression over `env`.
+
+    >>> import tensorlang as tl
+    >>> a = tl.op("def b(I: f32[H]) -> O:\\n    O[y] = I[clamp(y - 1, 0, H - 1)] + I[y]").stage("O").rhs.a
+    >>> str(boundary_to_ir(a.indices[0], {"H": 8}, {"y": ir.Var("y")}))
+    'min(max(y - 1, 0), 7)'
+    """
+    def lower(e: Expr) -> ir.Expr:
+        if isinstance(e, IntValue):
+            return index_to_ir(e.expr, sizes, env)
+        if isinstance(e, Unary):
+            return ir.Neg(lower(e.x))
+        if isinstance(e, Binary):
+            return ir.BinOp(e.op, lower(e.a), lower(e.b))
+        assert isinstance(e, Call), e  # the parser builds nothing else
+        args = [lower(a) for a in e.args]
+        if e.fn == "clamp":
+            return ir.BinOp("min", ir.BinOp("max", args[0], args[1]), args[2])
+        if e.fn == "abs":
+            return ir.Call("abs", (args[0],), "i64")
+        return ir.BinOp(e.fn, args[0], args[1])
+    return simplify(lower(ix.value))
 
 
 def _constant(value, dtype: str) -> ir.Expr:
@@ -554,6 +591,10 @@ class Lowerer:
             for d, ix in enumerate(a.indices):
                 if isinstance(ix, GatherIndex):  # an index read from data may be anywhere in the dimension
                     per_dim[d].append((ir.const(0), shape[d]))
+                    continue
+                if isinstance(ix, BoundaryIndex):  # its bounds over the free loops, or the whole dimension
+                    e = boundary_to_ir(ix, self.bound.sizes, env)
+                    per_dim[d].append(self.extent_over(e, free, ranges, (ir.const(0), shape[d])))
                     continue
                 e = index_to_ir(ix, self.bound.sizes, env)
                 per_dim[d].append(self.extent_over(e, free, ranges, (ir.const(0), shape[d])))
@@ -1087,6 +1128,8 @@ class ValueLowering:
         """Index `d` of the read `a` as an i64 IR expression: an affine index over the index variables' expressions
         in `env`, or a gathered one, computed from its reads and checked against the dimension."""
         ix = a.indices[d]
+        if isinstance(ix, BoundaryIndex):
+            return boundary_to_ir(ix, self.bound.sizes, env)
         if not isinstance(ix, GatherIndex):
             return index_to_ir(ix, self.bound.sizes, env)
         value = _convert(self(ix.value, ix.value.dtype), "i64")

@@ -33,7 +33,19 @@ from . import errors
 from .bind import BoundOp, BoundStage, bind
 from .dtypes import DTYPES
 from .errors import BuildError
-from .program import Access, Binary, Call, GatherIndex, IndexExpr, IntValue, Literal, Op, Unary, gather_sites
+from .program import (
+    Access,
+    Binary,
+    BoundaryIndex,
+    Call,
+    GatherIndex,
+    IndexExpr,
+    IntValue,
+    Literal,
+    Op,
+    Unary,
+    gather_sites,
+)
 
 #: The most grid points (index combinations) one numpy evaluation of a statement covers; larger statements are
 #: computed in blocks along their outer indices (about 100 MB of float64 temporaries at most per array).
@@ -291,7 +303,8 @@ class _Evaluator:
         arr = self.tensors[a.tensor]
         if not a.indices:
             return arr[()]
-        ids = [self.gathered(a, d) if isinstance(ix, GatherIndex) else self.index(ix)
+        ids = [self.gathered(a, d) if isinstance(ix, GatherIndex) else
+               self(ix.value, "i64") if isinstance(ix, BoundaryIndex) else self.index(ix)
                for d, ix in enumerate(a.indices)]
         if not self.pads[id(a)]:
             return arr[tuple(ids)]

@@ -16,8 +16,10 @@ from .check import check_program
 from .dtypes import DTYPES, TENSOR_DTYPES
 from .errors import DSLError, SourceLoc
 from .program import (
+    BOUNDARY_FUNCS,
     Access,
     Binary,
+    BoundaryIndex,
     Call,
     Expr,
     GatherIndex,
@@ -40,6 +42,9 @@ CASTS = ("f32", "f64", "i32", "i64", "bool")
 FUNCS = MATH_FUNCS + CASTS + ("abs", "max", "min", "clamp", "select")
 _ARITY = {"select": 3, "clamp": 3, "max": 2, "min": 2}
 CONSTANTS = ("inf",)
+#: Halide's boundary conditions as reads of a whole input: `repeat_edge(I)[y - 1, x]` brings every index inside its
+#: dimension with clamp, min, max and abs (see `_Parser.boundary_read`).
+BOUNDARY_MODES = ("repeat_edge", "mirror_interior", "mirror_image", "constant_exterior")
 _ARITH = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%", ast.Pow: "**"}
 _CMP = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!="}
 _ASSIGN_OPS = (("max=", "max"), ("min=", "min"), ("+=", "+"), ("*=", "*"), ("=", None))
@@ -269,7 +274,7 @@ class _Parser:
         self.params[name] = Param(name, dt, shape, loc)
 
     def check_name(self, name: str, loc: SourceLoc, what: str) -> None:
-        if name in FUNCS or name in CONSTANTS or name in ("where", "int") + TENSOR_DTYPES:
+        if name in FUNCS or name in CONSTANTS or name in BOUNDARY_MODES or name in ("where", "int") + TENSOR_DTYPES:
             raise self.error(f"`{name}` is a reserved word and cannot name {what}", loc)
 
     # ---- size expressions (shapes and where bounds) ----
@@ -371,11 +376,16 @@ class _Parser:
         where = self.parse_where(where_p, lhs_vars, used, var_locs) if where_p else {}
         gathered = {v for a in (n for n in walk(rhs) if isinstance(n, Access)) for ix in a.indices
                     if isinstance(ix, GatherIndex) for v in index_vars_of(ix.value)}
+        boundary = {v for a in (n for n in walk(rhs) if isinstance(n, Access)) for ix in a.indices
+                    if isinstance(ix, BoundaryIndex) for v in ix.variables()}
         for v in red_vars:
             if v not in read_vars and v not in where:
                 if v in gathered:
                     raise self.error(f"index `{v}` is used only in an index computed from a tensor read, which does "
                                      f"not give its range; give it with `where {v} in LO:HI`", var_locs[v])
+                if v in boundary:
+                    raise self.error(f"index `{v}` is used only in a boundary index ({', '.join(BOUNDARY_FUNCS)}), "
+                                     f"which does not give its range; give it with `where {v} in LO:HI`", var_locs[v])
                 raise self.error(f"unknown name `{v}`: not an input ({', '.join(self.params)}), a stage, a size, "
                                  "or an index that reads a tensor", var_locs[v])
         if red is None and red_vars:
@@ -424,6 +434,9 @@ class _Parser:
     def value(self, node: ast.expr, p: _Piece) -> Expr:
         loc = self.loc_of(node, p)
         if isinstance(node, ast.Subscript):
+            if isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Name) and \
+                    node.value.func.id in BOUNDARY_MODES:
+                return self.boundary_read(node, p)
             if not isinstance(node.value, ast.Name):
                 raise self.error("only a tensor name can be indexed", loc)
             idx = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
@@ -494,6 +507,8 @@ class _Parser:
         if isinstance(node, ast.Call):
             if not isinstance(node.func, ast.Name):
                 raise self.error("only built-in functions can be called", loc)
+            if node.func.id in BOUNDARY_MODES:
+                raise self.error(f"`{node.func.id}(...)` is read like a tensor: `{node.func.id}(I)[i, ...]`", loc)
             if node.keywords:
                 raise self.error(f"`{node.func.id}` takes no keyword arguments", loc)
             return self.call(node.func.id, [self.value(a, p) for a in node.args], loc, self.loc_of(node.func, p))
@@ -520,7 +535,7 @@ class _Parser:
         locs = tuple(self.loc_of(ix, p) for ix in idx_nodes)
         return Access(dtype, False, self.loc_of(node, p), name, indices, locs)
 
-    def index_expr(self, node: ast.expr, p: _Piece) -> IndexExpr | GatherIndex:
+    def index_expr(self, node: ast.expr, p: _Piece) -> IndexExpr | GatherIndex | BoundaryIndex:
         if self.reads_a_tensor(node):
             loc = self.loc_of(node, p)
             value = self.value(node, p)
@@ -529,7 +544,93 @@ class _Parser:
                 raise self.error(f"an index computed from a tensor read must be an integer (i32 or i64), got "
                                  f"{'a comparison' if value.dtype == 'bool' else value.dtype}{fix}", loc)
             return GatherIndex(value, ast.unparse(node))
+        if any(isinstance(n, ast.Call) for n in ast.walk(node)):
+            return BoundaryIndex(self.boundary_value(node, p), ast.unparse(node))
         return self.affine_index(node, p)
+
+    def boundary_read(self, node: ast.Subscript, p: _Piece) -> Expr:
+        """A read of an input through one of Halide's boundary conditions (BOUNDARY_MODES), each affine index `x` of
+        dimension `D` brought inside it: repeat_edge `clamp(x, 0, D - 1)`, mirror_interior
+        `D - 1 - abs(D - 1 - abs(x))`, mirror_image `min(m, 2*D - 1 - m)` with `m = max(x, -1 - x)`;
+        constant_exterior(I, c) reads `c` where an index is outside, through a `select` of the clamped read."""
+        call = node.value
+        assert isinstance(call, ast.Call) and isinstance(call.func, ast.Name)  # the caller's check
+        mode, loc = call.func.id, self.loc_of(node, p)
+        usage = f"`{mode}(I, c)[i, ...]`" if mode == "constant_exterior" else f"`{mode}(I)[i, ...]`"
+        if call.keywords or len(call.args) != (2 if mode == "constant_exterior" else 1) or \
+                not isinstance(call.args[0], ast.Name) or call.args[0].id not in self.params:
+            raise self.error(f"{usage} reads an input I (its sizes are known from its declaration)"
+                             f"{' with c the value outside' if mode == 'constant_exterior' else ''}",
+                             self.loc_of(call, p))
+        param = self.params[call.args[0].id]
+        idx_nodes = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        if len(idx_nodes) != len(param.shape):
+            raise self.error(f"wrong number of indices for `{param.name}`: {len(idx_nodes)} given, "
+                             f"{len(param.shape)} expected ({param.name} is declared `{param}`)", loc)
+
+        def size(poly: SizePoly) -> IntValue:
+            return IntValue("i32", True, loc, IndexExpr.size(poly))
+
+        def call_of(fn: str, *args: Expr) -> Expr:
+            return Call("i32", True, loc, fn, args, "i32")
+
+        def minus(a: Expr, b: Expr) -> Expr:
+            return Binary("i32", True, loc, "-", a, b, "i32")
+
+        indices, inside = [], []
+        for ix, extent in zip(idx_nodes, param.shape):
+            if self.reads_a_tensor(ix):
+                raise self.error(f"an index of {usage} is affine in index variables and sizes", self.loc_of(ix, p))
+            x, last = self.boundary_value(ix, p), size(extent - SizePoly.const(1))
+            if mode == "mirror_interior":
+                value = minus(last, call_of("abs", minus(last, call_of("abs", x))))
+            elif mode == "mirror_image":
+                m = call_of("max", x, minus(size(SizePoly.const(-1)), x))
+                value = call_of("min", m, minus(size(extent * SizePoly.const(2) - SizePoly.const(1)), m))
+            else:
+                value = call_of("clamp", x, size(SizePoly()), last)
+            indices.append(BoundaryIndex(value, f"{mode}({ast.unparse(ix)})"))
+            for op, bound in ((">=", size(SizePoly())), ("<", size(extent))):
+                inside.append(Binary("bool", False, loc, op, x, bound, "i32"))
+        locs = tuple(self.loc_of(ix, p) for ix in idx_nodes)
+        read = Access(param.dtype, False, loc, param.name, tuple(indices), locs)
+        if mode != "constant_exterior":
+            return read
+        cond = inside[0]
+        for c in inside[1:]:
+            cond = Binary("bool", False, loc, "and", cond, c, "bool")
+        return self.call("select", [cond, read, self.value(call.args[1], p)], loc, loc)
+
+    def boundary_value(self, node: ast.expr, p: _Piece) -> Expr:
+        """The expression of a boundary index: clamp, min, max and abs nested over affine forms (the leaves, as
+        IntValue), combined with + - and products by sizes and integers."""
+        loc = self.loc_of(node, p)
+        if not any(isinstance(n, ast.Call) for n in ast.walk(node)):
+            return IntValue("i32", True, loc, self.affine_index(node, p))
+        if isinstance(node, ast.Call):
+            fn = node.func.id if isinstance(node.func, ast.Name) else ast.unparse(node.func)
+            if fn not in BOUNDARY_FUNCS:
+                raise self.error(f"`{fn}` cannot be called in an index: a boundary condition uses "
+                                 f"{', '.join(BOUNDARY_FUNCS)} over affine forms (`clamp(y - 1, 0, H - 1)`)", loc)
+            if node.keywords:
+                raise self.error(f"`{fn}` takes no keyword arguments", loc)
+            arity = _ARITY.get(fn, 1)
+            if len(node.args) != arity:
+                raise self.error(f"`{fn}` takes {arity} argument{'s' if arity > 1 else ''}, {len(node.args)} "
+                                 "given", loc)
+            return Call("i32", True, loc, fn, tuple(self.boundary_value(a, p) for a in node.args), "i32")
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+            x = self.boundary_value(node.operand, p)
+            return Unary("i32", True, loc, "neg", x) if isinstance(node.op, ast.USub) else x
+        if isinstance(node, ast.BinOp) and type(node.op) in (ast.Add, ast.Sub, ast.Mult):
+            a, b = self.boundary_value(node.left, p), self.boundary_value(node.right, p)
+            if isinstance(node.op, ast.Mult) and not any(isinstance(x, IntValue) and not x.expr.terms for x in (a, b)):
+                raise self.error("non-affine index: a product of index expressions "
+                                 f"(`{ast.unparse(node)}`); a boundary index multiplies only by sizes and integers",
+                                 loc)
+            return Binary("i32", True, loc, _ARITH[type(node.op)], a, b, "i32")
+        raise self.error("a boundary index is clamp, min, max and abs over affine forms in index variables and "
+                         "sizes, with + - and products by sizes and integers", loc)
 
     def affine_index(self, node: ast.expr, p: _Piece) -> IndexExpr:
         """An index that reads no tensor (nor do its parts): affine in index variables and sizes."""
@@ -559,8 +660,9 @@ class _Parser:
                 raise self.error("non-affine index: a product of index variables "
                                  f"(`{ast.unparse(node)}`); indices are affine, like `2*h + r`", loc)
             return (a * b.const) if a.terms or not b.terms else (b * a.const)
-        raise self.error("an index is affine in index variables (names, sizes, integers, + - and *), or an integer "
-                         "computed from tensor reads (`E[ids[t], d]`)", loc)
+        raise self.error("an index is affine in index variables (names, sizes, integers, + - and *), a boundary "
+                         f"condition over such forms ({', '.join(BOUNDARY_FUNCS)}: `clamp(y - 1, 0, H - 1)`), or an "
+                         "integer computed from tensor reads (`E[ids[t], d]`)", loc)
 
     def reads_a_tensor(self, node: ast.AST) -> bool:
         """Whether an index expression reads an element of a tensor (then it is a gathered index): a subscript of

@@ -128,12 +128,146 @@ class GatherIndex:
         return self.text
 
 
+#: The functions a boundary index may use (see :class:`BoundaryIndex`).
+BOUNDARY_FUNCS = ("clamp", "min", "max", "abs")
+
+
+@dataclass(frozen=True)
+class BoundaryIndex:
+    """One index of a read that a boundary condition keeps inside its dimension: `clamp`, `min`, `max` and `abs`
+    nested over affine forms in index variables and sizes (`I[clamp(y - 1, 0, H - 1), x]`, a mirror
+    `I[H - 1 - abs(H - 1 - abs(y)), x]`). `value` is that integer expression (IntValue leaves, integer literals,
+    `+ - *` and the calls). It bounds no index variable (their ranges come from the left side, other reads and
+    `where`); binding proves it inside its dimension by interval arithmetic, or refuses the program.
+
+    >>> import tensorlang as tl
+    >>> a = tl.op("def b(I: f32[H]) -> O:\\n    O[y] = I[clamp(y - 1, 0, H - 1)] + I[y]").stage("O").rhs.a
+    >>> str(a.indices[0]), a.indices[0].variables(), a.indices[0].interval({"H": 5}, {"y": (0, 4)})
+    ('clamp(y - 1, 0, H - 1)', ('y',), (0, 3))
+    """
+
+    value: Expr
+    text: str = field(default="", compare=False, hash=False)
+
+    def is_plain_var(self) -> None:
+        """None: a boundary index is never one index variable."""
+        return None
+
+    def variables(self) -> tuple[str, ...]:
+        """The index variables it uses, sorted."""
+        return tuple(sorted({v for n in walk(self.value) if isinstance(n, IntValue) for v in n.expr.variables()}))
+
+    def interior(self) -> IndexExpr:
+        """The affine form the index takes away from the borders, where every clamp, min and max passes its first
+        argument that moves (and abs its argument): how the read moves with the loops for the auto-scheduler.
+
+        >>> import tensorlang as tl
+        >>> op = tl.op("def m(I: f32[H]) -> O:\\n    O[y] = I[H - 1 - abs(H - 1 - abs(y - 1))] + I[y]")
+        >>> str(op.stage("O").rhs.a.indices[0].interior())
+        'y - 1'
+        """
+        def affine(e: Expr) -> IndexExpr:
+            if isinstance(e, IntValue):
+                return e.expr
+            if isinstance(e, Unary):
+                return -affine(e.x)
+            if isinstance(e, Binary):
+                a, b = affine(e.a), affine(e.b)
+                if e.op == "*":
+                    return a * b.const if a.terms or not b.terms else b * a.const
+                return a + b if e.op == "+" else a - b
+            assert isinstance(e, Call), e
+            args = [affine(x) for x in e.args]
+            return next((a for a in args if a.terms), args[0])
+        return affine(self.value)
+
+    def interval(self, sizes: dict[str, int], ranges: dict[str, tuple[int, int]]) -> tuple[int, int]:
+        """Inclusive bounds of the index for sizes `sizes` and index variables in `ranges` (inclusive bounds).
+
+        >>> import tensorlang as tl
+        >>> op = tl.op("def m(I: f32[H]) -> O:\\n    O[y] = I[H - 1 - abs(H - 1 - abs(y - 1))] + I[y]")
+        >>> op.stage("O").rhs.a.indices[0].interval({"H": 4}, {"y": (0, 3)})
+        (0, 2)
+        """
+        return _boundary_interval(self.value, sizes, ranges)
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def _boundary_interval(e: Expr, sizes: dict, ranges: dict) -> tuple[int, int]:
+    """Interval arithmetic over a boundary index's expression (see :meth:`BoundaryIndex.interval`)."""
+    if isinstance(e, Literal):
+        return int(e.value), int(e.value)
+    if isinstance(e, IntValue):
+        coeffs, lo = e.expr.evaluate(sizes)
+        hi = lo
+        for v, c in coeffs.items():
+            a, b = ranges[v]
+            lo, hi = lo + min(c * a, c * b), hi + max(c * a, c * b)
+        return lo, hi
+    if isinstance(e, Unary):  # negation
+        a, b = _boundary_interval(e.x, sizes, ranges)
+        return -b, -a
+    if isinstance(e, Binary):
+        (a0, a1), (b0, b1) = _boundary_interval(e.a, sizes, ranges), _boundary_interval(e.b, sizes, ranges)
+        if e.op == "+":
+            return a0 + b0, a1 + b1
+        if e.op == "-":
+            return a0 - b1, a1 - b0
+        ps = [a0 * b0, a0 * b1, a1 * b0, a1 * b1]
+        return min(ps), max(ps)
+    assert isinstance(e, Call), e  # the parser builds nothing else
+    args = [_boundary_interval(x, sizes, ranges) for x in e.args]
+    if e.fn == "abs":
+        a, b = args[0]
+        return (0 if a <= 0 <= b else min(abs(a), abs(b))), max(abs(a), abs(b))
+    if e.fn in ("max", "min"):  # a + b constant (a mirror's `max(x, -1 - x)`): max >= ceil(c/2), min <= floor(c/2)
+        total = _linear_value(Binary("i32", True, e.loc, "+", e.args[0], e.args[1]), sizes)
+        c = total[1] if total is not None and not any(total[0].values()) else None
+        if e.fn == "max":
+            lo = max(args[0][0], args[1][0])
+            return (lo if c is None else max(lo, -(-c // 2))), max(args[0][1], args[1][1])
+        hi = min(args[0][1], args[1][1])
+        return min(args[0][0], args[1][0]), (hi if c is None else min(hi, c // 2))
+    (x0, x1), (l0, l1), (h0, h1) = args  # clamp(x, lo, hi) = min(max(x, lo), hi)
+    return min(max(x0, l0), h0), min(max(x1, l1), h1)
+
+
+def _linear_value(e: Expr, sizes: dict) -> tuple[dict, int] | None:
+    """A boundary index's expression as a sum of integer multiples of index variables and of its calls (each call
+    an atom), plus a constant; None where a product has no constant side."""
+    if isinstance(e, Literal):
+        return {}, int(e.value)
+    if isinstance(e, IntValue):
+        coeffs, const = e.expr.evaluate(sizes)
+        return dict(coeffs), const
+    if isinstance(e, Call):
+        return {e: 1}, 0
+    if isinstance(e, Unary):
+        x = _linear_value(e.x, sizes)
+        return None if x is None else ({k: -c for k, c in x[0].items()}, -x[1])
+    assert isinstance(e, Binary), e
+    a, b = _linear_value(e.a, sizes), _linear_value(e.b, sizes)
+    if a is None or b is None:
+        return None
+    if e.op == "*":
+        (ka, ca), (kb, cb) = (a, b) if not b[0] else (b, a)
+        return ({k: c * cb for k, c in ka.items()}, ca * cb) if not kb else None
+    sign = 1 if e.op == "+" else -1
+    out = dict(a[0])
+    for k, c in b[0].items():
+        out[k] = out.get(k, 0) + sign * c
+    return out, a[1] + sign * b[1]
+
+
 @dataclass(frozen=True)
 class Access(Expr):
-    """A read `tensor[indices]`; an index is affine (IndexExpr) or a value read from other tensors (GatherIndex)."""
+    """A read `tensor[indices]`; an index is affine (IndexExpr), a value read from other tensors (GatherIndex) or
+    a boundary condition over affine forms (BoundaryIndex)."""
 
     tensor: str = ""
-    indices: tuple[IndexExpr | GatherIndex, ...] = ()
+    indices: tuple[IndexExpr | GatherIndex | BoundaryIndex, ...] = ()
     index_locs: tuple[SourceLoc, ...] = field(default=(), compare=False, hash=False)
 
 
@@ -182,7 +316,8 @@ class Call(Expr):
 
 
 def walk(e: Expr):
-    """Yield `e` and every sub-expression, parents first (a read, then the reads in its gathered indices).
+    """Yield `e` and every sub-expression, parents first (a read, then the nodes of its gathered and boundary
+    indices).
 
     >>> [type(x).__name__ for x in walk(Literal("f32", True, None, 1.0))]
     ['Literal']
@@ -190,7 +325,7 @@ def walk(e: Expr):
     yield e
     if isinstance(e, Access):
         for ix in e.indices:
-            if isinstance(ix, GatherIndex):
+            if isinstance(ix, (GatherIndex, BoundaryIndex)):
                 yield from walk(ix.value)
     elif isinstance(e, Unary):
         yield from walk(e.x)
@@ -222,14 +357,14 @@ def index_vars_of(e: Expr) -> list[str]:
 
 
 def affine_indices(a: Access) -> list[IndexExpr]:
-    """The affine indices of a read (its gathered ones left out: walk() reaches the reads inside those).
+    """The affine indices of a read (its gathered and boundary ones left out: walk() reaches what is inside those).
 
     >>> import tensorlang as tl
     >>> [str(ix) for ix in affine_indices(tl.op("def e(E: f32[V, D], ids: i32[T]) -> Y:\\n"
     ...                                          "    Y[t, d] = E[ids[t], d]").stage("Y").rhs)]
     ['d']
     """
-    return [ix for ix in a.indices if not isinstance(ix, GatherIndex)]
+    return [ix for ix in a.indices if isinstance(ix, IndexExpr)]
 
 
 # ---- program -----------------------------------------------------------------------------------
@@ -486,6 +621,8 @@ def _structure(op: Op, arithmetic: bool) -> Structure:
     def index(ix: IndexExpr | GatherIndex, axes: dict) -> list:
         if isinstance(ix, GatherIndex):  # a value read from tensors: its whole expression, arithmetic included
             return ["gather", expr(ix.value, axes)]
+        if isinstance(ix, BoundaryIndex):
+            return ["boundary", expr(ix.value, axes)]
         return [sorted([axes[v], poly(c)] for v, c in ix.terms), poly(ix.const)]
 
     def expr(e: Expr, axes: dict) -> list:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from ..bind import BoundOp, bind
 from ..dtypes import DTYPES
-from ..program import Binary, Call, GatherIndex, Op, Unary, index_vars_of, walk
+from ..program import Binary, BoundaryIndex, Call, GatherIndex, Op, Unary, index_vars_of, walk
 
 EXPENSIVE_CALLS = ("exp", "log", "sqrt", "tanh", "erf", "sigmoid")
 
@@ -155,6 +155,8 @@ def analyze(op: Op, sizes: dict) -> ProgramInfo:
             for d, ix in enumerate(a.indices):
                 if isinstance(ix, GatherIndex):
                     coeffs, const = {v: max(2, shape[d]) for v in index_vars_of(ix.value)}, 0
+                elif isinstance(ix, BoundaryIndex):  # it moves as its interior does, away from the borders
+                    coeffs, const = ix.interior().evaluate(bound.sizes)
                 else:
                     coeffs, const = ix.evaluate(bound.sizes)
                 dims.append((tuple(sorted(coeffs.items())), const))

@@ -201,6 +201,10 @@ def _scalar(node, pt, env, tensors, domain):
                 v = int(_scalar(a.read, pt, env, tensors, domain)) + a.offset
                 ix.append(v if a.clamp is None else min(max(v, 0), a.clamp.ev(env) - 1))
                 continue
+            if isinstance(a, progen.Edge):  # clamp(inner, 0, D - 1): inside by construction
+                v = a.inner.const.ev(env) + sum(c.ev(env) * pt[var] for c, var in a.inner.terms)
+                ix.append(min(max(v, 0), n - 1))
+                continue
             v = a.const.ev(env) + sum(c.ev(env) * pt[var] for c, var in a.terms)
             if not 0 <= v < n:
                 return 0
@@ -366,6 +370,8 @@ def test_generator_renders_and_reaches_features():
             if stg.dtype == "bool":
                 seen.add("bool stage")
             for r in stg.reads():
+                if any(isinstance(a, progen.Edge) for a in r.idx):
+                    seen.add("edge")
                 if any(isinstance(a, progen.Gather) for a in r.idx):
                     seen.add("clamp" if any(getattr(a, "clamp", None) is not None for a in r.idx) else "gather")
                 vs = [v for a in r.idx for v in a.vars()]
@@ -409,7 +415,7 @@ def test_generator_renders_and_reaches_features():
             "Bin:max", "Bin:min", "Bin:**", "Bin://", "Bin:%", "Chain:", "Sel:", "Logic:and", "Logic:or",
             "Not:", "Cast:f32", "Cast:f64",
             "Cast:i32", "Var:", "Size:", "negative where start", "big size", "i32(... / ...)", "cast of a weak value",
-            "i64", "bool", "Cast:bool", "gather", "clamp", "bool stage"}
+            "i64", "bool", "Cast:bool", "gather", "clamp", "bool stage", "edge"}
     assert want <= seen, want - seen
 
 

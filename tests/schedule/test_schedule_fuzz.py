@@ -1,8 +1,9 @@
 """Schedule fuzzer: random schedules must change how a program runs, never what it computes.
 
 Each hypothesis example takes a program at tiny sizes -- a workload of ``tensorlang.schedules.WORKLOADS`` (shape sizes
-1..7 with primes, now and then one of 8..17; usual strides, paddings, dilations) or a random Einstein
-program from ``progen.py`` -- and applies several random schedules to it, each a sequence of 1 to 8
+1..7 with primes, now and then one of 8..17; usual strides, paddings, dilations), a random Einstein
+program from ``progen.py``, or (a test of their own) a program with boundary conditions in its indices from
+``schedule_cases.BOUNDARY_PROGRAMS`` -- and applies several random schedules to it, each a sequence of 1 to 8
 primitives (split, tile, reorder, fuse, vectorize, unroll, parallel, serial, compute_at, compute_inline,
 compute_root, cache_write, cache_read with random layouts) whose arguments come from the current loops of a
 random stage, with invalid arguments now and then. The rules (see ``schedfuzz.py``):
@@ -68,6 +69,7 @@ SLICE_WORKLOAD_EXAMPLES, SLICE_PROGRAM_EXAMPLES = 200, 300
 # the two tests share the examples: workloads get 40%, random programs the rest
 WORKLOAD_EXAMPLES = max(1, (EXAMPLES * 2) // 5)
 PROGRAM_EXAMPLES = max(1, EXAMPLES - WORKLOAD_EXAMPLES)
+BOUNDARY_EXAMPLES = max(1, EXAMPLES // 10)  # besides those: the programs with clamp, min, max, abs indices
 
 # See TENSORLANG_SCHEDULE_FUZZ_SHRINK above.
 SHRINK = fuzzenv.flag("TENSORLANG_SCHEDULE_FUZZ_SHRINK")
@@ -115,6 +117,21 @@ def _random_program_schedules(data):
         event(f"rejected program: {e}")
         reject()
     _schedules(case, src)
+
+
+def _boundary_schedules(data):
+    from schedule_cases import BOUNDARY_PROGRAMS
+
+    name = data.draw(st.sampled_from(BOUNDARY_PROGRAMS), label="program")
+    src = _choices(data)
+    _schedules(schedfuzz.program_case(name, src), src)
+
+
+@pytest.mark.slow
+@settings(max_examples=BOUNDARY_EXAMPLES, **FUZZ_SETTINGS)
+@given(data=st.data())
+def test_boundary_program_schedules(data):
+    _boundary_schedules(data)
 
 
 @pytest.mark.slow

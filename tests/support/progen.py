@@ -21,8 +21,10 @@ reporting a rounding difference.
 With ``generate(src, extras=True)``, a read's dimension may also be indexed through an index tensor (``X[G[i],
 j]``, a gather, with an offset ``G[i] + 1`` or a ``clamp(G[i], 0, N - 1)``): ``G`` is an i32 or i64 input whose
 values ``make_inputs`` draws inside the dimension (or around it, where a clamp brings them in); programs may be
-i64, stages bool (comparisons stored), and inputs i64 or bool masks.  Without it, the same choices give the
-programs they gave before those existed (regression tests pin programs by their seed).
+i64, stages bool (comparisons stored), and inputs i64 or bool masks; and a dimension may be read through a boundary
+condition, ``X[clamp(i - 1, 0, N - 1)]`` (an ``Edge``: its variables get their ranges from other reads or
+``where``).  Without it, the same choices give the programs they gave before those existed (regression tests pin
+programs by their seed).
 
 Usage::
 
@@ -268,6 +270,32 @@ class Gather:
     def value(self, ctx):
         v = np.asarray(self.read.ev(ctx)).astype(np.int64) + self.offset
         return np.clip(v, 0, self.clamp.ev(ctx.env) - 1) if self.clamp is not None else v
+
+
+@dataclass(eq=False)
+class Edge:
+    """A dimension read through a boundary condition, Halide's repeat_edge: ``clamp(inner, 0, D - 1)`` of an affine
+    index. It stays inside the dimension, and (like a Gather) decides no variable's range: ``vars()`` is empty, and
+    the variables of ``inner`` get their ranges elsewhere (other reads or ``where``)."""
+
+    inner: Affine
+    extent: SE
+    terms = ()
+    const = SE()
+
+    def vars(self):
+        return []
+
+    def bounds(self, env, ranges):
+        lo, hi = self.inner.bounds(env, ranges)
+        top = self.extent.ev(env) - 1
+        return min(max(lo, 0), top), min(max(hi, 0), top)
+
+    def render(self):
+        return f"clamp({self.inner.render()}, 0, {(self.extent - 1).render()})"
+
+    def ev(self, env, grids):
+        return np.clip(self.inner.ev(env, grids), 0, self.extent.ev(env) - 1)
 
 
 @dataclass(eq=False)
@@ -996,6 +1024,8 @@ class _Gen:
                 self.placed.add(want_var)
             else:
                 a = (self.gather(d) if self.extras and self.s.chance(7) else None) or self.index(d, prev)
+                if self.extras and isinstance(a, Affine) and a.terms and self.s.chance(8):
+                    a = Edge(a, d)
             idx.append(a)
             prev.extend(a.vars())
         node = Read(t, tuple(idx))

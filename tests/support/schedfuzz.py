@@ -158,6 +158,16 @@ EXACT_WORKLOADS = {"maxpool2d", "transpose"}  # the results are copies of input 
 def workload_sizes(w, op, src: progen.Src) -> dict:
     """Tiny sizes for workload `w`: small shape sizes (1 and primes included, now and then one of 8..17),
     usual int parameters; redrawn until the program binds (windows fit)."""
+    sizes = draw_sizes(op, src)
+    if sizes is not None:
+        return sizes
+    # windows that never fit in 20 draws: the small preset, every shape size capped at 7
+    sizes = w.sizes("small")
+    return {k: (v if k in op.int_params else min(v, 7)) for k, v in sizes.items()}
+
+
+def draw_sizes(op, src: progen.Src) -> dict | None:
+    """Tiny sizes for `op` as :func:`workload_sizes` draws them, or None when 20 draws never bind."""
     for _ in range(20):
         sizes = {}
         big = src.pick([n for n in op.size_names if n not in op.int_params]) if src.chance(15) else None
@@ -171,11 +181,9 @@ def workload_sizes(w, op, src: progen.Src) -> dict:
         try:
             tl.schedule(op, **sizes)
             return sizes
-        except tl.BuildError:
+        except (tl.BuildError, tl.DSLError):  # a window or a boundary index that does not fit these sizes
             continue
-    # windows that never fit in 20 draws: the small preset, every shape size capped at 7
-    sizes = w.sizes("small")
-    return {k: (v if k in op.int_params else min(v, 7)) for k, v in sizes.items()}
+    return None
 
 
 def workload_case(name: str, src: progen.Src) -> Case:
@@ -204,6 +212,29 @@ def workload_case(name: str, src: progen.Src) -> Case:
                 raise
         case.baseline[o] = g
         case.oracle[o] = e
+    return case
+
+
+def program_case(name: str, src: progen.Src) -> Case:
+    """Program `name` of ``schedule_cases.PROGRAMS`` (the boundary-condition programs among them) at random tiny
+    sizes; its unscheduled kernel checked against the program's numpy oracle."""
+    from schedule_cases import PROGRAMS, make_inputs
+
+    prog = PROGRAMS[name]
+    sizes = draw_sizes(prog.op, src)
+    assert sizes is not None, f"{name}: no tiny sizes bind"
+    s0 = tl.schedule(prog.op, **sizes)
+    inputs = make_inputs(s0, src.int(0, 2**32 - 1))
+    rlen = prog.red_len(sizes)
+    (o,) = prog.op.outputs
+    case = Case(f"program {name} (tests/support/schedule_cases.py)", prog.source, sizes, prog.op, inputs, {},
+                {o: rlen}, {o: prog.exact})
+    trace(f"{case.describe()}\n(unscheduled)")
+    got = tl.build(prog.op, schedule="naive", **sizes)(*inputs)
+    want = prog.reference(*inputs, **sizes)
+    assert_close(got, want, rlen, exact=prog.exact,
+                 err_msg=f"the UNSCHEDULED kernel differs from numpy for {o}\n{case.describe()}")
+    case.baseline[o], case.oracle[o] = got, want
     return case
 
 

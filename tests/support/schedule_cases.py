@@ -96,6 +96,30 @@ def _blur_i32(A, **_):
     return (p[:-2] + 2 * p[1:-1] + p[2:]).astype(np.int32)
 
 
+def _edge3(a, axis):
+    """a[i - 1] + a[i] + a[i + 1] along `axis`, repeating the edge (Halide's repeat_edge) as np.pad does."""
+    p = np.pad(a, [(1, 1) if d == axis else (0, 0) for d in range(a.ndim)], mode="edge")
+    n = a.shape[axis]
+    return sum(np.take(p, range(k, k + n), axis=axis) for k in range(3))
+
+
+def _blur_edge(I, **_):
+    return _f32(_edge3(_edge3(I.astype(np.float64), 1), 0))
+
+
+def _mirror_i32(A, **_):
+    p = np.pad(A.astype(np.int64), 1, mode="reflect")
+    return (p[:-2] + 2 * p[1:-1] + p[2:]).astype(np.int32)
+
+
+def _box_sym(A, **_):
+    p = np.pad(A.astype(np.float64), ((0, 0), (1, 1)), mode="symmetric")
+    return _f32(p[:, :-2] + p[:, 1:-1] + p[:, 2:])
+
+
+# Programs whose reads carry boundary conditions (clamp, min, max, abs in an index): see test_boundary.py.
+BOUNDARY_PROGRAMS = ("blur_edge", "mirror_i32", "box_sym")
+
 PROGRAMS: dict[str, Program] = {p.op.name: p for p in [
     Program("def scale(A: f32[N]) -> B:\n    B[i] = A[i] * 2.0 + 1.0\n",
             lambda A, **_: _f32(A.astype(np.float64) * 2.0 + 1.0)),
@@ -151,6 +175,17 @@ PROGRAMS: dict[str, Program] = {p.op.name: p for p in [
             "    P[i] = A[i - 1] where i in 0:N+2\n"
             "    B[i] = P[i] + 2 * P[i + 1] + P[i + 2]\n",
             _blur_i32, exact=True),
+    Program("def blur_edge(I: f32[H, W]) -> O:\n"
+            "    B[y, x] = I[y, clamp(x - 1, 0, W - 1)] + I[y, x] + I[y, clamp(x + 1, 0, W - 1)]\n"
+            "    O[y, x] = B[clamp(y - 1, 0, H - 1), x] + B[y, x] + B[min(y + 1, H - 1), x]\n",
+            _blur_edge, lambda s: 9),
+    Program("def mirror_i32(A: i32[N]) -> B:\n"
+            "    B[i] = A[N - 1 - abs(N - 1 - abs(i - 1))] + 2 * A[i] + A[N - 1 - abs(N - 1 - abs(i + 1))]\n",
+            _mirror_i32, exact=True),
+    Program("def box_sym(A: f32[M, N]) -> B:\n"
+            "    B[m, n] += A[m, min(max(n + r - 1, -n - r), 2*N - 1 - max(n + r - 1, -n - r))] "
+            "where r in 0:3, n in 0:N\n",
+            _box_sym, lambda s: 3),
 ]}
 
 
