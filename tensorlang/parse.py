@@ -386,6 +386,10 @@ class _Parser:
         where = self.parse_where(where_p, lhs_vars, used, var_locs) if where_p else {}
         for k in scatter:
             v = lhs_vars[k]
+            if v in used:
+                raise self.error(f"`{v}` is computed from data (one value for each point of the right side), so the "
+                                 f"right side cannot use it; use the value it is computed from instead",
+                                 var_locs[v])
             if v not in where:
                 raise self.error(f"`{v}` is computed from data, so nothing gives its range (the size of "
                                  f"{name}'s dimension {k}): give it with `where {v} in 0:SIZE`", var_locs[v])

@@ -325,6 +325,9 @@ def test_the_fuzzed_scatters_are_scatters():
     ("def h(I: f32[N]) -> H:\n    H[b := I[i]] += 1 where b in 0:8",
      "line 2, column 12: an index computed from a tensor read must be an integer (i32 or i64), got f32; convert "
      "with i32(...) or i64(...)"),
+    ("def h(I: i32[N], X: f32[N]) -> H:\n    H[b := I[i]] += X[b] where b in 0:8",
+     "line 2, column 7: `b` is computed from data (one value for each point of the right side), so the right side "
+     "cannot use it; use the value it is computed from instead"),
     ("def h(I: i32[N]) -> H:\n    H[b := I[i]] += 1 where b in 1:8",
      "line 2, column 34: `b` is a left-side index, so its range starts at 0 (not 1)"),
 ])
