@@ -43,7 +43,7 @@ def _sizes_used(op: Op) -> set[str]:
     for s in op.stages:
         for w in s.where.values():
             used |= w.lo.symbols() | w.hi.symbols()
-        for node in walk(s.rhs):
+        for node in (n for e in s.values() for n in walk(e)):
             exprs = affine_indices(node) if isinstance(node, Access) else \
                 (node.expr,) if isinstance(node, IntValue) else ()
             for e in exprs:

@@ -310,6 +310,9 @@ class Lowerer:
         """The statements that compute stage `name` (over `region` when given)."""
         bs = self.bound.stages[name]
         s = bs.stage
+        if s.lhs is not None:
+            assert region is None  # the schedule keeps a scatter at the root
+            return self.scatter_stage(name)
         st = self.state.stages[name]
         nest, domains, prefix = self.nest_for(name, region)
         loops = nest.loops
@@ -494,6 +497,85 @@ class Lowerer:
             assert identity is not None  # separate_init
             main = ir.seq(lets(-1, tile(loops, ir.Store(out, out_idx, identity), True), True, True), main)
         return main
+
+    def scatter_stage(self, name: str) -> ir.Stmt:
+        """A scatter (`H[b := I[y, x]] += 1`): the output set to the reduction's identity, then each iteration of
+        the stage's loops updates the element its indices computed from data choose (one outside its dimension is a
+        `tl.IndexError`, never a write outside the buffer). A parallel loop whose iterations may update one element
+        accumulates into a private copy of the output per iteration of it, and the copies are combined into the
+        output after it (Halide's privatized histogram), so no two threads update one element."""
+        bs = self.bound.stages[name]
+        s = bs.stage
+        assert s.lhs is not None  # the caller's check
+        op = s.reduce_op
+        assert op is not None  # the parser refuses `=` through an index computed from data
+        nest = self.state.stages[name].nest
+        loops = nest.loops
+        var = {lp.name: ir.Var(lp.name) for lp in loops}
+        exprs = {v: simplify(substitute(e, var)) for v, e in nest.exprs.items()}
+        ranges = {lp.name: (lp.lo, lp.lo + lp.extent - 1) for lp in loops}
+        orig = {v: ir.Var(v) for v in s.loop_vars}
+        lower_value = ValueLowering(self, bs, orig, exprs, {}, ranges)
+        value = lower_value(s.rhs, s.dtype)
+        slots = {v: ir.Var(f"{name}:{v}") for v in s.scatter_vars}  # no loop name holds a colon
+        element = tuple(slots.get(v, orig.get(v)) for v in s.lhs_vars)
+        identity = _constant(DTYPES[s.dtype].identity(op), s.dtype)
+        out = self.buffers[name]
+
+        def update(buf: ir.Buffer, first: tuple) -> ir.Stmt:
+            """The guarded update of one iteration into `buf` (at `first` + the element)."""
+            at = first + element
+            body: ir.Stmt = ir.Store(buf, at, ir.BinOp(op, ir.Load(buf, at), value))
+            for d, v in reversed(list(enumerate(s.lhs_vars))):
+                if v in slots:
+                    body = ir.Let(slots[v], lower_value.index(s.lhs, d, orig), body)
+            conds = [ir.Cmp("<", simplify(substitute(e, var)), ir.const(b)) for e, b in nest.constraints]
+            for v in s.loop_vars:
+                lo, ext = bs.ranges[v]
+                if not _at_least(exprs[v], ir.const(lo), ranges):
+                    conds.append(ir.Cmp(">=", orig[v], ir.const(lo)))
+                if not _at_least(ir.const(lo + ext - 1), exprs[v], ranges):
+                    conds.append(ir.Cmp("<=", orig[v], ir.const(lo + ext - 1)))
+            cond = ir.all_of(conds)
+            if cond is not None:
+                body = ir.If(simplify(cond), body)
+            for v in reversed(s.loop_vars):
+                if exprs[v] != orig[v]:
+                    body = ir.Let(orig[v], exprs[v], body)
+            return body
+
+        def around(sub: list, body: ir.Stmt) -> ir.Stmt:
+            for lp in reversed(sub):
+                body = ir.For(var[lp.name], ir.const(lp.lo), ir.const(lp.extent), body, lp.kind)
+            return body
+
+        def every(shape: tuple, tag: str, body) -> ir.Stmt:
+            """Loops over every element of `shape` around `body(element)`."""
+            vs = [ir.Var(f"{name}:{tag}{d}") for d in range(len(shape))]
+            stmt = body(tuple(vs))
+            for v, n in reversed(list(zip(vs, shape))):
+                stmt = ir.For(v, ir.const(0), ir.const(n), stmt, "serial")
+            return stmt
+
+        init = every(bs.shape, "e", lambda e: ir.Store(out, e, identity))
+        plain = {v for v in s.lhs_vars if v not in slots}
+        shared = [k for k, lp in enumerate(loops) if lp.kind == "parallel"
+                  and not {v for v, e in exprs.items() if lp.name in ir.expr_vars(e)} <= plain]
+        if not shared:  # each thread (if any) updates elements of its own
+            return ir.seq(init, around(loops, update(out, ())))
+        k = shared[0]
+        lp = loops[k]
+        copies = ir.Buffer(f"{name}_part", s.dtype, (lp.extent,) + bs.shape, "temp")
+        mine = simplify(ir.BinOp("-", var[lp.name], ir.const(lp.lo)))
+        fill = every(bs.shape, "p", lambda e: ir.Store(copies, (mine,) + e, identity))
+        body = ir.For(var[lp.name], ir.const(lp.lo), ir.const(lp.extent),
+                      ir.seq(fill, around(loops[k + 1:], update(copies, (mine,)))), "parallel")
+        c = ir.Var(f"{name}:copy")
+
+        def combine(e: tuple) -> ir.Stmt:
+            return ir.For(c, ir.const(0), ir.const(lp.extent),
+                          ir.Store(out, e, ir.BinOp(op, ir.Load(out, e), ir.Load(copies, (c,) + e))), "serial")
+        return ir.seq(init, ir.Allocate(copies, around(loops[:k], ir.seq(body, every(bs.shape, "c", combine)))))
 
     def epilogue_store(self, producer: str, orig: dict, ranges: dict):
         """For the stage computed in `producer`'s write-back: a function of the IR value of one final element of

@@ -163,6 +163,8 @@ def _reduction_lengths(bound: BoundOp, order: list[str]) -> dict[str, int]:
 def _evaluate_stage(bound: BoundOp, bs: BoundStage, tensors: dict) -> np.ndarray:
     s = bs.stage
     dtype = DTYPES[s.dtype].numpy
+    if s.lhs is not None:
+        return _evaluate_scatter(bound, bs, tensors).astype(dtype)
     fast = _einsum(bound, bs, tensors)
     if fast is not None:
         return fast.astype(dtype)
@@ -174,12 +176,7 @@ def _evaluate_stage(bound: BoundOp, bs: BoundStage, tensors: dict) -> np.ndarray
     nl = len(s.lhs_vars)
     sites = {(id(g.access), g.dim): g for g in gather_sites(bound.op)}
     for block in _blocks(extents):
-        grids = {}
-        for k, (v, (start, stop)) in enumerate(zip(axes, block)):
-            shape = [1] * len(axes)
-            shape[k] = stop - start
-            lo = bs.ranges[v][0]
-            grids[v] = np.arange(lo + start, lo + stop, dtype=np.int64).reshape(shape)
+        grids = _grids(bs, axes, block)
         full = tuple(stop - start for start, stop in block)
         value = _Evaluator(bound, bs, tensors, grids, sites)(s.rhs, s.dtype)
         value = np.broadcast_to(np.asarray(value), full)
@@ -191,6 +188,47 @@ def _evaluate_stage(bound: BoundOp, bs: BoundStage, tensors: dict) -> np.ndarray
             part = _REDUCE[s.reduce_op].reduce(value.astype(acc_dtype), axis=red) if red else value
             out[where] = _REDUCE[s.reduce_op](out[where], part)
     return out.astype(dtype)
+
+
+def _grids(bs: BoundStage, axes: list[str], block: list) -> dict:
+    """Each index variable's values over one block of the grid, as an array along its own axis."""
+    grids = {}
+    for k, (v, (start, stop)) in enumerate(zip(axes, block)):
+        shape = [1] * len(axes)
+        shape[k] = stop - start
+        lo = bs.ranges[v][0]
+        grids[v] = np.arange(lo + start, lo + stop, dtype=np.int64).reshape(shape)
+    return grids
+
+
+def _evaluate_scatter(bound: BoundOp, bs: BoundStage, tensors: dict) -> np.ndarray:
+    """A scatter (`H[b := I[y, x]] += 1`): the value and the left indices over the grid of the stage's loop
+    indices, accumulated by numpy's unbuffered `ufunc.at` (np.add.at, np.maximum.at, ...), so that every repeat
+    of an index counts; a left index outside its dimension is a tl.IndexError (np.add.at's IndexError)."""
+    s = bs.stage
+    assert s.lhs is not None and s.reduce_op is not None  # the caller's check; the parser refuses `=`
+    axes = list(s.loop_vars)
+    acc_dtype = np.float64 if DTYPES[s.dtype].is_float else np.int64
+    out = np.full(bs.shape, DTYPES[s.dtype].identity(s.reduce_op), acc_dtype)
+    sites = {(id(g.access), g.dim): g for g in gather_sites(bound.op)}
+    for block in _blocks([bs.ranges[v][1] for v in axes]):
+        grids = _grids(bs, axes, block)
+        full = tuple(stop - start for start, stop in block)
+        ev = _Evaluator(bound, bs, tensors, grids, sites)
+        value = np.broadcast_to(np.asarray(ev(s.rhs, s.dtype)).astype(acc_dtype), full)
+        at = []
+        for d, (v, ix) in enumerate(zip(s.lhs_vars, s.lhs.indices)):
+            if not isinstance(ix, GatherIndex):
+                at.append(np.broadcast_to(grids[v], full))
+                continue
+            idx = np.asarray(ev(ix.value, ix.value.dtype)).astype(np.int64)
+            bad = (idx < 0) | (idx >= bs.shape[d])
+            if bad.any():
+                site = sites[(id(s.lhs), d)]
+                raise errors.IndexError(site.message(bound.op.name, int(idx[bad].flat[0]), bs.shape[d]))
+            at.append(np.broadcast_to(idx, full))
+        _REDUCE[s.reduce_op].at(out, tuple(at), value)
+    return out
 
 
 def _blocks(extents: list[int]):

@@ -164,6 +164,10 @@ class _Parser:
             for node in ast.walk(tree):
                 if isinstance(node, ast.Name) and node.id in self.stage_ranks:
                     found.append((node.id, self.loc_of(node, rhs_p)))
+            for ix in r[3][2]:  # a scatter's left index reads too (`H[b := S[y]]`)
+                if isinstance(ix, ast.NamedExpr):
+                    found += [(n.id, self.loc_of(n, r[3][0])) for n in ast.walk(ix.value)
+                              if isinstance(n, ast.Name) and n.id in self.stage_ranks]
             found.sort(key=lambda t: (t[1].line, t[1].col))
             reads[r[0]] = found
         order: list[str] = []
@@ -346,8 +350,18 @@ class _Parser:
         name, _, loc, (lhs_p, _lhs_node, idx_nodes, op_text, red, rhs_p, where_p, whole, op_loc) = raw
         lhs_vars: list[str] = []
         var_locs: dict[str, SourceLoc] = {}
-        for ix in idx_nodes:
+        self._var_locs = var_locs
+        scatter: dict[int, ast.NamedExpr] = {}  # left index position -> `b := VALUE`
+        for k, ix in enumerate(idx_nodes):
             iloc = self.loc_of(ix, lhs_p)
+            if isinstance(ix, ast.NamedExpr):
+                scatter[k] = ix
+                ix = ix.target
+                iloc = self.loc_of(ix, lhs_p)
+            elif self.reads_a_tensor(ix):
+                raise self.error(f"a left-side index computed from data (a scatter) needs a name and a range, "
+                                 f"which give the output's size: write `{name}[b := {ast.unparse(ix)}] "
+                                 f"{op_text} ... where b in 0:SIZE`", iloc)
             if not isinstance(ix, ast.Name) or ix.id in self.sizes or ix.id in self.stage_ranks \
                     or ix.id in self.params:
                 raise self.error("a left-side index is a plain index variable (like `i`); "
@@ -363,18 +377,28 @@ class _Parser:
             raise self.error(f"the right side is nested {depth} levels deep, more than {MAX_EXPR_DEPTH} (a chain "
                              f"like `a + b + c` is a level a term): compute parts of it in stages of their own",
                              self.loc_of(rhs_tree.body, rhs_p))
-        self._var_locs = var_locs
         rhs = self.value(rhs_tree.body, rhs_p)
+        lhs = self.scatter_lhs(name, rhs.dtype, loc, lhs_vars, scatter, lhs_p, red) if scatter else None
         if rhs.dtype == "bool" and red is not None:
             raise self.error(f"`{op_text}` of true/false values: reduce numbers, like `{op_text} i32(...)` (for "
                              "`any`, `max= i32(cond)`; for `all`, `min= i32(cond)`)", rhs.loc)
         dtype = rhs.dtype
-        used = index_vars_of(rhs)
+        values = [rhs] if lhs is None else [rhs] + [ix.value for ix in lhs.indices if isinstance(ix, GatherIndex)]
+        used = list(dict.fromkeys(v for e in values for v in index_vars_of(e)))
         red_vars = tuple(v for v in used if v not in lhs_vars)
-        read_vars = {v for a in (n for n in walk(rhs) if isinstance(n, Access)) for ix in affine_indices(a)
-                     for v in ix.variables()}
+        reads = [n for e in values for n in walk(e) if isinstance(n, Access)]
+        read_vars = {v for a in reads for ix in affine_indices(a) for v in ix.variables()}
         where = self.parse_where(where_p, lhs_vars, used, var_locs) if where_p else {}
-        gathered = {v for a in (n for n in walk(rhs) if isinstance(n, Access)) for ix in a.indices
+        for k in scatter:
+            v = lhs_vars[k]
+            if v in used:
+                raise self.error(f"`{v}` is computed from data (one value for each point of the right side), so the "
+                                 f"right side cannot use it; use the value it is computed from instead",
+                                 var_locs[v])
+            if v not in where:
+                raise self.error(f"`{v}` is computed from data, so nothing gives its range (the size of "
+                                 f"{name}'s dimension {k}): give it with `where {v} in 0:SIZE`", var_locs[v])
+        gathered = {v for a in reads for ix in a.indices
                     if isinstance(ix, GatherIndex) for v in index_vars_of(ix.value)}
         boundary = {v for a in (n for n in walk(rhs) if isinstance(n, Access)) for ix in a.indices
                     if isinstance(ix, BoundaryIndex) for v in ix.variables()}
@@ -393,13 +417,40 @@ class _Parser:
             raise self.error(f"`{v}` appears only on the right side, so it is a reduction index, but the "
                              f"statement assigns with `=`; reduce with `+=`, `*=`, `max=` or `min=`",
                              var_locs[v])
-        if red is not None and not red_vars:
+        if red is not None and not red_vars and lhs is None:
             raise self.error(f"`{op_text}` reduces over indices that appear only on the right side, and "
                              f"there are none: every index ({', '.join(lhs_vars) or 'none'}) is on the left "
                              f"side; use `=`, or leave the reduction index off the left side", op_loc)
         self.stage_dtypes[name] = dtype
         return Stage(name=name, dtype=dtype, lhs_vars=tuple(lhs_vars), reduce_op=red, rhs=rhs,
-                     red_vars=red_vars, where=where, loc=loc, var_locs=var_locs, text=whole.text)
+                     red_vars=red_vars, where=where, loc=loc, var_locs=var_locs, text=whole.text, lhs=lhs)
+
+    def scatter_lhs(self, name: str, dtype: str, loc: SourceLoc, lhs_vars: list[str], scatter: dict, p: _Piece,
+                    red: str | None) -> Access:
+        """The left side of a scatter (`H[b := I[y, x]] += 1`) as an access: its named data-dependent indices
+        as GatherIndex, the others as plain index variables."""
+        if red is None:
+            raise self.error("`=` through an index computed from data would leave which of several updates of "
+                             "one element wins to the loop order; accumulate with `+=`, `*=`, `max=` or "
+                             "`min=` (a histogram, a scatter-add)", loc)
+        indices: list = [IndexExpr.var(v) for v in lhs_vars]
+        for k, node in scatter.items():
+            vloc = self.loc_of(node.value, p)
+            if not self.reads_a_tensor(node.value):
+                raise self.error(f"`{lhs_vars[k]} := ...` names a left index computed from data, but "
+                                 f"`{ast.unparse(node.value)}` reads no tensor; write a plain index variable",
+                                 vloc)
+            ix = self.index_expr(node.value, p)
+            assert isinstance(ix, GatherIndex)  # it reads a tensor
+            for v in index_vars_of(ix.value):
+                if v in lhs_vars:
+                    raise self.error(f"the left index `{lhs_vars[k]}` is computed from `{v}`, another left "
+                                     "index; index it with reduction indices only (those of the right side)",
+                                     vloc)
+            indices[k] = ix
+        locs = tuple(self.loc_of(scatter[k].value, p) if k in scatter else self._var_locs[v]
+                     for k, v in enumerate(lhs_vars))
+        return Access(dtype, False, loc, name, tuple(indices), locs)
 
     def parse_where(self, p: _Piece, lhs_vars, used, var_locs) -> dict[str, WhereRange]:
         out: dict[str, WhereRange] = {}

@@ -406,15 +406,40 @@ class Stage:
     loc: SourceLoc = field(compare=False, hash=False)
     var_locs: dict[str, SourceLoc] = field(compare=False, hash=False)
     text: str = field(default="", compare=False, hash=False)
+    # a scatter (`H[b := I[y, x]] += 1`): the left side as an access whose data-dependent indices are GatherIndex
+    lhs: Access | None = None
 
     @property
     def all_vars(self) -> tuple[str, ...]:
         """Left-side variables then reduction variables: the default loop order."""
         return self.lhs_vars + self.red_vars
 
+    @property
+    def scatter_vars(self) -> tuple[str, ...]:
+        """The left-side variables named by an index computed from data (`b` in `H[b := I[y, x]] += 1`): they
+        size the output and have no loop.
+
+        >>> import tensorlang as tl
+        >>> tl.op("def h(I: i32[N]) -> H:\\n    H[b := I[i]] += 1 where b in 0:8").stage("H").scatter_vars
+        ('b',)
+        """
+        if self.lhs is None:
+            return ()
+        return tuple(v for v, ix in zip(self.lhs_vars, self.lhs.indices) if isinstance(ix, GatherIndex))
+
+    @property
+    def loop_vars(self) -> tuple[str, ...]:
+        """The index variables that get loops: :attr:`all_vars` less :attr:`scatter_vars`."""
+        return tuple(v for v in self.all_vars if v not in self.scatter_vars)
+
+    def values(self) -> list[Expr]:
+        """The right side, then the data-dependent left indices of a scatter."""
+        left = [ix.value for ix in self.lhs.indices if isinstance(ix, GatherIndex)] if self.lhs is not None else []
+        return [self.rhs, *left]
+
     def accesses(self) -> list[Access]:
-        """Every read in the right side, in source order."""
-        return [n for n in walk(self.rhs) if isinstance(n, Access)]
+        """Every read in the right side, in source order, then those in a scatter's left indices."""
+        return [n for e in self.values() for n in walk(e) if isinstance(n, Access)]
 
     def reads(self) -> list[str]:
         """Names of the tensors read, without repeats, in source order."""
@@ -429,6 +454,7 @@ class GatherSite:
     tensor: str
     dim: int
     access: Access = field(compare=False, hash=False)
+    write: bool = False  # a scatter's left index (`H[b := I[y, x]] += 1`), not a read
 
     def message(self, op_name: str, value: int, extent: int) -> str:
         """The error for `value` outside the dimension's `extent` (what `tl.IndexError` says).
@@ -441,8 +467,9 @@ class GatherSite:
         a = self.access
         text = f"{a.tensor}[{', '.join(str(ix) for ix in a.indices)}]"
         where = f" (line {a.loc.line}, column {a.loc.col})" if a.loc is not None else ""
+        what = "update" if self.write else "read"
         return (f"{op_name}: index {value} is out of range for dimension {self.dim} of {self.tensor} (size {extent}) "
-                f"in stage {self.stage}'s read {text}{where}")
+                f"in stage {self.stage}'s {what} {text}{where}")
 
 
 def gather_sites(op: Op) -> tuple[GatherSite, ...]:
@@ -454,7 +481,8 @@ def gather_sites(op: Op) -> tuple[GatherSite, ...]:
     >>> [(s.stage, s.tensor, s.dim) for s in gather_sites(op)]
     [('Y', 'A', 0), ('Y', 'A', 1)]
     """
-    return tuple(GatherSite(s.name, a.tensor, d, a) for s in op.stages for a in s.accesses()
+    return tuple(GatherSite(s.name, a.tensor, d, a, a is s.lhs) for s in op.stages
+                 for a in s.accesses() + ([s.lhs] if s.lhs is not None else [])
                  for d, ix in enumerate(a.indices) if isinstance(ix, GatherIndex))
 
 
@@ -650,6 +678,8 @@ def _structure(op: Op, arithmetic: bool) -> Structure:
             rhs = [expr(n, axes) for n in walk(s.rhs) if isinstance(n, (Access, IntValue))]
         where = sorted([axes[v], poly(r.lo), poly(r.hi)] for v, r in s.where.items())
         stages.append([s.dtype, len(s.lhs_vars), len(s.red_vars), s.reduce_op, rhs, where])
+        if s.lhs is not None:  # a scatter: where it writes
+            stages[-1].append([index(ix, axes) for ix in s.lhs.indices])
     text = json.dumps({"arithmetic": arithmetic, "inputs": [[p.dtype, [poly(d) for d in p.shape]] for p in op.params],
                        "int_sizes": [sizes[n] for n in op.int_params], "sizes": len(sizes), "stages": stages,
                        "outputs": [tensors[n] for n in op.outputs]}, sort_keys=True)

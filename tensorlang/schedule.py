@@ -28,12 +28,14 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import json
+import math
 from dataclasses import dataclass, field
 
 from .bind import BoundOp, bind
 from .bounds import check_bounds
+from .dtypes import DTYPES
 from .errors import ScheduleError
-from .ir import Func
+from .ir import Func, expr_vars
 from .loopnest import LoopNest
 from .primitives import (
     Annotate,
@@ -52,6 +54,8 @@ from .primitives import (
 from .program import Op, Renaming, Stage
 
 SCHEDULE_FORMAT = 1
+SCATTER_COPIES_MAX_BYTES = 1 << 28
+"""The most bytes of private copies a parallel loop of a scatter may accumulate into (one copy an iteration)."""
 VERBS = {"vectorized": "vectorize", "unrolled": "unroll", "parallel": "parallel", "serial": "serial"}
 
 
@@ -122,7 +126,8 @@ class ScheduleState:
         self.stages: dict[str, StageState] = {}
         for s in bound.op.stages:
             bs = bound.stages[s.name]
-            axes = [(v, bs.ranges[v][0], bs.ranges[v][1], v in s.red_vars) for v in s.all_vars]
+            # a scatter's loops write data-chosen elements: none is a reduction loop (see _scatter_checks)
+            axes = [(v, bs.ranges[v][0], bs.ranges[v][1], v in s.red_vars and s.lhs is None) for v in s.loop_vars]
             self.stages[s.name] = StageState(LoopNest(s.name, axes))
 
     def readers(self, name: str) -> list[str]:
@@ -151,6 +156,7 @@ class ScheduleState:
                                 f"(reverse_compute_inline) and has no loops of its own; schedule "
                                 f"{st.attach.producer}, or "
                                 f"s[{p.stage!r}].compute_root() first")
+        self._scatter_checks(p, st)
         if isinstance(p, (ComputeAt, ComputeInline)):
             for n, other in self.stages.items():
                 if other.attach == Epilogue(p.stage):
@@ -207,6 +213,43 @@ class ScheduleState:
         if isinstance(p, (Split, Fuse, Reorder, Annotate)):
             self.check_vector_levels(p.stage, name, getattr(p, "axis", None) or ", ".join(getattr(p, "axes", ())))
         self.check_copy_order(describe(p))
+
+    def _scatter_checks(self, p: Primitive, st: StageState) -> None:
+        """A scatter stage (`H[b := I[y, x]] += 1`) is computed at the root, in loops of its own; a parallel loop
+        accumulates into per-thread copies of the output (lowered by `Lowerer.scatter_stage`), and a vectorized
+        loop must run over a plain left-side index, so that no two lanes can update one element."""
+        op = self.bound.op
+        s = _stage(op, p.stage)
+        why = "its updates go to elements chosen by data, so it is computed at the root, in loops of its own"
+        if s.lhs is not None and isinstance(p, (ComputeAt, ComputeInline, CacheWrite, CacheRead)):
+            left = f"{p.stage}[{', '.join(map(str, s.lhs.indices))}] {s.reduce_op}= ..."
+            raise ScheduleError(f"{describe(p)}: {p.stage} is a scatter ({left}); {why}")
+        consumer = op.stage(p.consumer) if isinstance(p, ComputeAt) else None
+        if isinstance(p, ComputeAt) and consumer is not None and consumer.lhs is not None:
+            raise ScheduleError(f"{describe(p)}: {p.consumer} is a scatter; nothing is computed inside its loops "
+                                "(compute the stages it reads at the root, or inline them)")
+        if isinstance(p, ReverseComputeInline):
+            scatters = [t for t in s.reads() if op.stage(t) is not None and _stage(op, t).lhs is not None]
+            if scatters:
+                raise ScheduleError(f"{describe(p)}: {scatters[0]} is a scatter: its elements are final only after "
+                                    f"all its loops, so {p.stage} cannot be computed in its write-back")
+        plain = {v for v in s.lhs_vars if v not in s.scatter_vars}
+        if s.lhs is not None and isinstance(p, Annotate) and p.kind == "parallel" \
+                and not set(_expr_vars(st.nest, p.axis, "parallel")) <= plain:
+            extent = st.nest.loops[st.nest.index("parallel", p.axis)].extent
+            size = extent * math.prod(self.bound.shapes[p.stage]) * DTYPES[s.dtype].itemsize
+            if size > SCATTER_COPIES_MAX_BYTES:
+                raise ScheduleError(f"parallel({p.stage}, {p.axis}): each of its {extent} iterations would "
+                                    f"accumulate into a private copy of {p.stage} ({size} bytes in all, more than "
+                                    f"{SCATTER_COPIES_MAX_BYTES}); split {p.axis} and parallelise the outer loop")
+        if s.lhs is not None and isinstance(p, Annotate) and p.kind == "vectorized":
+            lanes = set(_expr_vars(st.nest, p.axis, "vectorize"))
+            if not lanes <= plain:
+                bad = sorted(lanes - plain)
+                raise ScheduleError(f"vectorize({p.stage}, {p.axis}): the loop runs over {', '.join(bad)}, and "
+                                    f"{p.stage}'s updates go to elements chosen by data, so two lanes could update "
+                                    f"the same element; vectorize a loop over a plain left-side index "
+                                    f"({', '.join(sorted(plain)) or 'there is none'})")
 
     def check_vector_levels(self, stage: str, prim: str, axis: str) -> None:
         """Nothing may be attached at or inside a vectorized loop (its body runs once for all lanes)."""
@@ -430,6 +473,13 @@ class ScheduleState:
         if any(t == p.tensor for t, _, _ in st.cache_reads):
             raise ScheduleError(f"{where}: {p.tensor} is cached by {p.stage} already")
         st.cache_reads.append((p.tensor, p.axis, tuple(p.layout)))
+
+
+def _expr_vars(nest: LoopNest, axis: str, prim: str) -> list[str]:
+    """The index variables whose expressions use loop `axis` of `nest` (a ScheduleError naming `prim` for no such
+    loop)."""
+    nest.index(prim, axis)
+    return [v for v, e in nest.exprs.items() if axis in expr_vars(e)]
 
 
 def _stage(op: Op, name: str) -> Stage:

@@ -145,6 +145,8 @@ def analyze(op: Op, sizes: dict) -> ProgramInfo:
                 readers[t].append(s.name)
     out = []
     for s in op.stages:
+        if s.lhs is not None:  # a scatter has no knobs: space.schedule_scatter schedules it
+            continue
         bs = bound.stages[s.name]
         reads = []
         for a, padded in zip(s.accesses(), bs.padded):
@@ -203,6 +205,6 @@ def flop_count(op: Op, sizes: dict) -> float:
     total = 0
     for s in op.stages:
         bs = bound.stages[s.name]
-        points = math.prod(ext for _, ext in bs.ranges.values())
+        points = math.prod(bs.ranges[v][1] for v in s.loop_vars)
         total += points * (_arith(s.rhs) + (s.reduce_op is not None))
     return float(total)

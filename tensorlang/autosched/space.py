@@ -28,6 +28,7 @@ iterations than threads, and placements the loop nests cannot hold.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any, Literal
@@ -52,6 +53,10 @@ from .template import (
     rounded_block,
     window_taps,
 )
+
+SCATTER_WORK = 8
+"""Updates per element of a thread's private copy of a scatter's output below which the scatter runs on one thread
+(a copy is set to the identity and combined into the output, which costs about two updates per element)."""
 
 PLACEMENT_DOC = "inline into readers, own loops at the root, computed inside its reader's loops, or in the " \
                 "producer's write-back"
@@ -785,6 +790,9 @@ class GeneratedSpace(Space):
         for st in self.info.stages:
             if configs[st.name].place == "epilogue":
                 s[st.name].reverse_compute_inline()
+        for stage in self.op.stages:
+            if stage.lhs is not None:
+                schedule_scatter(s, self.info.bound, stage.name, self.threads)
 
     # ---- the rules' own pick ----
     def default(self) -> dict:
@@ -867,6 +875,39 @@ def _schedule_inside(s, st: StageInfo, lanes: int, width: int | None = None) -> 
     if v in st.reduction:
         h.reorder(*[q for q in h.loops() if q != vi], vi)
     h.vectorize(vi)
+
+
+def schedule_scatter(s, bound, name: str, threads: int) -> None:
+    """Schedule the scatter stage `name` (`H[b := I[y, x]] += 1`), which has no knobs: its plain left-side
+    indices innermost, the last of them vectorized; and, where the updates outnumber the output's elements by
+    at least :data:`SCATTER_WORK` per thread, its outermost loop split over the threads, each accumulating into a
+    copy of its own (the copies are combined after it).
+
+    >>> import tensorlang as tl
+    >>> op = tl.op("def h(I: i32[N]) -> H:\\n    H[b := I[i]] += 1 where b in 0:16")
+    >>> s = tl.schedule(op, N=4096)
+    >>> schedule_scatter(s, s.bound, "H", threads=2)
+    >>> s["H"].loops()
+    ['i_o', 'i_i']
+    """
+    bs = bound.stages[name]
+    stage = bs.stage
+    h = s[name]
+    plain = [v for v in stage.lhs_vars if v not in stage.scatter_vars and bs.ranges[v][1] > 1]
+    others = [v for v in stage.loop_vars if v not in plain]
+    if plain and others and stage.loop_vars != tuple(others + plain):
+        h.reorder(*others, *plain)
+    if plain:
+        lanes = lanes_of(stage.dtype)
+        v = plain[-1]
+        if bs.ranges[v][1] > lanes:
+            v = h.split(v, lanes)[1]
+        h.vectorize(v)
+    updates = math.prod(bs.ranges[v][1] for v in stage.loop_vars)
+    if threads > 1 and others and bs.ranges[others[0]][1] >= threads \
+            and updates >= SCATTER_WORK * threads * math.prod(bs.shape):
+        outer, _ = h.split(others[0], -(-bs.ranges[others[0]][1] // threads))
+        h.parallel(outer)
 
 
 def generated_space(op, sizes: dict, threads: int | None = None) -> GeneratedSpace:

@@ -48,6 +48,7 @@ import progen
 from oracle import assert_close, tolerance
 
 import tensorlang as tl
+from tensorlang.ir import expr_vars
 from tensorlang.schedule import At
 
 
@@ -216,7 +217,7 @@ def workload_case(name: str, src: progen.Src) -> Case:
 
 
 def program_case(name: str, src: progen.Src) -> Case:
-    """Program `name` of ``schedule_cases.PROGRAMS`` (the boundary-condition programs among them) at random tiny
+    """Program `name` of ``schedule_cases.PROGRAMS`` (boundary conditions and scatters among them) at random tiny
     sizes; its unscheduled kernel checked against the program's numpy oracle."""
     from schedule_cases import PROGRAMS, make_inputs
 
@@ -225,16 +226,17 @@ def program_case(name: str, src: progen.Src) -> Case:
     assert sizes is not None, f"{name}: no tiny sizes bind"
     s0 = tl.schedule(prog.op, **sizes)
     inputs = make_inputs(s0, src.int(0, 2**32 - 1))
-    rlen = prog.red_len(sizes)
-    (o,) = prog.op.outputs
+    rlen = max(1, prog.red_len(sizes))
     case = Case(f"program {name} (tests/support/schedule_cases.py)", prog.source, sizes, prog.op, inputs, {},
-                {o: rlen}, {o: prog.exact})
+                {o: rlen for o in prog.op.outputs}, {o: prog.exact for o in prog.op.outputs})
     trace(f"{case.describe()}\n(unscheduled)")
-    got = tl.build(prog.op, schedule="naive", **sizes)(*inputs)
-    want = prog.reference(*inputs, **sizes)
-    assert_close(got, want, rlen, exact=prog.exact,
-                 err_msg=f"the UNSCHEDULED kernel differs from numpy for {o}\n{case.describe()}")
-    case.baseline[o], case.oracle[o] = got, want
+    got = _as_tuple(tl.build(prog.op, schedule="naive", **sizes)(*inputs))
+    want = _as_tuple(prog.reference(*inputs, **sizes))
+    for o, g, e in zip(prog.op.outputs, got, want):
+        assert_close(g, e, rlen, exact=prog.exact,
+                     err_msg=f"the UNSCHEDULED kernel differs from numpy for {o}\n{case.describe()}")
+        case.baseline[o] = g
+        case.oracle[o] = e
     return case
 
 
@@ -572,6 +574,8 @@ class Fuzzer:
             if copies > self.MAX_UNROLLED:
                 return None  # legal, but slow to compile: not worth it
             expect = "legal"
+        elif verb == "vectorize" and self.op.stage(stage).lhs is not None and not self.plain_lanes(stage, axis):
+            expect = "illegal"  # a scatter's lanes could update one element
         elif verb == "vectorize":
             i = nest.names().index(axis)
             if (lp.extent <= 64 and not lp.reduction
@@ -589,6 +593,13 @@ class Fuzzer:
                 expect = "legal"
         text = f"s[{_q(stage)}].{verb}({_q(axis)})"
         return text, lambda: getattr(self.s[stage], verb)(axis), expect
+
+    def plain_lanes(self, stage, axis) -> bool:
+        """Whether loop `axis` of scatter `stage` runs over plain left-side indices only (its lanes update distinct
+        elements)."""
+        st = self.op.stage(stage)
+        plain = set(st.lhs_vars) - set(st.scatter_vars)
+        return {v for v, e in self.nest(stage).exprs.items() if axis in expr_vars(e)} <= plain
 
     def p_vectorize(self, stage):
         return self._annotate(stage, "vectorize")

@@ -120,6 +120,22 @@ def _box_sym(A, **_):
 # Programs whose reads carry boundary conditions (clamp, min, max, abs in an index): see test_boundary.py.
 BOUNDARY_PROGRAMS = ("blur_edge", "mirror_i32", "box_sym")
 
+def _hist(I, **_):
+    return np.bincount((I % 8).ravel(), minlength=8).astype(np.int32)
+
+
+def _index_add(ids, V, **_):
+    out = np.zeros((5, V.shape[1]))
+    np.add.at(out, ids % 5, V.astype(np.float64) * 2)
+    return _f32(out)
+
+
+def _binmax(I, **_):
+    H = np.full(6, np.iinfo(np.int32).min, np.int64)
+    np.maximum.at(H, I % 6, I.astype(np.int64) * 3)
+    return (H + 1).astype(np.int32)
+
+
 PROGRAMS: dict[str, Program] = {p.op.name: p for p in [
     Program("def scale(A: f32[N]) -> B:\n    B[i] = A[i] * 2.0 + 1.0\n",
             lambda A, **_: _f32(A.astype(np.float64) * 2.0 + 1.0)),
@@ -186,6 +202,15 @@ PROGRAMS: dict[str, Program] = {p.op.name: p for p in [
             "    B[m, n] += A[m, min(max(n + r - 1, -n - r), 2*N - 1 - max(n + r - 1, -n - r))] "
             "where r in 0:3, n in 0:N\n",
             _box_sym, lambda s: 3),
+    # scatters: updates at indices computed from data (see docs/user-guide/dsl.md, "Updates through an index")
+    Program("def hist(I: i32[M, N]) -> H:\n    H[b := I[m, n] % 8] += 1 where b in 0:8\n", _hist, exact=True),
+    Program("def index_add(ids: i32[T], V: f32[T, D]) -> O:\n"
+            "    O[r := ids[t] % 5, d] += V[t, d] * 2.0 where r in 0:5\n",
+            _index_add, lambda s: s["T"]),
+    Program("def binmax(I: i32[M, N]) -> C:\n"
+            "    H[b := I[m, n] % 6] max= I[m, n] * 3 where b in 0:6\n"
+            "    C[c] = H[c] + 1\n",
+            _binmax, exact=True),
 ]}
 
 
