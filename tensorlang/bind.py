@@ -158,7 +158,9 @@ def _bind_stage(op: Op, s: Stage, sizes: dict, shapes: dict) -> BoundStage:
     dims = []  # (access number, dim, coeffs, const, extent)
     for n, a in enumerate(accesses):
         for d, ix in enumerate(a.indices):
-            if isinstance(ix, GatherIndex):  # any value of the dimension: it bounds no index variable
+            # a gathered index takes any value of the dimension, and a scan's read of itself has no shape yet:
+            # neither bounds an index variable
+            if isinstance(ix, GatherIndex) or a.tensor == s.name:
                 continue
             coeffs, const = ix.evaluate(sizes)
             dims.append((n, d, coeffs, const, shapes[a.tensor][d]))
@@ -214,6 +216,9 @@ def _bind_stage(op: Op, s: Stage, sizes: dict, shapes: dict) -> BoundStage:
                              f"for {sz}{where}")
     padded = []
     for a in accesses:
+        if a.tensor == s.name:  # a scan reads before its first element (`S[i - 1]` at i = 0): 0 there
+            padded.append(True)
+            continue
         pad = False
         for d, ix in enumerate(a.indices):
             if isinstance(ix, GatherIndex):  # checked when the kernel runs (tl.IndexError), never padded

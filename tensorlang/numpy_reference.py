@@ -33,7 +33,7 @@ from . import errors
 from .bind import BoundOp, BoundStage, bind
 from .dtypes import DTYPES
 from .errors import BuildError
-from .program import Access, Binary, Call, GatherIndex, IndexExpr, IntValue, Literal, Op, Unary, gather_sites
+from .program import Access, Binary, Call, GatherIndex, IndexExpr, IntValue, Literal, Op, Unary, gather_sites, scan_axis
 
 #: The most grid points (index combinations) one numpy evaluation of a statement covers; larger statements are
 #: computed in blocks along their outer indices (about 100 MB of float64 temporaries at most per array).
@@ -130,7 +130,7 @@ def _dependency_order(op: Op) -> list[str]:
             return
         state[name] = 1
         for r in stages[name].reads():
-            if r in stages and state.get(r) != 2:
+            if r in stages and r != name and state.get(r) != 2:
                 visit(r)  # the parser refuses cycles, so a stage in progress is never met again
         state[name] = 2
         order.append(name)
@@ -144,13 +144,18 @@ def _reduction_lengths(bound: BoundOp, order: list[str]) -> dict[str, int]:
     for name in order:
         bs = bound.stages[name]
         n = math.prod(bs.ranges[v][1] for v in bs.stage.red_vars)
-        own[name] = n + max((own[r] for r in bs.stage.reads() if r in own), default=0)
+        scan = scan_axis(bs.stage)
+        if scan is not None:  # a scan adds up to one term a step along its index
+            n = bs.ranges[scan[0]][1]
+        own[name] = n + max((own[r] for r in bs.stage.reads() if r in own and r != name), default=0)
     return {o: max(own.get(o, 1), 1) for o in bound.op.outputs}
 
 
 def _evaluate_stage(bound: BoundOp, bs: BoundStage, tensors: dict) -> np.ndarray:
     s = bs.stage
     dtype = DTYPES[s.dtype].numpy
+    if scan_axis(s) is not None:
+        return _evaluate_scan(bound, bs, tensors)
     fast = _einsum(bound, bs, tensors)
     if fast is not None:
         return fast.astype(dtype)
@@ -179,6 +184,27 @@ def _evaluate_stage(bound: BoundOp, bs: BoundStage, tensors: dict) -> np.ndarray
             part = _REDUCE[s.reduce_op].reduce(value.astype(acc_dtype), axis=red) if red else value
             out[where] = _REDUCE[s.reduce_op](out[where], part)
     return out.astype(dtype)
+
+
+def _evaluate_scan(bound: BoundOp, bs: BoundStage, tensors: dict) -> np.ndarray:
+    """A stage that reads itself (a scan): one slice along its scan index at a time, in increasing order, each
+    computed from the slices before it (the elements not computed yet are 0, as the reads before the first are)."""
+    s = bs.stage
+    axis, _ = cast(tuple, scan_axis(s))
+    out = tensors[s.name] = np.zeros(bs.shape, DTYPES[s.dtype].numpy)
+    sites = {(id(g.access), g.dim): g for g in gather_sites(bound.op)}
+    k = s.lhs_vars.index(axis)
+    step = tuple(1 if v == axis else n for v, n in zip(s.lhs_vars, bs.shape))
+    for t in range(bs.shape[k]):
+        grids = {}
+        for j, v in enumerate(s.lhs_vars):
+            shape = [1] * len(s.lhs_vars)
+            shape[j] = 1 if v == axis else bs.shape[j]
+            grids[v] = (np.full(shape, t, np.int64) if v == axis else np.arange(bs.shape[j], dtype=np.int64)
+                        .reshape(shape))
+        value = _Evaluator(bound, bs, tensors, grids, sites)(s.rhs, s.dtype)
+        out[(slice(None),) * k + (slice(t, t + 1),)] = np.broadcast_to(np.asarray(value), step)
+    return out
 
 
 def _blocks(extents: list[int]):

@@ -170,6 +170,34 @@ def test_fuzzer_smoke(seed):
             tl.clear_cache()  # a fuzzed kernel lives no longer than its example
 
 
+SCAN_PROGRAMS = ("cumsum", "cumsumi", "fib", "iir_col", "iir_first", "scan_row", "scan_pipe")
+"""The scans (stages that read themselves) of schedule_cases.PROGRAMS: their loops along the scan index run in order."""
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_fuzzer_scans(seed):
+    """Random schedules of every scan: the refusals the fuzzer's model expects (a parallel or vectorized scan loop,
+    compute_at, compute_inline or cache_write of a scan) and otherwise the unscheduled kernel's results."""
+    for i, name in enumerate(SCAN_PROGRAMS):
+        src = progen.Src.from_random(random.Random(7000 + 100 * seed + i))
+        case = schedfuzz.program_case(name, src)
+        try:
+            for _ in range(SCHEDULES_PER_EXAMPLE * 2):
+                for outcome in schedfuzz.run_schedule(case, src):
+                    assert outcome.startswith(("checked", "skipped (known bug")), outcome
+        finally:
+            tl.clear_cache()
+
+
+@pytest.mark.slow
+@settings(max_examples=max(1, EXAMPLES // 6), **FUZZ_SETTINGS)
+@given(data=st.data())
+def test_scan_schedules(data):
+    name = data.draw(st.sampled_from(SCAN_PROGRAMS), label="scan")
+    src = _choices(data)
+    _schedules(schedfuzz.program_case(name, src), src)
+
+
 def test_fuzzer_reports_wrong_results():
     """The oracle itself: a kernel that differs from the baseline fails with the program, sizes, print(s)."""
     src = progen.Src.from_random(random.Random(5))

@@ -48,6 +48,8 @@ import progen
 from oracle import assert_close, tolerance
 
 import tensorlang as tl
+from tensorlang.ir import expr_vars
+from tensorlang.program import scan_axis
 from tensorlang.schedule import At
 
 
@@ -207,6 +209,30 @@ def workload_case(name: str, src: progen.Src) -> Case:
     return case
 
 
+def program_case(name: str, src: progen.Src) -> Case:
+    """Program `name` of ``schedule_cases.PROGRAMS`` (the scans among them) at random tiny sizes; its unscheduled
+    kernel checked against the program's numpy oracle."""
+    import schedule_cases
+
+    prog = schedule_cases.PROGRAMS[name]
+    op = prog.op
+    big = src.pick(list(op.size_names)) if src.chance(30) else None
+    sizes = {n: src.pick(BIG_SHAPE_VALUES if n == big else SHAPE_VALUES) for n in op.size_names}
+    inputs = schedule_cases.make_inputs(tl.schedule(op, **sizes), src.int(0, 2**32 - 1))
+    rlen = prog.red_len(sizes)
+    case = Case(f"program {name} (tests/support/schedule_cases.py)", prog.source, sizes, op, inputs, {},
+                {o: rlen for o in op.outputs}, {o: prog.exact for o in op.outputs})
+    trace(f"{case.describe()}\n(unscheduled)")
+    got = _as_tuple(tl.build(op, schedule="naive", **sizes)(*inputs))
+    want = _as_tuple(prog.reference(*inputs, **sizes))
+    for o, g, e in zip(op.outputs, got, want):
+        assert_close(g, e, rlen, exact=prog.exact,
+                     err_msg=f"the UNSCHEDULED kernel differs from numpy for {o}\n{case.describe()}")
+        case.baseline[o] = g
+        case.oracle[o] = e
+    return case
+
+
 def input_rounding_explains(w, inputs: list, sizes: dict, i: int, got, want, rlen: int) -> bool:
     """Whether output `i`'s mismatch with the float64 reference is the reference's own sensitivity to rounding:
     where a result is ill-conditioned (layernorm of two nearly equal values: `x - mean` cancels, and
@@ -334,6 +360,16 @@ class Fuzzer:
             out.add(st.stages[stage].cache_write)
         out |= {axis for _t, axis, _l in st.stages[stage].cache_reads}
         return out
+
+    def scan(self, stage) -> str | None:
+        """The index a scan stage runs along (its loops run in order), or None."""
+        found = scan_axis(self.op.stage(stage))
+        return found[0] if found else None
+
+    def runs_scan(self, stage, axis) -> bool:
+        """Whether loop `axis` of `stage` is one its scan index is computed from (never parallel nor vectorized)."""
+        v = self.scan(stage)
+        return v is not None and axis in expr_vars(self.nest(stage).exprs[v])
 
     def fresh(self, stage, name) -> bool:
         return (isinstance(name, str) and name.isidentifier() and name not in self.s[stage].loops()
@@ -475,7 +511,8 @@ class Fuzzer:
             st = self.s.state().stages
             copies_computed = any(t in st and _at(st[t].attach, stage) for t, _a, _l in st[stage].cache_reads)
             plain = all(lp.kind in ("serial", "unrolled") for lp in self.nest(stage).loops)
-            expect = "legal" if plain and not copies_computed else None
+            # a scan keeps the outer part of each split of its index outside the inner part
+            expect = "legal" if plain and not copies_computed and self.scan(stage) is None else None
         elif k == "dup" and loops:
             a = self.src.pick(loops)
             axes = [a, a]
@@ -532,6 +569,8 @@ class Fuzzer:
             expect = "illegal"
         elif verb == "parallel" and lp.reduction:
             expect = "illegal"
+        elif verb in ("parallel", "vectorize") and self.runs_scan(stage, axis):
+            expect = "illegal"
         elif verb == "serial":
             expect = "legal"
         elif verb in ("unroll", "vectorize") and isinstance(self.attach(stage), At):
@@ -584,7 +623,8 @@ class Fuzzer:
             consumer = self.src.pick(self.stage_names)
         axis = self.any_loop(consumer)
         expect = None
-        if producer in self.op.outputs or consumer == producer or self.loop(consumer, axis) is None:
+        if producer in self.op.outputs or consumer == producer or self.loop(consumer, axis) is None \
+                or self.scan(producer):
             expect = "illegal"
         text = f"s[{_q(producer)}].compute_at(s[{_q(consumer)}], {_q(axis)})"
         return text, lambda: self.s[producer].compute_at(self.s[consumer], axis), expect
@@ -595,7 +635,7 @@ class Fuzzer:
             if inner:
                 stage = self.src.pick(inner)
         st = self.op.stage(stage)
-        expect = "illegal" if stage in self.op.outputs or st.reduce_op is not None else None
+        expect = "illegal" if stage in self.op.outputs or st.reduce_op is not None or self.scan(stage) else None
         return f"s[{_q(stage)}].compute_inline()", lambda: self.s[stage].compute_inline(), expect
 
     def p_compute_root(self, stage):
@@ -605,7 +645,7 @@ class Fuzzer:
 
     def p_cache_write(self, stage):
         axis = self.any_loop(stage)
-        expect = "illegal" if self.loop(stage, axis) is None else None
+        expect = "illegal" if self.loop(stage, axis) is None or self.scan(stage) else None
         return f"s[{_q(stage)}].cache_write({_q(axis)})", lambda: self.s[stage].cache_write(axis), expect
 
     def layout(self, rank):
@@ -651,7 +691,7 @@ class Fuzzer:
         axis = self.any_loop(stage)
         layout, valid = self.layout(self.rank(tensor))
         expect = None
-        if tensor not in reads or self.loop(stage, axis) is None or not valid:
+        if tensor not in reads or self.loop(stage, axis) is None or not valid or (tensor == stage and self.scan(stage)):
             expect = "illegal"
         extra = f", layout={layout!r}" if layout else ""
         text = f"s[{_q(stage)}].cache_read({_q(tensor)}, {_q(axis)}{extra})"
