@@ -5,8 +5,9 @@ typing rules give) and computes every stage with numpy arrays over a grid of its
 numpy indexing (a read outside its tensor, possible only in a ``where``-widened range, gives 0; an index read from
 a tensor outside its dimension, negative ones included, is a ``tl.IndexError`` as in a kernel), reductions are
 numpy's (accumulated in float64 for float stages, int64 for integer ones, then rounded to the stage's dtype), and
-``x // y``, ``%``, ``max``, casts and comparisons are numpy's own. Nothing of the schedule, the lowering or the code
-generators is used, so a lowering bug cannot pass as a match.
+``x // y``, ``%``, ``max``, casts and comparisons are numpy's own; a scan (a stage that reads its earlier elements,
+``S[i] = S[i - 1] + X[i]``) is computed one slice along its scan index at a time, in order. Nothing of the
+schedule, the lowering or the code generators is used, so a lowering bug cannot pass as a match.
 
 Large statements are computed in blocks of at most :data:`BLOCK_ELEMENTS` grid points; a ``+=`` of a product of
 plain reads (a matrix product, a batched contraction) goes to ``numpy.einsum``.

@@ -175,7 +175,7 @@ class _Parser:
                                  "(a stage cannot depend on itself)", loc)
             state[name] = "active"
             for dep, _ in reads[name]:
-                if dep != name:  # a stage reading itself is a recurrence, checked in check_recurrence
+                if dep != name:  # a stage reading itself is a scan, checked in _Parser.recurrence
                     visit(dep, path + [name])
             state[name] = "done"
             order.append(name)
@@ -557,7 +557,7 @@ class _Parser:
             rank, dtype = len(param.shape), param.dtype
             decl = f"{name} is declared `{param}`"
         elif name in self.stage_ranks:
-            # a stage reading itself is typed as a Python number until its dtype is known (Parser.recurrence)
+            # a stage reading itself is typed as a Python number until its dtype is known (_Parser.recurrence)
             rank, dtype = self.stage_ranks[name], self.stage_dtypes.get(name, "i32")
             decl = f"stage {name} has {rank} indices"
         else:
