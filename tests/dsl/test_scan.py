@@ -237,7 +237,7 @@ def test_a_refused_schedule_is_refused_from_json_too():
 
 SCANS = {
     "cumsum": ({"N": 5000}, "S"),
-    "iir_col": ({"H": 64, "W": 512}, "Y"),
+    "iir_col": ({"H": 256, "W": 1024}, "Y"),
     "scan_row": ({"H": 200, "W": 300}, "Y"),
     "scan_pipe": ({"H": 64, "W": 256}, "Y"),
     "fib": ({"N": 40}, "S"),
@@ -256,8 +256,8 @@ def test_the_zero_trial_pick_keeps_each_scan_in_order(name):
         assert not (lp.kind in ("parallel", "vectorized") and lp.name in runs_scan), (lp, str(s))
     assert type(st.attach).__name__ == "Root"
     if name == "iir_col":  # the point of a column IIR: vectors along the rows, blocks of columns on threads
-        kinds = {lp.kind for lp in st.nest.loops}
-        assert "vectorized" in kinds, str(s)
+        along_x = {lp.kind for lp in st.nest.loops if lp.name in expr_vars(st.nest.exprs["x"])}
+        assert {"vectorized", "parallel"} <= along_x, str(s)
     inputs = make_inputs(s, 11)
     assert_close(tl.build(s)(*inputs), prog.reference(*inputs, **sizes), prog.red_len(sizes), exact=prog.exact)
 

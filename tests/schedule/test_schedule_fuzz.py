@@ -1,8 +1,10 @@
 """Schedule fuzzer: random schedules must change how a program runs, never what it computes.
 
 Each hypothesis example takes a program at tiny sizes -- a workload of ``tensorlang.schedules.WORKLOADS`` (shape sizes
-1..7 with primes, now and then one of 8..17; usual strides, paddings, dilations) or a random Einstein
-program from ``progen.py`` -- and applies several random schedules to it, each a sequence of 1 to 8
+1..7 with primes, now and then one of 8..17; usual strides, paddings, dilations), a random Einstein
+program from ``progen.py``, or a scan of ``schedule_cases.PROGRAMS`` (``test_scan_schedules``, ``test_fuzzer_scans``:
+a stage that reads itself, whose scan loops the fuzzer's model expects never to be parallel, vectorized or
+computed elsewhere) -- and applies several random schedules to it, each a sequence of 1 to 8
 primitives (split, tile, reorder, fuse, vectorize, unroll, parallel, serial, compute_at, compute_inline,
 compute_root, cache_write, cache_read with random layouts) whose arguments come from the current loops of a
 random stage, with invalid arguments now and then. The rules (see ``schedfuzz.py``):

@@ -5,7 +5,7 @@ Used by ``test_schedule_fuzz.py``. The pieces:
 * :class:`Case` -- a program bound to tiny sizes, its inputs, and the unscheduled kernel's outputs (which are
   first checked against numpy: the workload's ``reference`` or ``progen``'s independent evaluator).
   :func:`workload_case` builds one from ``tensorlang.schedules.WORKLOADS``, :func:`progen_case` from a random program of
-  ``progen.py``.
+  ``progen.py``, :func:`program_case` from ``schedule_cases.PROGRAMS`` (the scans: stages that read themselves).
 * :class:`Fuzzer` -- applies 1..8 random primitives to ``tl.schedule(op, **sizes)``, choosing each primitive's
   arguments from the *current* loops of a random stage (``loops()``), sometimes with arguments that are
   invalid on purpose. Every call is logged as the Python that makes it. A primitive that raises
