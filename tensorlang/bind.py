@@ -170,7 +170,9 @@ def _bind_stage(op: Op, s: Stage, sizes: dict, shapes: dict) -> BoundStage:
     dims = []  # (access number, dim, coeffs, const, extent)
     for n, a in enumerate(accesses):
         for d, ix in enumerate(a.indices):
-            if isinstance(ix, (GatherIndex, BoundaryIndex)):  # they bound no index variable
+            # a gathered or boundary index takes values of its own, and a scan's read of itself has no shape yet:
+            # none bounds an index variable
+            if isinstance(ix, (GatherIndex, BoundaryIndex)) or a.tensor == s.name:
                 continue
             coeffs, const = ix.evaluate(sizes)
             dims.append((n, d, coeffs, const, shapes[a.tensor][d]))
@@ -226,6 +228,9 @@ def _bind_stage(op: Op, s: Stage, sizes: dict, shapes: dict) -> BoundStage:
                              f"for {sz}{where}")
     padded = []
     for a in accesses:
+        if a.tensor == s.name:  # a scan reads before its first element (`S[i - 1]` at i = 0): 0 there
+            padded.append(True)
+            continue
         pad = False
         for d, ix in enumerate(a.indices):
             if isinstance(ix, GatherIndex):  # checked when the kernel runs (tl.IndexError), never padded

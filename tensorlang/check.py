@@ -20,7 +20,7 @@ def check_program(op: Op, output_locs: dict, error, int_param_locs: dict | None 
         if out not in stage_names:
             raise error(f"output `{out}` is not computed by any statement "
                         f"(stages: {', '.join(s.name for s in op.stages)})", output_locs[out])
-    read = {t for s in op.stages for t in s.reads()}
+    read = {t for s in op.stages for t in s.reads() if t != s.name}  # a scan's read of itself is no use
     for p in op.params:
         if p.name not in read:
             raise error(f"input `{p.name}` is never used", p.loc)
@@ -56,7 +56,8 @@ def _sizes_used(op: Op) -> set[str]:
 def _check_inferable(op: Op, s, error) -> None:
     """Every index must get a range: from `where`, or by being the only unknown in an affine dimension of a read."""
     known = set(s.where)
-    dims = [ix.variables() for a in s.accesses() for ix in affine_indices(a)]
+    # a scan's reads of itself bound nothing: its shape comes from its other reads
+    dims = [ix.variables() for a in s.accesses() if a.tensor != s.name for ix in affine_indices(a)]
     changed = True
     while changed:
         changed = False

@@ -5,8 +5,9 @@ typing rules give) and computes every stage with numpy arrays over a grid of its
 numpy indexing (a read outside its tensor, possible only in a ``where``-widened range, gives 0; an index read from
 a tensor outside its dimension, negative ones included, is a ``tl.IndexError`` as in a kernel), reductions are
 numpy's (accumulated in float64 for float stages, int64 for integer ones, then rounded to the stage's dtype), and
-``x // y``, ``%``, ``max``, casts and comparisons are numpy's own. Nothing of the schedule, the lowering or the code
-generators is used, so a lowering bug cannot pass as a match.
+``x // y``, ``%``, ``max``, casts and comparisons are numpy's own; a scan (a stage that reads its earlier elements,
+``S[i] = S[i - 1] + X[i]``) is computed one slice along its scan index at a time, in order. Nothing of the
+schedule, the lowering or the code generators is used, so a lowering bug cannot pass as a match.
 
 Large statements are computed in blocks of at most :data:`BLOCK_ELEMENTS` grid points; a ``+=`` of a product of
 plain reads (a matrix product, a batched contraction) goes to ``numpy.einsum``.
@@ -45,6 +46,7 @@ from .program import (
     Op,
     Unary,
     gather_sites,
+    scan_axis,
 )
 
 #: The most grid points (index combinations) one numpy evaluation of a statement covers; larger statements are
@@ -142,7 +144,7 @@ def _dependency_order(op: Op) -> list[str]:
             return
         state[name] = 1
         for r in stages[name].reads():
-            if r in stages and state.get(r) != 2:
+            if r in stages and r != name and state.get(r) != 2:
                 visit(r)  # the parser refuses cycles, so a stage in progress is never met again
         state[name] = 2
         order.append(name)
@@ -156,7 +158,10 @@ def _reduction_lengths(bound: BoundOp, order: list[str]) -> dict[str, int]:
     for name in order:
         bs = bound.stages[name]
         n = math.prod(bs.ranges[v][1] for v in bs.stage.red_vars)
-        own[name] = n + max((own[r] for r in bs.stage.reads() if r in own), default=0)
+        scan = scan_axis(bs.stage)
+        if scan is not None:  # a scan adds up to one term a step along its index
+            n = bs.ranges[scan[0]][1]
+        own[name] = n + max((own[r] for r in bs.stage.reads() if r in own and r != name), default=0)
     return {o: max(own.get(o, 1), 1) for o in bound.op.outputs}
 
 
@@ -165,6 +170,8 @@ def _evaluate_stage(bound: BoundOp, bs: BoundStage, tensors: dict) -> np.ndarray
     dtype = DTYPES[s.dtype].numpy
     if s.lhs is not None:
         return _evaluate_scatter(bound, bs, tensors).astype(dtype)
+    if scan_axis(s) is not None:
+        return _evaluate_scan(bound, bs, tensors)
     fast = _einsum(bound, bs, tensors)
     if fast is not None:
         return fast.astype(dtype)
@@ -228,6 +235,27 @@ def _evaluate_scatter(bound: BoundOp, bs: BoundStage, tensors: dict) -> np.ndarr
                 raise errors.IndexError(site.message(bound.op.name, int(idx[bad].flat[0]), bs.shape[d]))
             at.append(np.broadcast_to(idx, full))
         _REDUCE[s.reduce_op].at(out, tuple(at), value)
+    return out
+
+
+def _evaluate_scan(bound: BoundOp, bs: BoundStage, tensors: dict) -> np.ndarray:
+    """A stage that reads itself (a scan): one slice along its scan index at a time, in increasing order, each
+    computed from the slices before it (the elements not computed yet are 0, as the reads before the first are)."""
+    s = bs.stage
+    axis, _ = cast(tuple, scan_axis(s))
+    out = tensors[s.name] = np.zeros(bs.shape, DTYPES[s.dtype].numpy)
+    sites = {(id(g.access), g.dim): g for g in gather_sites(bound.op)}
+    k = s.lhs_vars.index(axis)
+    step = tuple(1 if v == axis else n for v, n in zip(s.lhs_vars, bs.shape))
+    for t in range(bs.shape[k]):
+        grids = {}
+        for j, v in enumerate(s.lhs_vars):
+            shape = [1] * len(s.lhs_vars)
+            shape[j] = 1 if v == axis else bs.shape[j]
+            grids[v] = (np.full(shape, t, np.int64) if v == axis else np.arange(bs.shape[j], dtype=np.int64)
+                        .reshape(shape))
+        value = _Evaluator(bound, bs, tensors, grids, sites)(s.rhs, s.dtype)
+        out[(slice(None),) * k + (slice(t, t + 1),)] = np.broadcast_to(np.asarray(value), step)
     return out
 
 

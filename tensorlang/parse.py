@@ -184,7 +184,8 @@ class _Parser:
                                  "(a stage cannot depend on itself)", loc)
             state[name] = "active"
             for dep, _ in reads[name]:
-                visit(dep, path + [name])
+                if dep != name:  # a stage reading itself is a scan, checked in _Parser.recurrence
+                    visit(dep, path + [name])
             state[name] = "done"
             order.append(name)
 
@@ -378,6 +379,8 @@ class _Parser:
                              f"like `a + b + c` is a level a term): compute parts of it in stages of their own",
                              self.loc_of(rhs_tree.body, rhs_p))
         rhs = self.value(rhs_tree.body, rhs_p)
+        if any(isinstance(n, Access) and n.tensor == name for n in walk(rhs)):
+            rhs = self.recurrence(name, rhs, rhs_tree.body, rhs_p, lhs_vars, red, op_text)
         lhs = self.scatter_lhs(name, rhs.dtype, loc, lhs_vars, scatter, lhs_p, red) if scatter else None
         if rhs.dtype == "bool" and red is not None:
             raise self.error(f"`{op_text}` of true/false values: reduce numbers, like `{op_text} i32(...)` (for "
@@ -451,6 +454,52 @@ class _Parser:
         locs = tuple(self.loc_of(scatter[k].value, p) if k in scatter else self._var_locs[v]
                      for k, v in enumerate(lhs_vars))
         return Access(dtype, False, loc, name, tuple(indices), locs)
+
+    def recurrence(self, name: str, rhs: Expr, node: ast.expr, p: _Piece, lhs_vars: list, red, op_text) -> Expr:
+        """The right side of a stage that reads itself (a scan), typed again with its own dtype, after checking
+        that each read of itself is `S[.., v - c, ..]`: every index the left side's, except one, the same for
+        every read, that is `v - c` with `c` a positive integer (an element computed earlier along `v`).
+        Its first pass typed the reads of itself as a Python number (they take the dtype of the rest)."""
+        scan: tuple[str, SourceLoc] | None = None
+        for a in (n for n in walk(rhs) if isinstance(n, Access) and n.tensor == name):
+            if red is not None:
+                raise self.error(f"stage `{name}` reads itself and reduces with `{op_text}`: a reduction cannot "
+                                 "read its own result; compute the recurrence in a stage written with `=` (a scan, "
+                                 f"`{name}[i] = {name}[i - 1] + X[i]`) and reduce in another", a.loc)
+            if not a.indices:
+                raise self.error(f"stage `{name}` reads the element it writes (it has no index to run along); a "
+                                 f"recurrence reads an earlier element, like `{name}[i - 1]`", a.loc)
+            offset_dims = []
+            for d, (v, ix, iloc) in enumerate(zip(lhs_vars, a.indices, a.index_locs)):
+                if isinstance(ix, IndexExpr) and ix.is_plain_var() == v:
+                    continue
+                c = -ix.const.evaluate({}) if isinstance(ix, IndexExpr) and ix.const.is_constant() else None
+                if not (isinstance(ix, IndexExpr) and ix.terms == ((v, SizePoly.const(1)),) and c is not None):
+                    raise self.error(f"stage `{name}` reads itself at index {d} `{ix}`: a recurrence reads "
+                                     f"`{v}` (the left side's index) or `{v} - c` with c a positive integer, like "
+                                     f"`{name}[{', '.join(lhs_vars[:d] + [v + ' - 1'] + lhs_vars[d + 1:])}]`",
+                                     iloc)
+                if c <= 0:
+                    raise self.error(f"stage `{name}` reads itself at `{ix}`, an element computed after "
+                                     f"`{name}[{', '.join(lhs_vars)}]`: a recurrence reads earlier elements only, "
+                                     f"at `{v} - c` with c a positive integer (it runs along `{v}` in increasing "
+                                     "order)", iloc)
+                offset_dims.append((v, iloc))
+                if scan is not None and scan[0] != v:
+                    raise self.error(f"stage `{name}` reads itself along two indices, `{scan[0]}` (line "
+                                     f"{scan[1].line}, column {scan[1].col}) and `{v}`: a recurrence runs along one "
+                                     f"index; compute the other direction in a stage of its own", iloc)
+                scan = scan or (v, iloc)
+            if not offset_dims:
+                raise self.error(f"stage `{name}` reads the element it writes, `{name}[{', '.join(lhs_vars)}]`; a "
+                                 f"recurrence reads an earlier element, like `{v} - 1` in one of its indices", a.loc)
+        self.stage_dtypes[name] = rhs.dtype
+        typed = self.value(node, p)
+        if typed.dtype != rhs.dtype:
+            raise self.error(f"stage `{name}` reads itself, and its type depends on that read ({rhs.dtype} without "
+                             f"it, {typed.dtype} with it); convert the right side, like `{typed.dtype}(...)`",
+                             typed.loc)
+        return typed
 
     def parse_where(self, p: _Piece, lhs_vars, used, var_locs) -> dict[str, WhereRange]:
         out: dict[str, WhereRange] = {}
@@ -574,7 +623,8 @@ class _Parser:
             rank, dtype = len(param.shape), param.dtype
             decl = f"{name} is declared `{param}`"
         elif name in self.stage_ranks:
-            rank, dtype = self.stage_ranks[name], self.stage_dtypes[name]
+            # a stage reading itself is typed as a Python number until its dtype is known (_Parser.recurrence)
+            rank, dtype = self.stage_ranks[name], self.stage_dtypes.get(name, "i32")
             decl = f"stage {name} has {rank} indices"
         else:
             raise self.error(f"unknown tensor `{name}`: not an input ({', '.join(self.params)}) "
@@ -584,7 +634,8 @@ class _Parser:
                              f"({decl})", self.loc_of(node, p))
         indices = tuple(self.index_expr(ix, p) for ix in idx_nodes)
         locs = tuple(self.loc_of(ix, p) for ix in idx_nodes)
-        return Access(dtype, False, self.loc_of(node, p), name, indices, locs)
+        return Access(dtype, name not in self.params and name not in self.stage_dtypes, self.loc_of(node, p), name,
+                      indices, locs)
 
     def index_expr(self, node: ast.expr, p: _Piece) -> IndexExpr | GatherIndex | BoundaryIndex:
         if self.reads_a_tensor(node):

@@ -446,6 +446,29 @@ class Stage:
         return list(dict.fromkeys(a.tensor for a in self.accesses()))
 
 
+def scan_axis(stage: Stage) -> tuple[str, tuple[int, ...]] | None:
+    """The recurrence of a stage that reads itself (a scan): its scan index and the offsets of its reads of itself
+    along it (each read `S[.., v - c, ..]` with every other index the left side's), or None for any other stage.
+    The parser refuses every other read of a stage by itself.
+
+    >>> import tensorlang as tl
+    >>> scan_axis(tl.op("def p(X: f32[N]) -> S:\\n    S[i] = S[i - 1] + S[i - 2] + X[i]").stage("S"))
+    ('i', (1, 2))
+    >>> scan_axis(tl.op("def f(X: f32[N]) -> Y:\\n    Y[i] = X[i]").stage("Y")) is None
+    True
+    """
+    offsets: dict[int, None] = {}
+    axis = None
+    for a in stage.accesses():
+        if a.tensor != stage.name:
+            continue
+        for v, ix in zip(stage.lhs_vars, a.indices):
+            if isinstance(ix, IndexExpr) and ix.is_plain_var() != v:
+                axis = v
+                offsets.setdefault(-ix.const.evaluate({}))
+    return None if axis is None else (axis, tuple(offsets))
+
+
 @dataclass(frozen=True)
 class GatherSite:
     """A gathered index of the program: dimension `dim` of the read `access` (of `tensor`) in stage `stage`."""

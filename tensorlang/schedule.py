@@ -52,6 +52,7 @@ from .primitives import (
     from_json,
 )
 from .program import Op, Renaming, Stage
+from .recurrence import check_scan_primitive
 
 SCHEDULE_FORMAT = 1
 SCATTER_COPIES_MAX_BYTES = 1 << 28
@@ -151,6 +152,7 @@ class ScheduleState:
         """Apply one primitive, or raise ScheduleError saying why it is illegal."""
         name = verb(p)
         st = self.stage(name, p.stage)
+        check_scan_primitive(self, p, describe(p))
         if isinstance(st.attach, Epilogue) and isinstance(p, (Split, Fuse, Reorder, Annotate, CacheWrite, CacheRead)):
             raise ScheduleError(f"{describe(p)}: {p.stage} is computed in {st.attach.producer}'s write-back "
                                 f"(reverse_compute_inline) and has no loops of its own; schedule "

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from ..bind import BoundOp, bind
 from ..dtypes import DTYPES
-from ..program import Binary, BoundaryIndex, Call, GatherIndex, Op, Unary, index_vars_of, walk
+from ..program import Binary, BoundaryIndex, Call, GatherIndex, Op, Unary, index_vars_of, scan_axis, walk
 
 EXPENSIVE_CALLS = ("exp", "log", "sqrt", "tanh", "erf", "sigmoid")
 
@@ -83,6 +83,7 @@ class StageInfo:
     ops: int                   # arithmetic operations per point of the stage's loops
     dtype: str
     out_strides: dict          # left-side var -> stride in the stage's own buffer
+    scan: str | None = None    # a stage that reads itself: the index it runs along in order (never parallel/vector)
 
     @property
     def points(self) -> int:
@@ -141,7 +142,7 @@ def analyze(op: Op, sizes: dict) -> ProgramInfo:
     readers: dict[str, list[str]] = {s.name: [] for s in op.stages}
     for s in op.stages:
         for t in s.reads():
-            if t in readers:
+            if t in readers and t != s.name:  # a scan's read of itself makes it no reader of itself
                 readers[t].append(s.name)
     out = []
     for s in op.stages:
@@ -174,7 +175,7 @@ def analyze(op: Op, sizes: dict) -> ProgramInfo:
             extents={v: bs.ranges[v][1] for v in s.all_vars}, lows={v: bs.ranges[v][0] for v in s.all_vars},
             reads=tuple(reads), readers=tuple(readers[s.name]), is_output=s.name in op.outputs,
             expensive=expensive, ops=_ops(s.rhs) + (s.reduce_op is not None), dtype=s.dtype,
-            out_strides=dict(zip(s.lhs_vars, _row_major(bs.shape)))))
+            out_strides=dict(zip(s.lhs_vars, _row_major(bs.shape))), scan=(scan_axis(s) or (None,))[0]))
     return ProgramInfo(bound, tuple(out))
 
 

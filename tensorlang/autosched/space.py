@@ -320,7 +320,8 @@ class StageRole:
         if len(placements) > 1:
             offer("place", None, f"{n}.place", placements, PLACEMENT_DOC)
         L = self.lanes
-        self.vecs = offer("vec", None, f"{n}.vec", vec_candidates(st, L), "the variable vectorized innermost")
+        vecs = tuple(v for v in vec_candidates(st, L) if v is None or v != st.scan)  # a scan runs in order
+        self.vecs = offer("vec", None, f"{n}.vec", vecs, "the variable vectorized innermost")
         widest = max((st.extents[v] for v in self.vecs if v is not None), default=1)
         vws = offer("vw", None, f"{n}.vw", tuple(k * L for k in (1, 2, 3, 4) if (k - 1) * L < widest) or (L,),
                     "elements of the vector variable in the register tile")
@@ -349,7 +350,7 @@ class StageRole:
         parallel = offer("parallel", None, f"{n}.parallel", (*par, "none"),
                          "the loops the threads split: the first K leading ones fused, or the first K row blocks "
                          "inside the reduction blocks")
-        packs = tuple(t for t in reads if packable(st, t))
+        packs = tuple(t for t in reads if packable(st, t) and t != st.name)
         for t in packs:
             offer("pack", t, f"{n}.pack.{t}", (True, False),
                   f"copy the blocks of {t} into a blocked layout (cache_read)")
@@ -391,11 +392,14 @@ def _placements(info: ProgramInfo) -> dict[str, tuple]:
       1. an output: the root, and its producer's write-back where it has an :func:`epilogue_producer`;
       2. an injective stage that some stage reads: inlined, the root, or inside its reader's loops;
       3. an injective stage nothing reads: the root;
-      4. a reduction: the root, or inside its reader's loops.
+      4. a reduction: the root, or inside its reader's loops;
+      5. a scan (a stage that reads itself): the root (it needs every earlier element, computed in order).
     """
     out: dict[str, tuple] = {}
     for st in info.stages:
-        if st.is_output:
+        if st.scan is not None:
+            out[st.name] = ("root",)
+        elif st.is_output:
             out[st.name] = ("root", "epilogue") if epilogue_producer(info, st) else ("root",)
         elif st.kind == "injective":
             out[st.name] = ("inline", "root", "at") if st.readers else ("root",)

@@ -323,6 +323,9 @@ def plan_loops(st: StageInfo, cfg: TileConfig, lanes: int) -> LoopPlan:
     reg = [per_var[v]["reg"] for v in st.spatial if "reg" in per_var[v] and v != spatial_vec]
     vec = [per_var[spatial_vec]["reg"]] if spatial_vec else loops_of(red_order, "vec", red_names)
     plan.order = y0 + r0 + x0 + t1 + r1 + reg + vec
+    if st.scan is not None:  # a scan's loops inside the others' (in their order): the others lead, run in parallel
+        mine = [lp for lp in y0 + x0 + t1 if lp in per_var[st.scan].values()]
+        plan.order = [lp for lp in plan.order if lp not in mine][:-len(reg + vec) or None] + mine + reg + vec
     for v, names in per_var.items():
         for level, name in names.items():
             plan.levels[name] = (v, "vec" if (level == "reg" and v == spatial_vec) else level)
@@ -337,7 +340,8 @@ def plan_loops(st: StageInfo, cfg: TileConfig, lanes: int) -> LoopPlan:
         k = int(cfg.parallel[5:])
         lead = []
         for lp in plan.order:
-            if plan.levels[lp][1] in ("block", "tile") and lp not in plan.unroll and lp != plan.vectorize:
+            if plan.levels[lp][1] in ("block", "tile") and lp not in plan.unroll and lp != plan.vectorize \
+                    and plan.levels[lp][0] != st.scan:
                 lead.append(lp)
             else:
                 break

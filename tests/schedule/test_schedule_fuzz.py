@@ -2,8 +2,10 @@
 
 Each hypothesis example takes a program at tiny sizes -- a workload of ``tensorlang.schedules.WORKLOADS`` (shape sizes
 1..7 with primes, now and then one of 8..17; usual strides, paddings, dilations), a random Einstein
-program from ``progen.py``, or (a test of their own) a program with boundary conditions in its indices from
-``schedule_cases.BOUNDARY_PROGRAMS`` -- and applies several random schedules to it, each a sequence of 1 to 8
+program from ``progen.py``, or (tests of their own) a program with boundary conditions in its indices from
+``schedule_cases.BOUNDARY_PROGRAMS`` or a scan of ``schedule_cases.PROGRAMS`` (``test_scan_schedules``,
+``test_fuzzer_scans``: a stage that reads itself, whose scan loops the fuzzer's model expects never to be parallel,
+vectorized or computed elsewhere) -- and applies several random schedules to it, each a sequence of 1 to 8
 primitives (split, tile, reorder, fuse, vectorize, unroll, parallel, serial, compute_at, compute_inline,
 compute_root, cache_write, cache_read with random layouts) whose arguments come from the current loops of a
 random stage, with invalid arguments now and then. The rules (see ``schedfuzz.py``):
@@ -185,6 +187,34 @@ def test_fuzzer_smoke(seed):
                 assert outcome.startswith(("checked", "skipped (known bug")), outcome
         finally:
             tl.clear_cache()  # a fuzzed kernel lives no longer than its example
+
+
+SCAN_PROGRAMS = ("cumsum", "cumsumi", "fib", "iir_col", "iir_first", "scan_row", "scan_pipe")
+"""The scans (stages that read themselves) of schedule_cases.PROGRAMS: their loops along the scan index run in order."""
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_fuzzer_scans(seed):
+    """Random schedules of every scan: the refusals the fuzzer's model expects (a parallel or vectorized scan loop,
+    compute_at, compute_inline or cache_write of a scan) and otherwise the unscheduled kernel's results."""
+    for i, name in enumerate(SCAN_PROGRAMS):
+        src = progen.Src.from_random(random.Random(7000 + 100 * seed + i))
+        case = schedfuzz.program_case(name, src)
+        try:
+            for _ in range(SCHEDULES_PER_EXAMPLE * 2):
+                for outcome in schedfuzz.run_schedule(case, src):
+                    assert outcome.startswith(("checked", "skipped (known bug")), outcome
+        finally:
+            tl.clear_cache()
+
+
+@pytest.mark.slow
+@settings(max_examples=max(1, EXAMPLES // 6), **FUZZ_SETTINGS)
+@given(data=st.data())
+def test_scan_schedules(data):
+    name = data.draw(st.sampled_from(SCAN_PROGRAMS), label="scan")
+    src = _choices(data)
+    _schedules(schedfuzz.program_case(name, src), src)
 
 
 def test_fuzzer_reports_wrong_results():

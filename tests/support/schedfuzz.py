@@ -5,7 +5,7 @@ Used by ``test_schedule_fuzz.py``. The pieces:
 * :class:`Case` -- a program bound to tiny sizes, its inputs, and the unscheduled kernel's outputs (which are
   first checked against numpy: the workload's ``reference`` or ``progen``'s independent evaluator).
   :func:`workload_case` builds one from ``tensorlang.schedules.WORKLOADS``, :func:`progen_case` from a random program of
-  ``progen.py``.
+  ``progen.py``, :func:`program_case` from ``schedule_cases.PROGRAMS`` (the scans: stages that read themselves).
 * :class:`Fuzzer` -- applies 1..8 random primitives to ``tl.schedule(op, **sizes)``, choosing each primitive's
   arguments from the *current* loops of a random stage (``loops()``), sometimes with arguments that are
   invalid on purpose. Every call is logged as the Python that makes it. A primitive that raises
@@ -49,6 +49,7 @@ from oracle import assert_close, tolerance
 
 import tensorlang as tl
 from tensorlang.ir import expr_vars
+from tensorlang.program import scan_axis
 from tensorlang.schedule import At
 
 
@@ -217,7 +218,7 @@ def workload_case(name: str, src: progen.Src) -> Case:
 
 
 def program_case(name: str, src: progen.Src) -> Case:
-    """Program `name` of ``schedule_cases.PROGRAMS`` (boundary conditions and scatters among them) at random tiny
+    """Program `name` of ``schedule_cases.PROGRAMS`` (boundary conditions, scatters and scans among them) at random tiny
     sizes; its unscheduled kernel checked against the program's numpy oracle."""
     from schedule_cases import PROGRAMS, make_inputs
 
@@ -368,6 +369,16 @@ class Fuzzer:
         out |= {axis for _t, axis, _l in st.stages[stage].cache_reads}
         return out
 
+    def scan(self, stage) -> str | None:
+        """The index a scan stage runs along (its loops run in order), or None."""
+        found = scan_axis(self.op.stage(stage))
+        return found[0] if found else None
+
+    def runs_scan(self, stage, axis) -> bool:
+        """Whether loop `axis` of `stage` is one its scan index is computed from (never parallel nor vectorized)."""
+        v = self.scan(stage)
+        return v is not None and axis in expr_vars(self.nest(stage).exprs[v])
+
     def fresh(self, stage, name) -> bool:
         return (isinstance(name, str) and name.isidentifier() and name not in self.s[stage].loops()
                 and name not in self.op.stage(stage).all_vars)
@@ -508,7 +519,8 @@ class Fuzzer:
             st = self.s.state().stages
             copies_computed = any(t in st and _at(st[t].attach, stage) for t, _a, _l in st[stage].cache_reads)
             plain = all(lp.kind in ("serial", "unrolled") for lp in self.nest(stage).loops)
-            expect = "legal" if plain and not copies_computed else None
+            # a scan keeps the outer part of each split of its index outside the inner part
+            expect = "legal" if plain and not copies_computed and self.scan(stage) is None else None
         elif k == "dup" and loops:
             a = self.src.pick(loops)
             axes = [a, a]
@@ -564,6 +576,8 @@ class Fuzzer:
         if lp is None:
             expect = "illegal"
         elif verb == "parallel" and lp.reduction:
+            expect = "illegal"
+        elif verb in ("parallel", "vectorize") and self.runs_scan(stage, axis):
             expect = "illegal"
         elif verb == "serial":
             expect = "legal"
@@ -626,7 +640,8 @@ class Fuzzer:
             consumer = self.src.pick(self.stage_names)
         axis = self.any_loop(consumer)
         expect = None
-        if producer in self.op.outputs or consumer == producer or self.loop(consumer, axis) is None:
+        if producer in self.op.outputs or consumer == producer or self.loop(consumer, axis) is None \
+                or self.scan(producer):
             expect = "illegal"
         text = f"s[{_q(producer)}].compute_at(s[{_q(consumer)}], {_q(axis)})"
         return text, lambda: self.s[producer].compute_at(self.s[consumer], axis), expect
@@ -637,7 +652,7 @@ class Fuzzer:
             if inner:
                 stage = self.src.pick(inner)
         st = self.op.stage(stage)
-        expect = "illegal" if stage in self.op.outputs or st.reduce_op is not None else None
+        expect = "illegal" if stage in self.op.outputs or st.reduce_op is not None or self.scan(stage) else None
         return f"s[{_q(stage)}].compute_inline()", lambda: self.s[stage].compute_inline(), expect
 
     def p_compute_root(self, stage):
@@ -647,7 +662,7 @@ class Fuzzer:
 
     def p_cache_write(self, stage):
         axis = self.any_loop(stage)
-        expect = "illegal" if self.loop(stage, axis) is None else None
+        expect = "illegal" if self.loop(stage, axis) is None or self.scan(stage) else None
         return f"s[{_q(stage)}].cache_write({_q(axis)})", lambda: self.s[stage].cache_write(axis), expect
 
     def layout(self, rank):
@@ -693,7 +708,7 @@ class Fuzzer:
         axis = self.any_loop(stage)
         layout, valid = self.layout(self.rank(tensor))
         expect = None
-        if tensor not in reads or self.loop(stage, axis) is None or not valid:
+        if tensor not in reads or self.loop(stage, axis) is None or not valid or (tensor == stage and self.scan(stage)):
             expect = "illegal"
         extra = f", layout={layout!r}" if layout else ""
         text = f"s[{_q(stage)}].cache_read({_q(tensor)}, {_q(axis)}{extra})"

@@ -136,6 +136,31 @@ def _binmax(I, **_):
     return (H + 1).astype(np.int32)
 
 
+def _scan(x, coeff_x: float, coeff_prev: float, axis: int, first=None, dtype=np.float64):
+    """A first-order recurrence along `axis` by an explicit loop in float64 (int64 for ints):
+    ``y[t] = coeff_x * x[t] + coeff_prev * y[t - 1]``, with y[-1] = 0, or ``y[0] = first(x[0])`` when given."""
+    x = np.moveaxis(x.astype(dtype), axis, 0)
+    out = np.zeros_like(x)
+    prev = np.zeros_like(x[0])
+    for t in range(x.shape[0]):
+        prev = first(x[0]) if (first is not None and t == 0) else coeff_x * x[t] + coeff_prev * prev
+        out[t] = prev
+    return np.moveaxis(out, 0, axis)
+
+
+def _fib(X, **_):
+    s = np.zeros(X.shape, np.int64)
+    for i in range(len(X)):
+        s[i] = X[i] + (s[i - 1] if i >= 1 else 0) + (s[i - 2] if i >= 2 else 0)
+    return s.astype(np.int32)
+
+
+def _scan_pipe(X, **_):
+    t = X.astype(np.float64) * 2.0
+    y = _scan(t, 1.0, 0.5, axis=1)
+    return _f32(y + 1.0)
+
+
 PROGRAMS: dict[str, Program] = {p.op.name: p for p in [
     Program("def scale(A: f32[N]) -> B:\n    B[i] = A[i] * 2.0 + 1.0\n",
             lambda A, **_: _f32(A.astype(np.float64) * 2.0 + 1.0)),
@@ -166,6 +191,22 @@ PROGRAMS: dict[str, Program] = {p.op.name: p for p in [
             "    P[n, c, y, x] = I[n, c, y - pad, x - pad] where y in 0:H+2*pad, x in 0:W+2*pad\n"
             "    O[n, f, h, w] += P[n, c, h*stride + r*dil, w*stride + s*dil] * Wt[f, c, r, s]\n",
             _conv2d, lambda s: s["C"] * s["R"] * s["S"]),
+    # scans (recurrences along one index: tests/dsl/test_scan.py)
+    Program("def cumsum(X: f32[N]) -> S:\n    S[i] = S[i - 1] + X[i]\n",
+            lambda X, **_: _f32(np.cumsum(X.astype(np.float64))), lambda s: s["N"]),
+    Program("def cumsumi(X: i32[N]) -> S:\n    S[i] = S[i - 1] + X[i]\n",
+            lambda X, **_: np.cumsum(X.astype(np.int64)).astype(np.int32), exact=True),
+    Program("def fib(X: i32[N]) -> S:\n    S[i] = S[i - 1] + S[i - 2] + X[i]\n", _fib, exact=True),
+    Program("def iir_col(X: f32[H, W]) -> Y:\n    Y[y, x] = 0.25 * X[y, x] + 0.75 * Y[y - 1, x]\n",
+            lambda X, **_: _f32(_scan(X, 0.25, 0.75, axis=0)), lambda s: s["H"]),
+    Program("def iir_first(X: f32[H, W]) -> Y:\n"
+            "    Y[y, x] = select(y == 0, X[y, x], 0.5 * X[y, x] + 0.5 * Y[y - 1, x])\n",
+            lambda X, **_: _f32(_scan(X, 0.5, 0.5, axis=0, first=lambda x0: x0)), lambda s: s["H"]),
+    Program("def scan_row(X: f64[H, W]) -> Y:\n    Y[y, x] = X[y, x] + Y[y, x - 1]\n",
+            lambda X, **_: np.cumsum(X, axis=1), lambda s: s["W"]),
+    Program("def scan_pipe(X: f32[H, W]) -> Z:\n    T[y, x] = X[y, x] * 2.0\n"
+            "    Y[y, x] = T[y, x] + 0.5 * Y[y, x - 1]\n    Z[y, x] = Y[y, x] + 1.0\n",
+            _scan_pipe, lambda s: s["W"]),
     Program("def softmax(X: f32[N, D]) -> Y:\n"
             "    mx[n] max= X[n, d]\n"
             "    e[n, d] = exp(X[n, d] - mx[n])\n"
