@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, cast
 
+from .dtypes import DTYPES
 from .errors import BuildError
 from .ir import (
     Allocate,
@@ -41,7 +42,7 @@ from .ir import (
 from .simplify import _linear, simplify
 
 Interval = tuple[int, int] | None
-_INT_RANGES = {"i32": (-2**31, 2**31 - 1), "i64": (-2**63, 2**63 - 1), "bool": (0, 1)}
+_INT_RANGES = {n: d.int_range for n, d in DTYPES.items() if not d.is_float}
 
 
 def interval(e: Expr, env: dict) -> Interval:

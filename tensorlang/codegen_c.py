@@ -61,7 +61,8 @@ from .errors import BuildError
 from .simplify import _linear, simplify
 
 #: C type of each dtype in memory (bool is one byte, as LLVM stores an i1).
-C_TYPES = {"f32": "float", "f64": "double", "i32": "int32_t", "i64": "int64_t", "bool": "uint8_t"}
+C_TYPES = {"f32": "float", "f64": "double", "i32": "int32_t", "i64": "int64_t", "bool": "uint8_t", "u8": "uint8_t",
+           "i8": "int8_t", "u16": "uint16_t", "i16": "int16_t", "u32": "uint32_t", "u64": "uint64_t"}
 _VALUE_TYPES = dict(C_TYPES, bool="int")
 _FLOATS = ("f32", "f64")
 _ALIGN = 64
@@ -212,6 +213,8 @@ def _int_lit(value: int, dtype: str) -> str:
         return "INT64_MIN"
     if dtype == "i32" and value == -2**31:
         return "INT32_MIN"
+    if DTYPES[dtype].is_unsigned:  # (past 2**63 a decimal constant has no C type but an unsigned one)
+        return f"{int(value)}u"
     return str(int(value))
 
 
@@ -983,7 +986,7 @@ class _Emitter:
             site = str(e.site) if e.when is None else f"({self.x(e.when)[0]}) ? {e.site} : -1"
             return f"{self.need('tl_check_index')}({self.text(e.a, value=True)}, {e.extent}, {site}, tl_error)", _ATOM
         if isinstance(e, ir.Neg):
-            if e.dtype == "i32" or (e.dtype == "i64" and self.in_value):
+            if DTYPES[e.dtype].is_int and (e.dtype != "i64" or self.in_value):
                 return self.call(f"tl_neg_{e.dtype}", e.a), _ATOM
             a = self.p(e.a, _UNARY)
             return ("-(" + a + ")" if a.startswith("-") else "-" + a), _UNARY
@@ -1046,7 +1049,7 @@ class _Emitter:
                 return f"floor{f}({self.p(e.a, _MUL)} / {self.p(e.b, _MUL + 1)})", _ATOM
             if op == "%":
                 return self.call(f"tl_mod_{dt}", e.a, e.b), _ATOM
-        elif dt in ("i32", "i64"):
+        elif DTYPES[dt].is_int:
             if op in ("+", "-", "*") and dt == "i64" and not self.in_value:  # an address: it does not overflow
                 p = _BIN_PREC[op]
                 if op == "+" and isinstance(e.b, ir.IntImm) and e.b.value < 0 and e.b.value != -2**63:
@@ -1075,7 +1078,7 @@ class _Emitter:
             arity = 2 if fn == "pow" else 1
             if fn in names and len(e.args) == arity:
                 return self.call(names[fn] + f, *e.args), _ATOM
-        elif dt in ("i32", "i64"):
+        elif DTYPES[dt].is_int:
             if (fn == "abs" and len(e.args) == 1) or (fn in ("max", "min") and len(e.args) == 2):
                 return self.call(f"tl_{fn}_{dt}", *e.args), _ATOM
         raise BuildError(f"C backend: unsupported IR node Call {fn!r} on {dt}: {_short(e)}")
@@ -1261,7 +1264,7 @@ def _helper(name: str, em: _Emitter) -> str:
     if m:
         dt, w = m.group(1), int(m.group(2))
         return f"typedef {C_TYPES[dt]} {name} __attribute__((vector_size({w * DTYPES[dt].itemsize})));\n"
-    m = re.fullmatch(r"tl_(i32|i64)x(\d+)", name)
+    m = re.fullmatch(r"tl_(i32|i64|u8|i8|u16|i16|u32|u64)x(\d+)", name)
     if m:
         dt, w = m.group(1), int(m.group(2))
         return f"typedef {C_TYPES[dt]} {name} __attribute__((vector_size({w * DTYPES[dt].itemsize})));\n"
@@ -1315,17 +1318,17 @@ def _helper(name: str, em: _Emitter) -> str:
                 "    if (site >= 0 && __atomic_compare_exchange_n(&error[0], &none, site + 1, 0, __ATOMIC_ACQ_REL,\n"
                 "                                                 __ATOMIC_RELAXED))\n"
                 "        __atomic_store_n(&error[1], i, __ATOMIC_RELAXED);\n    return 0;\n}\n")
-    m = re.fullmatch(r"tl_(f32|f64)_to_(i32|i64)", name)
+    m = re.fullmatch(r"tl_(f32|f64)_to_(i32|i64|u8|i8|u16|i16|u32|u64)", name)
     if m:
         src, dst = m.group(1), m.group(2)
-        t = C_TYPES[src]
-        bits = 31 if dst == "i32" else 63
-        lim = _float_lit(2.0 ** bits, src)
-        return (f"/* saturating conversion, NaN -> 0 (llvm.fptosi.sat) */\n"
-                f"static inline {C_TYPES[dst]} {name}({t} x)\n{{\n    if (x != x)\n        return 0;\n"
-                f"    if (x <= -{lim})\n        return INT{bits + 1}_MIN;\n"
-                f"    if (x >= {lim})\n        return INT{bits + 1}_MAX;\n    return ({C_TYPES[dst]})x;\n}}\n")
-    m = re.fullmatch(r"tl_(\w+)_(f32|f64|i32|i64)", name)
+        t, ct = C_TYPES[src], C_TYPES[dst]
+        lo, hi = DTYPES[dst].int_range
+        low, high = _float_lit(float(lo), src), _float_lit(float(hi + 1), src)  # powers of two: exact
+        return (f"/* saturating conversion toward zero, NaN -> 0 (llvm.fpto[su]i.sat) */\n"
+                f"static inline {ct} {name}({t} x)\n{{\n    if (x != x)\n        return 0;\n"
+                f"    if (x <= {low})\n        return ({ct}){_int_lit(lo, dst)};\n"
+                f"    if (x >= {high})\n        return ({ct}){_int_lit(hi, dst)};\n    return ({ct})x;\n}}\n")
+    m = re.fullmatch(r"tl_(\w+)_(f32|f64|i32|i64|u8|i8|u16|i16|u32|u64)", name)
     if m:
         return _scalar_helper(m.group(1), m.group(2), name)
     raise AssertionError(f"no C helper {name}")
@@ -1333,7 +1336,7 @@ def _helper(name: str, em: _Emitter) -> str:
 
 def _scalar_helper(what: str, dt: str, name: str) -> str:
     t = C_TYPES[dt]
-    u = "uint32_t" if dt == "i32" else "uint64_t"
+    u = "uint64_t" if DTYPES[dt].itemsize == 8 else "uint32_t"  # wide enough that products of small types wrap
     if dt in _FLOATS:
         if what in ("max", "min"):
             op = ">" if what == "max" else "<"
@@ -1355,6 +1358,10 @@ def _scalar_helper(what: str, dt: str, name: str) -> str:
             return f"static inline {t} {name}({t} a)\n{{\n    return ({t})(({u})0 - ({u})a);\n}}\n"
         if what == "abs":
             return f"static inline {t} {name}({t} a)\n{{\n    return a < 0 ? ({t})(({u})0 - ({u})a) : a;\n}}\n"
+        if what in ("floordiv", "mod") and DTYPES[dt].is_unsigned:
+            op = "/" if what == "floordiv" else "%"
+            return (f"/* unsigned {what}: x {op} 0 gives 0 */\n"
+                    f"static inline {t} {name}({t} a, {t} b)\n{{\n    return b == 0 ? 0 : ({t})(a {op} b);\n}}\n")
         if what in ("max", "min"):
             op = ">" if what == "max" else "<"
             return f"static inline {t} {name}({t} a, {t} b)\n{{\n    return a {op} b ? a : b;\n}}\n"

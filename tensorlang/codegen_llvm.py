@@ -32,10 +32,12 @@ from .errors import BuildError
 from .loopnest import substitute, variables
 from .simplify import _linear, simplify
 
-I1, I8, I32, I64 = ll.IntType(1), ll.IntType(8), ll.IntType(32), ll.IntType(64)
+I1, I8, I16, I32, I64 = ll.IntType(1), ll.IntType(8), ll.IntType(16), ll.IntType(32), ll.IntType(64)
 F32, F64 = ll.FloatType(), ll.DoubleType()
 PTR = ll.PointerType()
-LL_TYPES = {"f32": F32, "f64": F64, "i32": I32, "i64": I64, "bool": I1}
+# signed and unsigned integers share LLVM's types; the instructions on them say which they are
+LL_TYPES = {"f32": F32, "f64": F64, "i32": I32, "i64": I64, "bool": I1, "u8": I8, "i8": I8, "u16": I16, "i16": I16,
+            "u32": I32, "u64": I64}
 FAST = ("contract",)
 # a division may become a multiply by the divisor's reciprocal (one division per loop-invariant or repeated divisor,
 # a constant divisor's reciprocal folded): x/768 and x/sqrt(v) in a loop cost a vdivps a vector otherwise
@@ -51,7 +53,7 @@ _REDUCE_IDENTITY = ("+", "*", "max", "min")
 
 
 def ll_type(dtype: str) -> ll.Type:
-    """The llvmlite type of a dtype name ("f32", "f64", "i32", "i64" or "bool") as a value.
+    """The llvmlite type of a dtype name ("f32", "f64", "i32", "u8", "bool", ...) as a value.
 
     >>> str(ll_type("f32")), str(ll_type("bool"))
     ('float', 'i1')
@@ -1178,8 +1180,9 @@ class _Emitter:
             ident = DTYPES[dtype].identity(op)
             vals = self.b.select(self.mask, vals, self.splat(ll_type(dtype)(ident), w))
         is_float = DTYPES[dtype].is_float
+        u = "u" if DTYPES[dtype].is_unsigned else "s"
         name = {"+": "fadd" if is_float else "add", "*": "fmul" if is_float else "mul",
-                "max": "fmaximum" if is_float else "smax", "min": "fminimum" if is_float else "smin"}[op]
+                "max": "fmaximum" if is_float else f"{u}max", "min": "fminimum" if is_float else f"{u}min"}[op]
         vt = vals.type
         if op in ("+", "*") and is_float:
             f = self.intrinsic(f"llvm.vector.reduce.{name}", vt.element, [vt.element, vt], [vt])
@@ -1223,6 +1226,8 @@ class _Emitter:
             a, c = self.match(self.expr(e.a), self.expr(e.b))
             if DTYPES[e.a.dtype].is_float:
                 return b.fcmp_ordered(e.op, a, c) if e.op != "!=" else b.fcmp_unordered("!=", a, c)
+            if DTYPES[e.a.dtype].is_unsigned:
+                return b.icmp_unsigned(e.op, a, c)
             return b.icmp_signed(e.op, a, c)
         if isinstance(e, ir.Logic):
             a, c = self.match(self.expr(e.a), self.expr(e.b))
@@ -1274,10 +1279,16 @@ class _Emitter:
         flags = ["nsw"] if dtype == "i64" and self.in_index else []
         if op in ("+", "-", "*"):
             return self.int_arith(op, a, c, flags)
+        unsigned = DTYPES[dtype].is_unsigned
         if op in ("min", "max"):  # the intrinsic reads each operand once (see fminmax)
-            return self.call_intrinsic("llvm.smin" if op == "min" else "llvm.smax", [a, c])
+            return self.call_intrinsic(f"llvm.{'u' if unsigned else 's'}{op}", [a, c])
         if op == "/":  # the DSL refuses `/` of integers (it would truncate where numpy gives a float)
             raise TypeError(f"codegen: `/` of {dtype} values (the DSL gives `/` a float type)")
+        if op in ("//", "%") and unsigned:  # no rounding toward minus infinity to fix; x // 0 and x % 0 give 0
+            self.int_divisions += 1
+            is_zero = b.icmp_unsigned("==", c, zero)
+            safe = b.select(is_zero, one, c)
+            return b.select(is_zero, zero, b.udiv(a, safe) if op == "//" else b.urem(a, safe))
         if op in ("//", "%"):
             if isinstance(c, ll.Constant) and not _is_vec(c) and c.constant > 0 and dtype == "i64":
                 # index arithmetic by a positive constant (fused and packed loops): no zero check needed
@@ -1345,6 +1356,8 @@ class _Emitter:
             return self.tanh_f32(args[0])
         if fn in ("max", "min") and DTYPES[dtype].is_float:
             return self.fminmax(fn, args[0], args[1])
+        if fn == "abs" and DTYPES[dtype].is_unsigned:
+            return args[0]
         if fn == "abs" and not DTYPES[dtype].is_float:
             f = self.intrinsic("llvm.abs", t, [t, I1], [t])
             return self.b.call(f, [args[0], I1(0)])
@@ -1418,18 +1431,19 @@ class _Emitter:
         return self.b.call(self.intrinsic("llvm.copysign", t, [t, t], [t]), [y, x])  # odd: tanh(-0.0) is -0.0
 
     def float_to_int(self, v: ll.Value, src: str, dst: str, t: ll.Type) -> ll.Value:
-        """Float to signed int as ``llvm.fptosi.sat`` computes it (toward zero, saturating, NaN gives 0), spelled
-        out in compares and selects. Not the intrinsic: LLVM's InstCombine folds a vector select of two
-        fptosi.sat calls of different source types (f64 and f32) into an invalid shufflevector and aborts the
-        process (``select(c, i32(X[1 - i]), i32(Z[i]))`` vectorized)."""
+        """Float to int as ``llvm.fptosi.sat`` / ``llvm.fptoui.sat`` compute it (toward zero, saturating to the
+        type's range, NaN gives 0), spelled out in compares and selects. Not the intrinsic: LLVM's InstCombine
+        folds a vector select of two fptosi.sat calls of different source types (f64 and f32) into an invalid
+        shufflevector and aborts the process (``select(c, i32(X[1 - i]), i32(Z[i]))`` vectorized)."""
         b = self.b
-        half = 2 ** (DTYPES[dst].itemsize * 8 - 1)
-        low = b.fcmp_ordered("<", v, self.const(src, -float(half), v))
-        high = b.fcmp_ordered(">=", v, self.const(src, float(half), v))
+        lo, hi = DTYPES[dst].int_range
+        low = b.fcmp_ordered("<", v, self.const(src, float(lo), v))
+        high = b.fcmp_ordered(">=", v, self.const(src, float(hi + 1), v))  # a power of two: exact in a float
         outside = b.or_(b.or_(low, high), b.fcmp_unordered("uno", v, v))
-        r = b.fptosi(b.select(outside, self.const(src, 0.0, v), v), t)  # NaN stays 0
-        r = b.select(high, self.const(dst, half - 1, r), r)
-        return b.select(low, self.const(dst, -half, r), r)
+        inside = b.select(outside, self.const(src, 0.0, v), v)  # NaN stays 0
+        r = b.fptoui(inside, t) if DTYPES[dst].is_unsigned else b.fptosi(inside, t)
+        r = b.select(high, self.const(dst, hi, r), r)
+        return b.select(low, self.const(dst, lo, r), r)
 
     def cast(self, v: ll.Value, src: str, dst: str) -> ll.Value:
         b = self.b
@@ -1443,12 +1457,20 @@ class _Emitter:
             return b.fpext(v, t) if d.itemsize > s.itemsize else b.fptrunc(v, t)
         if s.is_float and dst == "bool":  # numpy: nonzero is True, NaN included
             return b.fcmp_unordered("!=", v, self.const(src, 0.0, v))
-        if s.is_float:  # to i32 or i64: saturating, NaN -> 0, never undefined behaviour
+        if s.is_float:  # to an integer: saturating, NaN -> 0, never undefined behaviour
             return self.float_to_int(v, src, dst, t)
-        if src == "bool":
-            return b.uitofp(v, t) if d.is_float else b.zext(v, t)
+        if src == "bool" or s.is_unsigned:
+            return b.uitofp(v, t) if d.is_float else b.zext(v, t) if d.itemsize > s.itemsize or src == "bool" \
+                else self.int_narrow(v, s, d, t)
         if d.is_float:
             return b.sitofp(v, t)
         if dst == "bool":
             return b.icmp_signed("!=", v, self.const(src, 0, v))
-        return b.sext(v, t) if d.itemsize > s.itemsize else b.trunc(v, t)
+        return b.sext(v, t) if d.itemsize > s.itemsize else self.int_narrow(v, s, d, t)
+
+    def int_narrow(self, v: ll.Value, s, d, t: ll.Type) -> ll.Value:
+        """An integer to one of the same size (the same bits: u32 and i32) or a smaller one (the low bits: it wraps,
+        as numpy's astype)."""
+        if d.name == "bool":
+            return self.b.icmp_unsigned("!=", v, self.const(s.name, 0, v))
+        return v if d.itemsize == s.itemsize else self.b.trunc(v, t)

@@ -39,7 +39,7 @@ import tempfile
 
 import numpy as np
 
-from .codegen_c import find_c_compiler
+from .codegen_c import C_TYPES, find_c_compiler
 from .codegen_llvm import INDEX_ERROR_SUFFIX, RELEASE_SUFFIX
 from .dtypes import DTYPES
 from .errors import BuildError, UsageError
@@ -50,7 +50,6 @@ META_FORMAT = 1
 LIBRARY_KERNEL = "tensorlang_library_kernel"  # in libraries made by format "so": names the kernel
 RUNTIME_C = os.path.join(os.path.dirname(__file__), "csrc", "tensorlang_runtime.c")
 
-C_TYPES = {"f32": "float", "f64": "double", "i32": "int32_t", "i64": "int64_t", "bool": "uint8_t"}
 _C_KEYWORDS = set("""auto break case char const continue default do double else enum extern float for goto if inline
 int long register restrict return short signed sizeof static struct switch typedef union unsigned void volatile while
 _Bool _Complex _Imaginary _Alignas _Alignof _Atomic _Generic _Noreturn _Static_assert _Thread_local bool true false
@@ -448,8 +447,10 @@ def example(meta: dict, fmt: str) -> str:
             value = f"({ct})({value}) / 8" if DTYPES[b["dtype"]].is_float else f"({ct}){value}"
             fill.append(f"    for (int64_t tl_i = 0; tl_i < {count}; tl_i++)\n        {v}[tl_i] = {value};")
             continue
-        show.append(f'    tl_show("{b["name"]}", "[{", ".join(map(str, b["shape"]))}]", {v}, {count}, '
-                    f"{'1' if DTYPES[b['dtype']].is_float else '0'}, sizeof({ct}));")
+        d = DTYPES[b["dtype"]]
+        kind = 1 if d.is_float else 2 if d.is_unsigned or d.name == "bool" else 0
+        show.append(f'    tl_show("{b["name"]}", "[{", ".join(map(str, b["shape"]))}]", {v}, {count}, {kind}, '
+                    f"sizeof({ct}));")
         dump.append(f"        ok = ok && fwrite({v}, sizeof({ct}), {count}, tl_f) == {count};")
     sizes = ", ".join(f"{k}={v}" for k, v in meta["sizes"].items())
     args = ", ".join(_c_var(b["name"]) for b in meta["inputs"] + meta["outputs"])
@@ -481,13 +482,15 @@ static void *tl_alloc(size_t count, size_t size) {{
     return p;
 }}
 
-static void tl_show(const char *name, const char *shape, const void *data, int64_t count, int is_float,
-                    size_t size) {{
+/* kind: 1 float, 2 unsigned integer (or bool), 0 signed integer */
+static void tl_show(const char *name, const char *shape, const void *data, int64_t count, int kind, size_t size) {{
     double sum = 0, first[4];
     for (int64_t i = 0; i < count; i++) {{
-        double x = is_float ? (size == 4 ? ((const float *)data)[i] : ((const double *)data)[i])
-                            : (size == 4 ? ((const int32_t *)data)[i] : size == 8 ? (double)((const int64_t *)data)[i]
-                                                                                  : ((const uint8_t *)data)[i]);
+        double x = kind == 1 ? (size == 4 ? ((const float *)data)[i] : ((const double *)data)[i])
+                 : kind == 2 ? (size == 1 ? ((const uint8_t *)data)[i] : size == 2 ? ((const uint16_t *)data)[i]
+                    : size == 4 ? ((const uint32_t *)data)[i] : (double)((const uint64_t *)data)[i])
+                 : (size == 1 ? ((const int8_t *)data)[i] : size == 2 ? ((const int16_t *)data)[i]
+                    : size == 4 ? ((const int32_t *)data)[i] : (double)((const int64_t *)data)[i]);
         sum += x;
         if (i < 4)
             first[i] = x;

@@ -113,11 +113,29 @@ def boundary_to_ir(ix: BoundaryIndex, sizes: dict, env: Mapping[str, ir.Expr]) -
 
 
 def _constant(value, dtype: str) -> ir.Expr:
-    if DTYPES[dtype].is_float:
+    d = DTYPES[dtype]
+    if d.is_float:
         return ir.FloatImm(float(value), dtype)
     if isinstance(value, float) and not math.isfinite(value):
-        value = DTYPES[dtype].identity("max" if value < 0 else "min")
-    return ir.IntImm(int(value), dtype)
+        value = d.identity("max" if value < 0 else "min")
+    value = int(value)
+    if d.is_int:  # an integer constant converted to a narrower type wraps, as numpy's astype
+        lo, hi = d.int_range
+        value = (value - lo) % (hi - lo + 1) + lo
+    return ir.IntImm(value, dtype)
+
+
+def _saturate(x: ir.Expr, dtype: str) -> ir.Expr:
+    """`x` converted to the integer type `dtype` with values outside its range clamped to its ends (a float: as
+    every float-to-integer conversion, truncated toward zero and saturated, NaN giving 0)."""
+    src = DTYPES[x.dtype]
+    if not src.is_float:
+        (lo, hi), (src_lo, src_hi) = DTYPES[dtype].int_range, src.int_range
+        if lo > src_lo:
+            x = ir.BinOp("max", x, ir.IntImm(lo, x.dtype))
+        if hi < src_hi:
+            x = ir.BinOp("min", x, ir.IntImm(hi, x.dtype))
+    return _convert(x, dtype)
 
 
 def _scale_factor(value: ir.Expr) -> tuple[ir.Expr, ir.FloatImm] | None:
@@ -150,7 +168,6 @@ def _scale_factor(value: ir.Expr) -> tuple[ir.Expr, ir.FloatImm] | None:
 #: meets no tensor, in a cast's argument or a comparison: exactly, as Python would (`f64(0.1)` is the double 0.1,
 #: `f64(N * N)` does not wrap at 2**31).
 _PYTHON_NUMBER = {"i32": "i64", "f32": "f64"}
-_INT_RANGE = {"i32": (-2**31, 2**31 - 1), "i64": (-2**63, 2**63 - 1)}
 
 
 def _convert(x: ir.Expr, dtype: str) -> ir.Expr:
@@ -1192,10 +1209,11 @@ class ValueLowering:
                 raise TypeError(f"internal error: `/` lowered as an i32 operation ({e.loc})")
             return ir.BinOp(e.op, self(e.a, dt), self(e.b, dt))
         if isinstance(e, Call):
-            if e.fn in DTYPES:  # a cast
+            if e.fn in DTYPES or e.fn.startswith("sat_"):  # a cast
                 a = e.args[0]
                 # weak values (`f64(0.1)`, `i32(i / 3)`, `f64(N * N)`) are Python numbers: computed exactly
-                return _convert(self(a, _PYTHON_NUMBER[a.dtype] if a.weak else a.dtype), e.fn)
+                x = self(a, _PYTHON_NUMBER[a.dtype] if a.weak else a.dtype)
+                return _convert(x, e.fn) if e.fn in DTYPES else _saturate(x, e.dtype)
             if e.fn == "select":
                 return ir.Select(self(e.args[0], "bool"), self(e.args[1], dt), self(e.args[2], dt))
             if e.fn in ("max", "min"):
@@ -1220,11 +1238,12 @@ class ValueLowering:
 
     def check_fits(self, value, dtype: str, e: Expr, what: str) -> None:
         """BuildError when an integer constant is computed as an integer type it does not fit (it would wrap)."""
-        fits = _INT_RANGE.get(dtype)
+        fits = DTYPES[dtype].int_range if DTYPES[dtype].is_int else None
         if fits is not None and isinstance(value, int) and not fits[0] <= value <= fits[1]:
             raise BuildError(f"{self.bound.op.name}: {what} {value} (line {e.loc.line}, column {e.loc.col}) is "
                              f"computed as {dtype} here, where it does not fit (it would wrap; numpy refuses it "
-                             "too); compute in floats (f64(...), or write it as a float), or keep it smaller")
+                             "too); compute in floats (f64(...), or write it as a float), in a wider integer type "
+                             "(i32(...) of the tensor), or keep it smaller")
 
     def read(self, tensor: str, idx: tuple, pad: bool) -> ir.Expr:
         """A read of `tensor` at global indices: from its cache_read copy, its inlined expression, or its buffer."""

@@ -177,7 +177,8 @@ def _evaluate_stage(bound: BoundOp, bs: BoundStage, tensors: dict) -> np.ndarray
         return fast.astype(dtype)
     axes = list(s.lhs_vars + s.red_vars)
     extents = [bs.ranges[v][1] for v in axes]
-    acc_dtype = np.float64 if DTYPES[s.dtype].is_float else (np.int64 if s.dtype != "bool" else np.bool_)
+    acc_dtype = np.float64 if DTYPES[s.dtype].is_float else np.bool_ if s.dtype == "bool" else \
+        np.uint64 if s.dtype == "u64" else np.int64
     out = np.full(bs.shape, DTYPES[s.dtype].identity(s.reduce_op), acc_dtype) if s.reduce_op else \
         np.empty(bs.shape, dtype)
     nl = len(s.lhs_vars)
@@ -351,9 +352,10 @@ class _Evaluator:
                 return _CMP[e.op](self(e.a, odt), self(e.b, odt))
             return _cast(_ARITH[e.op](self(e.a, dt), self(e.b, dt)), dt)
         if isinstance(e, Call):
-            if e.fn in DTYPES:  # a cast
+            if e.fn in DTYPES or e.fn.startswith("sat_"):  # a cast
                 a = e.args[0]
-                return _cast(self(a, _PYTHON_NUMBER.get(a.dtype, a.dtype) if a.weak else a.dtype), e.fn)
+                x = self(a, _PYTHON_NUMBER.get(a.dtype, a.dtype) if a.weak else a.dtype)
+                return _cast(x, e.fn) if e.fn in DTYPES else _saturate(x, e.dtype)
             if e.fn == "select":
                 return np.where(self(e.args[0], "bool"), self(e.args[1], dt), self(e.args[2], dt))
             if e.fn in ("max", "min"):
@@ -397,4 +399,24 @@ class _Evaluator:
 def _cast(x, dtype: str):
     want = DTYPES[dtype].numpy
     x = np.asarray(x)
-    return x if x.dtype == want else x.astype(want)
+    if x.dtype == want:
+        return x
+    if x.dtype.kind == "f" and DTYPES[dtype].is_int:  # the DSL's definition (numpy leaves out-of-range undefined)
+        return _saturate(x, dtype)
+    return x.astype(want)
+
+
+def _saturate(x, dtype: str):
+    """`x` as the integer type `dtype`, clamped to its range: floats truncated toward zero, NaN giving 0."""
+    x = np.asarray(x)
+    lo, hi = DTYPES[dtype].int_range
+    want = DTYPES[dtype].numpy
+    if x.dtype.kind == "f":
+        t = np.trunc(np.where(np.isnan(x), 0, x)).astype(np.float64)
+        low, high = t < lo, t >= float(hi + 1)  # lo and hi + 1 are powers of two: exact in float64
+        inside = np.where(low | high, 0, t).astype(want)
+        return np.where(low, want.type(lo), np.where(high, want.type(hi), inside))
+    if x.dtype == np.bool_:
+        return x.astype(want)
+    info = np.iinfo(x.dtype)  # bounds within the source's range, so that numpy takes them in its dtype
+    return np.clip(x, max(lo, int(info.min)), min(hi, int(info.max))).astype(want)

@@ -13,7 +13,7 @@ import typing
 from dataclasses import dataclass
 
 from .check import check_program
-from .dtypes import DTYPES, TENSOR_DTYPES
+from .dtypes import DTYPES, INT_DTYPES, TENSOR_DTYPES
 from .errors import DSLError, SourceLoc
 from .program import (
     BOUNDARY_FUNCS,
@@ -38,8 +38,10 @@ from .program import (
 from .sizes import SizePoly
 
 MATH_FUNCS = ("exp", "log", "sqrt", "tanh")
-CASTS = ("f32", "f64", "i32", "i64", "bool")
-FUNCS = MATH_FUNCS + CASTS + ("abs", "max", "min", "clamp", "select")
+CASTS = TENSOR_DTYPES
+#: `sat_u8(x)`: x converted to u8 with values below or above its range clamped to its lowest or highest value
+SATURATING_CASTS = tuple(f"sat_{t}" for t in INT_DTYPES)
+FUNCS = MATH_FUNCS + CASTS + SATURATING_CASTS + ("abs", "max", "min", "clamp", "select")
 _ARITY = {"select": 3, "clamp": 3, "max": 2, "min": 2}
 CONSTANTS = ("inf",)
 #: Halide's boundary conditions as reads of a whole input: `repeat_edge(I)[y - 1, x]` brings every index inside its
@@ -641,9 +643,9 @@ class _Parser:
         if self.reads_a_tensor(node):
             loc = self.loc_of(node, p)
             value = self.value(node, p)
-            if value.dtype not in ("i32", "i64"):
+            if not DTYPES[value.dtype].is_int:
                 fix = "; convert with i32(...) or i64(...)" if value.dtype != "bool" else ""
-                raise self.error(f"an index computed from a tensor read must be an integer (i32 or i64), got "
+                raise self.error(f"an index computed from a tensor read must be an integer (i32, i64, u8, ...), got "
                                  f"{'a comparison' if value.dtype == 'bool' else value.dtype}{fix}", loc)
             return GatherIndex(value, ast.unparse(node))
         if any(isinstance(n, ast.Call) for n in ast.walk(node)):
@@ -853,6 +855,8 @@ class _Parser:
             raise self.error(f"`{fn}` takes {arity} argument{'s' if arity > 1 else ''}, {len(args)} given", loc)
         if fn in CASTS:  # any value converts, as numpy's astype: a comparison to 0 or 1, a number to bool as != 0
             return Call(fn, False, loc, fn, tuple(args), args[0].dtype)
+        if fn in SATURATING_CASTS:
+            return Call(fn[len("sat_"):], False, loc, fn, tuple(args), args[0].dtype)
         if fn == "select":
             self.need_bool(args[0], "select")
             dt, weak = self.unify(args[1], args[2], loc, "select", bools=True)

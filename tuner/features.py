@@ -98,6 +98,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from tensorlang.dtypes import DTYPES
 from tensorlang.errors import UsageError
 from tensorlang.ir import (
     Allocate,
@@ -136,7 +137,7 @@ L1_BYTES = 32 * 1024
 L2_BYTES = 1024 * 1024
 CACHE_LINE = 64
 BUFFER_SLOTS = 4
-ITEMSIZE = {"f32": 4, "f64": 8, "i32": 4, "i64": 8, "bool": 1}
+ITEMSIZE = {name: d.itemsize for name, d in DTYPES.items()}
 OP_KINDS = ("add", "mul", "div", "math", "cmp", "cast", "int_ops")
 FLOAT_KINDS = ("add", "mul", "div", "math", "cmp")
 

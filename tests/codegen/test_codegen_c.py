@@ -302,6 +302,40 @@ def test_special_values_match_llvm(tmp_path, vectorize):
                 np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6, equal_nan=True, err_msg=name)
 
 
+def small_int_program(dt: str) -> str:
+    """Every operation on the small integer type `dt`, its casts both ways, sat_* casts and its reductions."""
+    return (f"def small_{dt}(A: {dt}[N], B: {dt}[N], X: f32[N]) -> (S, T, R, U, V):\n"
+            f"    S[i] = max(A[i] * B[i] - 3, A[i] // B[i]) + A[i] % B[i] + min(-A[i], abs(B[i]))\n"
+            f"    T[i] = select(A[i] < B[i], {dt}(X[i]), sat_{dt}(i64(A[i]) * 1000 - 70000)) + sat_{dt}(X[i] * 1e3)\n"
+            f"    R[i] max= A[j] + B[i] where j in 0:16\n"
+            f"    U[i] = u8(A[i]) + u8(sat_i16(B[i]))\n"
+            f"    V[i] = f64(A[i]) * 0.5 + f64(i16(B[i]))\n")
+
+
+@pytest.mark.parametrize("vectorize", [False, True])
+def test_small_integer_types_match_llvm(tmp_path, vectorize):
+    from small_ints import SMALL, edge_values, float_edges
+    n = 64
+    funcs, kernels = {}, {}
+    for dt in SMALL:
+        s = tl.schedule(tl.op(small_int_program(dt)), N=n)
+        if vectorize:
+            for out in s.op.outputs:
+                s[out].split("i", 16)
+                s[out].vectorize("i_i")
+        funcs[f"small_{dt}"], kernels[dt] = s.lowered(), tl.build(s)
+    lib = CKernels(funcs, tmp_path)
+    rng = np.random.default_rng(11)
+    for dt, k in kernels.items():
+        a, b = edge_values(dt, n, rng), edge_values(dt, n, rng)[::-1].copy()
+        x = float_edges("f32", rng)[:n]
+        with np.errstate(all="ignore"):
+            want = k(a, b, x)
+        for got in (lib.run(f"small_{dt}", [a, b, x]), tl.reference(k.op, N=n)(a, b, x)):
+            for name, g, w in zip(k.op.outputs, got, want):
+                np.testing.assert_array_equal(g, w, err_msg=f"{dt} {name}")
+
+
 # ---- parallel loops, with and without OpenMP -------------------------------------------------------------------
 
 @pytest.mark.parametrize("openmp", [True, False])

@@ -411,3 +411,31 @@ def test_cli_exports_with_each_schedule_source(tmp_path, capsys):
     out = json.loads(capsys.readouterr().out)
     assert out["schedule"].startswith(f"the best tuned record in {db} (trial 7")
     assert "Schedule: the best tuned record" in open(out["files"]["header"]).read()
+
+
+SMALL_INTS = """def small(A: u8[N], B: i8[N], C: u16[N], D: i16[N], E: u32[N], F: u64[N]) -> (P, Q, R, S, T, U):
+    P[i] = A[i] * 3 + u8(B[i])
+    Q[i] = B[i] - 100
+    R[i] = max(C[i], u16(A[i])) // 3
+    S[i] = D[i] * 300 + i16(B[i])
+    T[i] = E[i] - u32(C[i])
+    U[i] = F[i] // 7 + u64(E[i])
+"""
+
+
+@needs_cc
+@pytest.mark.parametrize("fmt", ["so", "c"])
+def test_small_integer_types_export_and_run(fmt, tmp_path):
+    k = tl.build(tl.op(SMALL_INTS), N=37)
+    files = ex.export(k, tmp_path, fmt)
+    stdout, raw = build_and_run(files)
+    want = k(*ex.example_inputs(k))
+    for name, got, w in zip(k.output_shapes, split_outputs(raw, k), want):
+        np.testing.assert_array_equal(got, w, err_msg=name)
+        # the example prints each output's sum and first values in its own type (signed, unsigned, 1 to 4 bytes)
+        line = stdout.split(f"{name}: shape [37], sum ", 1)[1].split("\n", 1)[0]
+        assert line == f"{float(w.astype(np.float64).sum()):.9g}, first " + " ".join(f"{v:.9g}" for v in w[:4])
+    header = open(files["header"]).read()
+    for ct, name in [("uint8_t", "A"), ("int8_t", "B"), ("uint16_t", "C"), ("int16_t", "D"), ("uint32_t", "E"),
+                     ("uint64_t", "F")]:
+        assert f"const {ct} *TENSORLANG_RESTRICT {name}" in header

@@ -457,11 +457,12 @@ def test_the_auto_scheduler_sees_a_whole_dimension_read():
 
 @pytest.mark.parametrize("src, message, text", [
     ("def f(A: f32[N], I: f32[N]) -> C:\n    C[i] = A[I[i]]",
-     "an index computed from a tensor read must be an integer (i32 or i64), got f32; convert with i32(...)", "I[i]"),
+     "an index computed from a tensor read must be an integer (i32, i64, u8, ...), got f32; convert with "
+     "i32(...)", "I[i]"),
     ("def f(A: f32[N], M: bool[N]) -> C:\n    C[i] = A[M[i]]",
-     "must be an integer (i32 or i64), got a comparison", "M[i]"),
+     "must be an integer (i32, i64, u8, ...), got a comparison", "M[i]"),
     ("def f(A: f32[N], I: i32[N]) -> C:\n    C[i] = A[I[i] > 0]",
-     "must be an integer (i32 or i64), got a comparison", "I[i] > 0"),
+     "must be an integer (i32, i64, u8, ...), got a comparison", "I[i] > 0"),
     ("def f(A: f32[N], I: i32[N]) -> C:\n    C += A[I[i] + j]",
      "index `j` is used only in an index computed from a tensor read, which does not give its range; give it "
      "with `where j in LO:HI`", "j"),

@@ -142,7 +142,8 @@ class _Shown:
 
 @st.composite
 def programs(draw):
-    return _Shown(progen.generate(progen.Src.from_hypothesis(draw), extras=True))
+    small = draw(st.integers(0, 9), label="small integer types") == 9  # one program in ten: u8, i8, ..., u32
+    return _Shown(progen.generate(progen.Src.from_hypothesis(draw), extras=True, small_ints=small))
 
 
 # ------------------------------------------------------------------------------------------ property test
@@ -274,6 +275,22 @@ def naive_evaluate(prog, inputs):
             out = out.astype(np.float32)
         tensors[stg.name] = out
     return {n: tensors[n].astype(progen.NP_DTYPES[prog.stage(n).dtype]) for n in prog.outputs}
+
+
+def test_random_programs_in_small_integer_types():
+    """Programs whose stages and inputs are u8, i8, u16, i16 or u32 (other inputs cast to it, wrapping or
+    saturating), checked against the evaluator's wrapping int64 arithmetic and against tl.reference."""
+    rnd = random.Random(59)
+    checked, types = 0, set()
+    for seed in range(40):
+        prog = progen.generate(progen.Src.from_random(rnd), extras=True, small_ints=True)
+        try:
+            check_program(prog, seed)
+        except progen.Reject:
+            continue
+        checked += 1
+        types |= {stg.value_dtype for stg in prog.stages}
+    assert checked >= 35 and types == set(progen.SMALL_DTYPES), (checked, types)
 
 
 def test_evaluator_matches_naive_interpreter():

@@ -45,9 +45,15 @@ import numpy as np
 
 INT32_MAX = 2**31 - 1
 INT64_LIMIT = 2**62  # i64 values past it may wrap in a later operation: rejected
-NP_DTYPES = {"f32": np.float32, "f64": np.float64, "i32": np.int32, "i64": np.int64, "bool": np.bool_}
+NP_DTYPES = {"f32": np.float32, "f64": np.float64, "i32": np.int32, "i64": np.int64, "bool": np.bool_,
+             "u8": np.uint8, "i8": np.int8, "u16": np.uint16, "i16": np.int16, "u32": np.uint32}
 FLOAT_DTYPES = ("f32", "f64")
-INT_DTYPES = ("i32", "i64")
+#: the small integer types (with ``generate(..., small_ints=True)``): their arithmetic wraps, as numpy's
+SMALL_DTYPES = ("u8", "i8", "u16", "i16", "u32")
+INT_DTYPES = ("i32", "i64") + SMALL_DTYPES
+# literals of a small-type stage: in its range, one of them near an end so that arithmetic wraps
+SMALL_LITS = {"u8": [1, 2, 0, 3, 250], "i8": [1, 2, 0, 3, -1, -2, 120, -120], "u16": [1, 2, 0, 3, 65000],
+              "i16": [1, 2, 0, 3, -1, -2, 32000, -32000], "u32": [1, 2, 0, 3, 4000000000]}
 
 
 class Reject(Exception):
@@ -206,8 +212,9 @@ def _wrap(node, min_prec):
 class Ctx:
     """Evaluation context of one stage."""
 
-    def __init__(self, env, grids, tensors, domain, prog_state, int_max=INT32_MAX):
+    def __init__(self, env, grids, tensors, domain, prog_state, int_max=INT32_MAX, wrap=None):
         self.env = env
+        self.wrap = wrap  # a small integer type: its values wrap instead of being rejected past its range
         self.grids = grids  # var -> int64 array (open grid, broadcastable)
         self.tensors = tensors  # name -> stored array (float64, int64 or bool)
         self.domain = domain  # "float" or "int"
@@ -218,6 +225,8 @@ class Ctx:
         v = np.asarray(v)
         if v.dtype == bool or v.size == 0:
             return v
+        if self.wrap is not None and np.issubdtype(v.dtype, np.integer):
+            return v.astype(NP_DTYPES[self.wrap]).astype(np.int64)  # numpy's astype between integers wraps
         if self.domain == "int":
             # (compared in floats: an int64 past 2**63 has wrapped already; float64 tells it from a small one)
             if np.issubdtype(v.dtype, np.integer) and np.max(np.abs(v.astype(np.float64))) > self.int_max:
@@ -432,10 +441,21 @@ class Un(Node):
             r = np.sqrt(x)
         else:
             raise AssertionError(self.op)
-        return ctx.track(r)
+        return ctx.track(_weak_in_range(self, r, ctx))
 
 
 BIN_PREC = {"+": 5, "-": 5, "*": 6, "/": 6, "//": 6, "%": 6, "**": 8}
+
+
+def _weak_in_range(node, r, ctx):
+    """`r`, the value of `node`; in a small-type stage, a weak value (literals, indices and sizes only) must fit the
+    type: the DSL computes it in the type where it meets a tensor (wrapping) and exactly where it meets none."""
+    if ctx.wrap is not None and not node.typed:
+        info = np.iinfo(NP_DTYPES[ctx.wrap])
+        x = np.asarray(r)
+        if x.size and (x.min() < info.min or x.max() > info.max):
+            raise Reject("a weak value outside the small type")
+    return r
 
 
 @dataclass(eq=False)
@@ -466,7 +486,8 @@ class Bin(Node):
     def ev(self, ctx):
         a, b = self.a.ev(ctx), self.b.ev(ctx)
         op = self.op
-        if ctx.domain == "int" and op in ("+", "-", "*"):  # an i64 result past the limit may have wrapped already
+        # an i64 result past the limit may have wrapped already (a small type's values wrap as the kernel's do)
+        if ctx.wrap is None and ctx.domain == "int" and op in ("+", "-", "*"):
             approx = {"+": np.add, "-": np.subtract, "*": np.multiply}[op](np.asarray(a, np.float64), b)
             if np.any(np.abs(approx) > ctx.int_max):
                 raise Reject("integer overflow")
@@ -501,10 +522,11 @@ class Bin(Node):
                     raise Reject("floor of an integer quotient of rounded values")
             r = np.floor_divide(a, b) if op == "//" else np.mod(a, b)
         elif op == "/":  # true division, a float in any stage (numpy's, and the DSL's: `/` never truncates)
-            r = np.true_divide(np.asarray(a, np.float64), b)
+            with np.errstate(divide="ignore", invalid="ignore"):  # a small type's `abs(b) + 1` may wrap to 0
+                r = np.true_divide(np.asarray(a, np.float64), b)
         else:
             raise AssertionError(op)
-        return ctx.track(r)
+        return ctx.track(_weak_in_range(self, r, ctx))
 
 
 @dataclass(eq=False)
@@ -641,6 +663,11 @@ class Cast(Node):
         x = np.asarray(self.x.ev(ctx))
         if self.dtype == "bool":  # numpy's: nonzero (NaN too) is True
             return x.astype(bool)
+        if self.dtype in SMALL_DTYPES:  # the DSL's definition: floats truncated and saturated, integers wrapped
+            info = np.iinfo(NP_DTYPES[self.dtype])
+            if np.issubdtype(x.dtype, np.floating):
+                x = np.clip(np.trunc(np.nan_to_num(x, nan=0.0)), float(info.min), float(info.max))
+            return x.astype(np.int64).astype(NP_DTYPES[self.dtype]).astype(np.int64)
         if self.dtype in INT_DTYPES:
             if np.issubdtype(x.dtype, np.floating):
                 x = np.trunc(x)
@@ -764,15 +791,16 @@ class Program:
         if math.prod(full) > MAX_POINTS:
             raise Reject("too many iteration points")
         domain = "int" if st.value_dtype in INT_DTYPES else "float"
-        ctx = Ctx(self.env, grids, tensors, domain, state, INT64_LIMIT if st.value_dtype == "i64" else INT32_MAX)
+        ctx = Ctx(self.env, grids, tensors, domain, state, INT64_LIMIT if st.value_dtype == "i64" else INT32_MAX,
+                  wrap=st.value_dtype if st.value_dtype in SMALL_DTYPES else None)
         val = np.asarray(st.expr.ev(ctx))
         if st.dtype == "bool":
             return np.array(np.broadcast_to(val, full), dtype=bool, order="C")
         val = np.broadcast_to(val, full).astype(np.int64 if domain == "int" else np.float64)
         if st.red:
             axes = tuple(range(len(st.lhs), len(allv)))
-            if domain == "int" and st.op == "+=" and np.any(np.abs(val.astype(np.float64)).sum(axis=axes) >
-                                                             ctx.int_max):
+            if ctx.wrap is None and domain == "int" and st.op == "+=" and \
+                    np.any(np.abs(val.astype(np.float64)).sum(axis=axes) > ctx.int_max):
                 raise Reject("integer overflow")
             val = REDUCE[st.op](val, axis=axes)
         val = ctx.track(np.asarray(val))
@@ -798,6 +826,10 @@ def make_inputs(prog, seed):
             a = rng.integers(-3, 4, size=shape) * (2**20 if rng.integers(0, 3) == 0 else 1)
         elif decl.dtype == "i32":
             a = rng.integers(-3, 4, size=shape).astype(np.int32)
+        elif decl.dtype in SMALL_DTYPES:  # small values, or any value of the type (arithmetic wraps)
+            info = np.iinfo(NP_DTYPES[decl.dtype])
+            lo, hi = (max(int(info.min), -3), 4) if rng.integers(0, 2) else (int(info.min), int(info.max) + 1)
+            a = rng.integers(lo, hi, size=shape, dtype=np.int64).astype(NP_DTYPES[decl.dtype])
         else:
             a = (rng.integers(-16, 17, size=shape) / 8.0).astype(NP_DTYPES[decl.dtype])
         out[decl.name] = np.array(a, order="C")
@@ -862,10 +894,11 @@ def _int_exact(node):
 
 
 class _Gen:
-    def __init__(self, src: Src, allow_rank0_inputs=True, extras=False):
+    def __init__(self, src: Src, allow_rank0_inputs=True, extras=False, small_ints=False):
         self.s = src
         self.allow_rank0 = allow_rank0_inputs
         self.extras = extras  # gathers, i64 and bool: choices drawn only then
+        self.small_ints = small_ints  # programs in one of the small integer types
 
     # -- sizes / params
     def size_name(self):
@@ -1036,6 +1069,8 @@ class _Gen:
 
     # -- value expressions
     def lit(self):
+        if self.dtype in SMALL_DTYPES:
+            return Lit(self.s.pick(SMALL_LITS[self.dtype]))
         if self.dtype in INT_DTYPES:
             return Lit(self.s.pick(I64_LITS if self.dtype == "i64" else INT_LITS))
         v = self.s.pick(FLOAT_LITS)
@@ -1231,7 +1266,9 @@ class _Gen:
         if not st.red and op != "=":
             st.op = op = "="
         if op == "*=":  # keep products near 1
-            if dtype in INT_DTYPES:
+            if dtype in SMALL_DTYPES and dtype[0] == "u":
+                e = Bin("min", e, Lit(1))
+            elif dtype in INT_DTYPES:
                 e = Bin("max", Bin("min", e, Lit(1)), Lit(-1))
             else:
                 e = Bin("+", Lit(1), Bin("*", Lit(0.25), Un("tanh", e)))
@@ -1370,6 +1407,8 @@ class _Gen:
         s = self.s
         self.env, self.params, self.inputs, self.tensors, self.index_ranges = {}, [], [], {}, {}
         self.main = s.weighted([("f32", 75), ("f64", 13), ("i32", 12), ("i64", 5 if self.extras else 0)])
+        if self.small_ints:
+            self.main = s.pick(list(SMALL_DTYPES))
         self.big = s.chance(8)  # the first size is large (16..33)
         self.max_extent = BIG_MAX_EXTENT if self.big else MAX_EXTENT
         self.mixed = s.chance(12)
@@ -1411,6 +1450,7 @@ class _Gen:
         return f"def {prog.name}({', '.join(items)}) -> {outs}:\n" + "\n".join(body) + "\n"
 
 
-def generate(src: Src, allow_rank0_inputs=True, extras=False) -> Program:
-    """A random program from the choices of `src`; `extras`: gathers, i64 and bool values too."""
-    return _Gen(src, allow_rank0_inputs, extras).program()
+def generate(src: Src, allow_rank0_inputs=True, extras=False, small_ints=False) -> Program:
+    """A random program from the choices of `src`; `extras`: gathers, i64 and bool values too; `small_ints`: its
+    stages and inputs in one of u8, i8, u16, i16 and u32 (other inputs converted to it)."""
+    return _Gen(src, allow_rank0_inputs, extras, small_ints).program()
