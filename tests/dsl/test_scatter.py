@@ -323,7 +323,7 @@ def test_the_fuzzed_scatters_are_scatters():
      "line 2, column 12: the left index `b` is computed from `d`, another left index; index it with reduction "
      "indices only (those of the right side)"),
     ("def h(I: f32[N]) -> H:\n    H[b := I[i]] += 1 where b in 0:8",
-     "line 2, column 12: an index computed from a tensor read must be an integer (i32 or i64), got f32; convert "
+     "line 2, column 12: an index computed from a tensor read must be an integer (i32, i64, u8, ...), got f32; convert "
      "with i32(...) or i64(...)"),
     ("def h(I: i32[N], X: f32[N]) -> H:\n    H[b := I[i]] += X[b] where b in 0:8",
      "line 2, column 7: `b` is computed from data (one value for each point of the right side), so the right side "
