@@ -40,7 +40,15 @@ import tensorlang as tl  # noqa: E402
 from tensorlang import schedules  # noqa: E402
 from tensorlang.choice import auto_schedule  # noqa: E402
 from tensorlang.threadpool import num_threads  # noqa: E402
-from tensorlang.tuner.bench import KernelRow, LibraryRow, avx512_coretype, time_interleaved  # noqa: E402
+from tensorlang.tuner.bench import (  # noqa: E402
+    LIBRARY_PROCESSES,
+    KernelRow,
+    LibraryRow,
+    WorkerRow,
+    avx512_coretype,
+    library_env,
+    time_interleaved,
+)
 from tensorlang.tuner.measure.disturbance import Tally  # noqa: E402
 from tensorlang.tuner.measure.local import MeasureOptions  # noqa: E402
 from tensorlang.tuner.records.database import Database  # noqa: E402
@@ -169,23 +177,13 @@ def part_resnet(args, db, out, log):
                 f"{res['vs_torch']:.2f}x")
 
 
-class ProgramRow(LibraryRow):
-    """A library row for a program of program_baselines.py (numpy or torch, in a worker process)."""
+class ProgramRow(WorkerRow):
+    """A library row for a program of program_baselines.py (numpy or torch, the fastest of
+    ``bench.LIBRARY_PROCESSES`` worker processes)."""
 
     def __init__(self, name, program, inputs, threads, kind):
-        from tensorlang.tuner.measure.worker import Worker
-        self.name, self.kind, self.extra = name, kind, {}
-        self._tmp = tempfile.TemporaryDirectory(prefix="tensorlang-bench-")
-        files = []
-        for i, a in enumerate(inputs):
-            files.append(os.path.join(self._tmp.name, f"in{i}.npy"))
-            np.save(files[-1], a)
-        env = {v: str(threads) for v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")}
-        coretype = avx512_coretype()
-        if coretype:
-            env["OPENBLAS_CORETYPE"] = coretype
-        self._worker = Worker("program_baselines:handler", {"program": program, "kind": kind, "inputs": files,
-                                                            "threads": threads, "folder": self._tmp.name}, env=env)
+        super().__init__(name, "program_baselines:handler", {"program": program, "kind": kind, "threads": threads},
+                         inputs, library_env(threads, avx512_coretype()), processes=LIBRARY_PROCESSES)
 
 
 def part_programs(args, db, out, log):

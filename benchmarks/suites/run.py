@@ -32,19 +32,17 @@ import platform
 import re
 import statistics
 import sys
-import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))  # benchmarks/, where the package `suites` is
 
-import numpy as np  # noqa: E402
 
 import suites  # noqa: E402
 import tensorlang as tl  # noqa: E402
 from suites import common, halide_worker  # noqa: E402
 from tensorlang.tuner import bench  # noqa: E402
-from tensorlang.tuner.measure.worker import Worker, WorkerCrash, WorkerTimeout  # noqa: E402
+from tensorlang.tuner.measure.worker import WorkerCrash, WorkerTimeout  # noqa: E402
 
 #: The issue's bars, each a ratio of the report: the level a program should reach, and the share of programs that
 #: should reach it (with the floor none should fall below), or the geometric mean it should reach.
@@ -59,62 +57,6 @@ RATIOS = ("pick_vs_tuned", "tuned_vs_library", "tuned_vs_halide", "pick_vs_halid
 
 
 # ------------------------------------------------------------------------------------------------ rows
-
-
-class WorkerRow:
-    """A row timed in a worker process of its own (a library's formulation, or a Halide pipeline): ``first()``
-    runs it once and returns its outputs, ``burst(runs, min_time)`` times it, ``close()`` stops the process;
-    ``pids`` holds the process's id once it ran (its CPU time is the run's own, not another program's).
-
-    Example::
-
-        row = WorkerRow("numpy", "suites.library:handler", {"suite": "polybench", "program": "gemm", ...},
-                        inputs, env={"OPENBLAS_NUM_THREADS": "2"})
-        outputs = row.first(); times = row.burst(10, 0.1); row.close()
-    """
-
-    def __init__(self, name: str, handler: str, init: dict, inputs: list, env: dict, first_timeout: float = 600.0):
-        self.name, self.first_timeout = name, first_timeout
-        self._tmp = tempfile.TemporaryDirectory(prefix="tensorlang-suites-")
-        files = []
-        for i, a in enumerate(inputs):
-            files.append(os.path.join(self._tmp.name, f"in{i}.npy"))
-            np.save(files[-1], a)
-        self._worker = Worker(handler, {**init, "inputs": files, "folder": self._tmp.name}, env=env)
-        self.extra: dict = {}
-        self.pids: tuple = ()
-
-    def first(self) -> list:
-        """Run once in the worker (a Halide row schedules and compiles first) and return its outputs."""
-        answer = self._worker.call({"first": True}, timeout=self.first_timeout)
-        self.extra["version"] = answer["version"]
-        if "schedule_s" in answer:
-            self.extra["schedule_s"] = answer["schedule_s"]
-        self.pids = (answer["pid"],)
-        return [np.load(os.path.join(self._tmp.name, f"out{i}.npy")) for i in range(answer["outputs"])]
-
-    def burst(self, runs: int, min_time: float) -> list:
-        """Time at least ``runs`` calls and ``min_time`` seconds in the worker; the times."""
-        return self._worker.call({"runs": runs, "min_time": min_time}, timeout=3600)["times"]
-
-    def close(self) -> None:
-        """Stop the worker and delete its files."""
-        self._worker.close()
-        self._tmp.cleanup()
-
-
-def library_env(threads: int) -> dict:
-    """The environment of a library's worker: every library's thread count set, OpenBLAS's AVX-512 kernels where
-    the CPU has them (as ``tensorlang bench`` runs numpy).
-
-    >>> library_env(2)["OPENBLAS_NUM_THREADS"]
-    '2'
-    """
-    env = {v: str(threads) for v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")}
-    coretype = bench.avx512_coretype()
-    if coretype:
-        env["OPENBLAS_CORETYPE"] = coretype
-    return env
 
 
 # ------------------------------------------------------------------------------------------------ one program
@@ -175,7 +117,9 @@ def contenders(p, args, sizes: dict, inputs: list, file: str, rec: dict) -> list
             rec["errors"][name] = "PyTorch is not installed"
             continue
         init = {"suite": p.suite, "program": p.name, "baseline": name, "sizes": sizes, "threads": threads}
-        row = WorkerRow(name, "suites.library:handler", init, inputs, library_env(threads))
+        row = bench.WorkerRow(name, "suites.library:handler", init, inputs,
+                              bench.library_env(threads, bench.avx512_coretype()),
+                              processes=bench.LIBRARY_PROCESSES)
         row.extra["allocates"] = b.allocates
         rows.append(row)
     if p.halide is not None and args.halide:
@@ -183,9 +127,11 @@ def contenders(p, args, sizes: dict, inputs: list, file: str, rec: dict) -> list
             rec["errors"]["halide"] = "Halide's Python package is not installed (the suites extra)"
         else:
             for sched in args.halide_schedulers:
-                rows.append(WorkerRow(f"halide-{sched}", "suites.halide_worker:handler",
-                                      {"program": p.name, "sizes": sizes, "scheduler": sched, "threads": threads},
-                                      inputs, {"HL_NUM_THREADS": str(threads)}, first_timeout=args.halide_timeout))
+                rows.append(bench.WorkerRow(f"halide-{sched}", "suites.halide_worker:handler",
+                                            {"program": p.name, "sizes": sizes, "scheduler": sched,
+                                             "threads": threads},
+                                            inputs, {"HL_NUM_THREADS": str(threads)},
+                                            first_timeout=args.halide_timeout))
     return rows
 
 

@@ -37,7 +37,7 @@ from oracle import assert_close
 FUZZ_EXAMPLES = fuzzenv.count("TENSORLANG_FUZZ_EXAMPLES", 500)
 DERANDOMIZE = not fuzzenv.flag("TENSORLANG_FUZZ_RANDOM")
 TRACE = fuzzenv.path("TENSORLANG_FUZZ_TRACE")  # a file: the program about to be compiled, if the process dies
-SLICE_EXAMPLES = 600  # the fresh slice (see fuzzenv.py): under a minute of one core (an example builds the auto-
+SLICE_EXAMPLES = 400  # the fresh slice (see fuzzenv.py): under a minute of one core (an example builds the auto-
 # scheduler's pick, vectorized and unrolled, which takes a few times the naive nest's build)
 EPS32 = float(np.finfo(np.float32).eps)
 

@@ -62,11 +62,11 @@ from hypothesis import strategies as st
 
 import tensorlang as tl
 
-EXAMPLES = fuzzenv.count("TENSORLANG_SCHEDULE_FUZZ", 600)
+EXAMPLES = fuzzenv.count("TENSORLANG_SCHEDULE_FUZZ", 450)
 DERANDOMIZE = not fuzzenv.flag("TENSORLANG_SCHEDULE_FUZZ_RANDOM")
 SCHEDULES_PER_EXAMPLE = 2
-# the fresh slice (see fuzzenv.py): examples of a seed derived from the commit, about 80 s of one core
-SLICE_WORKLOAD_EXAMPLES, SLICE_PROGRAM_EXAMPLES = 200, 300
+# the fresh slice (see fuzzenv.py): examples of a seed derived from the commit, about a minute of one core
+SLICE_WORKLOAD_EXAMPLES, SLICE_PROGRAM_EXAMPLES = 150, 200
 
 # the two tests share the examples: workloads get 40%, random programs the rest
 WORKLOAD_EXAMPLES = max(1, (EXAMPLES * 2) // 5)

@@ -37,3 +37,25 @@ def slow_start(init: dict):
     """A factory that takes far longer than any start timeout of the tests."""
     time.sleep(600)
     return lambda request: request
+
+
+def ranked(init: dict):
+    """A row handler (the protocol of ``tensorlang.tuner.bench.WorkerRow``) whose k-th process to start claims rank k
+    (a file made exclusively in ``init["ranks"]``) and reports every call as taking ``init["speeds"][k]`` seconds;
+    its output is an array holding k."""
+    import numpy as np
+    k = 0
+    while True:
+        try:
+            os.close(os.open(os.path.join(init["ranks"], str(k)), os.O_CREAT | os.O_EXCL))
+            break
+        except FileExistsError:
+            k += 1
+
+    def handle(request: dict):
+        if request.get("first"):
+            np.save(os.path.join(init["folder"], "out0.npy"), np.array([k]))
+            return {"outputs": 1, "version": "1", "pid": os.getpid()}
+        return {"times": [init["speeds"][k]] * request["runs"]}
+
+    return handle

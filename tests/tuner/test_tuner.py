@@ -658,6 +658,22 @@ def handlers_on_path(monkeypatch):
     monkeypatch.syspath_prepend(str(SUPPORT))  # the worker gets the parent's sys.path as PYTHONPATH
 
 
+def test_a_library_row_keeps_the_fastest_of_its_processes(handlers_on_path, tmp_path):
+    """A library call's speed differs between processes of one machine; a row started in three keeps the fastest,
+    times only it, and takes its outputs from it."""
+    from tensorlang.tuner.bench import WorkerRow
+    speeds = [3e-3, 1e-3, 2e-3]
+    row = WorkerRow("lib", "worker_handlers:ranked", {"ranks": str(tmp_path), "speeds": speeds}, [], {},
+                    processes=3)
+    try:
+        (out,) = row.first()
+        assert out.tolist() == [1] and row.extra["probe_s"] == speeds and len(row.pids) == 1
+        assert row.burst(4, 0.0) == [1e-3] * 4
+        assert sorted(os.listdir(tmp_path)) == ["0", "1", "2"]
+    finally:
+        row.close()
+
+
 def test_worker_restarts_after_a_crash(handlers_on_path):
     w = Worker("worker_handlers:obedient", {"n": 1})
     try:
