@@ -76,6 +76,12 @@ def rfactor_offered(st: StageInfo, threads: int) -> bool:
       2. `st` is a reduction;
       3. it has fewer than ``OFFERED_SPATIAL_PER_THREAD * threads`` output elements;
       4. a reduction variable has at least ``MIN_CHUNK * threads`` iterations (:func:`rfactor_var`).
+
+    >>> import tensorlang as tl
+    >>> from tensorlang.autosched.analysis import analyze
+    >>> op = tl.op("def gemv(A: f32[M, K], x: f32[K]) -> y:\\n    y[m] += A[m, k] * x[k]")
+    >>> [rfactor_offered(analyze(op, {"M": m, "K": 1 << 16}).stage("y"), 2) for m in (4, 100, 128)]
+    [True, True, False]
     """
     return (threads > 1 and bool(st.reduction) and spatial_points(st) < OFFERED_SPATIAL_PER_THREAD * threads
             and rfactor_var(st, threads) is not None)
@@ -88,6 +94,12 @@ def rfactor_picked(st: StageInfo, threads: int) -> bool:
     Conditions, all of:
       1. the space offers it (:func:`rfactor_offered`);
       2. `st` has fewer than ``SPATIAL_PER_THREAD * threads`` output elements.
+
+    >>> import tensorlang as tl
+    >>> from tensorlang.autosched.analysis import analyze
+    >>> op = tl.op("def gemv(A: f32[M, K], x: f32[K]) -> y:\\n    y[m] += A[m, k] * x[k]")
+    >>> [rfactor_picked(analyze(op, {"M": m, "K": 1 << 16}).stage("y"), 2) for m in (4, 15, 16)]
+    [True, True, False]
     """
     return rfactor_offered(st, threads) and spatial_points(st) < SPATIAL_PER_THREAD * threads
 
