@@ -2,9 +2,9 @@
 
 The default schedule computes every stage at the root, its loops in the order of its output indices with
 reduction loops innermost. `s["C"]` is a handle on stage C whose methods (split, tile, reorder, fuse,
-vectorize, unroll, parallel, compute_at, compute_inline, compute_root, cache_write, cache_read) append
-primitives after checking them; none of them changes what the program computes, and an illegal one raises
-`ScheduleError` naming the primitive, the stage and the loop.
+vectorize, unroll, parallel, compute_at, compute_inline, compute_root, cache_write, cache_read, rfactor) append
+primitives after checking them; none of them changes what the program computes (rfactor reassociates a float
+reduction), and an illegal one raises `ScheduleError` naming the primitive, the stage and the loop.
 
 >>> import tensorlang as tl
 >>> s = tl.schedule(tl.op("def f(A: f32[N]) -> B:\\n    B[i] = A[i] + 1.0"), N=64)
