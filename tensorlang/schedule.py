@@ -619,7 +619,8 @@ class StageHandle:
         """Split this reduction over its reduction loop `axis` (usually the outer part of a split) into a partial
         stage, indexed by this stage's indices and `axis` (which is then a loop over an output index: it can run in
         parallel), and a combine stage, this one, that reduces the partials over `axis` with the same operator
-        (Halide's and TVM's rfactor). Returns the partial stage's name (`partial`, by default ``NAME_rf``).
+        (Halide's and TVM's rfactor). Returns the partial stage's name (`partial`, by default ``NAME_rf``, or
+        ``NAME_rf2``, ... where that name is taken).
 
         Before and after ``s["B"].rfactor("k_o")`` on ``B[m] += A[m, k]`` split ``k = k_o*64 + k_i``, then
         ``s["B_rf"].reorder("k_o", "m")`` and ``s["B_rf"].parallel("k_o")``::
@@ -642,7 +643,11 @@ class StageHandle:
         is already parallel: no reduction loop can be), a fused reduction loop, and a stage not at the root or
         with a cache_write, a cache_read or a stage computed at its loops.
         """
-        partial = partial if partial is not None else f"{self.name}_rf"
+        if partial is None:  # NAME_rf, or NAME_rf2, ... where that is taken (a combine stage rfactored again)
+            op = self._s.state().bound.op
+            taken = set(op.inputs) | {s.name for s in op.stages} | set(op.size_names)
+            names = [f"{self.name}_rf"] + [f"{self.name}_rf{i}" for i in range(2, len(taken) + 3)]
+            partial = next(n for n in names if n not in taken)
         self._s.apply(RFactor(self.name, axis, partial))
         return partial
 
@@ -971,7 +976,7 @@ def _renamed_primitives(prims: list, names: Renaming, op: Op) -> list:
         elif isinstance(p, CacheRead):
             q = CacheRead(stage, tensors[p.tensor], ax[p.axis], p.layout)
         elif isinstance(p, RFactor):
-            part = p.partial if p.partial != f"{p.stage}_rf" else f"{stage}_rf"
+            part = stage + p.partial[len(p.stage):] if p.partial.startswith(f"{p.stage}_rf") else p.partial
             while part in taken or part in tensors.values():
                 part += "_"
             q = RFactor(stage, ax[p.axis], part)

@@ -149,6 +149,19 @@ def test_rfactor_reads_a_computed_stage_and_schedules_both_stages():
     assert_close(tl.build(s)(a), (np.exp(a.astype(np.float64)) * 0.5).sum(1).astype(np.float32), 300)
 
 
+def test_rfactor_of_a_combine_stage_again_takes_a_fresh_name():
+    """A combine stage rfactored again (a two-level tree of partials): the default name NAME_rf is taken."""
+    s = tl.schedule(tl.op(ROWSUM), M=2, K=4096)
+    s["B"].split("k", 256)
+    s["B"].rfactor("k_o")
+    s["B"].split("k_o", 4)
+    assert s["B"].rfactor("k_o_o") == "B_rf2"
+    s["B_rf"].parallel("k_o")
+    a = np.random.default_rng(9).random((2, 4096)).astype(np.float32)
+    _check(tl.build(s)(a), a, "+")
+    roundtrip(s)
+
+
 def test_rfactor_round_trips_and_renames():
     s = tl.schedule(tl.op(ROWSUM), M=3, K=100)
     s["B"].split("k", 16)
