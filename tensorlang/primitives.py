@@ -183,8 +183,22 @@ class CacheRead(Primitive):
         return f"s[{_q(self.stage)}].cache_read({_q(self.tensor)}, {_q(self.axis)}{extra})"
 
 
+@dataclass(frozen=True)
+class RFactor(Primitive):
+    """Split this reduction over its reduction loop `axis` into a stage `partial` indexed by that loop too, and a
+    combine stage (this one) that reduces the partials over it (see ``StageHandle.rfactor``)."""
+
+    axis: str
+    partial: str
+    NAME = "rfactor"
+
+    def to_python(self):
+        """The Python call that redoes this primitive, e.g. ``s["B"].rfactor("k_o", partial="B_rf")``."""
+        return f"s[{_q(self.stage)}].rfactor({_q(self.axis)}, partial={_q(self.partial)})"
+
+
 PRIMITIVES = {c.NAME: c for c in (Split, Reorder, Fuse, Annotate, ComputeAt, ComputeInline, ComputeRoot,
-                                  CacheWrite, CacheRead, ReverseComputeInline)}
+                                  CacheWrite, CacheRead, ReverseComputeInline, RFactor)}
 
 
 def from_json(d: dict) -> Primitive:

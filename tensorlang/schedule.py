@@ -2,9 +2,9 @@
 
 The default schedule computes every stage at the root, its loops in the order of its output indices with
 reduction loops innermost. `s["C"]` is a handle on stage C whose methods (split, tile, reorder, fuse,
-vectorize, unroll, parallel, compute_at, compute_inline, compute_root, cache_write, cache_read) append
-primitives after checking them; none of them changes what the program computes, and an illegal one raises
-`ScheduleError` naming the primitive, the stage and the loop.
+vectorize, unroll, parallel, compute_at, compute_inline, compute_root, cache_write, cache_read, rfactor) append
+primitives after checking them; none of them changes what the program computes (rfactor reassociates a float
+reduction), and an illegal one raises `ScheduleError` naming the primitive, the stage and the loop.
 
 >>> import tensorlang as tl
 >>> s = tl.schedule(tl.op("def f(A: f32[N]) -> B:\\n    B[i] = A[i] + 1.0"), N=64)
@@ -48,6 +48,7 @@ from .primitives import (
     Primitive,
     Reorder,
     ReverseComputeInline,
+    RFactor,
     Split,
     from_json,
 )
@@ -210,6 +211,8 @@ class ScheduleState:
             st.cache_write = p.axis
         elif isinstance(p, CacheRead):
             self._cache_read(p, st)
+        elif isinstance(p, RFactor):
+            self._rfactor(p, st)
         else:
             raise ScheduleError(f"unknown primitive {p!r}")
         if isinstance(p, (Split, Fuse, Reorder, Annotate)):
@@ -447,6 +450,42 @@ class ScheduleState:
                 raise ScheduleError(f"{where}: it reads {t}, which is computed after {d} (or inside another "
                                     f"stage); the write-back of {d} needs it ready")
 
+    def _rfactor(self, p: RFactor, st: StageState) -> None:
+        """Rewrite the program this state schedules (`self.bound`): stage `p.stage` becomes a partial stage and a
+        combine stage, each with the default loop nest (see :func:`tensorlang.rfactor.rfactor_program`)."""
+        from .rfactor import rfactor_program
+        where = f"rfactor({p.stage}, {p.axis})"
+        bound = rfactor_program(self.bound, st.nest, p.stage, p.axis, p.partial)
+        red, done = set(_stage(self.bound.op, p.stage).red_vars), []
+        for q in self.loop_prims[p.stage]:  # splits of reduction loops are what rfactor takes in
+            if isinstance(q, Split) and q.axis in red:
+                red |= {q.outer, q.inner}
+            else:
+                done.append(describe(q))
+        if done:
+            raise ScheduleError(f"{where}: {p.stage}'s loops are scheduled already ({', '.join(done)}); rfactor "
+                                f"rebuilds them, so apply it right after splitting {p.stage}'s reduction loops, "
+                                f"then schedule {p.partial} and {p.stage}")
+        if not isinstance(st.attach, Root) or st.cache_write or st.cache_reads or self.levels_of(p.stage):
+            raise ScheduleError(f"{where}: {p.stage} must be at the root with no cache_write, cache_read or stage "
+                                "computed at its loops; rfactor it first")
+        for n, other in self.stages.items():
+            if other.attach == Epilogue(p.stage):
+                raise ScheduleError(f"{where}: {n} is computed in {p.stage}'s write-back (reverse_compute_inline); "
+                                    f"s[{n!r}].compute_root() first")
+        self.bound = bound
+        old = self.stages
+        self.stages, prims = {}, self.loop_prims
+        self.loop_prims = {}
+        for s in self.bound.op.stages:
+            self.loop_prims[s.name] = prims[s.name] if s.name in old and s.name != p.stage else []
+            if s.name in old and s.name != p.stage:
+                self.stages[s.name] = old[s.name]
+            else:
+                bs = self.bound.stages[s.name]
+                self.stages[s.name] = StageState(LoopNest(s.name, [(v, bs.ranges[v][0], bs.ranges[v][1],
+                                                                    v in s.red_vars) for v in s.all_vars]))
+
     def _cache_read(self, p: CacheRead, st: StageState) -> None:
         where = f"cache_read({p.stage}, {p.tensor}, {p.axis})"
         s = _stage(self.bound.op, p.stage)
@@ -628,6 +667,42 @@ class StageHandle:
         """
         self._s.apply(Annotate(self.name, axis, "parallel"))
 
+    def rfactor(self, axis: str, partial: str | None = None) -> str:
+        """Split this reduction over its reduction loop `axis` (usually the outer part of a split) into a partial
+        stage, indexed by this stage's indices and `axis` (which is then a loop over an output index: it can run in
+        parallel), and a combine stage, this one, that reduces the partials over `axis` with the same operator
+        (Halide's and TVM's rfactor). Returns the partial stage's name (`partial`, by default ``NAME_rf``, or
+        ``NAME_rf2``, ... where that name is taken).
+
+        Before and after ``s["B"].rfactor("k_o")`` on ``B[m] += A[m, k]`` split ``k = k_o*64 + k_i``, then
+        ``s["B_rf"].reorder("k_o", "m")`` and ``s["B_rf"].parallel("k_o")``::
+
+            for m in 0:M:                         for k_o in 0:K/64:  # parallel
+              B[m] = 0                              for m in 0:M:
+              for k_o in 0:K/64:                      B_rf[m, k_o] = 0
+                for k_i in 0:64:                      for k_i in 0:64:
+                  B[m] += A[m, k_o*64 + k_i]            B_rf[m, k_o] += A[m, k_o*64 + k_i]
+                                                  for m in 0:M:
+                                                    B[m] = 0
+                                                    for k_o in 0:K/64:
+                                                      B[m] += B_rf[m, k_o]
+
+        Works for +=, *=, max= and min=, of any dtype; a split that does not divide adds the identity in its
+        tail. Floating-point sums and products are reassociated (the partials are added in another order).
+        Both stages start with their default loops (the partial: this stage's indices, `axis`, then the other
+        reduction loops), so apply rfactor right after the splits of this stage's reduction loops, before any
+        other primitive on it. Refused for a stage written with `=`, a loop over an output index (or one that
+        is already parallel: no reduction loop can be), a fused reduction loop, and a stage not at the root or
+        with a cache_write, a cache_read or a stage computed at its loops.
+        """
+        if partial is None:  # NAME_rf, or NAME_rf2, ... where that is taken (a combine stage rfactored again)
+            op = self._s.state().bound.op
+            taken = set(op.inputs) | {s.name for s in op.stages} | set(op.size_names)
+            names = [f"{self.name}_rf"] + [f"{self.name}_rf{i}" for i in range(2, len(taken) + 3)]
+            partial = next(n for n in names if n not in taken)
+        self._s.apply(RFactor(self.name, axis, partial))
+        return partial
+
     def serial(self, axis: str) -> None:
         """Undo vectorize, unroll or parallel on loop `axis`."""
         self._s.apply(Annotate(self.name, axis, "serial"))
@@ -792,8 +867,9 @@ class Schedule:
             self.apply(p if isinstance(p, Primitive) else from_json(p))
 
     def __getitem__(self, name: str) -> StageHandle:
-        if not isinstance(name, str) or name not in {s.name for s in self.op.stages}:
-            stages = ", ".join(s.name for s in self.op.stages)
+        op = self.state().bound.op  # the program as scheduled: an rfactor adds a stage
+        if not isinstance(name, str) or name not in {s.name for s in op.stages}:
+            stages = ", ".join(s.name for s in op.stages)
             extra = f" ({name} is an input, not a stage)" if isinstance(name, str) and self.op.param(name) else ""
             raise ScheduleError(f"schedule[{name!r}]: no stage {name!r}{extra}; the stages are {stages}")
         return StageHandle(self, name)
@@ -828,7 +904,7 @@ class Schedule:
             # the primitive that makes the schedule illegal is the one refused
             from .lower import Lowerer
             try:
-                Lowerer(self.bound, trial).function()
+                Lowerer(trial.bound, trial).function()
             except ScheduleError as e:
                 if isinstance(p, ComputeAt):
                     raise
@@ -850,7 +926,8 @@ class Schedule:
         memo = self._lowered
         if memo is not None and memo[0] == len(self.primitives) and (memo[1] or not strict or memo[2].guards == 0):
             return memo[2]
-        func = check_bounds(lower(self.bound, self.state()), strict=strict)
+        state = self.state()
+        func = check_bounds(lower(state.bound, state), strict=strict)
         self._lowered = (len(self.primitives), strict, func)
         return func
 
@@ -914,7 +991,8 @@ def _renamed_primitives(prims: list, names: Renaming, op: Op) -> list:
     """`prims` with the names of `names` (see :meth:`Schedule.renamed`); a made loop's new name avoids every name
     `op` and the stage's loops use."""
     taken = set(op.inputs) | {s.name for s in op.stages} | set(op.size_names)
-    loops = {names.tensors[s]: dict(m) for s, m in names.axes.items()}  # new stage -> old loop -> new loop
+    tensors = dict(names.tensors)  # and the partial stages that rfactor makes
+    loops = {tensors[s]: dict(m) for s, m in names.axes.items()}  # new stage -> old loop -> new loop
     used = {s: taken | set(m.values()) for s, m in loops.items()}
 
     def made(stage: str, old: str, new: str) -> str:
@@ -929,7 +1007,7 @@ def _renamed_primitives(prims: list, names: Renaming, op: Op) -> list:
 
     out = []
     for p in prims:
-        stage = names.tensors[p.stage]
+        stage = tensors[p.stage]
         ax = loops[stage]
         q: Primitive
         if isinstance(p, Split):
@@ -944,11 +1022,18 @@ def _renamed_primitives(prims: list, names: Renaming, op: Op) -> list:
         elif isinstance(p, Annotate):
             q = Annotate(stage, ax[p.axis], p.kind)
         elif isinstance(p, ComputeAt):
-            q = ComputeAt(stage, names.tensors[p.consumer], loops[names.tensors[p.consumer]][p.axis])
+            q = ComputeAt(stage, tensors[p.consumer], loops[tensors[p.consumer]][p.axis])
         elif isinstance(p, CacheWrite):
             q = CacheWrite(stage, ax[p.axis])
         elif isinstance(p, CacheRead):
-            q = CacheRead(stage, names.tensors[p.tensor], ax[p.axis], p.layout)
+            q = CacheRead(stage, tensors[p.tensor], ax[p.axis], p.layout)
+        elif isinstance(p, RFactor):
+            part = stage + p.partial[len(p.stage):] if p.partial.startswith(f"{p.stage}_rf") else p.partial
+            while part in taken or part in tensors.values():
+                part += "_"
+            q = RFactor(stage, ax[p.axis], part)
+            tensors[p.partial] = part
+            loops[part], used[part] = dict(ax), set(used[stage])  # its loops are the stage's
         elif isinstance(p, (ComputeInline, ComputeRoot, ReverseComputeInline)):
             q = type(p)(stage)
         else:

@@ -39,6 +39,7 @@ from dataclasses import replace
 from ..dtypes import DTYPES
 from .analysis import StageInfo
 from .problems import PACK_KINDS, ProblemKind
+from .rfactor import rfactor_picked
 from .space import KnobField, Placement, StageConfig, StageKnobs, epilogue_producer, packable
 from .template import TileConfig, chunks, plan_loops, window_taps, y_side
 
@@ -748,7 +749,51 @@ def rule_config(space, vw: int | None = None, place: dict | None = None, registe
     for st in info.stages:
         configs[st.name] = replace(configs[st.name], tile=_balanced_parallel(space, st, configs,
                                                                               configs[st.name].tile))
+    for st in info.stages:
+        _rfactor_rule(space, st, configs)
     return space.knob_config(_until_it_schedules(space, configs))
+
+
+def _rfactor_rule(space, st: StageInfo, configs: Configs) -> None:
+    """Rfactor stage `st` in `configs` (:mod:`tensorlang.autosched.rfactor`) where its outputs are too few for the
+    threads and a reduction variable is long.
+
+    Conditions, all of:
+      1. the space offers to rfactor it (:func:`~tensorlang.autosched.rfactor.rfactor_offered`: several threads,
+         a reduction, few outputs, a reduction variable of at least ``MIN_CHUNK`` iterations a thread);
+      2. it has fewer than ``SPATIAL_PER_THREAD`` output elements a thread
+         (:func:`~tensorlang.autosched.rfactor.rfactor_picked`);
+      3. it is placed at the root;
+      4. every other stage computed in its loops can move: one in its write-back (an epilogue) moves to the root
+         (as few elements as it has, its own loops cost nothing), one inside its loops is inlined where the space
+         offers that; else it is not rfactored.
+
+    >>> import tensorlang as tl
+    >>> from tensorlang.autosched.space import generated_space
+    >>> op = tl.op("def mean(A: f32[N]) -> M:\\n    S[z] += A[k] where z in 0:1\\n    M[z] = S[z] / 1000.0")
+    >>> cfg = rule_config(generated_space(op, {"N": 1 << 20}, threads=2))
+    >>> cfg["S.rfactor"], cfg["M.place"]
+    (True, 'root')
+    """
+    sc = configs[st.name]
+    if not space.roles[st.name].offered.rfactor or not rfactor_picked(st, space.threads) or sc.place != "root":
+        return
+    anchors = space.anchors(configs)
+    moved: dict[str, Placement] = {}
+    for o in space.info.stages:
+        if o.name == st.name or anchors.get(o.name) != st.name:
+            continue
+        place = configs[o.name].place
+        to = "root" if place == "epilogue" else "inline" if place == "at" else None
+        if to is None or to not in space.roles[o.name].placements:
+            return
+        moved[o.name] = to
+    configs[st.name] = replace(sc, tile=replace(sc.tile, rfactor=True))
+    for name, to in moved.items():
+        configs[name] = replace(configs[name], place=to)
+        o = space.info.stage(name)
+        _stage_defaults(space, o, configs)
+        configs[name] = replace(configs[name], tile=_balanced_parallel(space, o, configs, configs[name].tile))
 
 
 def rule_variants(space) -> list[dict]:
@@ -760,7 +805,8 @@ def rule_variants(space) -> list[dict]:
     of these with its X side held in L2 (:func:`x_side_in_l2`); then the moved placements at the other vector
     widths, and those with the X side in L2; then the pick and its other widths with the X side read in place
     (:func:`x_side_in_place`), then with every read in place (:func:`every_read_in_place`), then with each
-    data-moving stage vectorized along its read (:func:`read_side_vectorized`); last, where there is room, the
+    data-moving stage vectorized along its read (:func:`read_side_vectorized`), then with each rfactor knob the
+    space offers flipped (:func:`_rfactor_rule`); last, where there is room, the
     register tiles within half the register file, as picked, with the X side and with every read in place; at most
     :data:`MAX_STARTS` in all (one round of the tuner).
 
@@ -797,6 +843,8 @@ def rule_variants(space) -> list[dict]:
     candidates += [x_side_in_place(space, c) for c in first]
     candidates += [every_read_in_place(space, c) for c in first]
     candidates += [read_side_vectorized(space, c) for c in first]
+    # the pick with each rfactor knob flipped (where the space offers one: few outputs, a long reduction)
+    candidates += [{**pick, k.name: not pick[k.name]} for k in space.knobs if k.name.endswith(".rfactor")]
     out: list[dict] = []
     seen: set = set()
 

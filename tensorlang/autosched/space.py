@@ -41,6 +41,7 @@ from ..space import Knob, Space, factors
 from ..target import cache_sizes, host_target
 from .analysis import ProgramInfo, StageInfo, analyze
 from .problems import Problem, ProblemKind
+from .rfactor import apply_rfactor, rfactor_offered
 from .template import (
     LoopPlan,
     TileConfig,
@@ -220,7 +221,8 @@ class StageConfig:
     tile: TileConfig
 
 
-Field = Literal["place", "vec", "vw", "reg", "block", "rblock", "red_order", "ku", "tile_order", "parallel", "pack"]
+Field = Literal["place", "vec", "vw", "reg", "block", "rblock", "red_order", "ku", "tile_order", "parallel", "pack",
+                "rfactor"]
 
 
 @dataclass(frozen=True)
@@ -293,6 +295,7 @@ class StageKnobs:
     tile_order: tuple
     parallel: tuple
     pack: tuple
+    rfactor: tuple = ()
 
 
 class StageRole:
@@ -354,7 +357,11 @@ class StageRole:
         for t in packs:
             offer("pack", t, f"{n}.pack.{t}", (True, False),
                   f"copy the blocks of {t} into a blocked layout (cache_read)")
-        self.offered = StageKnobs(self.vecs, vws, reg, block, rblock, red_order, ku, tile_order, parallel, packs)
+        rf = offer("rfactor", None, f"{n}.rfactor", (False, True),
+                   "split the long reduction into parallel partials and a combine (rfactor)") \
+            if rfactor_offered(st, threads) else ()
+        self.offered = StageKnobs(self.vecs, vws, reg, block, rblock, red_order, ku, tile_order, parallel, packs,
+                                  rf)
 
     def tile_config(self, cfg: dict) -> TileConfig:
         """The template's knob values in `cfg` as a TileConfig."""
@@ -368,7 +375,8 @@ class StageRole:
             rblock={r: get(f"{n}.{r}.block", st.extents[r]) for r in st.reduction},
             red_order=red_order, ku=get(f"{n}.ku", 1), tile_order=get(f"{n}.tile_order", "y_first"),
             parallel=get(f"{n}.parallel", "none"),
-            pack=tuple(t for t in dict.fromkeys(r.tensor for r in st.reads) if get(f"{n}.pack.{t}", False)))
+            pack=tuple(t for t in dict.fromkeys(r.tensor for r in st.reads) if get(f"{n}.pack.{t}", False)),
+            rfactor=get(f"{n}.rfactor", False))
 
     def config(self, cfg: dict) -> StageConfig:
         """This stage's knob values in `cfg` (a dict of knob values, some of which may be missing: those are at
@@ -522,6 +530,11 @@ class GeneratedSpace(Space):
                             and _inside_vector_var(st, role.lanes) is not None):
                         out[k] = first[k]
                 continue
+            if out.get(f"{n}.rfactor"):  # the rfactor rule schedules it: its template knobs are unused
+                for k in names:
+                    if k != f"{n}.rfactor":
+                        out[k] = first[k]
+                continue
             vec = out.get(f"{n}.vec")
             if vec is None and f"{n}.vw" in out:
                 out[f"{n}.vw"] = first[f"{n}.vw"]
@@ -654,7 +667,7 @@ class GeneratedSpace(Space):
         """The loop plan of every stage computed at the root under `config`."""
         configs = self.stage_configs(config)
         return {st.name: plan_loops(st, configs[st.name].tile, self.roles[st.name].lanes)
-                for st in self.info.stages if configs[st.name].place == "root"}
+                for st in self.info.stages if configs[st.name].place == "root" and not configs[st.name].tile.rfactor}
 
     def attach_loops(self, config: dict, plans: dict) -> tuple[dict[str, str], list[Problem]]:
         """The loop of its anchor at which each "at" stage is computed (one loop for all the stages of an anchor:
@@ -723,6 +736,9 @@ class GeneratedSpace(Space):
                 if prod is None or configs[prod].place != "root":
                     out.append(Problem(st.name, ProblemKind.EPILOGUE,
                                        f"{st.name} epilogue: its producer is not at the root"))
+                elif configs[prod].tile.rfactor:
+                    out.append(Problem(st.name, ProblemKind.EPILOGUE,
+                                       f"{st.name} epilogue: its producer {prod} is rfactored", (prod,)))
         plans = self.plans(configs)
         for name, plan in plans.items():
             role = self.roles[name]
@@ -785,6 +801,9 @@ class GeneratedSpace(Space):
                 s[st.name].compute_inline()
         for plan in plans.values():
             apply_plan(s, plan)
+        for st in self.info.stages:
+            if configs[st.name].place == "root" and configs[st.name].tile.rfactor:
+                apply_rfactor(s, st, self.threads, self.roles[st.name].lanes)
         for st in self.info.stages:
             if configs[st.name].place == "at":
                 _schedule_inside(s, st, self.roles[st.name].lanes, configs[st.name].tile.vw)

@@ -65,7 +65,8 @@ class TileConfig:
     unrolled (at least the product of every reduction extent: all of them); ``tile_order``: "y_first" or
     "x_first" (the level-1 loops); ``parallel``: "none", "outerK" (the first K leading spatial loops, fused) or
     "innerK" (the first K X-side block loops after the reduction blocks); ``pack``: the tensors copied into a
-    blocked layout (cache_read).
+    blocked layout (cache_read); ``rfactor``: the stage is scheduled by the rfactor rule instead
+    (:mod:`tensorlang.autosched.rfactor`), the other fields unused.
     """
 
     vec: str | None = None
@@ -79,6 +80,7 @@ class TileConfig:
     parallel: str = "none"
     pack: tuple = ()
     cache_write: bool = True
+    rfactor: bool = False
 
 
 @dataclass

@@ -49,8 +49,9 @@ from oracle import assert_close, tolerance
 
 import tensorlang as tl
 from tensorlang.ir import expr_vars
+from tensorlang.primitives import Split
 from tensorlang.program import scan_axis
-from tensorlang.schedule import At
+from tensorlang.schedule import At, Root
 
 
 def _at(attach, consumer: str) -> bool:
@@ -329,19 +330,26 @@ class Fuzzer:
 
     WEIGHTS = (("split", 18), ("tile", 6), ("reorder", 11), ("fuse", 9), ("vectorize", 10), ("unroll", 7),
                ("parallel", 8), ("serial", 2), ("compute_at", 14), ("compute_inline", 7), ("compute_root", 3),
-               ("cache_write", 7), ("cache_read", 9), ("bad_stage", 1))
+               ("cache_write", 7), ("cache_read", 9), ("rfactor", 5), ("bad_stage", 1))
     MAX_UNROLLED = 256  # the fuzzer keeps the product of unrolled extents of a stage below this (compile time)
 
     def __init__(self, case: Case, src: progen.Src):
         self.case, self.src = case, src
-        self.op = case.op
-        self.stage_names = [st.name for st in self.op.stages]
-        self.s = tl.schedule(self.op, **case.sizes)
+        self.s = tl.schedule(case.op, **case.sizes)
         self.log: list[str] = [str(self.s)]
         self.counter = 0
         self.excused: list[str] = []  # known bugs met while applying primitives
 
     # ---- views of the current state (read-only) ----
+    @property
+    def op(self):
+        """The program as scheduled: the case's, with the partial stages that rfactor added."""
+        return self.s.state().bound.op
+
+    @property
+    def stage_names(self) -> list[str]:
+        return [st.name for st in self.op.stages]
+
     def nest(self, stage):
         return self.s.state().stages[stage].nest
 
@@ -358,7 +366,7 @@ class Fuzzer:
         return [st.name for st in self.op.stages if tensor in st.reads()]
 
     def rank(self, tensor) -> int:
-        return len(self.s.bound.shapes[tensor])
+        return len(self.s.state().bound.shapes[tensor])
 
     def named_loops(self, stage) -> set[str]:
         """Loops of `stage` that a compute_at (of another stage), its cache_write or a cache_read names."""
@@ -429,7 +437,8 @@ class Fuzzer:
         text, fn, expect = call[:3]
         want = call[3] if len(call) > 3 else None  # (loops before, result) -> the stage's loops after
         before = list(self.s.primitives)
-        before_loops = {n: self.s[n].loops() for n in self.stage_names}
+        names = self.stage_names  # an rfactor adds a stage: its loops are the new stage's own
+        before_loops = {n: self.s[n].loops() for n in names}
         try:
             result = fn()
         except tl.ScheduleError as e:
@@ -439,7 +448,7 @@ class Fuzzer:
                           e)
             if list(self.s.primitives) != before:
                 self.fail(f"{text} raised ScheduleError but changed the schedule's primitives", e)
-            after_loops = {n: self.s[n].loops() for n in self.stage_names}
+            after_loops = {n: self.s[n].loops() for n in names}
             if after_loops != before_loops:
                 self.fail(f"{text} raised ScheduleError but changed the loops: {before_loops} -> {after_loops}")
             return
@@ -451,9 +460,9 @@ class Fuzzer:
         if expect == "illegal":
             self.fail(f"{text} was accepted, but the schedule API's rules forbid it")
         # the loops: only the stage whose loops the primitive rearranges changes, as its docstring says
-        after_loops = {n: self.s[n].loops() for n in self.stage_names}
+        after_loops = {n: self.s[n].loops() for n in names}
         target = stage if want is not None else None
-        for n in self.stage_names:
+        for n in names:
             try:
                 expected = want(before_loops[n], result) if n == target else before_loops[n]
             except AssertionError as e:
@@ -713,6 +722,30 @@ class Fuzzer:
         extra = f", layout={layout!r}" if layout else ""
         text = f"s[{_q(stage)}].cache_read({_q(tensor)}, {_q(axis)}{extra})"
         return text, lambda: self.s[stage].cache_read(tensor, axis, layout=layout), expect
+
+    def p_rfactor(self, stage):
+        """rfactor over a reduction loop (mostly); legal where the stage is a reduction at the root whose loops only
+        splits of its reduction loops made, with nothing cached or computed at them."""
+        st, state = self.op.stage(stage), self.s.state()
+        red_loops = [lp.name for lp in self.nest(stage).loops if lp.reduction]
+        axis = self.src.pick(red_loops) if red_loops and self.src.chance(85) else self.any_loop(stage)
+        lp = self.loop(stage, axis)
+        red = set(st.red_vars)
+        for q in state.loop_prims[stage]:
+            red = red | {q.outer, q.inner} if isinstance(q, Split) and q.axis in red else set()
+        if st.reduce_op is None or lp is None or not lp.reduction:
+            expect = "illegal"
+        elif (red and state.stages[stage].attach == Root() and not state.stages[stage].cache_write
+              and not state.stages[stage].cache_reads and not self.named_loops(stage)
+              and not any(getattr(o.attach, "producer", None) == stage for o in state.stages.values())):
+            expect = "legal"
+        else:
+            expect = None
+        lhs = list(st.lhs_vars)
+
+        def want(loops, result):
+            return lhs + [axis]
+        return f"s[{_q(stage)}].rfactor({_q(axis)})", lambda: self.s[stage].rfactor(axis), expect, want
 
     def p_bad_stage(self, stage):
         name = self.src.pick(list(self.op.inputs) + ["nope"])
