@@ -120,6 +120,9 @@ def rfactor_program(bound: BoundOp, nest: LoopNest, stage: str, axis: str, parti
     if s.reduce_op is None:
         raise ScheduleError(f"{where}: {stage} is not a reduction (it is written with `=`); rfactor splits a "
                             "stage written with +=, *=, max= or min=")
+    if s.lhs is not None:
+        raise ScheduleError(f"{where}: {stage} is a scatter (its left side indexes by data); `parallel` on one of its "
+                            "loops already gives each iteration a private copy of the result, combined after the loop")
     lp = nest.loops[nest.index("rfactor", axis)]
     if not lp.reduction:
         raise ScheduleError(f"{where}: {axis} is a loop over an output index of {stage}, not a reduction loop "

@@ -271,3 +271,12 @@ def test_rfactor_then_fused_parallel_rows_and_partials():
     assert "for m_k_o in 0:16:  # parallel" in s.lower()
     a = np.random.default_rng(7).random((2, 4000)).astype(np.float32)
     _check(tl.build(s)(a), a, "+")
+
+
+def test_rfactor_of_a_scatter_is_refused_with_the_parallel_form_named():
+    op = tl.op("def hist(I: i32[M, N]) -> H:\n    H[b := I[m, n] % 8] += 1 where b in 0:8\n")
+    s = tl.schedule(op, M=4, N=64)
+    s["H"].split("n", 16)
+    with pytest.raises(tl.ScheduleError, match=r"rfactor\(H, n_o\): H is a scatter .* `parallel` on one of its "
+                                               r"loops already gives each iteration a private copy"):
+        s["H"].rfactor("n_o")
