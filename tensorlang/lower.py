@@ -252,6 +252,8 @@ class Lowerer:
         # producer -> the stage computed in its write-back (reverse_compute_inline)
         self.epilogue = {st.attach.producer: n for n, st in state.stages.items() if isinstance(st.attach, Epilogue)}
         self.attached: dict[tuple[str, str], list[str]] = {}
+        # (consumer, store loop or "" for the root) -> the sliding buffers allocated there (see slide_storage)
+        self.slide_allocs: dict[tuple[str, str], list[ir.Buffer]] = {}
         for s in self.op.stages:
             at = state.stages[s.name].attach
             if isinstance(at, At):
@@ -486,6 +488,11 @@ class Lowerer:
             producers = self.producers_at(name, lp.name, exprs, ranges, prefix, loops[:depth + 1], kept, tails)
             body = ir.seq(*(stmt for _, _, stmt in producers), body)
             for p, region, _ in producers:
+                if self.state.stages[p].store_at is not None:
+                    outer = {orig[v].name: exprs[v] for v in s.all_vars
+                             if depth_of[v] <= depth and exprs[v] != orig[v]}  # bound by Lets around `body`
+                    body = self.slide_storage(p, name, lp.name, region, prefix, body, ranges, outer)
+                    continue
                 if self.stored_here(p, region):  # the producer's buffer holds just its region, in this loop
                     stored = _local_buffer(p, self.buffers[p].dtype, tuple(region.extents))
                     outer = {orig[v].name: exprs[v] for v in s.all_vars
@@ -496,6 +503,8 @@ class Lowerer:
                         self.local_stages.add(p)
                         continue
                 self.check_shared(p, name, lp.name, region, prefix, loops[:depth + 1])
+            for buf in self.slide_allocs.pop((name, lp.name), []):  # sliding buffers stored at this loop
+                body = ir.Allocate(buf, body)
             body = lets(depth, body, False, False)
             loop = ir.For(var[lp.name], ir.const(lp.lo), ir.const(lp.extent), body, lp.kind)
             if fused_init and depth == first_red:  # initialise just before the reduction loops
@@ -513,6 +522,8 @@ class Lowerer:
         if separate_init:
             assert identity is not None  # separate_init
             main = ir.seq(lets(-1, tile(loops, ir.Store(out, out_idx, identity), True), True, True), main)
+        for buf in self.slide_allocs.pop((name, ""), []):  # sliding buffers stored at the root
+            main = ir.Allocate(buf, main)
         return main
 
     def scatter_stage(self, name: str) -> ir.Stmt:
@@ -748,7 +759,124 @@ class Lowerer:
                             tuple(r is not None and r[1] + ext <= n
                                   for r, ext, n in zip(starts, region.extents, shape)))
             regions[p] = region
-        return [(p, regions[p], self.stage(p, regions[p])) for p in attached]
+        return [(p, regions[p], self.sliding(p, consumer, axis, regions[p], prefix, ranges)
+                 if self.state.stages[p].store_at is not None else self.stage(p, regions[p])) for p in attached]
+
+    # ---- sliding windows (store_at / fold_storage) ----
+    def slide_dim(self, name: str, consumer: str, axis: str, region: Region, prefix: str) -> tuple[int | None, int]:
+        """(dimension, step) of the sliding stage `name` computed at loop `axis` of `consumer` over `region`: the
+        one dimension whose start moves with that loop, by `step` (>= 0) per iteration; (None, 0) when none does.
+        Refuses (as store_at) what the sliding window cannot keep safe: a loop between the store level and the
+        compute loop, or that loop, that is parallel or vectorized; a start that moves backwards, in more than one
+        dimension, or not by a constant multiple of the loop; a stage read outside its domain or copied."""
+        st = self.state.stages[name]
+        nest = self.state.stages[consumer].nest
+        where = self.slide_where(name, consumer)
+        if not isinstance(self.state.stages[consumer].attach, Root):
+            raise ScheduleError(f"{where}: {consumer} is no longer computed at the root; a sliding window needs its "
+                                f"consumer at the root (or s[{name!r}].compute_at(...) again, which drops the "
+                                "store_at)")
+        i = nest.index("compute_at", axis)
+        s = nest.index("store_at", st.store_at) if st.store_at else -1
+        if s >= i:
+            raise ScheduleError(f"{where}: loop {st.store_at} of {consumer} is no longer outside {axis}, where {name} "
+                                f"is computed (loops: {', '.join(nest.names())})")
+        for lp in nest.loops[s + 1:i + 1]:
+            if lp.kind in ("parallel", "vectorized"):
+                what = "the loop it slides along" if lp.name == axis else \
+                    f"a loop between {st.store_at or 'the root'} and {axis}"
+                raise ScheduleError(f"{where}: loop {lp.name} of {consumer} is {lp.kind}, and it is {what}; a sliding "
+                                    f"window needs its iterations in order, one after another (make {lp.name} "
+                                    f"serial, or store {name} inside it)")
+        if self.read_padded(name):
+            raise ScheduleError(f"{where}: a read of {name} may fall outside its domain (padding), which needs its "
+                                "whole buffer")
+        if any(t == name for other in self.state.stages.values() for t, _, _ in other.cache_reads):
+            raise ScheduleError(f"{where}: a cache_read copies {name}, which needs its whole buffer")
+        loop = prefix + axis
+        moving = []
+        for d, m in enumerate(region.mins):
+            terms, _ = _linear(m)
+            for atom, coef in terms.items():
+                if loop not in variables(atom) or not coef:
+                    continue
+                if not (isinstance(atom, ir.Var) and atom.name == loop):
+                    raise ScheduleError(f"{where}: the rows of {name} that {consumer} reads start at {m} in "
+                                        f"dimension {d}, not a constant step of loop {axis}; a sliding window needs "
+                                        "a start that moves by a constant step")
+                if coef < 0:
+                    raise ScheduleError(f"{where}: the part of {name} that {consumer} reads moves backwards as loop "
+                                        f"{axis} runs (start {m} in dimension {d}); a sliding window needs its start "
+                                        "and end non-decreasing in the loop")
+                moving.append((d, coef))
+        if len(moving) > 1:
+            raise ScheduleError(f"{where}: the part of {name} that {consumer} reads moves with loop {axis} in "
+                                f"dimensions {', '.join(str(d) for d, _ in moving)}; a sliding window slides along "
+                                "one dimension")
+        return moving[0] if moving else (None, 0)
+
+    def slide_where(self, name: str, consumer: str) -> str:
+        """How errors about the sliding stage `name` start: its store_at (or store_root) call."""
+        at = self.state.stages[name].store_at
+        return f"store_at({name}, {consumer}, {at})" if at else f"store_root({name})"
+
+    def sliding(self, name: str, consumer: str, axis: str, region: Region, prefix: str, ranges: dict) -> ir.Stmt:
+        """The statements computing the sliding stage `name` at loop `axis` of `consumer`: all of `region` at the
+        loop's first iteration, else only its part that the previous iteration did not compute."""
+        d, step = self.slide_dim(name, consumer, axis, region, prefix)
+        lp = self.state.stages[consumer].nest.loops[self.state.stages[consumer].nest.index("compute_at", axis)]
+        first = ir.Cmp("==", ir.Var(prefix + axis), ir.const(lp.lo))
+        whole = self.stage(name, region)
+        if d is None:  # the part does not move: computed once a sweep of the loop
+            return ir.If(first, whole)
+        new = min(step, region.extents[d])  # the rows the part gains per iteration
+        mins = list(region.mins)
+        mins[d] = simplify(ir.BinOp("+", region.mins[d], ir.const(region.extents[d] - new)))
+        exts = list(region.extents)
+        exts[d] = new
+        shape = self.bound.shapes[name]
+        starts = [interval(m, ranges) for m in mins]
+        part = Region(mins, exts, tuple(r is not None and r[0] >= 0 for r in starts),
+                      tuple(r is not None and r[1] + e <= n for r, e, n in zip(starts, exts, shape)))
+        return ir.If(first, whole, self.stage(name, part))
+
+    def slide_storage(self, name: str, consumer: str, axis: str, region: Region, prefix: str, body: ir.Stmt,
+                      ranges: dict, defs: dict) -> ir.Stmt:
+        """`body` (the compute loop's body) with the sliding stage `name`'s accesses moved to its own buffer: along
+        the sliding dimension, the rows that one sweep of the compute loop covers (or a ring of the fold factor,
+        at its indices modulo the factor), the other dimensions over `region`; the buffer is allocated at the
+        store level (`slide_allocs`)."""
+        st = self.state.stages[name]
+        d, step = self.slide_dim(name, consumer, axis, region, prefix)
+        where = f"fold_storage({name}, {st.fold[0]}, {st.fold[1]})" if st.fold else self.slide_where(name, consumer)
+        fold = None
+        shape = list(region.extents)
+        mins = list(region.mins)
+        if st.fold:
+            dims = self.bound.stages[name].stage.lhs_vars
+            if d is None or dims[d] != st.fold[0]:
+                moves = f"it slides along {dims[d]}" if d is not None else "its part does not move"
+                raise ScheduleError(f"{where}: {name} does not slide along {st.fold[0]} ({moves}); fold the "
+                                    "dimension that slides")
+            if st.fold[1] < region.extents[d]:
+                raise ScheduleError(f"{where}: {region.extents[d]} rows of {name} along {st.fold[0]} are live at "
+                                    f"once (what one iteration of {consumer}.{axis} reads); the fold factor must be "
+                                    f"at least {region.extents[d]}")
+            fold = (d, st.fold[1])
+            shape[d], mins[d] = st.fold[1], ir.const(0)
+        elif d is not None:  # from the start at the loop's first iteration, for its whole sweep
+            nest = self.state.stages[consumer].nest
+            lp = nest.loops[nest.index("compute_at", axis)]
+            mins[d] = simplify(ir.substitute(region.mins[d], {prefix + axis: ir.const(lp.lo)}))
+            shape[d] = (lp.extent - 1) * step + region.extents[d]
+        stored = _local_buffer(name, self.buffers[name].dtype, tuple(shape))
+        moved = _relocate(body, name, stored, mins, defs, fold)
+        if not _indices_inside(moved, stored, ranges, defs):
+            raise ScheduleError(f"{where}: {name}'s sliding buffer {list(shape)} does not "
+                                f"provably hold every access to it ({self.why_shared(name, region)})")
+        self.slide_allocs.setdefault((consumer, st.store_at or ""), []).append(stored)
+        self.local_stages.add(name)
+        return moved
 
     def check_shared(self, producer: str, consumer: str, axis: str, region: Region, prefix: str,
                      outer_loops: list) -> None:
@@ -1028,27 +1156,28 @@ def _copy_inside(lc: LocalCopy, shape: tuple, ranges: dict) -> ir.Expr | None:
     return ir.all_of(conds) if conds else None
 
 
-def _relocate(s: ir.Stmt, name: str, local: ir.Buffer, mins: list, defs: dict) -> ir.Stmt:
+def _relocate(s: ir.Stmt, name: str, local: ir.Buffer, mins: list, defs: dict, fold: tuple | None = None) -> ir.Stmt:
     """`s` with every access to buffer `name` made an access to `local`, which holds the region starting at `mins`
-    (index minus start, with the Let-bound index variables expanded so that the difference simplifies)."""
+    (index minus start, with the Let-bound index variables expanded so that the difference simplifies); `fold`
+    (dimension, factor): that index taken modulo the factor (a ring buffer, fold_storage)."""
     def e(x):
-        return _relocate_expr(x, name, local, mins, defs)
+        return _relocate_expr(x, name, local, mins, defs, fold)
     if isinstance(s, ir.Store):
         if s.buffer.name == name:
-            return ir.Store(local, _local_index(tuple(e(i) for i in s.indices), mins, defs), e(s.value))
+            return ir.Store(local, _local_index(tuple(e(i) for i in s.indices), mins, defs, fold), e(s.value))
         return ir.Store(s.buffer, tuple(e(i) for i in s.indices), e(s.value))
     if isinstance(s, ir.Seq):
-        return ir.Seq(tuple(_relocate(x, name, local, mins, defs) for x in s.stmts))
+        return ir.Seq(tuple(_relocate(x, name, local, mins, defs, fold) for x in s.stmts))
     if isinstance(s, ir.For):
-        return ir.For(s.var, e(s.lo), e(s.extent), _relocate(s.body, name, local, mins, defs), s.kind)
+        return ir.For(s.var, e(s.lo), e(s.extent), _relocate(s.body, name, local, mins, defs, fold), s.kind)
     if isinstance(s, ir.If):
-        return ir.If(e(s.cond), _relocate(s.then, name, local, mins, defs),
-                     None if s.orelse is None else _relocate(s.orelse, name, local, mins, defs))
+        return ir.If(e(s.cond), _relocate(s.then, name, local, mins, defs, fold),
+                     None if s.orelse is None else _relocate(s.orelse, name, local, mins, defs, fold))
     if isinstance(s, ir.Let):
         inner = {**defs, s.var.name: ir.substitute(s.value, defs)}
-        return ir.Let(s.var, e(s.value), _relocate(s.body, name, local, mins, inner))
+        return ir.Let(s.var, e(s.value), _relocate(s.body, name, local, mins, inner, fold))
     if isinstance(s, ir.Allocate):
-        return ir.Allocate(s.buffer, _relocate(s.body, name, local, mins, defs))
+        return ir.Allocate(s.buffer, _relocate(s.body, name, local, mins, defs, fold))
     return s
 
 
@@ -1090,14 +1219,18 @@ def _indices_inside(s: ir.Stmt, buf: ir.Buffer, ranges: dict, lets: dict) -> boo
     return walk(s, {**ranges, DEFS: dict(lets)})
 
 
-def _local_index(indices: tuple, mins: list, defs: dict) -> tuple:
-    return tuple(simplify(ir.BinOp("-", ir.substitute(i, defs), m)) for i, m in zip(indices, mins))
+def _local_index(indices: tuple, mins: list, defs: dict, fold: tuple | None = None) -> tuple:
+    out = [simplify(ir.BinOp("-", ir.substitute(i, defs), m)) for i, m in zip(indices, mins)]
+    if fold is not None:
+        out[fold[0]] = simplify(ir.BinOp("%", out[fold[0]], ir.const(fold[1])))
+    return tuple(out)
 
 
-def _relocate_expr(x: ir.Expr, name: str, local: ir.Buffer, mins: list, defs: dict) -> ir.Expr:
+def _relocate_expr(x: ir.Expr, name: str, local: ir.Buffer, mins: list, defs: dict,
+                   fold: tuple | None = None) -> ir.Expr:
     def move(n):
         if isinstance(n, ir.Load) and n.buffer.name == name:
-            return ir.Load(local, _local_index(n.indices, mins, defs), n.pad, n.guard)
+            return ir.Load(local, _local_index(n.indices, mins, defs, fold), n.pad, n.guard)
         return n
     return ir.map_expr(x, move)
 

@@ -197,8 +197,40 @@ class RFactor(Primitive):
         return f"s[{_q(self.stage)}].rfactor({_q(self.axis)}, partial={_q(self.partial)})"
 
 
+@dataclass(frozen=True)
+class StoreAt(Primitive):
+    """Keep this (computed-at) stage's buffer at loop `axis` of `consumer` (``""``: at the root), outside the loop
+    it is computed at, so that each iteration of that loop computes only the part earlier ones did not (a
+    sliding window)."""
+
+    consumer: str
+    axis: str
+    NAME = "store_at"
+
+    def to_python(self):
+        """The Python call that redoes this primitive, e.g. ``s["P"].store_at(s["O"], "y")`` or
+        ``s["P"].store_root()``."""
+        if not self.axis:
+            return f"s[{_q(self.stage)}].store_root()"
+        return f"s[{_q(self.stage)}].store_at(s[{_q(self.consumer)}], {_q(self.axis)})"
+
+
+@dataclass(frozen=True)
+class FoldStorage(Primitive):
+    """Make this (sliding) stage's buffer a ring of `factor` entries along its dimension `dim`, indexed modulo
+    `factor`."""
+
+    dim: str
+    factor: int
+    NAME = "fold_storage"
+
+    def to_python(self):
+        """The Python call that redoes this primitive, e.g. ``s["P"].fold_storage("y", 4)``."""
+        return f"s[{_q(self.stage)}].fold_storage({_q(self.dim)}, {self.factor})"
+
+
 PRIMITIVES = {c.NAME: c for c in (Split, Reorder, Fuse, Annotate, ComputeAt, ComputeInline, ComputeRoot,
-                                  CacheWrite, CacheRead, ReverseComputeInline, RFactor)}
+                                  CacheWrite, CacheRead, ReverseComputeInline, RFactor, StoreAt, FoldStorage)}
 
 
 def from_json(d: dict) -> Primitive:

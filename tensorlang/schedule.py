@@ -2,9 +2,10 @@
 
 The default schedule computes every stage at the root, its loops in the order of its output indices with
 reduction loops innermost. `s["C"]` is a handle on stage C whose methods (split, tile, reorder, fuse,
-vectorize, unroll, parallel, compute_at, compute_inline, compute_root, cache_write, cache_read, rfactor) append
-primitives after checking them; none of them changes what the program computes (rfactor reassociates a float
-reduction), and an illegal one raises `ScheduleError` naming the primitive, the stage and the loop.
+vectorize, unroll, parallel, compute_at, store_at, store_root, fold_storage, compute_inline, compute_root,
+cache_write, cache_read, rfactor) append primitives after checking them; none of them changes what the program
+computes (rfactor reassociates a float reduction), and an illegal one raises `ScheduleError` naming the primitive,
+the stage and the loop.
 
 >>> import tensorlang as tl
 >>> s = tl.schedule(tl.op("def f(A: f32[N]) -> B:\\n    B[i] = A[i] + 1.0"), N=64)
@@ -44,12 +45,14 @@ from .primitives import (
     ComputeAt,
     ComputeInline,
     ComputeRoot,
+    FoldStorage,
     Fuse,
     Primitive,
     Reorder,
     ReverseComputeInline,
     RFactor,
     Split,
+    StoreAt,
     from_json,
 )
 from .program import Op, Renaming, Stage
@@ -117,6 +120,8 @@ class StageState:
     attach: Attachment = Root()
     cache_write: str | None = None       # loop at whose level the output tile is accumulated locally
     cache_reads: list = field(default_factory=list)   # [(tensor, axis, layout)]
+    store_at: str | None = None          # store_at: the consumer's loop its buffer is kept at ("" the root)
+    fold: tuple | None = None            # fold_storage: (dimension, factor)
 
 
 class ScheduleState:
@@ -160,6 +165,8 @@ class ScheduleState:
                                 f"{st.attach.producer}, or "
                                 f"s[{p.stage!r}].compute_root() first")
         self._scatter_checks(p, st)
+        if isinstance(p, (ComputeAt, ComputeInline, ComputeRoot, ReverseComputeInline)):
+            st.store_at = st.fold = None  # a new place to compute it: a new place to store it
         if isinstance(p, (ComputeAt, ComputeInline)):
             for n, other in self.stages.items():
                 if other.attach == Epilogue(p.stage):
@@ -213,6 +220,10 @@ class ScheduleState:
             self._cache_read(p, st)
         elif isinstance(p, RFactor):
             self._rfactor(p, st)
+        elif isinstance(p, StoreAt):
+            self._store_at(p, st)
+        elif isinstance(p, FoldStorage):
+            self._fold_storage(p, st)
         else:
             raise ScheduleError(f"unknown primitive {p!r}")
         if isinstance(p, (Split, Fuse, Reorder, Annotate)):
@@ -314,6 +325,8 @@ class ScheduleState:
         for n, other in self.stages.items():
             if other.attach == At(stage, axis):
                 return f"compute_at({n}, {stage}, {axis})"
+            if isinstance(other.attach, At) and other.attach.consumer == stage and other.store_at == axis:
+                return f"store_at({n}, {stage}, {axis})"
         if st.cache_write == axis:
             return f"cache_write({stage}, {axis})"
         for tensor, a, _ in st.cache_reads:
@@ -326,6 +339,8 @@ class ScheduleState:
         st = self.stages[stage]
         out = [(f"{n} is computed", other.attach.axis) for n, other in self.stages.items()
                if isinstance(other.attach, At) and other.attach.consumer == stage]
+        out += [(f"{n} is stored", other.store_at) for n, other in self.stages.items()
+                if isinstance(other.attach, At) and other.attach.consumer == stage and other.store_at]
         if st.cache_write:
             out.append(("its cache_write", st.cache_write))
         out += [(f"its cache_read of {t}", a) for t, a, _ in st.cache_reads]
@@ -486,6 +501,37 @@ class ScheduleState:
                 self.stages[s.name] = StageState(LoopNest(s.name, [(v, bs.ranges[v][0], bs.ranges[v][1],
                                                                     v in s.red_vars) for v in s.all_vars]))
 
+    def _store_at(self, p: StoreAt, st: StageState) -> None:
+        where = describe(p)
+        if not isinstance(st.attach, At):
+            raise ScheduleError(f"{where}: {p.stage} is not computed at a consumer's loop; compute_at first, then "
+                                "store it at a loop outside that one")
+        cons, axis = st.attach.consumer, st.attach.axis
+        if p.axis and p.consumer != cons:
+            raise ScheduleError(f"{where}: {p.stage} is computed at {cons}.{axis}; store it at a loop of {cons}")
+        if not isinstance(self.stages[cons].attach, Root):
+            raise ScheduleError(f"{where}: {cons} is not computed at the root; a sliding window needs its consumer "
+                                f"at the root (s[{cons!r}].compute_root())")
+        names = self.stages[cons].nest.names()
+        if p.axis and names.index(axis) <= self.stages[cons].nest.index("store_at", p.axis):
+            raise ScheduleError(f"{where}: loop {p.axis} is not outside {axis}, where {p.stage} is computed; store "
+                                f"it at a loop of {cons} outside {axis} (loops: {', '.join(names)}), or at the root "
+                                f"(s[{p.stage!r}].store_root())")
+        st.store_at, st.fold = p.axis, None
+
+    def _fold_storage(self, p: FoldStorage, st: StageState) -> None:
+        where = f"fold_storage({p.stage}, {p.dim}, {p.factor!r})"
+        if st.store_at is None:
+            raise ScheduleError(f"{where}: {p.stage} has no store_at; fold the buffer of a stage stored outside the "
+                                "loop it is computed at (store_at or store_root first)")
+        dims = _stage(self.bound.op, p.stage).lhs_vars
+        if p.dim not in dims:
+            raise ScheduleError(f"{where}: {p.stage} has no dimension {p.dim!r}; its dimensions are "
+                                f"{', '.join(dims)}")
+        if not isinstance(p.factor, int) or isinstance(p.factor, bool) or p.factor < 1:
+            raise ScheduleError(f"{where}: the factor must be a positive integer, got {p.factor!r}")
+        st.fold = (p.dim, p.factor)
+
     def _cache_read(self, p: CacheRead, st: StageState) -> None:
         where = f"cache_read({p.stage}, {p.tensor}, {p.axis})"
         s = _stage(self.bound.op, p.stage)
@@ -536,6 +582,8 @@ def verb(p: Primitive) -> str:
     >>> verb(Annotate("C", "n_i", "vectorized")), verb(Split("C", "m", 32, "m_o", "m_i"))
     ('vectorize', 'split')
     """
+    if isinstance(p, StoreAt) and not p.axis:
+        return "store_root"
     return VERBS.get(p.kind, p.NAME) if isinstance(p, Annotate) else p.NAME
 
 
@@ -552,8 +600,10 @@ def describe(p: Primitive) -> str:
         return f"{name}({p.stage}, {p.outer}, {p.inner})"
     if isinstance(p, CacheRead):
         return f"{name}({p.stage}, {p.tensor}, {p.axis})"
-    if isinstance(p, ComputeAt):
+    if isinstance(p, ComputeAt) or (isinstance(p, StoreAt) and p.axis):
         return f"{name}({p.stage}, {p.consumer}, {p.axis})"
+    if isinstance(p, FoldStorage):
+        return f"{name}({p.stage}, {p.dim}, {p.factor})"
     axis = getattr(p, "axis", None)
     return f"{name}({p.stage}, {axis})" if axis else f"{name}({p.stage})"
 
@@ -736,6 +786,63 @@ class StageHandle:
         cname = consumer.name if isinstance(consumer, StageHandle) else consumer
         self._s.apply(ComputeAt(self.name, cname, axis))
 
+    def store_at(self, consumer: StageHandle | str, axis: str) -> None:
+        """Keep this stage's buffer at loop `axis` of `consumer`, outside the loop it is computed at (``compute_at``
+        first), and slide it: the first iteration of the compute loop computes the whole part it needs, each later
+        one only the rows that earlier iterations did not (Halide's sliding window). A blur ``O[y] = P[y] + P[y+1]
+        + P[y+2]`` then computes one new row of P per row of O instead of three.
+
+        Before and after ``s["P"].store_root()``, P computed at ``O``'s loop ``y`` (``O[y] = P[y] + P[y+1] +
+        P[y+2]``, N = 10)::
+
+            for y in 0:8:                       allocate P: f32[10]
+              allocate P: f32[3]                for y in 0:8:
+              for P.y in 0:3:                     if y == 0:
+                P:y = P.y + y                       for P.y in 0:3:
+                P[P.y] = I[P:y]*2f                    P:y = P.y + y
+              O[y] = P[0] + P[1] + P[2]               P[P.y + y] = I[P:y]*2f
+                                                  else:
+                                                    for P.y in 0:1:
+                                                      P:y = P.y + y + 2
+                                                      P[P.y + y + 2] = I[P:y]*2f
+                                                  O[y] = P[y] + P[y + 1] + P[y + 2]
+
+        Along the sliding dimension the buffer holds the rows one sweep of the compute loop covers (from the first
+        iteration's start; ``fold_storage`` makes it a ring), along the others the part one iteration needs. One
+        dimension slides, along the loop P is computed at; at the first iteration of that loop (each time the
+        loops between the two levels start it again) the whole part is computed. Refused (naming the stage and the
+        loop): a loop between the two levels, or the compute loop itself, that is parallel or vectorized (threads
+        or lanes would share the rows); a part that moves backwards as the loop runs, or in more than one
+        dimension, or by a step that is not a constant multiple of the loop; a consumer that is not at the root;
+        a stage read outside its domain (padding) or copied by cache_read. A later compute_at, compute_root or
+        compute_inline of this stage drops its store_at.
+        """
+        cname = consumer.name if isinstance(consumer, StageHandle) else consumer
+        self._s.apply(StoreAt(self.name, cname, axis))
+
+    def store_root(self) -> None:
+        """Keep this stage's buffer at the root, outside every loop of its consumer, and slide it along the loop it
+        is computed at (see ``store_at``, whose example uses it)."""
+        self._s.apply(StoreAt(self.name, "", ""))
+
+    def fold_storage(self, dim: str, factor: int) -> None:
+        """Make this sliding stage's buffer (``store_at`` / ``store_root`` first) a ring of `factor` rows along its
+        dimension `dim`, the one that slides: row ``y`` lives at ``y % factor`` (any factor; a power of two makes
+        the remainder a mask).
+
+        Before and after ``s["P"].fold_storage("y", 4)`` on the sliding blur of ``store_at``::
+
+            allocate P: f32[10]                 allocate P: f32[4]
+            for y in 0:8:                       for y in 0:8:
+              ...                                 ...
+                  P[P.y + y + 2] = I[P:y]*2f          P[(P.y + y + 2)%4] = I[P:y]*2f
+              O[y] = P[y] + P[y + 1] + P[y + 2]   O[y] = P[y%4] + P[(y + 1)%4] + P[(y + 2)%4]
+
+        Refused (when lowering, naming the stage): a factor smaller than the rows one iteration reads at once
+        (3 here; the message names the minimum), a dimension that does not slide.
+        """
+        self._s.apply(FoldStorage(self.name, dim, factor))
+
     def compute_inline(self) -> None:
         """Replace every read of this stage by its expression; the stage gets no buffer and no loops.
 
@@ -906,7 +1013,8 @@ class Schedule:
             try:
                 Lowerer(trial.bound, trial).function()
             except ScheduleError as e:
-                if isinstance(p, ComputeAt):
+                sliding = str(e).startswith(("store_at(", "store_root(", "fold_storage("))  # another stage's
+                if (isinstance(p, ComputeAt) and not sliding) or str(e).startswith(f"{describe(p)}:"):
                     raise
                 raise ScheduleError(f"{describe(p)}: {e}") from None
 
@@ -1034,6 +1142,11 @@ def _renamed_primitives(prims: list, names: Renaming, op: Op) -> list:
             q = RFactor(stage, ax[p.axis], part)
             tensors[p.partial] = part
             loops[part], used[part] = dict(ax), set(used[stage])  # its loops are the stage's
+        elif isinstance(p, StoreAt):
+            q = StoreAt(stage, tensors[p.consumer], loops[tensors[p.consumer]][p.axis]) if p.axis \
+                else StoreAt(stage, "", "")
+        elif isinstance(p, FoldStorage):
+            q = FoldStorage(stage, ax[p.dim], p.factor)
         elif isinstance(p, (ComputeInline, ComputeRoot, ReverseComputeInline)):
             q = type(p)(stage)
         else:

@@ -7,8 +7,8 @@ program from ``progen.py``, or (tests of their own) a program with boundary cond
 ``test_fuzzer_scans``: a stage that reads itself, whose scan loops the fuzzer's model expects never to be parallel,
 vectorized or computed elsewhere) -- and applies several random schedules to it, each a sequence of 1 to 8
 primitives (split, tile, reorder, fuse, vectorize, unroll, parallel, serial, compute_at, compute_inline,
-compute_root, cache_write, cache_read with random layouts) whose arguments come from the current loops of a
-random stage, with invalid arguments now and then. The rules (see ``schedfuzz.py``):
+compute_root, cache_write, cache_read with random layouts, store_at / store_root, fold_storage) whose arguments
+come from the current loops of a random stage, with invalid arguments now and then. The rules (see ``schedfuzz.py``):
 
 * the unscheduled kernel matches numpy (the workload's ``reference`` or progen's evaluator);
 * a primitive either raises ``tl.ScheduleError`` and leaves the schedule unchanged, or is accepted;

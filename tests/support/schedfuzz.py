@@ -330,7 +330,8 @@ class Fuzzer:
 
     WEIGHTS = (("split", 18), ("tile", 6), ("reorder", 11), ("fuse", 9), ("vectorize", 10), ("unroll", 7),
                ("parallel", 8), ("serial", 2), ("compute_at", 14), ("compute_inline", 7), ("compute_root", 3),
-               ("cache_write", 7), ("cache_read", 9), ("rfactor", 5), ("bad_stage", 1))
+               ("cache_write", 7), ("cache_read", 9), ("rfactor", 5), ("store_at", 5), ("fold_storage", 3),
+               ("bad_stage", 1))
     MAX_UNROLLED = 256  # the fuzzer keeps the product of unrolled extents of a stage below this (compile time)
 
     def __init__(self, case: Case, src: progen.Src):
@@ -372,6 +373,7 @@ class Fuzzer:
         """Loops of `stage` that a compute_at (of another stage), its cache_write or a cache_read names."""
         st = self.s.state()
         out = {o.attach.axis for o in st.stages.values() if isinstance(o.attach, At) and o.attach.consumer == stage}
+        out |= {o.store_at for o in st.stages.values() if _at(o.attach, stage) and o.store_at}
         if st.stages[stage].cache_write:
             out.add(st.stages[stage].cache_write)
         out |= {axis for _t, axis, _l in st.stages[stage].cache_reads}
@@ -654,6 +656,40 @@ class Fuzzer:
             expect = "illegal"
         text = f"s[{_q(producer)}].compute_at(s[{_q(consumer)}], {_q(axis)})"
         return text, lambda: self.s[producer].compute_at(self.s[consumer], axis), expect
+
+    def p_store_at(self, stage):
+        """store_at (at a loop of the consumer outside the compute loop, or another loop) or store_root, mostly of
+        a stage computed at a consumer's loop."""
+        at = [n for n in self.stage_names if isinstance(self.attach(n), At)]
+        if at and self.src.chance(90):
+            stage = self.src.pick(at)
+        a = self.attach(stage)
+        if not isinstance(a, At):
+            return f"s[{_q(stage)}].store_root()", lambda: self.s[stage].store_root(), "illegal"
+        loops = self.s[a.consumer].loops()
+        outside = loops[:loops.index(a.axis)] if a.axis in loops else []
+        if self.src.chance(35) or not (outside or self.src.chance(20)):
+            return f"s[{_q(stage)}].store_root()", lambda: self.s[stage].store_root(), None
+        axis = self.src.pick(outside) if outside and self.src.chance(85) else self.any_loop(a.consumer)
+        expect = "illegal" if axis not in outside else None
+        text = f"s[{_q(stage)}].store_at(s[{_q(a.consumer)}], {_q(axis)})"
+        return text, lambda: self.s[stage].store_at(self.s[a.consumer], axis), expect
+
+    def p_fold_storage(self, stage):
+        """fold_storage of a dimension of a stage, mostly one with a store_at, by a small factor (now and then 0)."""
+        stored = [n for n in self.stage_names if self.s.state().stages[n].store_at is not None]
+        if stored and self.src.chance(90):
+            stage = self.src.pick(stored)
+        dims = list(self.op.stage(stage).lhs_vars)
+        dim = self.src.pick(dims) if dims and self.src.chance(95) else "nope"
+        size = self.s.bound.shapes[stage][dims.index(dim)] if dim in dims else 1
+        # small (may be below the rows live at once), or the whole dimension (always enough), or 0
+        factor = self.src.weighted([(self.src.int(1, 9), 50), (size + self.src.int(0, 2), 42), (0, 8)])
+        expect = None
+        if self.s.state().stages[stage].store_at is None or dim not in dims or factor < 1:
+            expect = "illegal"
+        text = f"s[{_q(stage)}].fold_storage({_q(dim)}, {factor})"
+        return text, lambda: self.s[stage].fold_storage(dim, factor), expect
 
     def p_compute_inline(self, stage):
         if self.src.chance(80):
