@@ -47,7 +47,8 @@ from ..export import (
 )
 from .ir import DTYPES, STORAGE
 
-C_TYPES = {"f32": "float", "f64": "double", "i32": "int32_t", "i64": "int64_t"}
+C_TYPES = {"f32": "float", "f64": "double", "i32": "int32_t", "i64": "int64_t", "u8": "uint8_t", "i8": "int8_t",
+           "i16": "int16_t"}
 WEIGHTS_MAGIC = b"TLWEIGHT"
 ALIGN = 64
 
