@@ -133,3 +133,30 @@ def test_onnx_arithmetic_in_uint8_is_refused():
     nodes = [helper.make_node("Add", ["x", "x"], ["s"]), helper.make_node("Cast", ["s"], ["y"], to=TensorProto.FLOAT)]
     with pytest.raises(UsageError, match=r"computes in u8; .*convert first"):
         tl.from_onnx(_onnx_model(nodes, []))
+
+
+def test_the_uint8_model_exported_to_c_runs_and_matches(tmp_path):
+    """The C export: uint8_t and int8_t buffers, the example program's uint8 inputs (its numbers wrapped, as numpy's
+    astype) and its printout of a uint8 output (unsigned: 200 prints as 200)."""
+    import subprocess
+
+    from tensorlang.export import example_inputs
+    from tensorlang.graph.export import build_command
+
+    module = ImageNet("float").eval()
+    model = tl.from_torch(module, (_image(1, 5, 4),))
+    model.export(tmp_path, format="c", name="img")
+    header = (tmp_path / "img.h").read_text()
+    assert "const uint8_t *" in header and "uint8_t *" in header
+    r = subprocess.run(f"{build_command('img', 'c')} && ./img_example outputs.bin", shell=True, cwd=tmp_path,
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    (x,) = example_inputs({"inputs": [{"shape": list(v.shape), "dtype": v.dtype} for v in model.graph.inputs]})
+    assert x.dtype == np.uint8 and x.min() < 20 and x.max() > 240  # -11 .. 11 wrapped
+    want_u8, want_f = model(x)
+    raw = (tmp_path / "outputs.bin").read_bytes()
+    np.testing.assert_array_equal(np.frombuffer(raw[:want_u8.nbytes], np.uint8).reshape(want_u8.shape), want_u8)
+    np.testing.assert_allclose(np.frombuffer(raw[want_u8.nbytes:], np.float32).reshape(want_f.shape), want_f,
+                               rtol=1e-5, atol=1e-5)
+    first = [float(v) for v in r.stdout.splitlines()[1].split("first")[1].split()]
+    assert first == want_u8.reshape(-1)[:4].astype(float).tolist() and want_u8.max() > 127, r.stdout
