@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from onnx import NodeProto
 
 #: ONNX element types (TensorProto.DataType) of the graph's dtypes
-_ELEM = {1: "f32", 11: "f64", 6: "i32", 7: "i64", 9: "bool"}
+_ELEM = {1: "f32", 11: "f64", 6: "i32", 7: "i64", 9: "bool", 2: "u8", 3: "i8", 5: "i16"}
 #: ops whose outputs are random: never computed at import even where their inputs are constants
 _RANDOM = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli"}
 #: a fold at import may make its outputs at most this much larger than its inputs, beyond this many bytes, where
@@ -206,8 +206,8 @@ class _Importer:
             try:
                 dtype_of_numpy(v.dtype)
             except UsageError:
-                raise UsageError(f"its input {name!r} is a constant of dtype {v.dtype}; tensorlang computes with "
-                                 "float32, float64, int32, int64 and bool") from None
+                raise UsageError(f"its input {name!r} is a constant of dtype {v.dtype}; tensorlang holds "
+                                 "float32, float64, int32, int64, bool, uint8, int8 and int16") from None
             self.consts[name] = self.g.add_constant(name, np.ascontiguousarray(v))
         return self.consts[name]
 
@@ -245,8 +245,11 @@ class _Importer:
         opdef = ops.get(op)
         source = self.label
         probe = Node(op, list(inputs), dict(attrs), [], name=op.split(".")[0], source=source)
+        ops.check_small_ints(probe)
         types = opdef.infer(probe)
-        return self.g.add_node(op, inputs, attrs, types, name=op.split(".")[0], source=source).outputs
+        node = self.g.add_node(op, inputs, attrs, types, name=op.split(".")[0], source=source)
+        ops.check_small_ints(node)  # (its outputs: the probe had none)
+        return node.outputs
 
     def emit1(self, op: str, inputs: list, attrs: dict | None = None) -> Value:
         """`emit` of a node with one output (or whose first output is the one wanted)."""
@@ -472,7 +475,7 @@ def _cast(imp, node, attrs):
         to = attrs["to"]
         if to not in _ELEM:
             raise UsageError(f"a cast to {imp.onnx.TensorProto.DataType.Name(to)} is not supported; tensorlang "
-                             "computes with float32, float64, int32, int64 and bool")
+                             "holds float32, float64, int32, int64, bool, uint8, int8 and int16")
         dtype = _ELEM[to]
     return [x if dtype == x.dtype else imp.emit1("_to_copy", [x], {"dtype": dtype})]
 
@@ -993,8 +996,8 @@ def graph_from_onnx(model_or_path, input_shapes: dict | None = None, name: str |
         dims = _static_shape(i.type)
         if elem not in _ELEM:
             raise UsageError(f"{where}: input {i.name!r} has element type "
-                             f"{onnx.TensorProto.DataType.Name(elem)}; tensorlang computes with float32, "
-                             "float64, int32, int64 and bool")
+                             f"{onnx.TensorProto.DataType.Name(elem)}; tensorlang takes float32, float64, "
+                             "int32, int64, bool, uint8, int8 and int16")
         if dims is None or any(not isinstance(d, int) or d <= 0 for d in dims):
             shown = "unknown" if dims is None else _dims_text(dims)
             raise UsageError(f"{where}: input {i.name!r} has shape {shown}, with dims not fixed; tensorlang "

@@ -32,7 +32,8 @@ from ..errors import UsageError
 from ..graph import ops
 from ..graph.ir import Graph, TensorType, Value
 
-_DTYPES = {torch.float32: "f32", torch.float64: "f64", torch.int32: "i32", torch.int64: "i64", torch.bool: "bool"}
+_DTYPES = {torch.float32: "f32", torch.float64: "f64", torch.int32: "i32", torch.int64: "i64", torch.bool: "bool",
+           torch.uint8: "u8", torch.int8: "i8", torch.int16: "i16"}
 _TORCH_DIR = os.path.dirname(torch.__file__)
 _UNSUPPORTED = object()  # the value of an unsupported node: its users are skipped, the node is reported
 _SKIP = {"_assert_tensor_metadata", "_assert_scalar", "sym_constrain_range_for_size", "_assert_async"}
@@ -223,6 +224,7 @@ class _Importer:
         try:
             probe = self.g.make_node(name, inputs, attrs, [], name=node.name, source=source,
                                      input_names=tuple(input_names))
+            ops.check_small_ints(probe)
             types = opdef.infer(probe)
         except UsageError as e:  # named where the op's own message does not name the node yet
             where = f" (node {node.name}{' at ' + source if source else ''})"
@@ -241,6 +243,7 @@ class _Importer:
         else:
             n = self.g.add_node(name, inputs, attrs, types, name=node.name, source=source,
                                 input_names=tuple(input_names))
+            ops.check_small_ints(n)  # (its outputs: the probe had none)
             outs = n.outputs
         self.values[node] = outs[0] if len(outs) == 1 and not isinstance(vals, (list, tuple)) else outs
 

@@ -47,7 +47,8 @@ from ..export import (
 )
 from .ir import DTYPES, STORAGE
 
-C_TYPES = {"f32": "float", "f64": "double", "i32": "int32_t", "i64": "int64_t"}
+C_TYPES = {"f32": "float", "f64": "double", "i32": "int32_t", "i64": "int64_t", "u8": "uint8_t", "i8": "int8_t",
+           "i16": "int16_t"}
 WEIGHTS_MAGIC = b"TLWEIGHT"
 ALIGN = 64
 
@@ -368,8 +369,8 @@ def example(meta: dict, fmt: str) -> str:
                 f"({ct})({value} > 0)" if b["dtype"] == "bool" else f"({ct}){value}"
             fill.append(f"    for (int64_t tl_i = 0; tl_i < {count}; tl_i++)\n        {var}[tl_i] = {value};")
         else:
-            show.append(f'    tl_show("{b["name"]}", {var}, {count}, {1 if b["dtype"] in ("f32", "f64") else 0}, '
-                        f"sizeof({ct}));")
+            kind = 1 if b["dtype"] in ("f32", "f64") else 2 if b["dtype"] == "u8" else 0  # float, unsigned, signed
+            show.append(f'    tl_show("{b["name"]}", {var}, {count}, {kind}, sizeof({ct}));')
             dump.append(f"        ok = ok && fwrite({var}, sizeof({ct}), {count}, tl_f) == {count};")
     args = ", ".join(v for v, _, _ in bufs)
     weights = "NULL" if meta["weights"] == "embed" else f'"{n}.weights"'
@@ -400,11 +401,13 @@ static void *tl_alloc(size_t count, size_t size) {{
     return p;
 }}
 
-static void tl_show(const char *name, const void *data, int64_t count, int is_float, size_t size) {{
+static void tl_show(const char *name, const void *data, int64_t count, int kind, size_t size) {{
     double sum = 0, first[4] = {{0, 0, 0, 0}};
     for (int64_t i = 0; i < count; i++) {{
-        double x = is_float ? (size == 4 ? ((const float *)data)[i] : ((const double *)data)[i])
-                            : (size == 8 ? (double)((const int64_t *)data)[i] : ((const int32_t *)data)[i]);
+        double x = kind == 1 ? (size == 4 ? ((const float *)data)[i] : ((const double *)data)[i])
+                 : kind == 2 ? ((const uint8_t *)data)[i]
+                 : (size == 1 ? ((const int8_t *)data)[i] : size == 2 ? ((const int16_t *)data)[i]
+                    : size == 4 ? ((const int32_t *)data)[i] : (double)((const int64_t *)data)[i]);
         sum += x;
         if (i < 4)
             first[i] = x;

@@ -27,9 +27,13 @@ from ..errors import UsageError
 
 #: dtypes a graph value may have, and the numpy dtype of each (bool values are stored as i32 in kernels)
 DTYPES: dict[str, np.dtype] = {"f32": np.dtype(np.float32), "f64": np.dtype(np.float64), "i32": np.dtype(np.int32),
-                              "i64": np.dtype(np.int64), "bool": np.dtype(np.bool_)}
+                              "i64": np.dtype(np.int64), "bool": np.dtype(np.bool_), "u8": np.dtype(np.uint8),
+                              "i8": np.dtype(np.int8), "i16": np.dtype(np.int16)}
 #: the dtype a kernel reads and writes for a value of each dtype
-STORAGE = {"f32": "f32", "f64": "f64", "i32": "i32", "i64": "i64", "bool": "i32"}
+STORAGE = {"f32": "f32", "f64": "f64", "i32": "i32", "i64": "i64", "bool": "i32", "u8": "u8", "i8": "i8", "i16": "i16"}
+#: the small integer dtypes: a graph holds them (an 8-bit image input, a quantized table) and converts them with
+#: casts and moves them with layout ops, but computes in f32, f64, i32 and i64 (see `small_int_refusal`)
+SMALL_INTS = ("u8", "i8", "i16")
 
 
 def dtype_of_numpy(dtype) -> str:

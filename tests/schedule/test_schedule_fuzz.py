@@ -2,7 +2,8 @@
 
 Each hypothesis example takes a program at tiny sizes -- a workload of ``tensorlang.schedules.WORKLOADS`` (shape sizes
 1..7 with primes, now and then one of 8..17; usual strides, paddings, dilations), a random Einstein
-program from ``progen.py``, or (tests of their own) a program with boundary conditions in its indices from
+program from ``progen.py`` (one in ten in a small integer type, u8 ... u64, whose outputs are compared
+bit-exactly), or (tests of their own) a program with boundary conditions in its indices from
 ``schedule_cases.BOUNDARY_PROGRAMS`` or a scan of ``schedule_cases.PROGRAMS`` (``test_scan_schedules``,
 ``test_fuzzer_scans``: a stage that reads itself, whose scan loops the fuzzer's model expects never to be parallel,
 vectorized or computed elsewhere) -- and applies several random schedules to it, each a sequence of 1 to 8
@@ -112,9 +113,12 @@ def _workload_schedules(data):
 
 
 def _random_program_schedules(data):
+    small = data.draw(st.integers(0, 9), label="small integer types") == 9  # one program in ten: u8, ..., u64
     src = _choices(data)
     try:
-        case = schedfuzz.progen_case(src)
+        case = schedfuzz.progen_case(src, small_ints=small)
+        if small:
+            event("a program in a small integer type")
     except progen.Reject as e:
         event(f"rejected program: {e}")
         reject()

@@ -46,14 +46,17 @@ import numpy as np
 INT32_MAX = 2**31 - 1
 INT64_LIMIT = 2**62  # i64 values past it may wrap in a later operation: rejected
 NP_DTYPES = {"f32": np.float32, "f64": np.float64, "i32": np.int32, "i64": np.int64, "bool": np.bool_,
-             "u8": np.uint8, "i8": np.int8, "u16": np.uint16, "i16": np.int16, "u32": np.uint32}
+             "u8": np.uint8, "i8": np.int8, "u16": np.uint16, "i16": np.int16, "u32": np.uint32, "u64": np.uint64}
 FLOAT_DTYPES = ("f32", "f64")
-#: the small integer types (with ``generate(..., small_ints=True)``): their arithmetic wraps, as numpy's
-SMALL_DTYPES = ("u8", "i8", "u16", "i16", "u32")
+#: the small integer types (with ``generate(..., small_ints=True)``): their arithmetic wraps, as numpy's. The evaluator
+#: holds their values as int64 and wraps them into the type after each operation, except u64's, which it holds as
+#: numpy's uint64 (an int64 cannot): a weak value (literal, index, size) is converted to it where it meets one
+SMALL_DTYPES = ("u8", "i8", "u16", "i16", "u32", "u64")
 INT_DTYPES = ("i32", "i64") + SMALL_DTYPES
 # literals of a small-type stage: in its range, one of them near an end so that arithmetic wraps
 SMALL_LITS = {"u8": [1, 2, 0, 3, 250], "i8": [1, 2, 0, 3, -1, -2, 120, -120], "u16": [1, 2, 0, 3, 65000],
-              "i16": [1, 2, 0, 3, -1, -2, 32000, -32000], "u32": [1, 2, 0, 3, 4000000000]}
+              "i16": [1, 2, 0, 3, -1, -2, 32000, -32000], "u32": [1, 2, 0, 3, 4000000000],
+              "u64": [1, 2, 0, 3, 9223372036854775800]}  # (a weak value is computed in i64: past it, a BuildError)
 
 
 class Reject(Exception):
@@ -225,6 +228,8 @@ class Ctx:
         v = np.asarray(v)
         if v.dtype == bool or v.size == 0:
             return v
+        if self.wrap == "u64":
+            return v  # a uint64 wraps by itself; an int64 is a weak value (in range: `_weak_in_range`)
         if self.wrap is not None and np.issubdtype(v.dtype, np.integer):
             return v.astype(NP_DTYPES[self.wrap]).astype(np.int64)  # numpy's astype between integers wraps
         if self.domain == "int":
@@ -453,9 +458,19 @@ def _weak_in_range(node, r, ctx):
     if ctx.wrap is not None and not node.typed:
         info = np.iinfo(NP_DTYPES[ctx.wrap])
         x = np.asarray(r)
-        if x.size and (x.min() < info.min or x.max() > info.max):
+        # (a weak integer is computed in 64 bits: past int64, u64's weak values are not followed)
+        top = min(int(info.max), 2**63 - 1)
+        if x.size and (x.min() < info.min or x.max() > top):
             raise Reject("a weak value outside the small type")
     return r
+
+
+def _as_u64(a, b, ctx):
+    """The operands of an operation in a u64 stage: a weak one (a Python or int64 number) meeting a uint64 value is
+    converted to it (wrapping, numpy's astype), as the DSL's weak values adapt; elsewhere unchanged."""
+    if ctx.wrap != "u64" or not any(np.asarray(x).dtype == np.uint64 for x in (a, b)):
+        return a, b
+    return tuple(np.asarray(x).astype(np.uint64) for x in (a, b))
 
 
 @dataclass(eq=False)
@@ -486,6 +501,11 @@ class Bin(Node):
     def ev(self, ctx):
         a, b = self.a.ev(ctx), self.b.ev(ctx)
         op = self.op
+        if op != "/":
+            a, b = _as_u64(a, b, ctx)
+        if ctx.wrap == "u64" and not self.typed and isinstance(a, int) != isinstance(b, int) and \
+                max(abs(a) if isinstance(a, int) else 0, abs(b) if isinstance(b, int) else 0) > 2**62:
+            raise Reject("a weak value past int64")  # numpy refuses a Python int past int64 with an int64 array
         # an i64 result past the limit may have wrapped already (a small type's values wrap as the kernel's do)
         if ctx.wrap is None and ctx.domain == "int" and op in ("+", "-", "*"):
             approx = {"+": np.add, "-": np.subtract, "*": np.multiply}[op](np.asarray(a, np.float64), b)
@@ -548,7 +568,7 @@ class Cmp(Node):
 
 
 def _cmp(op, a, b, ctx):
-    a, b = np.asarray(a), np.asarray(b)
+    a, b = (np.asarray(x) for x in _as_u64(a, b, ctx))
     if np.issubdtype(a.dtype, np.floating) or np.issubdtype(b.dtype, np.floating):
         d = np.abs(a - b)
         with np.errstate(invalid="ignore"):
@@ -644,7 +664,7 @@ class Sel(Node):
         return f"select({self.cond.render()}, {self.a.render()}, {self.b.render()})"
 
     def ev(self, ctx):
-        return np.where(self.cond.ev(ctx), self.a.ev(ctx), self.b.ev(ctx))
+        return np.where(self.cond.ev(ctx), *_as_u64(self.a.ev(ctx), self.b.ev(ctx), ctx))
 
 
 @dataclass(eq=False)
@@ -663,6 +683,13 @@ class Cast(Node):
         x = np.asarray(self.x.ev(ctx))
         if self.dtype == "bool":  # numpy's: nonzero (NaN too) is True
             return x.astype(bool)
+        if self.dtype == "u64":  # as below, held as uint64 (the largest float64 below 2**64 is 2**64 - 2048)
+            if not np.issubdtype(x.dtype, np.floating):
+                return x.astype(np.uint64)
+            t = np.trunc(np.nan_to_num(x, nan=0.0))
+            if np.any(t >= 2.0**53) and not _exact_value(self.x, ctx.state.get("exact", set())):
+                raise Reject("a rounded float past 2**53 cast to u64")  # (an ulp the kernel's / may differ by)
+            return np.where(t >= 2.0**64, np.uint64(2**64 - 1), np.clip(t, 0.0, 2.0**64 - 2048).astype(np.uint64))
         if self.dtype in SMALL_DTYPES:  # the DSL's definition: floats truncated and saturated, integers wrapped
             info = np.iinfo(NP_DTYPES[self.dtype])
             if np.issubdtype(x.dtype, np.floating):
@@ -767,7 +794,7 @@ class Program:
         tensors = {}
         for decl in self.inputs:
             a = np.asarray(inputs[decl.name])
-            tensors[decl.name] = a if decl.dtype == "bool" else \
+            tensors[decl.name] = a if decl.dtype in ("bool", "u64") else \
                 a.astype(np.int64 if decl.dtype in INT_DTYPES else np.float64)
         state = {"mag": 0.0, "exact": {decl.name for decl in self.inputs}}
         for st in self.stages:
@@ -793,10 +820,12 @@ class Program:
         domain = "int" if st.value_dtype in INT_DTYPES else "float"
         ctx = Ctx(self.env, grids, tensors, domain, state, INT64_LIMIT if st.value_dtype == "i64" else INT32_MAX,
                   wrap=st.value_dtype if st.value_dtype in SMALL_DTYPES else None)
-        val = np.asarray(st.expr.ev(ctx))
+        with np.errstate(over="ignore", divide="ignore"):  # (a uint64 0-d value warns where it wraps, as 1 // 0)
+            val = np.asarray(st.expr.ev(ctx))
         if st.dtype == "bool":
             return np.array(np.broadcast_to(val, full), dtype=bool, order="C")
-        val = np.broadcast_to(val, full).astype(np.int64 if domain == "int" else np.float64)
+        val = np.broadcast_to(val, full).astype(np.uint64 if ctx.wrap == "u64" else np.int64 if domain == "int"
+                                                else np.float64)
         if st.red:
             axes = tuple(range(len(st.lhs), len(allv)))
             if ctx.wrap is None and domain == "int" and st.op == "+=" and \
@@ -829,7 +858,8 @@ def make_inputs(prog, seed):
         elif decl.dtype in SMALL_DTYPES:  # small values, or any value of the type (arithmetic wraps)
             info = np.iinfo(NP_DTYPES[decl.dtype])
             lo, hi = (max(int(info.min), -3), 4) if rng.integers(0, 2) else (int(info.min), int(info.max) + 1)
-            a = rng.integers(lo, hi, size=shape, dtype=np.int64).astype(NP_DTYPES[decl.dtype])
+            wide = np.uint64 if decl.dtype == "u64" else np.int64  # (one that holds the type's values)
+            a = rng.integers(lo, hi - 1, size=shape, dtype=wide, endpoint=True).astype(NP_DTYPES[decl.dtype])
         else:
             a = (rng.integers(-16, 17, size=shape) / 8.0).astype(NP_DTYPES[decl.dtype])
         out[decl.name] = np.array(a, order="C")
@@ -1452,5 +1482,5 @@ class _Gen:
 
 def generate(src: Src, allow_rank0_inputs=True, extras=False, small_ints=False) -> Program:
     """A random program from the choices of `src`; `extras`: gathers, i64 and bool values too; `small_ints`: its
-    stages and inputs in one of u8, i8, u16, i16 and u32 (other inputs converted to it)."""
+    stages and inputs in one of u8, i8, u16, i16, u32 and u64 (other inputs converted to it)."""
     return _Gen(src, allow_rank0_inputs, extras, small_ints).program()

@@ -277,9 +277,10 @@ def within_rounding_spread(compute, inputs: list, base, got, want, tol: float, f
     return bool(np.all(np.abs(g64[fin] - w64[fin]) <= tol * (np.abs(w64[fin]) + rms) + factor * spread[fin]))
 
 
-def progen_case(src: progen.Src) -> Case:
-    """A random program from progen.py; raises progen.Reject for numerically fragile ones."""
-    prog = progen.generate(src)
+def progen_case(src: progen.Src, small_ints: bool = False) -> Case:
+    """A random program from progen.py (`small_ints`: in one of the small integer types, u8 ... u64, whose outputs
+    are compared bit-exactly); raises progen.Reject for numerically fragile ones."""
+    prog = progen.generate(src, small_ints=small_ints)
     seed = src.int(0, 2**32 - 1)
     arrays = progen.make_inputs(prog, seed)
     expected = prog.evaluate(arrays)  # raises Reject before any compile
@@ -809,8 +810,8 @@ def random_inputs(op, s, seed=0) -> list:
     out = []
     for p in op.params:
         shape = s.bound.shapes[p.name]
-        if p.dtype == "i32":
-            out.append(np.asarray(rng.integers(-3, 4, size=shape), dtype=np.int32))
+        if p.dtype in progen.INT_DTYPES:  # (an unsigned type's -3 wraps to its top: numpy's astype)
+            out.append(np.asarray(rng.integers(-3, 4, size=shape)).astype(progen.NP_DTYPES[p.dtype]))
         else:
             out.append(np.asarray(rng.integers(-16, 17, size=shape) / 8.0, dtype=progen.NP_DTYPES[p.dtype]))
     return out

@@ -102,4 +102,33 @@ def table() -> list[tuple[str, str, str, str]]:
     return sorted((d.family, d.name, d.kind, d.doc) for d in REGISTRY.values() if d.family != "internal")
 
 
+#: what a node may do with a small integer value (u8, i8, i16): convert it (`_to_copy`), or move it (view and
+#: layout ops); any other op is refused by `check_small_ints`
+_SMALL_INT_KINDS = ("view", "injective")
+
+
+def check_small_ints(node) -> None:
+    """UsageError where `node` computes with a small integer value (u8, i8, i16) rather than converting or moving
+    it: a graph holds such values (a uint8 image input, an int8 table) and computes in f32, f64, i32 and i64.
+
+    >>> from tensorlang.graph.ir import Graph, TensorType
+    >>> g = Graph("g")
+    >>> x = g.add_input("x", TensorType((2,), "u8"))
+    >>> check_small_ints(g.make_node("_to_copy", [x], {"dtype": "f32"}, [TensorType((2,), "f32")], name="to"))
+    >>> check_small_ints(g.make_node("add.Tensor", [x, x], {}, [TensorType((2,), "u8")], name="add"))
+    Traceback (most recent call last):
+    ...
+    tensorlang.errors.UsageError: add.Tensor (node add): computes in u8; a graph converts u8, i8 and i16 values ...
+    """
+    from ..ir import SMALL_INTS
+    from .common import fail
+
+    small = sorted({v.dtype for v in list(node.inputs) + list(node.outputs) if v is not None and v.dtype in SMALL_INTS})
+    if not small or node.op == "_to_copy" or REGISTRY[node.op].kind in _SMALL_INT_KINDS:
+        return
+    raise fail(node, f"computes in {', '.join(small)}; a graph converts u8, i8 and i16 values (casts) and moves "
+                     "them (views, permutes, slices) but computes in f32, f64, i32 and i64: convert first "
+                     "(x.float(), x.to(torch.int32), ONNX Cast)")
+
+
 from . import blocked, conv, creation, elementwise, index, matmul, norm, pool, reduce, shape, vision, winograd  # noqa: E402,F401  (they register)

@@ -264,7 +264,7 @@ def _cast_lower(b, node, refs):
 
 
 register("_to_copy", "elementwise", _cast_infer, _cast_lower, family="arithmetic",
-         doc="dtype conversion between f32, f64, i32, i64 and bool")
+         doc="dtype conversion between f32, f64, i32, i64, bool, u8, i8 and i16")
 
 
 # ---- binary ---------------------------------------------------------------------------------------------------
