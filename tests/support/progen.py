@@ -688,7 +688,9 @@ class Cast(Node):
                 return x.astype(np.uint64)
             t = np.trunc(np.nan_to_num(x, nan=0.0))
             if np.any(t >= 2.0**53) and not _exact_value(self.x, ctx.state.get("exact", set())):
-                raise Reject("a rounded float past 2**53 cast to u64")  # (an ulp the kernel's / may differ by)
+                # a kernel may divide by multiplying with the reciprocal (docs: dsl.md, Division): one ulp, which
+                # past 2**53 is a whole number or more once cast
+                raise Reject("a rounded float past 2**53 cast to u64")
             return np.where(t >= 2.0**64, np.uint64(2**64 - 1), np.clip(t, 0.0, 2.0**64 - 2048).astype(np.uint64))
         if self.dtype in SMALL_DTYPES:  # the DSL's definition: floats truncated and saturated, integers wrapped
             info = np.iinfo(NP_DTYPES[self.dtype])
