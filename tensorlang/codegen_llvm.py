@@ -1081,7 +1081,7 @@ class _Emitter:
             extreme = (step > 0) == (op == "min")
             x = simplify(ir.BinOp("+", first, ir.const(step * (self.lanes - 1)))) if extreme else first
             conds.append(ir.Cmp("<=" if op == "min" else ">=", x, substitute(bound, at0)))
-        cond = conds[0]
+        cond: ir.Expr = conds[0]
         for c in conds[1:]:
             cond = ir.Logic("and", cond, c)
         return cond, substitute(out, at0)

@@ -224,12 +224,12 @@ def _boundary_interval(e: Expr, sizes: dict, ranges: dict) -> tuple[int, int]:
         return (0 if a <= 0 <= b else min(abs(a), abs(b))), max(abs(a), abs(b))
     if e.fn in ("max", "min"):  # a + b constant (a mirror's `max(x, -1 - x)`): max >= ceil(c/2), min <= floor(c/2)
         total = _linear_value(Binary("i32", True, e.loc, "+", e.args[0], e.args[1]), sizes)
-        c = total[1] if total is not None and not any(total[0].values()) else None
+        const = total[1] if total is not None and not any(total[0].values()) else None
         if e.fn == "max":
             lo = max(args[0][0], args[1][0])
-            return (lo if c is None else max(lo, -(-c // 2))), max(args[0][1], args[1][1])
+            return (lo if const is None else max(lo, -(-const // 2))), max(args[0][1], args[1][1])
         hi = min(args[0][1], args[1][1])
-        return min(args[0][0], args[1][0]), (hi if c is None else min(hi, c // 2))
+        return min(args[0][0], args[1][0]), (hi if const is None else min(hi, const // 2))
     (x0, x1), (l0, l1), (h0, h1) = args  # clamp(x, lo, hi) = min(max(x, lo), hi)
     return min(max(x0, l0), h0), min(max(x1, l1), h1)
 
@@ -669,7 +669,7 @@ def _structure(op: Op, arithmetic: bool) -> Structure:
     def poly(p: SizePoly) -> list:
         return sorted([sorted(sizes[x] for x in mono), c] for mono, c in p.terms)
 
-    def index(ix: IndexExpr | GatherIndex, axes: dict) -> list:
+    def index(ix: IndexExpr | GatherIndex | BoundaryIndex, axes: dict) -> list:
         if isinstance(ix, GatherIndex):  # a value read from tensors: its whole expression, arithmetic included
             return ["gather", expr(ix.value, axes)]
         if isinstance(ix, BoundaryIndex):

@@ -98,13 +98,13 @@ def _check_order(state, p: Reorder, axis: str, describe: str, what: str) -> None
         elif isinstance(q, Fuse):
             made_from[q.fused] = made_from.pop(q.outer) | made_from.pop(q.inner) | {q.fused}
     names = nest.names()
-    for parent, outer, inner in splits:
+    for split_axis, outer, inner in splits:
         outs = [i for i, n in enumerate(names) if outer in made_from.get(n, ())]
         ins = [i for i, n in enumerate(names) if inner in made_from.get(n, ())]
         if outs and ins and max(outs) > min(ins):
             first, last = names[min(ins)], names[max(outs)]
             raise ScheduleError(f"{describe}: {what}, and this puts {first}{_made(first, inner)} outside "
-                                f"{last}{_made(last, outer)}, parts of the split of {parent} into {outer} and "
+                                f"{last}{_made(last, outer)}, parts of the split of {split_axis} into {outer} and "
                                 f"{inner}: {axis} would not run in increasing order; keep {outer} outside {inner}")
 
 

@@ -28,7 +28,20 @@ from .bind import BoundOp, bind
 from .dtypes import DTYPES
 from .errors import ScheduleError
 from .loopnest import LoopNest
-from .program import Access, Binary, Call, Expr, GatherIndex, IndexExpr, IntValue, Literal, Stage, Unary, WhereRange
+from .program import (
+    Access,
+    Binary,
+    BoundaryIndex,
+    Call,
+    Expr,
+    GatherIndex,
+    IndexExpr,
+    IntValue,
+    Literal,
+    Stage,
+    Unary,
+    WhereRange,
+)
 from .sizes import SizePoly
 
 
@@ -86,7 +99,8 @@ def substitute_index_vars(e: Expr, mapping: dict[str, IndexExpr]) -> Expr:
     def go(x: Expr) -> Expr:
         if isinstance(x, Access):
             return dataclasses.replace(x, indices=tuple(
-                GatherIndex(go(i.value), i.text) if isinstance(i, GatherIndex) else ix(i) for i in x.indices))
+                type(i)(go(i.value), i.text) if isinstance(i, (GatherIndex, BoundaryIndex)) else ix(i)
+                for i in x.indices))
         if isinstance(x, IntValue):
             return dataclasses.replace(x, expr=ix(x.expr))
         if isinstance(x, Unary):

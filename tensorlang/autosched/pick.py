@@ -784,7 +784,7 @@ def _rfactor_rule(space, st: StageInfo, configs: Configs) -> None:
         if o.name == st.name or anchors.get(o.name) != st.name:
             continue
         place = configs[o.name].place
-        to = "root" if place == "epilogue" else "inline" if place == "at" else None
+        to: Placement | None = "root" if place == "epilogue" else "inline" if place == "at" else None
         if to is None or to not in space.roles[o.name].placements:
             return
         moved[o.name] = to

@@ -280,3 +280,14 @@ def test_rfactor_of_a_scatter_is_refused_with_the_parallel_form_named():
     with pytest.raises(tl.ScheduleError, match=r"rfactor\(H, n_o\): H is a scatter .* `parallel` on one of its "
                                                r"loops already gives each iteration a private copy"):
         s["H"].rfactor("n_o")
+
+
+def test_rfactor_keeps_a_boundary_read():
+    op = tl.op("def f(I: f32[H, W]) -> S:\n    S[z] += I[clamp(y - 1, 0, H - 1), x] where z in 0:1, y in 0:H, x in 0:W\n")
+    s = tl.schedule(op, H=24, W=40)
+    s["S"].split("y", 8)
+    s["S"].rfactor("y_o")
+    s["S_rf"].parallel("y_o")
+    I = np.random.default_rng(3).random((24, 40), dtype=np.float32)
+    want = I[np.clip(np.arange(24) - 1, 0, 23)].astype(np.float64).sum()
+    assert_close(tl.build(s)(I), np.array([want], np.float32), 24 * 40)
