@@ -55,6 +55,10 @@ from .common import Baseline, Program, call
 
 ORIGIN = "Halide apps (github.com/halide/Halide/apps)"
 
+#: The apps whose Halide side also carries the app's own CPU schedule (its generator's branch that does not
+#: auto-schedule), ported to the Python frontend: ``halide(hl, sizes, hand=True)`` applies it.
+HAND_SCHEDULED = ("iir-blur", "histogram-equalize", "bilateral-grid")
+
 #: Halide's applications the DSL cannot write yet, and why.
 NOT_WRITTEN = {
     "local_laplacian": "the pyramids' upsampling reads a level at x/2: `I[y // 2, x // 2]` is refused as an index "
@@ -565,10 +569,11 @@ def iir_blur(I: f32[3, H, W]) -> O:
 """
 
 
-def _iir_blur_hl(hl, sizes):
+def _iir_blur_hl(hl, sizes, hand=False):
     x, y, c = hl.Var("x"), hl.Var("y"), hl.Var("c")
     I = hl.ImageParam(hl.Float(32), 3, "input")
     alpha = hl.f32(float(ALPHA))
+    vec = hl.get_jit_target_from_environment().natural_vector_size(hl.Float(32))
 
     def blur_cols_transpose(inp, height, name):  # the app's function of the same name
         blur = hl.Func(f"blur_{name}")
@@ -580,6 +585,12 @@ def _iir_blur_hl(hl, sizes):
         blur[x, flip, c] = (1 - alpha) * blur[x, flip + 1, c] + alpha * blur[x, flip, c]
         transpose = hl.Func(f"transpose_{name}")
         transpose[x, y, c] = blur[y, x, c]
+        if hand:  # the app's CPU schedule: strips of columns on threads, the scans vectorized across them
+            xo, yo = hl.Var("xo"), hl.Var("yo")
+            transpose.compute_root().tile(x, y, xo, yo, x, y, vec, vec * 4).vectorize(x).parallel(yo).parallel(c)
+            blur.compute_at(transpose, yo)
+            blur.update(1).reorder(x, ry.x).vectorize(x)
+            blur.update(2).reorder(x, ry.x).vectorize(x)
         return transpose
     inp = hl.Func("input_f")
     inp[x, y, c] = I[x, y, c]
@@ -621,7 +632,7 @@ eq[y, x] + {_TO_B} * Cb[y, x] // 256))) where c in 0:3
 """
 
 
-def _histeq_hl(hl, sizes):
+def _histeq_hl(hl, sizes, hand=False):
     x, y, c = hl.Var("x"), hl.Var("y"), hl.Var("c")
     h, w = sizes["H"], sizes["W"]
     I = hl.ImageParam(hl.UInt(8), 3, "input")
@@ -646,6 +657,17 @@ def _histeq_hl(hl, sizes):
     blue = eq[x, y] + _TO_B * cb[x, y] / 256
     out = hl.Func("output")
     out[x, y, c] = hl.u8(hl.clamp(hl.select(c == 0, red, c == 1, green, blue), 0, 255))
+    if hand:  # the app's CPU schedule
+        cdf.bound(x, 0, 256)
+        luma.compute_root().parallel(y, 8).vectorize(x, 8)
+        hist_rows.compute_root().vectorize(x, 8).parallel(y, 8).update().parallel(y, 8)
+        hist.compute_root().vectorize(x, 8).update().reorder(x, ry.x).vectorize(x, 8).unroll(x, 4).parallel(x) \
+            .reorder(ry.x, x)
+        cdf.compute_root()
+        eq.compute_at(out, x).unroll(x)
+        cb.compute_at(out, x).vectorize(x)
+        cr.compute_at(out, x).vectorize(x)
+        out.reorder(c, x, y).bound(c, 0, 3).unroll(c).parallel(y, 8).vectorize(x, 8)
     return [(I, (3, h, w))], out, (3, h, w)
 
 
@@ -840,7 +862,7 @@ where gy in 0:GH+5, gx in 0:GW+5, z in 0:{_GRID_Z}, c in 0:2
 """
 
 
-def _bilateral_grid_hl(hl, sizes):
+def _bilateral_grid_hl(hl, sizes, hand=False):
     x, y, z, c = hl.Var("x"), hl.Var("y"), hl.Var("z"), hl.Var("c")
     h, w = S_SIGMA * sizes["GH"], S_SIGMA * sizes["GW"]
     I = hl.ImageParam(hl.Float(32), 2, "input")
@@ -878,6 +900,14 @@ def _bilateral_grid_hl(hl, sizes):
     histogram.set_estimate(z, -2, 16)
     for f in (blurz, blurx, blury):
         f.set_estimate(z, 0, 12)
+    if hand:  # the app's CPU schedule
+        blurz.compute_at(blurx, y).reorder(c, z, x, y).vectorize(x, 8).unroll(c)
+        histogram.compute_at(blurz, y)
+        histogram.update().reorder(c, r.x, r.y, x, y).unroll(c)
+        blurx.compute_root().reorder(c, x, z, y).parallel(y).vectorize(x, 8).unroll(c)
+        blury.compute_at(out, y).store_in(hl.MemoryType.Stack).reorder(c, x, y, z).reorder_storage(c, z, x, y) \
+            .vectorize(x, 8).unroll(c)
+        out.compute_root().parallel(y, 8).vectorize(x, 8)
     return [(I, (h, w))], out, (h, w)
 
 
@@ -952,7 +982,8 @@ def max_filter(I: f32[3, H, W], R: int) -> O:
             flops=_image_flops(5 + 13 + 13 + 2 + 1 + 3),
             inputs=_image_inputs("unsharp", 0.1, 1.0), halide=_unsharp_hl,
             what="unsharp mask: Gaussian blur of gray, sharpening ratio per channel (apps/unsharp)", origin=ORIGIN),
-    Program("iir-blur", "halide", _iir_blur_source(), {"H": H, "W": W}, {"H": 12, "W": 16}, _ref(_iir_blur),
+    # small: at least the app's hand schedule's tiles (4 x 16 vectors of float32 with AVX-512) in each dimension
+    Program("iir-blur", "halide", _iir_blur_source(), {"H": H, "W": W}, {"H": 68, "W": 72}, _ref(_iir_blur),
             {"numpy": _np(_iir_blur)}, flops=_image_flops(4 * 3, channels=3), inputs=_image_inputs("iir-blur"),
             halide=_iir_blur_hl,
             what="first-order IIR blur, causal and anticausal, down the columns then along the rows (apps/iir_blur)",

@@ -163,6 +163,27 @@ def test_halide_side_matches_the_reference(p, scheduler):
     assert got.ok, f"{p.name} under {scheduler}: {got.why}"
 
 
+@pytest.mark.parametrize("name", ["iir-blur", "histogram-equalize", "bilateral-grid"])
+def test_halide_hand_schedule_matches_the_reference(name):
+    """The app's own CPU schedule, ported, computes what the suite's reference does."""
+    pytest.importorskip("halide")
+    from suites import halide_apps
+    assert name in halide_apps.HAND_SCHEDULED
+    p = suites.find("halide", name)
+    inputs = common.make_inputs(p, p.small, seed=3)
+    pipe = halide_worker.HalidePipeline(p, p.small, scheduler=halide_worker.HAND, threads=2)
+    pipe.set_inputs(inputs)
+    (out,) = pipe()
+    got = common.check(p, p.small, out, p.reference(*inputs, **p.small))
+    assert got.ok, f"{name}, the app's schedule: {got.why}"
+
+
+def test_an_app_without_a_hand_schedule_is_named():
+    pytest.importorskip("halide")
+    with pytest.raises(ValueError, match=r"blur has no hand schedule.*iir-blur"):
+        halide_worker.HalidePipeline(suites.find("halide", "blur"), {"H": 8, "W": 8}, scheduler=halide_worker.HAND)
+
+
 def test_an_unknown_halide_scheduler_is_named():
     pytest.importorskip("halide")
     import halide as hl
