@@ -96,7 +96,9 @@ def test_halide_apps_naive_schedule_matches_the_reference(p):
     """Every stage at the root in loop order: the apps' scans, scatters and gathers outside the auto-scheduler."""
     sizes = p.small
     inputs = common.make_inputs(p, sizes, seed=2)
-    got = common.check(p, sizes, tl.build(p.op, **sizes)(*inputs), p.reference(*inputs, **sizes))
+    kernel = tl.build(p.op, schedule="naive", **sizes)
+    assert kernel.schedule_source == "naive"
+    got = common.check(p, sizes, kernel(*inputs), p.reference(*inputs, **sizes))
     assert got.ok, f"{p.key}, the naive schedule: {got.why}"
 
 
