@@ -65,9 +65,11 @@ NOT_WRITTEN = {
                        "(indices are affine, boundary conditions over affine forms, or gathered from tensor reads); "
                        "written per stride phase, each finer level carries one more phase dimension and the next "
                        "downsampling's read at 2x - 1 crosses phases, which no affine index of that layout "
-                       "expresses (its remapping lookup, a gather, is now expressible)",
-    "interpolate": "the same x/2 upsampling between its ten pyramid levels (and the same reason a stride-phase "
-                   "layout does not nest over levels)",
+                       "expresses; and a level's extent, H / 2^k, is no size expression (sizes take + - * only). "
+                       "Reading through an index table (`hx[x] = x // 2`, `L[hy[y], hx[x]]`) would compute it, "
+                       "but as gathers that schedules count as reads of whole dimensions, not as the app's "
+                       "pyramid (its remapping lookup, a gather, is expressible)",
+    "interpolate": "the same x/2 and (x+1)/2 upsampling between its ten pyramid levels, and the same reasons",
     "max_filter (as the app computes it)": "its logarithmic vertical slices are a recursion over the slice index "
                                            "that reads the previous slice at y + 2^(k-1) (a read along two indices, "
                                            "which a scan refuses), and the filter height per column offset is read "
