@@ -1,30 +1,49 @@
-"""Halide's application pipelines that the DSL can write today, each also written in Halide's Python frontend (the
-``halide`` package) to be scheduled by Halide's CPU auto-schedulers (:mod:`halide_worker`), on float32 images at the
-sizes of the apps' estimates (1536 x 2560, three channels where the app has them; the camera pipeline's 2592 x 1968
-raw mosaic):
+"""Halide's application pipelines, each written in the DSL and in Halide's Python frontend (the ``halide`` package)
+to be scheduled by Halide's CPU auto-schedulers (:mod:`halide_worker`), in the apps' types (float32 images, the
+camera pipe's and histogram equalization's u16 and u8 ones) at the sizes of the apps' estimates (1536 x 2560, three
+channels where the app has them; the camera pipeline's 2592 x 1968 raw mosaic):
 
-- ``blur``: apps/blur, the separable 3 x 3 box blur;
+- ``blur``: apps/blur, the separable 3 x 3 box blur (valid region, as the app computes it);
 - ``harris``: apps/harris, gray, Sobel gradients, their products summed over 3 x 3, the corner response;
 - ``demosaic``: the demosaic stage of apps/camera_pipe (green interpolated along the direction of least change, red
-  and blue corrected by green's second derivative, diagonals chosen the same way) on a GRBG mosaic;
+  and blue corrected by green's second derivative, diagonals chosen the same way) on a GRBG mosaic, valid region
+  as the app's (its output is smaller than its raw input); in float32 where the app computes in int16;
 - ``max-filter``: a square max filter of radius 26 as two separable passes (apps/max_filter computes a circular
-  one from logarithmic slices, an update recursion and a lookup table the DSL cannot write);
+  one from logarithmic slices: see :data:`NOT_WRITTEN`);
 - ``stencil-chain``: apps/stencil_chain, eight 5 x 5 stencils in a row, weights ``(i+3)(j+3)``, normalised by their
   sum (the app wraps in uint16); each stage a sum over its 5 x 5 window with the weight computed from the window's
   indices (written as 25 explicit taps a stage, as the app writes them, the zero-trial pick inlines the stages into
   one expression of 25^8 terms: building 3 stages takes over a minute);
-- ``unsharp``: apps/unsharp, a Gaussian blur of gray (sigma 1.5) sharpening each channel by a ratio.
+- ``unsharp``: apps/unsharp, a Gaussian blur of gray (sigma 1.5) sharpening each channel by a ratio;
+- ``iir-blur``: apps/iir_blur, a first-order IIR filter (alpha 0.1) causal then anticausal down the columns, then
+  along the rows: four scans, the anticausal ones over a reversed index (``Cy[c, H - 1 - j, x]``);
+- ``histogram-equalize``: apps/hist on a u8 RGB image: the luma's histogram (a scatter-add), its cumulative sum (a
+  scan), the lookup of each pixel's luma in it (a gather), and the colour rebuilt from the chroma, saturated to u8;
+  luma and chroma in 8-bit fixed point where the app uses float32, so that every implementation gives the same
+  integers;
+- ``camera-pipe``: the stages of apps/camera_pipe after its demosaic, on the demosaiced 10-bit image (u16): the
+  Q8.8 colour correction matrix (i32 arithmetic, i16 result), the tone curve as a 1024-entry u8 table read at each
+  value (a gather; an input here, where the app computes it from its parameters in a stage) and the u8 sharpen;
+- ``bilateral-grid``: apps/bilateral_grid: each pixel scattered into the grid cell (8 x 8 pixels) and the intensity
+  bin its value selects, 5-tap blurs along the grid's three axes, and a trilinear slice that gathers the grid at each
+  pixel's value. Where the app's histogram loops over each cell's pixels (``histogram(x, y, zi, c) +=``), the DSL's
+  scatter may not compute an index from another left index, so it loops over the pixels and gathers each one's cell
+  from a table ``cy[v] = v // 8``; and since ``y // 8`` is no index, the output is written per cell and position in
+  it, ``[GH, 8, GW, 8]`` (the memory of ``[8 GH, 8 GW]``).
 
-Every output is the valid region (the apps clamp reads at the image's edge with ``repeat_edge``, which the DSL cannot
-write yet); Halide's side still reads its inputs through ``repeat_edge``, so that an auto-scheduler's tiles rounded
-up past the valid region read in bounds (Adams2019 reads 6 pixels before the image in Harris otherwise). A mosaic
-input holds integer values (0..1023), so the demosaic's comparisons and averages are exact in
-float32 and every implementation gives the same bits. :data:`NOT_WRITTEN` lists the apps the DSL cannot express yet.
+Harris, unsharp, max-filter, stencil-chain and bilateral-grid read their input through ``repeat_edge`` and give a
+full-size output, as the apps do (the DSL's ``repeat_edge(I)[...]``); Halide's side reads every input through
+``repeat_edge`` as well, so that an auto-scheduler's tiles rounded up past a valid region read in bounds. A mosaic
+input holds integer values (0..1023), so the demosaic's comparisons and averages are exact in float32; the bilateral
+grid's pixels are multiples of 1/256, so its bins are exact in float32; the integer pipelines are compared bit for
+bit. :data:`NOT_WRITTEN` lists the apps the DSL cannot express yet.
 
 Example::
 
-    >>> [p.name for p in PROGRAMS]
+    >>> [p.name for p in PROGRAMS][:6]
     ['blur', 'harris', 'demosaic', 'max-filter', 'stencil-chain', 'unsharp']
+    >>> [p.name for p in PROGRAMS][6:]
+    ['iir-blur', 'histogram-equalize', 'camera-pipe', 'bilateral-grid']
 """
 from __future__ import annotations
 
@@ -36,21 +55,28 @@ from .common import Baseline, Program, call
 
 ORIGIN = "Halide apps (github.com/halide/Halide/apps)"
 
+#: The apps whose Halide side also carries the app's own CPU schedule (its generator's branch that does not
+#: auto-schedule), ported to the Python frontend: ``halide(hl, sizes, hand=True)`` applies it.
+HAND_SCHEDULED = ("iir-blur", "histogram-equalize", "bilateral-grid")
+
 #: Halide's applications the DSL cannot write yet, and why.
 NOT_WRITTEN = {
-    "bilateral_grid": "needs gathers: the grid is built by scattering each pixel into the cell its value selects "
-                      "(a data-dependent update) and sliced by reading at data-dependent positions",
-    "local_laplacian": "needs gathers: the remapping looks up a table at each pixel's value, and the pyramids' "
-                       "upsampling reads at x/2 (not affine)",
-    "interpolate": "upsampling in the pyramid reads at x/2 (not affine); written per stride phase it would be "
-                   "expressible, but not as the app writes it",
-    "iir_blur": "a recursive (IIR) filter: each row depends on the previous one (a scan)",
-    "histogram_equalize": "a histogram (a scatter with an update at data-dependent positions), its cumulative sum "
-                          "(a scan) and a lookup at each pixel's value (a gather)",
-    "camera_pipe": "beyond the demosaic stage: uint16/uint8 images and a tone curve read at each pixel's value "
-                   "(a gather); its demosaic stage is here",
-    "max_filter (as the app computes it)": "logarithmic vertical slices built by an update recursion and a filter "
-                                           "height read from a table; the square separable filter is here",
+    "local_laplacian": "the pyramids' upsampling reads a level at x/2: `I[y // 2, x // 2]` is refused as an index "
+                       "(indices are affine, boundary conditions over affine forms, or gathered from tensor reads); "
+                       "written per stride phase, each finer level carries one more phase dimension and the next "
+                       "downsampling's read at 2x - 1 crosses phases, which no affine index of that layout "
+                       "expresses; and a level's extent, H / 2^k, is no size expression (sizes take + - * only). "
+                       "Reading through an index table (`hx[x] = x // 2`, `L[hy[y], hx[x]]`) would compute it, "
+                       "but as gathers that schedules count as reads of whole dimensions, not as the app's "
+                       "pyramid (its remapping lookup, a gather, is expressible)",
+    "interpolate": "the same x/2 and (x+1)/2 upsampling between its ten pyramid levels, and the same reasons",
+    "max_filter (as the app computes it)": "its logarithmic vertical slices are a recursion over the slice index "
+                                           "that reads the previous slice at y + 2^(k-1) (a read along two indices, "
+                                           "which a scan refuses), and the filter height per column offset is read "
+                                           "from a table choosing the slice; the square separable filter is here",
+    "camera_pipe (whole)": "the stages before the colour correction (hot pixel suppression, deinterleave and the "
+                           "integer demosaic) are not written in u16/i16; the float demosaic is here as `demosaic`, "
+                           "the stages after it as `camera-pipe`",
 }
 
 H, W = 2560, 1536  # the apps' estimates: 1536 wide, 2560 tall
@@ -152,10 +178,10 @@ def _harris(I, dtype):
 def _harris_source() -> str:
     def taps(t):
         return " + ".join(f"g[y + {1 + dy}, x + {1 + dx}] * {_f32(k / 12)}" for k, dx, dy in t)
-    gray = " + ".join(f"{_f32(c)} * I[{i}, y, x]" for i, c in enumerate(_GRAY))
+    gray = " + ".join(f"{_f32(c)} * repeat_edge(I)[{i}, y, x]" for i, c in enumerate(_GRAY))
     return f"""\
 def harris(I: f32[3, H, W]) -> R:
-    g[y, x] = {gray}
+    g[y, x] = {gray} where y in 0:H+4, x in 0:W+4
     Ix[y, x] = {taps(_IX)}
     Iy[y, x] = {taps(_IY)}
     Ixx[y, x] = Ix[y, x] * Ix[y, x]
@@ -206,7 +232,7 @@ def _harris_hl(hl, sizes):
     trace[x, y] = sxx[x, y] + syy[x, y]
     harris[x, y] = det[x, y] - f(float(np.float32(0.04))) * trace[x, y] * trace[x, y]
     out[x, y] = harris[x + 2, y + 2]
-    return [(I, (3, sizes["H"], sizes["W"]))], out, (sizes["H"] - 4, sizes["W"] - 4)
+    return [(I, (3, sizes["H"], sizes["W"]))], out, (sizes["H"], sizes["W"])
 
 
 # ------------------------------------------------------------------------------------------------ demosaic
@@ -362,7 +388,9 @@ def _mosaic(sizes, rng):
 # ------------------------------------------------------------------------------------------------ max filter
 
 
-def _max_filter_np(I, K, **s):
+def _max_filter_np(I, R, **s):
+    K = 2 * R + 1
+    I = np.pad(I, ((0, 0), (R, R), (R, R)), mode="edge")
     h, w = I.shape[1] - K + 1, I.shape[2] - K + 1
     v = I[:, 0:h].copy()
     for r in range(1, K):
@@ -376,25 +404,20 @@ def _max_filter_np(I, K, **s):
 def _max_filter_scipy_setup(inputs, sizes):
     from scipy.ndimage import maximum_filter1d
     (I,) = inputs
-    K = sizes["K"]
-    lo, hi = K // 2, I.shape[1] - (K - 1 - K // 2)
-    lo2, hi2 = K // 2, I.shape[2] - (K - 1 - K // 2)
-
-    def run():
-        v = maximum_filter1d(I, K, axis=1)[:, lo:hi]
-        return maximum_filter1d(v, K, axis=2)[:, :, lo2:hi2]
-    return run
+    K = 2 * sizes["R"] + 1
+    return lambda: maximum_filter1d(maximum_filter1d(I, K, axis=1, mode="nearest"), K, axis=2, mode="nearest")
 
 
 def _max_filter_hl(hl, sizes):
     x, y, c = hl.Var("x"), hl.Var("y"), hl.Var("c")
     I = hl.ImageParam(hl.Float(32), 3, "input")
     I_edge = _edge(hl, I)
-    r = hl.RDom([(0, sizes["K"])])
+    r = hl.RDom([(0, 2 * sizes["R"] + 1)])
     vert, out = hl.Func("vert"), hl.Func("output")
-    vert[x, y, c] = hl.maximum(I_edge[x, y + r.x, c])
-    out[x, y, c] = hl.maximum(vert[x + r.x, y, c])
-    return [(I, (3, sizes["H"], sizes["W"]))], out, (3, sizes["H"] - sizes["K"] + 1, sizes["W"] - sizes["K"] + 1)
+    half = sizes["R"]
+    vert[x, y, c] = hl.maximum(I_edge[x, y + r.x - half, c])
+    out[x, y, c] = hl.maximum(vert[x + r.x - half, y, c])
+    return [(I, (3, sizes["H"], sizes["W"]))], out, (3, sizes["H"], sizes["W"])
 
 
 # ------------------------------------------------------------------------------------------------ stencil chain
@@ -404,7 +427,7 @@ _WEIGHTS = [[(i + 3) * (j + 3) / 225 for j in range(-2, 3)] for i in range(-2, 3
 
 
 def _stencil_chain(I, dtype):
-    a = np.asarray(I, dtype)
+    a = np.pad(np.asarray(I, dtype), 2 * STAGES, mode="edge")
     for _ in range(STAGES):
         h, w = a.shape
         out = np.zeros((h - 4, w - 4), dtype)
@@ -421,7 +444,7 @@ def _stencil_chain_torch_setup(inputs, sizes):
     k = torch.tensor(np.array(_WEIGHTS, np.float32).T.copy()).view(1, 1, 5, 5)  # [y][x]
 
     def run():
-        a = I.view(1, 1, *I.shape)
+        a = torch.nn.functional.pad(I.view(1, 1, *I.shape), (2 * STAGES,) * 4, mode="replicate")
         for _ in range(STAGES):
             a = torch.nn.functional.conv2d(a, k)
         return a[0, 0]
@@ -429,7 +452,9 @@ def _stencil_chain_torch_setup(inputs, sizes):
 
 
 def _stencil_chain_source() -> str:
-    lines = [f"def stencil_chain(S0: f32[H, W]) -> S{STAGES}:"]
+    pad = 2 * STAGES
+    lines = [f"def stencil_chain(I: f32[H, W]) -> S{STAGES}:",
+             f"    S0[y, x] = repeat_edge(I)[y - {pad}, x - {pad}] where y in 0:H+{2 * pad}, x in 0:W+{2 * pad}"]
     for s in range(1, STAGES + 1):
         lines.append(f"    S{s}[y, x] += S{s - 1}[y + j, x + i] * (f32((i + 1) * (j + 1)) / 225.0) "
                      "where i in 0:5, j in 0:5")
@@ -441,7 +466,7 @@ def _stencil_chain_hl(hl, sizes):
     I = hl.ImageParam(hl.Float(32), 2, "input")
     I_edge = _edge(hl, I)
     prev = hl.Func("input_wrap")
-    prev[x, y] = I_edge[x, y]
+    prev[x, y] = I_edge[x - 2 * STAGES, y - 2 * STAGES]
     for s in range(STAGES):
         f = hl.Func(f"stage_{s}")
         e = None
@@ -451,7 +476,7 @@ def _stencil_chain_hl(hl, sizes):
                 e = term if e is None else e + term
         f[x, y] = e
         prev = f
-    return [(I, (sizes["H"], sizes["W"]))], prev, (sizes["H"] - 4 * STAGES, sizes["W"] - 4 * STAGES)
+    return [(I, (sizes["H"], sizes["W"]))], prev, (sizes["H"], sizes["W"])
 
 
 # ------------------------------------------------------------------------------------------------ unsharp
@@ -479,18 +504,18 @@ def _unsharp(I, dtype):
 
 def _unsharp_source() -> str:
     k = [_f32(v) for v in _KERNEL]
-    gray = " + ".join(f"{_f32(c)} * I[{i}, y, x]" for i, c in enumerate(_GRAY))
+    gray = " + ".join(f"{_f32(c)} * repeat_edge(I)[{i}, y - 3, x - 3]" for i, c in enumerate(_GRAY))
     by = f"{k[0]} * g[y + 3, x]" + "".join(f" + {k[d]} * (g[y + {3 - d}, x] + g[y + {3 + d}, x])" for d in (1, 2, 3))
     bx = f"{k[0]} * by[y, x + 3]" + "".join(f" + {k[d]} * (by[y, x + {3 - d}] + by[y, x + {3 + d}])"
                                            for d in (1, 2, 3))
     return f"""\
 def unsharp(I: f32[3, H, W]) -> O:
-    g[y, x] = {gray}
+    g[y, x] = {gray} where y in 0:H+6, x in 0:W+6
     by[y, x] = {by}
     bx[y, x] = {bx}
     sharpen[y, x] = 2.0 * g[y + 3, x + 3] - bx[y, x]
     ratio[y, x] = sharpen[y, x] / g[y + 3, x + 3]
-    O[c, y, x] = ratio[y, x] * I[c, y + 3, x + 3]
+    O[c, y, x] = ratio[y, x] * I[c, y, x]
 """
 
 
@@ -509,8 +534,390 @@ def _unsharp_hl(hl, sizes):
                     + k[2] * (blur_y[x - 2, y] + blur_y[x + 2, y]) + k[3] * (blur_y[x - 3, y] + blur_y[x + 3, y]))
     sharpen[x, y] = 2 * gray[x, y] - blur_x[x, y]
     ratio[x, y] = sharpen[x, y] / gray[x, y]
-    out[x, y, c] = ratio[x + 3, y + 3] * I_edge[x + 3, y + 3, c]
-    return [(I, (3, sizes["H"], sizes["W"]))], out, (3, sizes["H"] - 6, sizes["W"] - 6)
+    out[x, y, c] = ratio[x, y] * I_edge[x, y, c]
+    return [(I, (3, sizes["H"], sizes["W"]))], out, (3, sizes["H"], sizes["W"])
+
+
+# ------------------------------------------------------------------------------------------------ IIR blur
+
+ALPHA = np.float32(0.1)  # the app's estimate of its ``alpha`` parameter
+_BETA = np.float32(1) - ALPHA  # 1 - alpha in float32, as the app computes it
+
+
+def _iir_blur(I, dtype):
+    """apps/iir_blur in numpy: a causal then an anticausal first-order pass down the columns, then the same along the
+    rows; [3, H, W] -> [3, H, W]."""
+    a, b = dtype(ALPHA), dtype(_BETA)
+
+    def columns(X):  # along axis 1 of [c, y, x]
+        out = np.array(X, dtype)
+        for y in range(1, out.shape[1]):
+            out[:, y] = b * out[:, y - 1] + a * out[:, y]
+        for y in range(out.shape[1] - 2, -1, -1):
+            out[:, y] = b * out[:, y + 1] + a * out[:, y]
+        return out
+    return np.swapaxes(columns(np.swapaxes(columns(I), 1, 2)), 1, 2)
+
+
+def _iir_blur_source() -> str:
+    a, b = _f32(ALPHA), _f32(_BETA)
+    return f"""\
+def iir_blur(I: f32[3, H, W]) -> O:
+    Cy[c, y, x] = I[c, y, x] if y == 0 else {b} * Cy[c, y - 1, x] + {a} * I[c, y, x]
+    Ay[c, j, x] = Cy[c, H - 1, x] if j == 0 else {b} * Ay[c, j - 1, x] + {a} * Cy[c, H - 1 - j, x]
+    Cx[c, y, x] = Ay[c, H - 1 - y, 0] if x == 0 else {b} * Cx[c, y, x - 1] + {a} * Ay[c, H - 1 - y, x]
+    Ax[c, y, j] = Cx[c, y, W - 1] if j == 0 else {b} * Ax[c, y, j - 1] + {a} * Cx[c, y, W - 1 - j]
+    O[c, y, x] = Ax[c, y, W - 1 - x]
+"""
+
+
+def _iir_blur_hl(hl, sizes, hand=False):
+    x, y, c = hl.Var("x"), hl.Var("y"), hl.Var("c")
+    I = hl.ImageParam(hl.Float(32), 3, "input")
+    alpha = hl.f32(float(ALPHA))
+    vec = hl.get_jit_target_from_environment().natural_vector_size(hl.Float(32))
+
+    def blur_cols_transpose(inp, height, name):  # the app's function of the same name
+        blur = hl.Func(f"blur_{name}")
+        blur[x, y, c] = hl.undef(hl.Float(32))
+        blur[x, 0, c] = inp[x, 0, c]
+        ry = hl.RDom([(1, height - 1)])
+        blur[x, ry.x, c] = (1 - alpha) * blur[x, ry.x - 1, c] + alpha * inp[x, ry.x, c]
+        flip = height - ry.x - 1
+        blur[x, flip, c] = (1 - alpha) * blur[x, flip + 1, c] + alpha * blur[x, flip, c]
+        transpose = hl.Func(f"transpose_{name}")
+        transpose[x, y, c] = blur[y, x, c]
+        if hand:  # the app's CPU schedule: strips of columns on threads, the scans vectorized across them
+            xo, yo = hl.Var("xo"), hl.Var("yo")
+            transpose.compute_root().tile(x, y, xo, yo, x, y, vec, vec * 4).vectorize(x).parallel(yo).parallel(c)
+            blur.compute_at(transpose, yo)
+            blur.update(1).reorder(x, ry.x).vectorize(x)
+            blur.update(2).reorder(x, ry.x).vectorize(x)
+        return transpose
+    inp = hl.Func("input_f")
+    inp[x, y, c] = I[x, y, c]
+    out = blur_cols_transpose(blur_cols_transpose(inp, sizes["H"], "y"), sizes["W"], "x")
+    return [(I, (3, sizes["H"], sizes["W"]))], out, (3, sizes["H"], sizes["W"])
+
+
+# ------------------------------------------------------------------------------------------------ histogram equalize
+
+# apps/hist's luma and chroma coefficients in 8-bit fixed point (x 256), so that every implementation computes the
+# same integers: Y = 0.299 R + 0.587 G + 0.114 B, Cr = 0.713 (R - Y), Cb = 0.564 (B - Y), and back to RGB
+_LUMA = (77, 150, 29)
+_CR, _CB = 183, 144
+_TO_R, _TO_G_CB, _TO_G_CR, _TO_B = 358, 88, 182, 452
+
+
+def _histeq(I, **s):
+    """Histogram equalization of the luma of a u8 [3, H, W] image, colour kept, in numpy's int64."""
+    I = I.astype(np.int64)
+    Y = (_LUMA[0] * I[0] + _LUMA[1] * I[1] + _LUMA[2] * I[2] + 128) // 256
+    cdf = np.cumsum(np.bincount(Y.ravel(), minlength=256))
+    eq = cdf[Y] * 255 // Y.size
+    cr, cb = (I[0] - Y) * _CR // 256, (I[2] - Y) * _CB // 256
+    rgb = np.stack([eq + _TO_R * cr // 256, eq - (_TO_G_CB * cb + _TO_G_CR * cr) // 256, eq + _TO_B * cb // 256])
+    return np.clip(rgb, 0, 255).astype(np.uint8)
+
+
+HISTEQ = f"""\
+def histogram_equalize(I: u8[3, H, W]) -> O:
+    Y[y, x] = ({_LUMA[0]} * i32(I[0, y, x]) + {_LUMA[1]} * i32(I[1, y, x]) + {_LUMA[2]} * i32(I[2, y, x]) + 128) // 256
+    hist[b := Y[y, x]] += 1 where b in 0:256
+    cdf[b] = cdf[b - 1] + hist[b]
+    eq[y, x] = cdf[Y[y, x]] * 255 // (H * W)
+    Cr[y, x] = (i32(I[0, y, x]) - Y[y, x]) * {_CR} // 256
+    Cb[y, x] = (i32(I[2, y, x]) - Y[y, x]) * {_CB} // 256
+    O[c, y, x] = sat_u8(select(c == 0, eq[y, x] + {_TO_R} * Cr[y, x] // 256, \
+select(c == 1, eq[y, x] - ({_TO_G_CB} * Cb[y, x] + {_TO_G_CR} * Cr[y, x]) // 256, \
+eq[y, x] + {_TO_B} * Cb[y, x] // 256))) where c in 0:3
+"""
+
+
+def _histeq_hl(hl, sizes, hand=False):
+    x, y, c = hl.Var("x"), hl.Var("y"), hl.Var("c")
+    h, w = sizes["H"], sizes["W"]
+    I = hl.ImageParam(hl.UInt(8), 3, "input")
+    i32 = hl.i32
+    luma, cr, cb = hl.Func("Y"), hl.Func("Cr"), hl.Func("Cb")
+    luma[x, y] = (_LUMA[0] * i32(I[x, y, 0]) + _LUMA[1] * i32(I[x, y, 1]) + _LUMA[2] * i32(I[x, y, 2]) + 128) / 256
+    cr[x, y] = (i32(I[x, y, 0]) - luma[x, y]) * _CR / 256
+    cb[x, y] = (i32(I[x, y, 2]) - luma[x, y]) * _CB / 256
+    hist_rows, hist, cdf, eq = hl.Func("hist_rows"), hl.Func("hist"), hl.Func("cdf"), hl.Func("equalize")
+    hist_rows[x, y] = 0
+    rx = hl.RDom([(0, w)])
+    hist_rows[hl.clamp(luma[rx.x, y], 0, 255), y] += 1
+    hist[x] = 0
+    ry = hl.RDom([(0, h)])
+    hist[x] += hist_rows[x, ry.x]
+    cdf[x] = hist[0]
+    b = hl.RDom([(1, 255)])
+    cdf[b.x] = cdf[b.x - 1] + hist[b.x]
+    eq[x, y] = cdf[hl.clamp(luma[x, y], 0, 255)] * 255 / (h * w)
+    red = eq[x, y] + _TO_R * cr[x, y] / 256
+    green = eq[x, y] - (_TO_G_CB * cb[x, y] + _TO_G_CR * cr[x, y]) / 256
+    blue = eq[x, y] + _TO_B * cb[x, y] / 256
+    out = hl.Func("output")
+    out[x, y, c] = hl.u8(hl.clamp(hl.select(c == 0, red, c == 1, green, blue), 0, 255))
+    if hand:  # the app's CPU schedule
+        cdf.bound(x, 0, 256)
+        luma.compute_root().parallel(y, 8).vectorize(x, 8)
+        hist_rows.compute_root().vectorize(x, 8).parallel(y, 8).update().parallel(y, 8)
+        hist.compute_root().vectorize(x, 8).update().reorder(x, ry.x).vectorize(x, 8).unroll(x, 4).parallel(x) \
+            .reorder(ry.x, x)
+        cdf.compute_root()
+        eq.compute_at(out, x).unroll(x)
+        cb.compute_at(out, x).vectorize(x)
+        cr.compute_at(out, x).vectorize(x)
+        out.reorder(c, x, y).bound(c, 0, 3).unroll(c).parallel(y, 8).vectorize(x, 8)
+    return [(I, (3, h, w))], out, (3, h, w)
+
+
+def _u8_image(sizes, rng):
+    return [rng.integers(0, 256, (3, sizes["H"], sizes["W"])).astype(np.uint8)]
+
+
+# ------------------------------------------------------------------------------------------------ camera pipe
+
+# apps/camera_pipe's calibration (its process.cpp) at its defaults: colour temperature 3700 K, gamma 2, contrast 50,
+# black level 25, white level 1023, sharpening strength 1
+_MATRIX_3200 = ((1.6697, -0.2693, -0.4004, -42.4346), (-0.3576, 1.0615, 1.5949, -37.1158),
+                (-0.2175, -1.8751, 6.9640, -26.6970))
+_MATRIX_7000 = ((2.2997, -0.4478, 0.1706, -39.0923), (-0.3826, 1.5906, -0.2080, -25.4311),
+                (-0.0888, -0.7344, 2.2832, -20.0826))
+COLOR_TEMP, GAMMA, CONTRAST, BLACK, WHITE, SHARPEN_X32 = 3700.0, 2.0, 50.0, 25, 1023, 32
+
+
+def _color_matrix() -> np.ndarray:
+    """The app's Q8.8 colour matrix, [3 rows][r, g, b, offset], interpolated by inverse kelvin in float32."""
+    f = np.float32
+    alpha = (f(1) / f(COLOR_TEMP) - f(1) / f(3200)) / (f(1) / f(7000) - f(1) / f(3200))
+    m = np.array(_MATRIX_3200, f) * alpha + np.array(_MATRIX_7000, f) * (f(1) - alpha)
+    return (m * f(256)).astype(np.int16).astype(np.int64)
+
+
+def _tone_curve() -> np.ndarray:
+    """The app's tone curve as its 1024-entry u8 lookup table (gamma, then a piecewise quadratic contrast curve)."""
+    f = np.float32
+    v = np.arange(1024)
+    xf = np.clip((v - BLACK).astype(f) * (f(1) / f(WHITE - BLACK)), f(0), f(1))
+    g = np.power(xf, f(1) / f(GAMMA))
+    b = f(2) - np.power(f(2), f(CONTRAST) / f(100))
+    a = f(2) - f(2) * b
+    z = np.where(g > f(0.5), f(1) - (a * (f(1) - g) * (f(1) - g) + b * (f(1) - g)), a * g * g + b * g)
+    val = np.clip(z * f(255) + f(0.5), f(0), f(255)).astype(np.uint8)
+    return np.where(v <= BLACK, 0, np.where(v > WHITE, 255, val)).astype(np.uint8)
+
+
+def _camera_pipe(I, curve, **s):
+    """The stages of apps/camera_pipe after its demosaic, in numpy: [3, H, W] u16 -> [3, H - 2, W - 2] u8."""
+    m = _color_matrix()
+    I = I.astype(np.int64)
+    corrected = np.stack([(m[k, 3] + m[k, 0] * I[0] + m[k, 1] * I[1] + m[k, 2] * I[2]) // 256 for k in range(3)])
+    corrected = corrected.astype(np.int16)
+    curved = curve[np.clip(corrected, 0, 1023)].astype(np.int64)
+
+    def avg(a, b):  # the app's average of two u8 values, rounding up
+        return (a + b + 1) // 2
+    uy = avg(avg(curved[:, :-2], curved[:, 2:]), curved[:, 1:-1])
+    un = avg(avg(uy[:, :, :-2], uy[:, :, 2:]), uy[:, :, 1:-1])
+    centre = curved[:, 1:-1, 1:-1]
+    mask = centre - un
+    return np.clip(centre + mask * SHARPEN_X32 // 32, 0, 255).astype(np.uint8)
+
+
+def _camera_pipe_source() -> str:
+    m = _color_matrix()
+    rows = [f"({m[k, 3]} + {m[k, 0]} * i32(I[0, y, x]) + {m[k, 1]} * i32(I[1, y, x]) + {m[k, 2]} * i32(I[2, y, x]))"
+            " // 256" for k in range(3)]
+
+    def avg(a, b):
+        return f"u8((u16({a}) + u16({b}) + 1) // 2)"
+
+    def blur121(a, b, c):
+        return avg(avg(a, c), b)
+    return f"""\
+def camera_pipe(I: u16[3, H, W], curve: u8[1024]) -> O:
+    corrected[c, y, x] = i16(select(c == 0, {rows[0]}, select(c == 1, {rows[1]}, {rows[2]}))) where c in 0:3
+    curved[c, y, x] = curve[clamp(corrected[c, y, x], 0, 1023)]
+    unsharp_y[c, y, x] = {blur121("curved[c, y, x]", "curved[c, y + 1, x]", "curved[c, y + 2, x]")}
+    unsharp[c, y, x] = {blur121("unsharp_y[c, y, x]", "unsharp_y[c, y, x + 1]", "unsharp_y[c, y, x + 2]")}
+    mask[c, y, x] = i16(curved[c, y + 1, x + 1]) - i16(unsharp[c, y, x])
+    O[c, y, x] = sat_u8(i16(curved[c, y + 1, x + 1]) + mask[c, y, x] * {SHARPEN_X32} // 32)
+"""
+
+
+def _camera_pipe_hl(hl, sizes):
+    x, y, c = hl.Var("x"), hl.Var("y"), hl.Var("c")
+    h, w = sizes["H"], sizes["W"]
+    I = hl.ImageParam(hl.UInt(16), 3, "input")
+    curve = hl.ImageParam(hl.UInt(8), 1, "curve")
+    m = _color_matrix()
+    ir, ig, ib = (hl.i32(I[x, y, k]) for k in range(3))
+    r, g, b = (hl.i16((int(m[k, 3]) + int(m[k, 0]) * ir + int(m[k, 1]) * ig + int(m[k, 2]) * ib) / 256)
+               for k in range(3))
+    corrected, curved = hl.Func("corrected"), hl.Func("curved")
+    corrected[x, y, c] = hl.select(c == 0, r, c == 1, g, b)
+    curved[x, y, c] = curve[hl.i32(hl.clamp(corrected[x, y, c], 0, 1023))]
+
+    def avg(a, b):  # the app's: average two positive values rounding up
+        return hl.u8((hl.u16(a) + b + 1) / 2)
+
+    def blur121(a, b, c_):
+        return avg(avg(a, c_), b)
+    unsharp_y, unsharp, mask, out = hl.Func("unsharp_y"), hl.Func("unsharp"), hl.Func("mask"), hl.Func("output")
+    unsharp_y[x, y, c] = blur121(curved[x, y - 1, c], curved[x, y, c], curved[x, y + 1, c])
+    unsharp[x, y, c] = blur121(unsharp_y[x - 1, y, c], unsharp_y[x, y, c], unsharp_y[x + 1, y, c])
+    mask[x, y, c] = hl.i16(curved[x, y, c]) - hl.i16(unsharp[x, y, c])
+    sharpened = hl.Func("sharpened")
+    sharpened[x, y, c] = hl.u8_sat(curved[x, y, c] + (mask[x, y, c] * hl.u8(SHARPEN_X32)) / 32)
+    out[x, y, c] = sharpened[x + 1, y + 1, c]
+    return [(I, (3, h, w)), (curve, (1024,))], out, (3, h - 2, w - 2)
+
+
+def _camera_inputs(sizes, rng):
+    """A demosaiced 10-bit image (the app's raw values) and the app's tone curve."""
+    return [rng.integers(0, 1024, (3, sizes["H"], sizes["W"])).astype(np.uint16), _tone_curve()]
+
+
+# ------------------------------------------------------------------------------------------------ bilateral grid
+
+S_SIGMA = 8  # the app's grid cell, in pixels
+INV_R_SIGMA = 10.0  # 1 / r_sigma for the app's estimate r_sigma = 0.1
+_GRID_Z = 16  # the histogram's z from -2 to 13, stored from 0
+_PAD = 2  # the grid's x and y stored from -2
+
+
+def _bilateral_grid(I, dtype, **s):
+    """apps/bilateral_grid in numpy: I [8 GH, 8 GW] -> [8 GH, 8 GW]."""
+    I = np.asarray(I, dtype)
+    gh, gw = I.shape[0] // S_SIGMA, I.shape[1] // S_SIGMA
+    # the grid's cells from -2 to GH + 2 (and GW + 2), each reading 8 x 8 pixels of the edge-repeated input
+    ys = np.clip(np.arange(-_PAD * S_SIGMA - S_SIGMA // 2, (gh + 3) * S_SIGMA - S_SIGMA // 2), 0, I.shape[0] - 1)
+    xs = np.clip(np.arange(-_PAD * S_SIGMA - S_SIGMA // 2, (gw + 3) * S_SIGMA - S_SIGMA // 2), 0, I.shape[1] - 1)
+    val = np.clip(I[np.ix_(ys, xs)], 0, 1)
+    zi = (val * dtype(INV_R_SIGMA) + dtype(0.5)).astype(np.int64) + _PAD
+    cy, cx = np.meshgrid(np.arange(len(ys)) // S_SIGMA, np.arange(len(xs)) // S_SIGMA, indexing="ij")
+    grid = np.zeros((gh + 5, gw + 5, _GRID_Z, 2), dtype)
+    np.add.at(grid, (cy, cx, zi, 0), val)
+    np.add.at(grid, (cy, cx, zi, 1), dtype(1))
+
+    def blur5(a, axis, n):  # 1 4 6 4 1 along axis, n outputs
+        t = [np.take(a, range(k, k + n), axis=axis) for k in range(5)]
+        return t[0] + t[1] * dtype(4) + t[2] * dtype(6) + t[3] * dtype(4) + t[4]
+    blurred = blur5(blur5(blur5(grid, 2, 12), 1, gw + 1), 0, gh + 1)
+    val = np.clip(I, 0, 1)
+    zv = val * dtype(INV_R_SIGMA)
+    zi = zv.astype(np.int64)
+    zf = zv - zi
+    y, x = np.meshgrid(np.arange(I.shape[0]), np.arange(I.shape[1]), indexing="ij")
+    yi, xi = y // S_SIGMA, x // S_SIGMA
+    yf, xf = (y % S_SIGMA).astype(dtype) / S_SIGMA, (x % S_SIGMA).astype(dtype) / S_SIGMA
+
+    def lerp(a, b, wt):
+        return a * (1 - wt) + b * wt
+
+    def at(dy, dx, dz, c):
+        return blurred[yi + dy, xi + dx, zi + dz, c]
+
+    def tri(c):
+        return lerp(lerp(lerp(at(0, 0, 0, c), at(0, 1, 0, c), xf), lerp(at(1, 0, 0, c), at(1, 1, 0, c), xf), yf),
+                    lerp(lerp(at(0, 0, 1, c), at(0, 1, 1, c), xf), lerp(at(1, 0, 1, c), at(1, 1, 1, c), xf), yf),
+                    zf)
+    return tri(0) / tri(1)
+
+
+def _bilateral_grid_source() -> str:
+    half, inv = S_SIGMA // 2, repr(INV_R_SIGMA)
+    off = _PAD * S_SIGMA + half  # the grid's first cell reads from this many pixels before the image
+
+    def blur5(name, fmt):
+        return " + ".join(f"{name}[{fmt(k)}]" + ("" if w == 1 else f" * {w}.0")
+                          for k, w in enumerate((1, 4, 6, 4, 1)))
+
+    def at(dy, dx, dz, c):
+        zi = "ZI[8 * gy + py, 8 * gx + px]" + (f" + {dz}" if dz else "")
+        return f"blury[gy + {dy}, gx + {dx}, {zi}, {c}]"
+
+    def lerp(a, b, wt):
+        return f"({a}) * (1.0 - {wt}) + ({b}) * {wt}"
+
+    def tri(c):
+        xf, yf = "f32(px) / 8.0", "f32(py) / 8.0"
+        return lerp(lerp(lerp(at(0, 0, 0, c), at(0, 1, 0, c), xf), lerp(at(1, 0, 0, c), at(1, 1, 0, c), xf), yf),
+                    lerp(lerp(at(0, 0, 1, c), at(0, 1, 1, c), xf), lerp(at(1, 0, 1, c), at(1, 1, 1, c), xf), yf),
+                    "ZF[8 * gy + py, 8 * gx + px]")
+    return f"""\
+def bilateral_grid(I: f32[8 * GH, 8 * GW]) -> O:
+    V[y, x] = clamp(repeat_edge(I)[y - {off}, x - {off}], 0.0, 1.0) where y in 0:8*GH+40, x in 0:8*GW+40
+    Z[y, x] = i32(V[y, x] * {inv} + 0.5) + {_PAD}
+    cy[v] = v // 8 where v in 0:8*GH+40
+    cx[v] = v // 8 where v in 0:8*GW+40
+    hist[gy := cy[v], gx := cx[u], z := Z[v, u], c] += select(c == 0, V[v, u], 1.0) \
+where gy in 0:GH+5, gx in 0:GW+5, z in 0:{_GRID_Z}, c in 0:2
+    blurz[gy, gx, z, c] = {blur5("hist", lambda k: f"gy, gx, z + {k}, c")} where z in 0:12
+    blurx[gy, gx, z, c] = {blur5("blurz", lambda k: f"gy, gx + {k}, z, c")}
+    blury[gy, gx, z, c] = {blur5("blurx", lambda k: f"gy + {k}, gx, z, c")}
+    ZI[y, x] = i32(clamp(I[y, x], 0.0, 1.0) * {inv})
+    ZF[y, x] = clamp(I[y, x], 0.0, 1.0) * {inv} - f32(ZI[y, x])
+    O[gy, py, gx, px] = ({tri(0)}) / ({tri(1)}) where py in 0:8, px in 0:8
+"""
+
+
+def _bilateral_grid_hl(hl, sizes, hand=False):
+    x, y, z, c = hl.Var("x"), hl.Var("y"), hl.Var("z"), hl.Var("c")
+    h, w = S_SIGMA * sizes["GH"], S_SIGMA * sizes["GW"]
+    I = hl.ImageParam(hl.Float(32), 2, "input")
+    clamped = _edge(hl, I)
+    s = S_SIGMA
+    r = hl.RDom([(0, s), (0, s)])
+    val = hl.clamp(clamped[x * s + r.x - s // 2, y * s + r.y - s // 2], hl.f32(0), hl.f32(1))
+    zi = hl.i32(val * hl.f32(INV_R_SIGMA) + hl.f32(0.5))
+    histogram = hl.Func("histogram")
+    histogram[x, y, z, c] = hl.f32(0)
+    histogram[x, y, zi, c] += hl.select(c == 0, val, hl.f32(1))
+    blurz, blurx, blury = hl.Func("blurz"), hl.Func("blurx"), hl.Func("blury")
+    blurz[x, y, z, c] = (histogram[x, y, z - 2, c] + histogram[x, y, z - 1, c] * 4 + histogram[x, y, z, c] * 6
+                         + histogram[x, y, z + 1, c] * 4 + histogram[x, y, z + 2, c])
+    blurx[x, y, z, c] = (blurz[x - 2, y, z, c] + blurz[x - 1, y, z, c] * 4 + blurz[x, y, z, c] * 6
+                         + blurz[x + 1, y, z, c] * 4 + blurz[x + 2, y, z, c])
+    blury[x, y, z, c] = (blurx[x, y - 2, z, c] + blurx[x, y - 1, z, c] * 4 + blurx[x, y, z, c] * 6
+                         + blurx[x, y + 1, z, c] * 4 + blurx[x, y + 2, z, c])
+    val = hl.clamp(I[x, y], hl.f32(0), hl.f32(1))
+    zv = val * hl.f32(INV_R_SIGMA)
+    zi = hl.i32(zv)
+    zf = zv - zi
+    xf, yf = hl.f32(x % s) / s, hl.f32(y % s) / s
+    xi, yi = x / s, y / s
+
+    lerp = hl.lerp
+    interpolated = hl.Func("interpolated")
+    interpolated[x, y, c] = lerp(
+        lerp(lerp(blury[xi, yi, zi, c], blury[xi + 1, yi, zi, c], xf),
+             lerp(blury[xi, yi + 1, zi, c], blury[xi + 1, yi + 1, zi, c], xf), yf),
+        lerp(lerp(blury[xi, yi, zi + 1, c], blury[xi + 1, yi, zi + 1, c], xf),
+             lerp(blury[xi, yi + 1, zi + 1, c], blury[xi + 1, yi + 1, zi + 1, c], xf), yf), zf)
+    out = hl.Func("bilateral_grid")
+    out[x, y] = interpolated[x, y, 0] / interpolated[x, y, 1]
+    histogram.set_estimate(z, -2, 16)
+    for f in (blurz, blurx, blury):
+        f.set_estimate(z, 0, 12)
+    if hand:  # the app's CPU schedule
+        blurz.compute_at(blurx, y).reorder(c, z, x, y).vectorize(x, 8).unroll(c)
+        histogram.compute_at(blurz, y)
+        histogram.update().reorder(c, r.x, r.y, x, y).unroll(c)
+        blurx.compute_root().reorder(c, x, z, y).parallel(y).vectorize(x, 8).unroll(c)
+        blury.compute_at(out, y).store_in(hl.MemoryType.Stack).reorder(c, x, y, z).reorder_storage(c, z, x, y) \
+            .vectorize(x, 8).unroll(c)
+        out.compute_root().parallel(y, 8).vectorize(x, 8)
+    return [(I, (h, w))], out, (h, w)
+
+
+def _unit_image(sizes, rng):
+    """Pixels k / 256 in [0, 1]: the grid's cell ``val * 10 + 0.5`` and the slice's ``val * 10`` are exact in float32,
+    so every implementation bins each pixel alike."""
+    shape = (S_SIGMA * sizes["GH"], S_SIGMA * sizes["GW"])
+    return [(rng.integers(0, 257, shape) / 256).astype(np.float32)]
 
 
 # ------------------------------------------------------------------------------------------------ the programs
@@ -526,6 +933,12 @@ def _ref(fn):
     return lambda *a, **s: fn(*a, np.float64)
 
 
+def _edged(fn, before, after):
+    """An app written for its valid region, run on the [C, H, W] image padded by repeating its edge ``before`` pixels
+    before and ``after`` after each row and column (Halide's ``repeat_edge``), so that its output is full size."""
+    return lambda I, dtype: fn(np.pad(I, ((0, 0), (before, after), (before, after)), mode="edge"), dtype)
+
+
 def _image_flops(per_pixel, *, channels=1, shrink=0):
     return lambda s: float(per_pixel) * channels * (s["H"] - shrink) * (s["W"] - shrink)
 
@@ -535,8 +948,9 @@ PROGRAMS = [
             {"numpy": _np(_blur), "torch": Baseline("torch", _blur_torch_setup, "two F.conv2d")},
             flops=_image_flops(6, shrink=2), inputs=_image_inputs("blur"), halide=_blur_hl,
             what="separable 3x3 box blur (apps/blur)", origin=ORIGIN),
-    Program("harris", "halide", _harris_source(), {"H": H, "W": W}, {"H": 20, "W": 24}, _ref(_harris),
-            {"numpy": _np(_harris)}, flops=_image_flops(5 + 22 + 3 + 24 + 7, shrink=4),
+    Program("harris", "halide", _harris_source(), {"H": H, "W": W}, {"H": 20, "W": 24},
+            _ref(_edged(_harris, 0, 4)), {"numpy": _np(_edged(_harris, 0, 4))},
+            flops=_image_flops(5 + 22 + 3 + 24 + 7),
             inputs=_image_inputs("harris"), halide=_harris_hl,
             what="Harris corner response (apps/harris)", origin=ORIGIN),
     Program("demosaic", "halide", _demosaic_source(), {"H": RAW_H // 2, "W": RAW_W // 2}, {"H": 16, "W": 20},
@@ -548,24 +962,50 @@ PROGRAMS = [
             notes="the mosaic as [H, 2, W, 2] quads and the output as [3, H-4, 2, W-4, 2]: the memory of "
                   "[2H, 2W] and [3, 2(H-4), 2(W-4)]"),
     Program("max-filter", "halide", """\
-def max_filter(I: f32[3, H, W], K: int) -> O:
-    V[c, y, x] max= I[c, y + r, x] where r in 0:K
-    O[c, y, x] max= V[c, y, x + r] where r in 0:K
-""", {"H": H, "W": W, "K": 53}, {"H": 16, "W": 18, "K": 5},
-            lambda I, K, **s: _max_filter_np(np.asarray(I, np.float64), K),
+def max_filter(I: f32[3, H, W], R: int) -> O:
+    V[c, y, x] max= repeat_edge(I)[c, y + r - R, x - R] where c in 0:3, y in 0:H, x in 0:W+2*R, r in 0:2*R+1
+    O[c, y, x] max= V[c, y, x + r] where r in 0:2*R+1
+""", {"H": H, "W": W, "R": 26}, {"H": 16, "W": 18, "R": 2},
+            lambda I, R, **s: _max_filter_np(np.asarray(I, np.float64), R),
             {"numpy": call("numpy", _max_filter_np),
-             "scipy": Baseline("scipy", _max_filter_scipy_setup, "scipy.ndimage.maximum_filter1d")},
-            flops=lambda s: 2.0 * s["K"] * 3 * (s["H"] - s["K"] + 1) * (s["W"] - s["K"] + 1),
+             "scipy": Baseline("scipy", _max_filter_scipy_setup,
+                               "scipy.ndimage.maximum_filter1d, mode nearest")},
+            flops=lambda s: 2.0 * (2 * s["R"] + 1) * 3 * s["H"] * s["W"],
             inputs=_image_inputs("max-filter"), halide=_max_filter_hl,
             what="square max filter of radius 26, separable (after apps/max_filter)", origin=ORIGIN),
     Program("stencil-chain", "halide", _stencil_chain_source(), {"H": H, "W": W}, {"H": 40, "W": 44},
             _ref(_stencil_chain),
             {"numpy": _np(_stencil_chain), "torch": Baseline("torch", _stencil_chain_torch_setup, "8 F.conv2d 5x5")},
-            flops=lambda s: 50.0 * sum((s["H"] - 4 * k) * (s["W"] - 4 * k) for k in range(1, STAGES + 1)),
+            flops=lambda s: 50.0 * sum((s["H"] + 4 * k) * (s["W"] + 4 * k) for k in range(STAGES)),
             inputs=_image_inputs("stencil-chain"), halide=_stencil_chain_hl,
             what="eight chained 5x5 stencils (apps/stencil_chain)", origin=ORIGIN),
-    Program("unsharp", "halide", _unsharp_source(), {"H": H, "W": W}, {"H": 20, "W": 24}, _ref(_unsharp),
-            {"numpy": _np(_unsharp)}, flops=_image_flops(5 + 13 + 13 + 2 + 1 + 3, shrink=6),
+    Program("unsharp", "halide", _unsharp_source(), {"H": H, "W": W}, {"H": 20, "W": 24},
+            _ref(_edged(_unsharp, 3, 3)), {"numpy": _np(_edged(_unsharp, 3, 3))},
+            flops=_image_flops(5 + 13 + 13 + 2 + 1 + 3),
             inputs=_image_inputs("unsharp", 0.1, 1.0), halide=_unsharp_hl,
             what="unsharp mask: Gaussian blur of gray, sharpening ratio per channel (apps/unsharp)", origin=ORIGIN),
+    # small: at least the app's hand schedule's tiles (4 x 16 vectors of float32 with AVX-512) in each dimension
+    Program("iir-blur", "halide", _iir_blur_source(), {"H": H, "W": W}, {"H": 68, "W": 72}, _ref(_iir_blur),
+            {"numpy": _np(_iir_blur)}, flops=_image_flops(4 * 3, channels=3), inputs=_image_inputs("iir-blur"),
+            halide=_iir_blur_hl,
+            what="first-order IIR blur, causal and anticausal, down the columns then along the rows (apps/iir_blur)",
+            origin=ORIGIN),
+    Program("histogram-equalize", "halide", HISTEQ, {"H": H, "W": W}, {"H": 16, "W": 20}, _histeq,
+            {"numpy": call("numpy", _histeq)}, flops=_image_flops(30), inputs=_u8_image, halide=_histeq_hl,
+            what="histogram equalization of a u8 RGB image's luma: histogram, cumulative scan, lookup (apps/hist)",
+            origin=ORIGIN, notes="luma and chroma in 8-bit fixed point where the app computes them in float32"),
+    Program("camera-pipe", "halide", _camera_pipe_source(), {"H": 1922, "W": 2562}, {"H": 12, "W": 14},
+            _camera_pipe, {"numpy": call("numpy", _camera_pipe)}, flops=_image_flops(30, channels=3, shrink=2),
+            inputs=_camera_inputs, halide=_camera_pipe_hl,
+            what="the camera pipe after its demosaic: Q8.8 colour matrix, u8 tone curve lookup, sharpen "
+                 "(apps/camera_pipe)", origin=ORIGIN,
+            notes="input: the demosaic's 10-bit image as u16; the tone curve is an input table"),
+    Program("bilateral-grid", "halide", _bilateral_grid_source(), {"GH": H // S_SIGMA, "GW": W // S_SIGMA},
+            {"GH": 3, "GW": 4}, lambda I, **s: _bilateral_grid(I, np.float64),
+            {"numpy": call("numpy", lambda I, **s: _bilateral_grid(I, np.float32))},
+            flops=lambda s: 60.0 * S_SIGMA * S_SIGMA * s["GH"] * s["GW"], inputs=_unit_image,
+            halide=_bilateral_grid_hl,
+            what="bilateral grid: scatter into cells by value, 5-tap blurs, trilinear slice (apps/bilateral_grid)",
+            origin=ORIGIN,
+            notes="the output as [GH, 8, GW, 8] (the memory of [8 GH, 8 GW]): the slice reads the grid at y // 8"),
 ]

@@ -25,6 +25,8 @@ import numpy as np
 #: Halide's CPU auto-schedulers, by the name ``apply_autoscheduler`` takes, and their plugin libraries.
 SCHEDULERS = {"Adams2019": "autoschedule_adams2019", "Li2018": "autoschedule_li2018",
               "Mullapudi2016": "autoschedule_mullapudi2016"}
+#: The row of an app's own schedule (:data:`halide_apps.HAND_SCHEDULED`), beside the auto-schedulers'.
+HAND = "hand"
 _loaded: set = set()
 
 
@@ -68,7 +70,8 @@ def load_scheduler(hl, scheduler: str) -> None:
 class HalidePipeline:
     """A program's Halide algorithm at ``sizes`` (``program.halide(hl, sizes)`` gives its input parameters with the
     numpy shape each takes, its output Func and the output's numpy shape), scheduled by ``scheduler`` (None:
-    Halide's default schedule, every stage inlined into the output) for ``threads`` threads and JIT-compiled;
+    Halide's default schedule, every stage inlined into the output; :data:`HAND`: the app's own schedule, for the
+    apps of :data:`halide_apps.HAND_SCHEDULED`) for ``threads`` threads and JIT-compiled;
     ``schedule_s`` is how long the auto-scheduler and the compilation took. Call :meth:`set_inputs` with the numpy
     inputs, then call it for the outputs (a new buffer each call, as a user's ``realize`` allocates).
     """
@@ -77,14 +80,21 @@ class HalidePipeline:
         import halide as hl
         self.hl = hl
         t0 = time.perf_counter()
-        params, out, shape = program.halide(hl, sizes)
+        if scheduler == HAND:
+            from .halide_apps import HAND_SCHEDULED
+            if program.name not in HAND_SCHEDULED:
+                raise ValueError(f"{program.name} has no hand schedule; the apps that have one: "
+                                 f"{', '.join(HAND_SCHEDULED)}")
+            params, out, shape = program.halide(hl, sizes, hand=True)
+        else:
+            params, out, shape = program.halide(hl, sizes)
         self.params = [param for param, _ in params]
         self.in_shapes = [tuple(s) for _, s in params]
         self.out_shape = tuple(shape)
         self.extent = list(reversed(self.out_shape))  # Halide's dimensions run from the innermost
         self.pipeline = hl.Pipeline(out)
         target = hl.get_jit_target_from_environment()
-        if scheduler is not None:
+        if scheduler not in (None, HAND):
             load_scheduler(hl, scheduler)
             for param, shape in zip(self.params, self.in_shapes):
                 param.set_estimates([(0, e) for e in reversed(shape)])

@@ -40,7 +40,7 @@ sys.path.insert(0, os.path.dirname(HERE))  # benchmarks/, where the package `sui
 
 import suites  # noqa: E402
 import tensorlang as tl  # noqa: E402
-from suites import common, halide_worker  # noqa: E402
+from suites import common, halide_apps, halide_worker  # noqa: E402
 from tensorlang.tuner import bench  # noqa: E402
 from tensorlang.tuner.measure.worker import WorkerCrash, WorkerTimeout  # noqa: E402
 
@@ -51,9 +51,11 @@ BARS = {
     "pick_vs_tuned": {"level": 0.5, "share": 0.9, "floor": 0.25},
     "pick_vs_halide": {"level": 1.0, "share": 1.0},
     "tuned_vs_halide": {"geomean": 1.5},
+    "tuned_vs_halide_hand": {"level": 1.0, "share": 1.0},
     "share_of_triad": {"level": 0.8, "share": 1.0},
 }
-RATIOS = ("pick_vs_tuned", "tuned_vs_library", "tuned_vs_halide", "pick_vs_halide", "share_of_triad")
+RATIOS = ("pick_vs_tuned", "tuned_vs_library", "tuned_vs_halide", "pick_vs_halide", "tuned_vs_halide_hand",
+          "share_of_triad")
 
 
 # ------------------------------------------------------------------------------------------------ rows
@@ -126,7 +128,8 @@ def contenders(p, args, sizes: dict, inputs: list, file: str, rec: dict) -> list
         if not halide_worker.available():
             rec["errors"]["halide"] = "Halide's Python package is not installed (the suites extra)"
         else:
-            for sched in args.halide_schedulers:
+            hand = [halide_worker.HAND] if p.name in halide_apps.HAND_SCHEDULED else []
+            for sched in list(args.halide_schedulers) + hand:
                 rows.append(bench.WorkerRow(f"halide-{sched}", "suites.halide_worker:handler",
                                             {"program": p.name, "sizes": sizes, "scheduler": sched,
                                              "threads": threads},
@@ -172,8 +175,9 @@ def _best(rows: dict, prefix_or_names) -> tuple[str | None, float | None]:
 
 def ratios(rec: dict, ceiling: dict) -> dict:
     """The speed ratios of one program's record (above 1: the first named is faster), from matching rows only:
-    pick / tuned, tuned / the best library row, tuned and pick / Halide's best auto-scheduler, and (memory-bound
-    programs, once the triad has run) the tuned bandwidth's share of the ceiling.
+    pick / tuned, tuned / the best library row, tuned and pick / Halide's best auto-scheduler, tuned / the app's own
+    Halide schedule (the ``halide-hand`` row), and (memory-bound programs, once the triad has run) the tuned
+    bandwidth's share of the ceiling.
 
     >>> rows = {"pick": {"median_s": 2.0, "matches": True}, "tuned": {"median_s": 1.0, "matches": True},
     ...         "numpy": {"median_s": 1.5, "matches": True}, "torch": {"median_s": 0.5, "matches": False}}
@@ -182,6 +186,10 @@ def ratios(rec: dict, ceiling: dict) -> dict:
     >>> rows["torch"].update(matches=True, allocates=False)  # a preallocated output: outside the contract
     >>> ratios({"rows": rows, "work": {"flops": 1.0}}, {})["library"]
     'numpy'
+    >>> rows["halide-hand"] = {"median_s": 0.5, "matches": True}
+    >>> r = ratios({"rows": rows, "work": {"flops": 1.0}}, {})
+    >>> r["tuned_vs_halide_hand"], "halide" in r  # the hand schedule is no auto-scheduler
+    (0.5, False)
 
     """
     rows = rec["rows"]
@@ -194,13 +202,15 @@ def ratios(rec: dict, ceiling: dict) -> dict:
     if lib is not None and "tuned" in t:
         out["tuned_vs_library"] = t_lib / t["tuned"]
         out["library"] = lib
-    hal, t_hal = _best(rows, "halide-")
+    hal, t_hal = _best(rows, [n for n in rows if n.startswith("halide-") and n != f"halide-{halide_worker.HAND}"])
     if hal is not None:
         out["halide"] = hal[len("halide-"):]
         if "tuned" in t:
             out["tuned_vs_halide"] = t_hal / t["tuned"]
         if "pick" in t:
             out["pick_vs_halide"] = t_hal / t["pick"]
+    if f"halide-{halide_worker.HAND}" in t and "tuned" in t:
+        out["tuned_vs_halide_hand"] = t[f"halide-{halide_worker.HAND}"] / t["tuned"]
     nbytes = rec["work"].get("bytes")
     if nbytes and ceiling.get("gbps") and "tuned" in t:
         out["share_of_triad"] = nbytes / t["tuned"] / 1e9 / ceiling["gbps"]
@@ -297,8 +307,8 @@ def markdown(report: dict) -> str:
         by_suite.setdefault(rec["suite"], []).append(rec)
     for suite, recs in by_suite.items():
         lines += [f"## {suite}", "", "| program | pick ms | tuned ms | best library | best Halide | pick / tuned | "
-                  "tuned / library | tuned / Halide | pick / Halide | share of triad | notes |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|"]
+                  "tuned / library | tuned / Halide | pick / Halide | tuned / Halide hand | share of triad | notes |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for rec in recs:
             rows, r = rec.get("rows", {}), rec.get("ratios", {})
             lib = r.get("library")
@@ -310,7 +320,8 @@ def markdown(report: dict) -> str:
             share = "" if r.get("share_of_triad") is None else f"{r['share_of_triad']:.2f}"
             cells = [rec["name"], _ms(rows.get("pick")), _ms(rows.get("tuned")), lib_cell, hal_cell,
                      _x(r.get("pick_vs_tuned")), _x(r.get("tuned_vs_library")), _x(r.get("tuned_vs_halide")),
-                     _x(r.get("pick_vs_halide")), share, "; ".join(notes).replace("|", "/")]
+                     _x(r.get("pick_vs_halide")), _x(r.get("tuned_vs_halide_hand")), share,
+                     "; ".join(notes).replace("|", "/")]
             lines.append("| " + " | ".join(cells) + " |")
         lines += [""] + _distribution_lines(report["summary"].get(suite, {})) + [""]
     if report["summary"].get("suites"):

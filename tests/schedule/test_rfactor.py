@@ -283,7 +283,8 @@ def test_rfactor_of_a_scatter_is_refused_with_the_parallel_form_named():
 
 
 def test_rfactor_keeps_a_boundary_read():
-    op = tl.op("def f(I: f32[H, W]) -> S:\n    S[z] += I[clamp(y - 1, 0, H - 1), x] where z in 0:1, y in 0:H, x in 0:W\n")
+    op = tl.op("def f(I: f32[H, W]) -> S:\n"
+               "    S[z] += I[clamp(y - 1, 0, H - 1), x] where z in 0:1, y in 0:H, x in 0:W\n")
     s = tl.schedule(op, H=24, W=40)
     s["S"].split("y", 8)
     s["S"].rfactor("y_o")

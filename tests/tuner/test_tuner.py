@@ -1267,3 +1267,14 @@ def test_tune_works_without_dask_and_cluster_says_what_to_install(tmp_path):
     assert r.returncode == 2
     assert "--cluster: tuning on a Dask cluster needs Dask's distributed" in r.stderr
     assert "pip install 'tensorlang[cluster]'" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_a_u8_program_is_measured_and_checked():
+    """The runner fills each output with a poison value before a run; for a u8 output that value wraps into the
+    type (numpy refuses -12345 there), and the candidates are measured and checked, not reported as crashes."""
+    from tensorlang.tuner.measure.local import LocalRunner
+    task = Task.from_source("def inc(A: u8[N]) -> B:\n    B[i] = A[i] + 1\n", {"N": 64}, threads=1)
+    configs = [task.space.config_at(0), task.space.config_at(1)]
+    with LocalRunner(task, jobs=1, options=MeasureOptions(min_time=0.0, min_runs=1)) as runner:
+        results = runner.measure(configs)
+    assert all(r.ok and r.times for r in results), [(r.error_kind, r.error) for r in results]

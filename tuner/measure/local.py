@@ -365,7 +365,7 @@ def run_handler(init: dict):
         if fault == "raise":
             return {"error_kind": "runtime", "error": "injected failure"}
         for o in outs:
-            o.fill(np.nan if np.issubdtype(o.dtype, np.floating) else -12345)
+            o.fill(np.nan if np.issubdtype(o.dtype, np.floating) else np.array(-12345).astype(o.dtype))  # wraps in u8
         before = disturbance.sample()
         t0 = time.perf_counter()
         status = fn(*args)
