@@ -16,6 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from .symbolic import Sym
+
 
 def _hash_once(cls):
     """Make the frozen dataclass `cls` compute its hash once per node (kept in the instance, never pickled):
@@ -327,9 +329,11 @@ class Func:
     params: tuple
     body: Stmt
     guards: int = field(default=0, compare=False)
+    sizes: tuple = ()  # names of the symbolic sizes, passed (as i64, after the buffers) at run time
 
     def __str__(self) -> str:
-        sig = ", ".join(f"{b.name}: {b.dtype}[{', '.join(str(d) for d in b.shape)}]" for b in self.params)
+        sig = ", ".join([f"{b.name}: {b.dtype}[{', '.join(str(d) for d in b.shape)}]" for b in self.params] +
+                        [f"{n}: i64" for n in self.sizes])
         return "\n".join([f"def {self.name}({sig}):"] + stmt_lines(self.body, 1))
 
 
@@ -341,7 +345,7 @@ def const(value: int, dtype: str = "i64") -> IntImm:
     >>> const(3).value
     3
     """
-    return IntImm(int(value), dtype)
+    return IntImm(value if isinstance(value, Sym) else int(value), dtype)  # a Sym: a size known at run time
 
 
 def all_of(conds) -> Expr | None:

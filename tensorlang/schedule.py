@@ -53,6 +53,7 @@ from .primitives import (
 )
 from .program import Op, Renaming, Stage
 from .recurrence import check_scan_primitive
+from .symbolic import size_from_json, size_to_json
 
 SCHEDULE_FORMAT = 1
 SCATTER_COPIES_MAX_BYTES = 1 << 28
@@ -861,7 +862,8 @@ class Schedule:
     def to_json(self) -> str:
         """The schedule as JSON: program text, sizes and primitives."""
         return json.dumps({"format": SCHEDULE_FORMAT, "op": self.op.name, "source": self.op.source,
-                           "sizes": self.sizes, "primitives": [p.to_json() for p in self.primitives]},
+                           "sizes": {k: size_to_json(v) for k, v in self.sizes.items()},
+                           "primitives": [p.to_json() for p in self.primitives]},
                           sort_keys=True)
 
     @staticmethod
@@ -879,7 +881,8 @@ class Schedule:
             raise ScheduleError(f"from_json: the schedule lacks {', '.join(missing)}")
         if not isinstance(data["sizes"], dict) or not isinstance(data["primitives"], list):
             raise ScheduleError("from_json: sizes must be an object and primitives a list")
-        return Schedule(op if op is not None else parse(data["source"]), data["sizes"],
+        return Schedule(op if op is not None else parse(data["source"]),
+                        {k: size_from_json(v) for k, v in data["sizes"].items()},
                         [from_json(p) for p in data["primitives"]])
 
     def renamed(self, op: Op, names: Renaming) -> Schedule:
