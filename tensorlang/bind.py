@@ -78,6 +78,9 @@ def check_sizes(op: Op, sizes: dict) -> dict[str, int]:
     out: dict[str, int] = {}
     for n in op.size_names:
         v = sizes[n]
+        if isinstance(v, Sym):  # a symbolic size made already (a multiple of one, see tensorlang.specialize)
+            out[n] = v
+            continue
         if isinstance(v, Dim):
             if n in op.int_params:
                 raise BuildError(f"{op.name}: size {n} is an `int` parameter; it cannot be symbolic (a Dim)")

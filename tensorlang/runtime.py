@@ -25,7 +25,7 @@ from .errors import BuildError
 from .ir import Func
 from .program import Op, gather_sites
 from .schedule import Schedule
-from .symbolic import Dim, SymbolicRefusal, evaluate, is_symbolic
+from .symbolic import Dim, SymbolicRefusal, evaluate, is_symbolic, size_name
 from .target import MachineCode, Target, compile_ir, host_target, target_machine
 
 if TYPE_CHECKING:
@@ -269,16 +269,19 @@ class SymbolicKernel(Kernel):
 
     def _set_specs(self) -> None:
         self._call = threading.local()
-        self._io_shapes = {**self.input_shapes, **self.output_shapes}
+        # each dimension of each input and output: an int, a size's name, or a Sym computed from the sizes
+        self._io_dims = {k: tuple(size_name(d) or d for d in v)
+                         for k, v in {**self.input_shapes, **self.output_shapes}.items()}
+        self._in_types = [(p, np.dtype(self.input_dtypes[p])) for p in self.op.inputs]
+        self._out_types = [(o, np.dtype(self.output_dtypes[o])) for o in self.op.outputs]
         self.ranges = {n: (v.sizes()[n]) for n, v in self.schedule.sizes.items() if is_symbolic(v)}
         # where each symbolic size is read: the first input dimension that is exactly that size
         self._sources: dict[str, tuple[str, int]] = {}
         for p in self.op.inputs:
             for d, ext in enumerate(self.input_shapes[p]):
-                if is_symbolic(ext) and ext.terms and ext.const == 0 and len(ext.terms) == 1:
-                    (atom, c), = ext.terms.values()
-                    if c == 1 and getattr(atom, "name", None) in self.ranges:
-                        self._sources.setdefault(atom.name, (p, d))
+                name = size_name(ext)
+                if name is not None:
+                    self._sources.setdefault(name, (p, d))
         unread = [n for n in self.ranges if n not in self._sources]
         if unread:
             raise BuildError(f"{self.op.name}: size {', '.join(unread)} is symbolic but no input has it as a whole "
@@ -315,14 +318,19 @@ class SymbolicKernel(Kernel):
 
     def __call__(self, *inputs, out=None):
         env = self.call_sizes(inputs)
-        shapes = {k: tuple(evaluate(d, env) for d in v) for k, v in self._io_shapes.items()}
-        self._call.shapes = shapes  # per thread: calls of other sizes may run at the same time
-        for name, a in zip(self.op.inputs, inputs):
-            try:
-                self._check(name, a, shapes[name], self.input_dtypes[name], "input")
-            except BuildError as e:
-                raise BuildError(f"{e} ({self._explain(env)})") from None
-        outs = self._outputs(out, inputs)
+        shapes = {k: tuple(env[d] if d.__class__ is str else evaluate(d, env) for d in v)
+                  for k, v in self._io_dims.items()}
+        if out is None and all(a.__class__ is np.ndarray and a.shape == shapes[n] and a.dtype == dt
+                               and a.flags.c_contiguous for a, (n, dt) in zip(inputs, self._in_types)):
+            outs = [np.empty(shapes[o], dt) for o, dt in self._out_types]  # the common call
+        else:
+            self._call.shapes = shapes  # per thread: calls of other sizes may run at the same time
+            for name, a in zip(self.op.inputs, inputs):
+                try:
+                    self._check(name, a, shapes[name], self.input_dtypes[name], "input")
+                except BuildError as e:
+                    raise BuildError(f"{e} ({self._explain(env)})") from None
+            outs = self._outputs(out, inputs)
         status = self._fn(*map(data_address, inputs), *map(data_address, outs),
                           *(env[n] for n in self.func.sizes))
         if status != 0:

@@ -852,6 +852,9 @@ class Schedule:
         if memo is not None and memo[0] == len(self.primitives) and (memo[1] or not strict or memo[2].guards == 0):
             return memo[2]
         func = check_bounds(lower(self.bound, self.state()), strict=strict)
+        if func.sizes:  # symbolic sizes: with a version for multiples of the split factors first
+            from .specialize import with_multiples_path
+            func = with_multiples_path(self, func, lambda b, st: check_bounds(lower(b, st), strict=strict))
         self._lowered = (len(self.primitives), strict, func)
         return func
 

@@ -569,6 +569,19 @@ def representative(x) -> int:
     return x.representative() if isinstance(x, Sym) else x
 
 
+def size_name(x) -> str | None:
+    """The name of the symbolic size that `x` is exactly (`N`; not `N + 2`, `2*N` or an int), else None.
+
+    >>> n = Sym.size("N", 1, 9)
+    >>> size_name(n), size_name(n + 2), size_name(4)
+    ('N', None, None)
+    """
+    if not isinstance(x, Sym) or x.const or len(x.terms) != 1:
+        return None
+    (atom, c), = x.terms.values()
+    return atom.name if c == 1 and isinstance(atom, _Size) else None
+
+
 def is_symbolic(x) -> bool:
     """Whether `x` is a symbolic value.
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import tensorlang as tl
-from tensorlang import runtime, schedules
+from tensorlang import ir, runtime, schedules
 from tensorlang.symbolic import Sym, SymbolicRefusal, proven, smax, smin, upper_bound
 from tensorlang.tuner.records.database import Database, Record
 from tensorlang.tuner.task import Task
@@ -201,3 +201,22 @@ def test_sym_decides_only_what_holds_over_the_whole_range():
     assert upper_bound(n * 4 + 1) == 401
     env = {"N": 37}
     assert (q * 8 - n).evaluate(env) == 3 and smin(n, 50).evaluate(env) == 37
+
+
+def test_sizes_that_are_multiples_of_the_split_factors_take_a_version_without_tails():
+    """The kernel tests `M % 12 == 0 and K % 16 == 0` once per call: a version whose splits divide (no guard in the
+    micro-kernel) where it holds, the guarded one elsewhere; both exact, whichever sizes hold it."""
+    from tensorlang.specialize import split_multiples
+    s = tl.schedule(tl.op(MATMUL), M=tl.Dim(12, 96, like=24), N=tl.Dim(8, 96, like=24), K=tl.Dim(16, 96, like=32))
+    io, ii = s["C"].split("i", 12)
+    ko, ki = s["C"].split("k", 16)
+    s["C"].reorder(io, ko, ii, ki, "j")
+    s["C"].vectorize("j")
+    assert split_multiples(s) == {"M": 12, "K": 16}
+    func = s.lowered()
+    assert isinstance(func.body, ir.If) and str(func.body.cond) == "M__size%12 == 0 and K__size%16 == 0"
+    fast, general = str(func.body.then), str(func.body.orelse)
+    assert "if i <= M - 1" in general and "if k <= K - 1" in general
+    assert "<= M" not in fast and "<= K" not in fast and "M_x12" in fast and "K_x16" in fast
+    check_matmul(tl.build(s), [(12, 8, 16), (96, 96, 96), (24, 13, 32), (36, 9, 48), (13, 8, 16), (12, 8, 17),
+                               (95, 95, 95), (60, 31, 80)])
