@@ -40,7 +40,7 @@ from .ir import (
     substitute,
 )
 from .simplify import _linear, simplify
-from .symbolic import proven, smax, smin
+from .symbolic import Sym, proven, smax, smin
 
 Interval = tuple[int, int] | None
 _INT_RANGES = {n: d.int_range for n, d in DTYPES.items() if not d.is_float}
@@ -172,6 +172,8 @@ def _binop_interval(op: str, a: Interval, b: Interval) -> Interval:
     if op == "max":
         return (smax(a[0], b[0]), smax(a[1], b[1]))
     if op == "//" and proven(b[0], ">", 0):
+        if any(isinstance(x, Sym) for x in b):  # a divisor known at run time: 0..a for a >= 0
+            return (0, a[1]) if proven(a[0], ">=", 0) else None
         return (smin(a[0] // b[0], a[0] // b[1]), smax(a[1] // b[0], a[1] // b[1]))
     if op == "%" and proven(b[0], ">", 0):
         if proven(a[0], ">=", 0) and proven(a[1], "<", b[0]):

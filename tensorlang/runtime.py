@@ -25,7 +25,7 @@ from .errors import BuildError
 from .ir import Func
 from .program import Op, gather_sites
 from .schedule import Schedule
-from .symbolic import Dim, SymbolicRefusal, evaluate, is_symbolic, size_name
+from .symbolic import Dim, SymbolicRefusal, evaluate, is_symbolic, size_name, size_source
 from .target import MachineCode, Target, compile_ir, host_target, target_machine
 
 if TYPE_CHECKING:
@@ -378,7 +378,7 @@ def _symbolic_build(op: Op, sizes: dict, options: dict) -> tuple[Schedule, str]:
 
 
 def _sizes_text(sizes: dict) -> str:
-    return ", ".join(f"{k}={v}" for k, v in sizes.items())
+    return ", ".join(f"{k}={size_source(v)}" for k, v in sizes.items())
 
 
 def llvm_ir_of(sched: Schedule, target: Target) -> tuple[Func, str]:

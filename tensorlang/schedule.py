@@ -53,7 +53,7 @@ from .primitives import (
 )
 from .program import Op, Renaming, Stage
 from .recurrence import check_scan_primitive
-from .symbolic import size_from_json, size_to_json
+from .symbolic import SymbolicRefusal, size_from_json, size_source, size_to_json
 
 SCHEDULE_FORMAT = 1
 SCATTER_COPIES_MAX_BYTES = 1 << 28
@@ -822,7 +822,10 @@ class Schedule:
         self._state = trial
 
     def _check(self, trial: ScheduleState, p: Primitive) -> None:
-        trial.apply(p)
+        try:
+            trial.apply(p)
+        except SymbolicRefusal as e:  # name the primitive that met the symbolic size
+            raise SymbolicRefusal(f"{describe(p)}: {e}") from None
         if not _LOWER_AT_THE_END.get() and _may_break_regions(trial, p):
             # a stage computed at a consumer's loop runs over the region its readers use, known once regions are
             # (its loops replayed on that region, whether threads would share it): lower to find out now, so that
@@ -830,6 +833,8 @@ class Schedule:
             from .lower import Lowerer
             try:
                 Lowerer(self.bound, trial).function()
+            except SymbolicRefusal as e:
+                raise SymbolicRefusal(f"{describe(p)}: {e}") from None
             except ScheduleError as e:
                 if isinstance(p, ComputeAt):
                     raise
@@ -912,7 +917,7 @@ class Schedule:
         return json.dumps([p.to_json() for p in self.primitives], sort_keys=True)
 
     def __str__(self) -> str:
-        sizes = ", ".join(f"{k}={v}" for k, v in self.sizes.items())
+        sizes = ", ".join(f"{k}={size_source(v)}" for k, v in self.sizes.items())
         return "\n".join([f"s = tl.schedule(op, {sizes})"] + [p.to_python() for p in self.primitives])
 
 

@@ -11,10 +11,10 @@ the same thing for every size in range, or refuses.
 >>> q = (n + 7) // 8
 >>> str(q * 8 - n), 8 * q >= n, (n - 1) < n
 ('(N + 7)//8*8 - N', True, True)
->>> n < 32
+>>> n < 32  # doctest: +ELLIPSIS
 Traceback (most recent call last):
 ...
-tensorlang.symbolic.SymbolicRefusal: N < 32 holds for some N in 16..64 and not others
+tensorlang.symbolic.SymbolicRefusal: size N is symbolic here, ... `N < 32` ...: it holds for some N in 16..64 and ...
 """
 from __future__ import annotations
 
@@ -65,8 +65,8 @@ class _Size:
     hi: int
     like: int = 0  # the representative value (for heuristics only, see `representative`)
 
-    def key(self):
-        return ("s", self.name)
+    def key(self):  # the range too: two kernels for N in different ranges are different kernels
+        return ("s", self.name, self.lo, self.hi, self.like)
 
 
 @dataclass(frozen=True)
@@ -95,6 +95,15 @@ class _Ext:
 
     def key(self):
         return ("x", self.op, self.a.key(), self.b.key())
+
+
+def _names(x: Sym) -> str:
+    names = sorted(x.sizes())
+    return f"size {names[0]} is" if len(names) == 1 else f"sizes {', '.join(names)} are"
+
+
+def _ranges(x: Sym) -> str:
+    return ", ".join(f"{n} in {a}..{b}" for n, (a, b) in sorted(x.sizes().items()))
 
 
 def smin(a, *rest):
@@ -234,7 +243,10 @@ class Sym:
         if o is None:
             return NotImplemented
         if o.terms:
-            raise SymbolicRefusal(f"{self} // {o}: a division by a symbolic size")
+            if o.key() == self.key():
+                return 1
+            raise SymbolicRefusal(f"{_names(o)} symbolic here, which is not supported as a divisor (`{self} // {o}`, "
+                                  f"for {_ranges(o)}; a loop over it fused into an outer one divides by it)")
         c = o.const
         if c < 0:
             return (-self) // (-c)
@@ -258,7 +270,10 @@ class Sym:
         return out + q
 
     def __rfloordiv__(self, other):
-        raise SymbolicRefusal(f"{other} // {self}: a division by a symbolic size")
+        if isinstance(other, int) and other >= 0 and proven(self, ">", other):
+            return 0
+        raise SymbolicRefusal(f"{_names(self)} symbolic here, which is not supported as a divisor (`{other} // "
+                              f"{self}`, for {_ranges(self)}; a loop over it fused into an outer one divides by it)")
 
     def __mod__(self, other):
         o = _as_sym(other)
@@ -270,10 +285,13 @@ class Sym:
         return self // other, self % other
 
     def __rdivmod__(self, other):
-        raise SymbolicRefusal(f"divmod({other}, {self}): a division by a symbolic size")
+        return other // self, other % self
 
     def __rmod__(self, other):
-        raise SymbolicRefusal(f"{other} % {self}: a remainder by a symbolic size")
+        if isinstance(other, int) and other >= 0 and proven(self, ">", other):
+            return other
+        raise SymbolicRefusal(f"{_names(self)} symbolic here, which is not supported as a divisor (`{other} % "
+                              f"{self}`, for {_ranges(self)}; a loop over it fused into an outer one divides by it)")
 
     def __truediv__(self, other):
         raise SymbolicRefusal(f"{self} / {other}: a fraction of a symbolic size")
@@ -348,8 +366,8 @@ class Sym:
             return True
         if no:
             return False
-        ranges = ", ".join(f"{n} in {a}..{b}" for n, (a, b) in sorted(d.sizes().items()))
-        raise SymbolicRefusal(f"{self} {op} {o} holds for some {ranges} and not others")
+        raise SymbolicRefusal(f"{_names(d)} symbolic here, which is not supported where `{self} {op} {o}` is "
+                              f"decided: it holds for some {_ranges(d)} and not others")
 
     def __lt__(self, other):
         return self._decide(other, "<")
@@ -380,12 +398,14 @@ class Sym:
         return self._decide(0, "!=")
 
     def __index__(self):
-        raise SymbolicRefusal(f"{self} is symbolic where a concrete integer is needed")
+        raise SymbolicRefusal(f"{_names(self)} symbolic here, which is not supported where a concrete integer is "
+                              f"needed (`{self}`, for {_ranges(self)})")
 
     __int__ = __index__
 
     def __float__(self):
-        raise SymbolicRefusal(f"{self} is symbolic where a concrete number is needed")
+        raise SymbolicRefusal(f"{_names(self)} symbolic here, which is not supported where a concrete number is "
+                              f"needed (`{self}`, for {_ranges(self)})")
 
     def __abs__(self):
         return self if self >= 0 else -self
@@ -504,6 +524,18 @@ def size_to_json(v):
     (atom, c), = v.terms.values()
     assert isinstance(atom, _Size) and c == 1 and not v.const  # a bound size is one size, as given
     return {"dim": [atom.lo, atom.hi, atom.like]}
+
+
+def size_source(v) -> str:
+    """A bound size as Python: the int, or the `tl.Dim(...)` that made a symbolic one.
+
+    >>> size_source(4), size_source(Sym.size("N", 1, 9, 3))
+    ('4', 'tl.Dim(1, 9, like=3)')
+    """
+    if not isinstance(v, Sym):
+        return str(v)
+    lo, hi, like = size_to_json(v)["dim"]
+    return f"tl.Dim({lo}, {hi}, like={like})"
 
 
 def size_from_json(v):
