@@ -221,3 +221,11 @@ def test_sizes_that_are_multiples_of_the_split_factors_take_a_version_without_ta
     assert "<= M" not in fast and "<= K" not in fast and "M_x12" in fast and "K_x16" in fast
     check_matmul(tl.build(s), [(12, 8, 16), (96, 96, 96), (24, 13, 32), (36, 9, 48), (13, 8, 16), (12, 8, 17),
                                (95, 95, 95), (60, 31, 80)])
+
+
+def test_kernels_for_different_ranges_of_a_size_are_different_kernels():
+    op = tl.op(MATMUL)
+    narrow = tl.build(op, M=tl.Dim(1, 8), N=4, K=4, schedule="naive")
+    wide = tl.build(op, M=tl.Dim(1, 64), N=4, K=4, schedule="naive")
+    assert narrow is not wide and wide.sizes["M"] == (1, 64) and narrow.sizes["M"] == (1, 8)
+    check_matmul(wide, [(64, 4, 4), (33, 4, 4)])
