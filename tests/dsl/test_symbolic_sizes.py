@@ -177,6 +177,10 @@ def test_export_and_the_c_backend_refuse_symbolic_sizes(tmp_path):
     with pytest.raises(tl.BuildError, match="the C backend does not take symbolic sizes"):
         k.source("c")
     assert "M: i64" in k.source("ir")
+    from tensorlang.codegen_c import emit_c
+    with pytest.raises(tl.BuildError, match=r"C backend: matmul has symbolic sizes \(M, K, N\), which it does not "
+                                            "take"):
+        emit_c(k.func)
 
 
 def test_dim_checks_its_range():
