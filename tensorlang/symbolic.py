@@ -19,6 +19,7 @@ tensorlang.symbolic.SymbolicRefusal: size N is symbolic here, ... `N < 32` ...: 
 from __future__ import annotations
 
 import math
+import operator
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -549,6 +550,9 @@ def size_from_json(v):
     return v
 
 
+_INT_OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq}
+
+
 def proven(a, op: str, b) -> bool:
     """Whether `a op b` holds for every value of the sizes in range (False where it is not known to: a proof
     that fails leaves a guard, never a wrong answer).
@@ -557,6 +561,8 @@ def proven(a, op: str, b) -> bool:
     >>> proven(n - 1, ">=", 0), proven(n - 1, ">", 0), proven(3, "<", 4)
     (True, False, True)
     """
+    if a.__class__ is int and b.__class__ is int:  # the common case, on the lowering's hot paths
+        return _INT_OPS[op](a, b)
     sa = _as_sym(a)
     if sa is None or _as_sym(b) is None:
         raise TypeError(f"proven({a!r}, {op!r}, {b!r}): integers or symbolic sizes only")
