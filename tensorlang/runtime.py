@@ -286,6 +286,11 @@ class SymbolicKernel(Kernel):
         if unread:
             raise BuildError(f"{self.op.name}: size {', '.join(unread)} is symbolic but no input has it as a whole "
                              "dimension, so a call cannot read it; bind it to an integer")
+        # the common call's checks, by position: (input, dimension, size, lo, hi) each size is read from
+        position = {p: i for i, p in enumerate(self.op.inputs)}
+        self._reads = [(position[p], d, n, *self.ranges[n]) for n, (p, d) in self._sources.items()]
+        self._in_fast = [(self._io_dims[p], dt) for p, dt in self._in_types]
+        self._out_fast = [(self._io_dims[o], dt) for o, dt in self._out_types]
 
     @property
     def sizes(self) -> dict:
@@ -316,26 +321,51 @@ class SymbolicKernel(Kernel):
             env[n] = v
         return env
 
+    def _fast_call(self, inputs) -> tuple[dict, list] | None:
+        """The sizes and new outputs of a call with plain C-contiguous arrays of the right ranks, dtypes and
+        agreeing sizes in range; None for anything else (then checked one by one)."""
+        if len(inputs) != len(self._in_fast):
+            return None
+        env = {}
+        for i, d, n, lo, hi in self._reads:
+            a = inputs[i]
+            if a.__class__ is not np.ndarray or a.ndim <= d or not lo <= a.shape[d] <= hi:
+                return None
+            env[n] = a.shape[d]
+        for a, (dims, dt) in zip(inputs, self._in_fast):
+            if a.__class__ is not np.ndarray or a.dtype != dt or not a.flags.c_contiguous or \
+                    a.shape != tuple(env[x] if x.__class__ is str else evaluate(x, env) for x in dims):
+                return None
+        return env, [np.empty(tuple(env[x] if x.__class__ is str else evaluate(x, env) for x in dims), dt)
+                     for dims, dt in self._out_fast]
+
     def __call__(self, *inputs, out=None):
+        fast = self._fast_call(inputs) if out is None else None
+        if fast is not None:  # the common call: a few attribute reads per array
+            env, outs = fast
+            status = self._fn(*map(data_address, inputs), *map(data_address, outs),
+                              *(env[n] for n in self.func.sizes))
+            if status != 0:
+                raise status_error(self.op, status, self._index_error, lambda: self._shapes_for(env))
+            return outs[0] if len(outs) == 1 else tuple(outs)
         env = self.call_sizes(inputs)
-        shapes = {k: tuple(env[d] if d.__class__ is str else evaluate(d, env) for d in v)
-                  for k, v in self._io_dims.items()}
-        if out is None and all(a.__class__ is np.ndarray and a.shape == shapes[n] and a.dtype == dt
-                               and a.flags.c_contiguous for a, (n, dt) in zip(inputs, self._in_types)):
-            outs = [np.empty(shapes[o], dt) for o, dt in self._out_types]  # the common call
-        else:
-            self._call.shapes = shapes  # per thread: calls of other sizes may run at the same time
-            for name, a in zip(self.op.inputs, inputs):
-                try:
-                    self._check(name, a, shapes[name], self.input_dtypes[name], "input")
-                except BuildError as e:
-                    raise BuildError(f"{e} ({self._explain(env)})") from None
-            outs = self._outputs(out, inputs)
+        shapes = self._shapes_for(env)
+        self._call.shapes = shapes  # per thread: calls of other sizes may run at the same time
+        for name, a in zip(self.op.inputs, inputs):
+            try:
+                self._check(name, a, shapes[name], self.input_dtypes[name], "input")
+            except BuildError as e:
+                raise BuildError(f"{e} ({self._explain(env)})") from None
+        outs = self._outputs(out, inputs)
         status = self._fn(*map(data_address, inputs), *map(data_address, outs),
                           *(env[n] for n in self.func.sizes))
         if status != 0:
             raise status_error(self.op, status, self._index_error, lambda: shapes)
         return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def _shapes_for(self, env: dict) -> dict:
+        return {k: tuple(env[d] if d.__class__ is str else evaluate(d, env) for d in v)
+                for k, v in self._io_dims.items()}
 
     def _explain(self, env: dict) -> str:
         return ", ".join(f"{n}={env[n]} from input {p} dimension {d}" for n, (p, d) in self._sources.items())
