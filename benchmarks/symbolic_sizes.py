@@ -37,11 +37,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 def main(argv=None) -> int:
     args = parse_args(argv)
     os.environ["TENSORLANG_NUM_THREADS"] = str(args.threads)  # before the thread pool starts
-    import numpy as np
-
-    import tensorlang as tl
-    from tensorlang import runtime, schedules
-    from tensorlang.timing import measure, median
+    from tensorlang import runtime
 
     scales = [int(x) for x in args.scales.split(",")]
     if any(not 1 <= s <= 8 for s in scales):
@@ -53,7 +49,29 @@ def main(argv=None) -> int:
         compiles[0] += 1
         return real_compile(*a, **kw)
     runtime.compile_ir = counting
+    try:
+        rows = run(args, compiles)
+    finally:
+        runtime.compile_ir = real_compile
+    if args.json:
+        print(json.dumps(rows, indent=1))
+    else:
+        print(f"{'workload':8} {'scale':>5} {'symbolic ms':>12} {'specialized ms':>15} {'spec/sym':>9}")
+        for r in rows:
+            print(f"{r['workload']:8} {r['scale']:>4}x {r['symbolic_s'] * 1e3:12.3f} {r['specialized_s'] * 1e3:15.3f} "
+                  f"{r['ratio']:9.2f}")
+    return 0
 
+
+def run(args: argparse.Namespace, compiles: list) -> list[dict]:
+    """The rows of the table (see the module docstring); `compiles[0]` counts the compilations."""
+    import numpy as np
+
+    import tensorlang as tl
+    from tensorlang import schedules
+    from tensorlang.timing import measure, median
+
+    scales = [int(x) for x in args.scales.split(",")]
     rows = []
     for name in args.workload.split(","):
         w = schedules.get(name)
@@ -95,19 +113,13 @@ def main(argv=None) -> int:
             if compiles[0] != compiles_before:
                 sys.exit(f"{name} at {s}x: a kernel compiled while being timed")
             t_sym, t_spec = median(times["symbolic"]), median(times["specialized"])
-            rows.append({"workload": name, "scale": s, "sizes": {k: v for k, v in sizes.items() if k in dims},
-                         "symbolic_s": t_sym, "specialized_s": t_spec, "ratio": t_spec / t_sym})
+            symbolic_sizes = {k: v for k, v in sizes.items() if isinstance(dims[k], tl.Dim)}
+            rows.append({"workload": name, "scale": s, "sizes": symbolic_sizes, "symbolic_s": t_sym,
+                         "specialized_s": t_spec, "ratio": t_spec / t_sym})
         if compiles[0] - built != len(scales):
             sys.exit(f"{name}: the symbolic build compiled again ({compiles[0] - built} compilations for "
                      f"{len(scales)} specialized builds)")
-    if args.json:
-        print(json.dumps(rows, indent=1))
-    else:
-        print(f"{'workload':8} {'scale':>5} {'symbolic ms':>12} {'specialized ms':>15} {'spec/sym':>9}")
-        for r in rows:
-            print(f"{r['workload']:8} {r['scale']:>4}x {r['symbolic_s'] * 1e3:12.3f} {r['specialized_s'] * 1e3:15.3f} "
-                  f"{r['ratio']:9.2f}")
-    return 0
+    return rows
 
 
 if __name__ == "__main__":
