@@ -21,6 +21,7 @@ from .errors import (
 from .parse import parse as _parse
 from .program import Op
 from .schedule import Schedule, schedule
+from .symbolic import Dim
 
 #: the version every tuning record, dataset, saved model and exported library stores; the build reads it from here
 __version__ = "0.2.0"
@@ -62,6 +63,7 @@ def __getattr__(name):
 __all__ = [
     "BuildError",
     "DSLError",
+    "Dim",
     "Kernel",
     "Model",
     "Op",

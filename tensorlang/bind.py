@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import cast
 
 from .errors import BuildError, DSLError, SourceLoc
 from .program import BoundaryIndex, GatherIndex, Op, Stage
+from .symbolic import Dim, Sym, SymbolicRefusal, smax, smin
 
 
 @dataclass(frozen=True)
@@ -74,9 +76,19 @@ def check_sizes(op: Op, sizes: dict) -> dict[str, int]:
     if unknown:
         raise BuildError(f"{op.name}: unknown size{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}; "
                          f"the sizes are {', '.join(op.size_names) or 'none'}")
-    out: dict[str, int] = {}
+    out: dict[str, int] = {}  # a symbolic size (Sym) computes as an int does (tensorlang.symbolic)
     for n in op.size_names:
         v = sizes[n]
+        if isinstance(v, Sym):  # a symbolic size made already (a multiple of one, see tensorlang.specialize)
+            out[n] = cast(int, v)
+            continue
+        if isinstance(v, Dim):
+            if n in op.int_params:
+                raise BuildError(f"{op.name}: size {n} is an `int` parameter; it cannot be symbolic (a Dim)")
+            if v.hi >= MAX_INDEX:
+                raise BuildError(f"{op.name}: size {n}={v} is too large: indices are 64-bit, sizes below 2**48")
+            out[n] = cast(int, Sym.size(n, v.lo, v.hi, v.like))
+            continue
         if isinstance(v, bool) or not hasattr(v, "__index__"):
             raise BuildError(f"{op.name}: size {n}={v!r} must be an integer")
         v = int(v)
@@ -141,8 +153,8 @@ def _interval(coeffs: dict, const: int, ranges: dict) -> tuple[int, int]:
     lo = hi = const
     for v, c in coeffs.items():
         a, b = ranges[v]
-        lo += min(c * a, c * b)
-        hi += max(c * a, c * b)
+        lo += smin(c * a, c * b)
+        hi += smax(c * a, c * b)
     return lo, hi
 
 
@@ -162,6 +174,17 @@ def _check_boundary(op: Op, s: Stage, a, d: int, ix: BoundaryIndex, sizes: dict,
                f"clamp(..., 0, {extent - 1})", a.index_locs[d])
 
 
+def _plain_symbolic(op: Op, s: Stage, a, d: int, coeffs: dict) -> None:
+    """A SymbolicRefusal where a symbolic size multiplies an index variable (`A[N*i]`): only plain, constant
+    coefficient positions take symbolic sizes."""
+    for v, c in coeffs.items():
+        if isinstance(c, Sym):
+            names = ", ".join(sorted(c.sizes()))
+            raise SymbolicRefusal(f"{op.name}: size {names} is symbolic here, which is not supported for a "
+                                  f"coefficient of the index variable `{v}` (`{a.tensor}` dimension {d}, stage "
+                                  f"`{s.name}`); bind it to an integer")
+
+
 def _bind_stage(op: Op, s: Stage, sizes: dict, shapes: dict) -> BoundStage:
     ranges: dict[str, tuple[int, int]] = {}  # inclusive [lo, hi]
     for v, w in s.where.items():
@@ -175,6 +198,7 @@ def _bind_stage(op: Op, s: Stage, sizes: dict, shapes: dict) -> BoundStage:
             if isinstance(ix, (GatherIndex, BoundaryIndex)) or a.tensor == s.name:
                 continue
             coeffs, const = ix.evaluate(sizes)
+            _plain_symbolic(op, s, a, d, coeffs)
             dims.append((n, d, coeffs, const, shapes[a.tensor][d]))
     # exact uses (`A[.., i, ..]`) of one index over dimensions of different extent disagree
     exact: dict[str, tuple] = {}
@@ -202,7 +226,7 @@ def _bind_stage(op: Op, s: Stage, sizes: dict, shapes: dict) -> BoundStage:
             rmin, rmax = _interval(rest, const, ranges)
             lo, hi = _bounds_for(coeffs[v], rmin, rmax, extent)
             if v in found:
-                lo, hi = max(lo, found[v][0]), min(hi, found[v][1])
+                lo, hi = smax(lo, found[v][0]), smin(hi, found[v][1])
             found[v] = (lo, hi)
             origin.setdefault(v, accesses[n].index_locs[d])
         if not found:

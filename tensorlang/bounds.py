@@ -40,6 +40,7 @@ from .ir import (
     substitute,
 )
 from .simplify import _linear, simplify
+from .symbolic import Sym, proven, smax, smin
 
 Interval = tuple[int, int] | None
 _INT_RANGES = {n: d.int_range for n, d in DTYPES.items() if not d.is_float}
@@ -65,7 +66,7 @@ def interval(e: Expr, env: dict) -> Interval:
         return computed
     if computed is None:
         return fact
-    return (max(fact[0], computed[0]), min(fact[1], computed[1]))
+    return (smax(fact[0], computed[0]), smin(fact[1], computed[1]))
 
 
 _FACTS = "#facts"  # env key: the expressions that `if` conditions bound (besides plain variables)
@@ -88,7 +89,7 @@ def _linear_fact(e: Expr, env: dict) -> Interval:
             for a in kterms:
                 del left[a]
             klo, khi = env[key]
-            lo, hi = lo + min(k * klo, k * khi) - k * kconst, hi + max(k * klo, k * khi) - k * kconst
+            lo, hi = lo + smin(k * klo, k * khi) - k * kconst, hi + smax(k * klo, k * khi) - k * kconst
             used = True
         if not used:
             continue
@@ -96,9 +97,9 @@ def _linear_fact(e: Expr, env: dict) -> Interval:
             r = interval(atom, env)
             if r is None:
                 break
-            lo, hi = lo + min(c * r[0], c * r[1]), hi + max(c * r[0], c * r[1])
+            lo, hi = lo + smin(c * r[0], c * r[1]), hi + smax(c * r[0], c * r[1])
         else:
-            out = (lo, hi) if out is None else (max(out[0], lo), min(out[1], hi))
+            out = (lo, hi) if out is None else (smax(out[0], lo), smin(out[1], hi))
     return out
 
 
@@ -134,17 +135,17 @@ def _interval(e: Expr, env) -> Interval:
         a = interval(e.args[0], env)
         if a is None or a[0] == _INT_RANGES[e.dtype][0]:  # abs of the smallest integer wraps
             return None
-        return (0 if a[0] <= 0 <= a[1] else min(abs(a[0]), abs(a[1]))), max(abs(a[0]), abs(a[1]))
+        return (0 if a[0] <= 0 <= a[1] else smin(abs(a[0]), abs(a[1]))), smax(abs(a[0]), abs(a[1]))
     if isinstance(e, Select):  # the true side where the condition holds (`select(x < N, x, 0)` is below N)
         t, f = interval(e.t, assume(e.cond, env)), interval(e.f, env)
-        return None if t is None or f is None else (min(t[0], f[0]), max(t[1], f[1]))
+        return None if t is None or f is None else (smin(t[0], f[0]), smax(t[1], f[1]))
     if not isinstance(e, BinOp) or e.dtype not in ("i64", "i32"):
         return None
     r = _binop_interval(e.op, interval(e.a, env), interval(e.b, env))
     if e.op in ("min", "max") and r is not None:  # a + b constant (a mirror's `max(x, -1 - x)`): a bound at c/2
         terms, c = _linear(simplify(BinOp("+", e.a, e.b)))
         if not any(terms.values()):
-            r = (max(r[0], -(-c // 2)), r[1]) if e.op == "max" else (r[0], min(r[1], c // 2))
+            r = (smax(r[0], -(-c // 2)), r[1]) if e.op == "max" else (r[0], smin(r[1], c // 2))
     lo, hi = _INT_RANGES[e.dtype]
     return r if r is None or (lo <= r[0] and r[1] <= hi) else (lo, hi)  # past its type, the value wraps
 
@@ -152,7 +153,7 @@ def _interval(e: Expr, env) -> Interval:
 def _binop_interval(op: str, a: Interval, b: Interval) -> Interval:
     """Bounds of `a op b` for integers, computed exactly (without wrapping)."""
     if a is None or b is None:
-        if op == "%" and b is not None and b[0] > 0:
+        if op == "%" and b is not None and proven(b[0], ">", 0):
             return (0, b[1] - 1)
         return None
     if op == "+":
@@ -160,16 +161,22 @@ def _binop_interval(op: str, a: Interval, b: Interval) -> Interval:
     if op == "-":
         return (a[0] - b[1], a[1] - b[0])
     if op == "*":
+        for x, y in ((a, b), (b, a)):  # a constant factor >= 0 keeps the order (and a symbolic bound symbolic)
+            if isinstance(y[0], int) and y[0] == y[1] and y[0] >= 0 and not (isinstance(x[0], int)
+                                                                           and isinstance(x[1], int)):
+                return (x[0] * y[0], x[1] * y[0])
         ps = [x * y for x in a for y in b]
-        return (min(ps), max(ps))
+        return (smin(*ps), smax(*ps))
     if op == "min":
-        return (min(a[0], b[0]), min(a[1], b[1]))
+        return (smin(a[0], b[0]), smin(a[1], b[1]))
     if op == "max":
-        return (max(a[0], b[0]), max(a[1], b[1]))
-    if op == "//" and b[0] > 0:
-        return (min(a[0] // b[0], a[0] // b[1]), max(a[1] // b[0], a[1] // b[1]))
-    if op == "%" and b[0] > 0:
-        if a[0] >= 0 and a[1] < b[0]:
+        return (smax(a[0], b[0]), smax(a[1], b[1]))
+    if op == "//" and proven(b[0], ">", 0):
+        if any(isinstance(x, Sym) for x in b):  # a divisor known at run time: 0..a for a >= 0
+            return (0, a[1]) if proven(a[0], ">=", 0) else None
+        return (smin(a[0] // b[0], a[0] // b[1]), smax(a[1] // b[0], a[1] // b[1]))
+    if op == "%" and proven(b[0], ">", 0):
+        if proven(a[0], ">=", 0) and proven(a[1], "<", b[0]):
             return a
         return (0, b[1] - 1)
     return None
@@ -219,9 +226,9 @@ def _refine(cond: Expr, env: dict) -> dict:
         key = simplify(a)
         lo, hi = interval(key, env) or (-(1 << 62), 1 << 62)
         if upper:
-            hi = min(hi, other[1] - (1 if strict else 0))
+            hi = smin(hi, other[1] - (1 if strict else 0))
         else:
-            lo = max(lo, other[0] + (1 if strict else 0))
+            lo = smax(lo, other[0] + (1 if strict else 0))
         if isinstance(key, Var):
             out[key.name] = (lo, hi)
         else:
@@ -234,7 +241,7 @@ def _refine_difference(cond: Cmp, env: dict) -> dict:
     """Also remember `a - b` (its variable terms, the constant moved across) where both sides vary, so that
     `if x <= w_b*64 + 65` bounds `x - w_b*64` by 65, which the interval of the right side alone cannot."""
     a, b = interval(cond.a, env), interval(cond.b, env)
-    if a is None or b is None or b[0] == b[1]:  # not integers we can bound, or nothing to add
+    if a is None or b is None or proven(b[0], "==", b[1]):  # not integers we can bound, or nothing to add
         return env
     terms, const = _linear(simplify(BinOp("-", cond.a, cond.b)))
     if not terms:
@@ -243,9 +250,9 @@ def _refine_difference(cond: Cmp, env: dict) -> dict:
     strict = 1 if cond.op in ("<", ">") else 0
     lo, hi = interval(key, env) or (-(1 << 62), 1 << 62)
     if cond.op in ("<", "<="):
-        hi = min(hi, -const - strict)
+        hi = smin(hi, -const - strict)
     else:
-        lo = max(lo, -const + strict)
+        lo = smax(lo, -const + strict)
     out = dict(env)
     if isinstance(key, Var):
         out[key.name] = (lo, hi)
@@ -264,7 +271,7 @@ class _Checker:
         out = []
         for d, ix in enumerate(indices):
             r = interval(simplify(ix), env)
-            out.append(r is None or r[0] < 0 or r[1] > buf.shape[d] - 1)
+            out.append(r is None or not proven(r[0], ">=", 0) or not proven(r[1], "<=", buf.shape[d] - 1))
         return tuple(out)
 
     def fail(self, what: str, buf, indices) -> None:
@@ -277,7 +284,7 @@ class _Checker:
         if isinstance(e, IndexCheck):  # no check where the program keeps the value in range (clamp, select)
             a = self.expr(e.a, env)
             r = interval(simplify(a), env)
-            if r is not None and 0 <= r[0] and r[1] < e.extent:
+            if r is not None and proven(r[0], ">=", 0) and proven(r[1], "<", e.extent):
                 return a
             return replace(e, a=a, when=None if e.when is None else self.expr(e.when, env))
         if isinstance(e, Load):
@@ -321,7 +328,7 @@ class _Checker:
             return replace(s, value=self.expr(s.value, env), body=self.stmt(s.body, inner))
         if isinstance(s, If):
             inner = assume(s.cond, env)
-            if any(isinstance(r, tuple) and r[0] > r[1] for r in inner.values()):
+            if any(isinstance(r, tuple) and proven(r[0], ">", r[1]) for r in inner.values()):
                 # the condition can never hold (a compute_at region that misses its producer's domain, say):
                 # nothing inside ever runs, so it is dropped rather than proven
                 then = Seq(())

@@ -100,6 +100,9 @@ def emit_c(func: ir.Func, name: str | None = None, *, vector_bytes: int | None =
     Raises BuildError naming the node for IR this backend cannot translate.
     """
     name = func.name if name is None else name
+    if func.sizes:
+        raise BuildError(f"C backend: {func.name} has symbolic sizes ({', '.join(func.sizes)}), which it does not "
+                         "take; build with integer sizes for C")
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) or name in _RESERVED or name.startswith("tl_"):
         raise BuildError(f"C backend: {name!r} cannot be the name of a C function; pass emit_c(func, name=...)")
     if vector_bytes is None:

@@ -31,6 +31,7 @@ from .dtypes import DTYPES
 from .errors import BuildError
 from .loopnest import substitute, variables
 from .simplify import _linear, simplify
+from .symbolic import is_symbolic, size_var, upper_bound
 
 I1, I8, I16, I32, I64 = ll.IntType(1), ll.IntType(8), ll.IntType(16), ll.IntType(32), ll.IntType(64)
 F32, F64 = ll.FloatType(), ll.DoubleType()
@@ -213,6 +214,11 @@ def _fold_int(op: str, a: ll.Value, c: ll.Value) -> ll.Value | None:
     return None
 
 
+def _runtime(e: ir.Expr) -> ir.Expr:
+    """`e`, or the expression over the size parameters that a symbolic IntImm stands for."""
+    return e.value.to_ir() if isinstance(e, ir.IntImm) and is_symbolic(e.value) else e
+
+
 def emit_module(func: ir.Func, triple: str = "", data_layout: str = "", vector_bits: int = 0) -> ll.Module:
     """An llvmlite module holding `func` as an exported function of the same name. With `vector_bits` (the
     target's widest register, e.g. 512), a vectorized loop wider than one register is emitted in chunks of that
@@ -233,13 +239,18 @@ def emit_module(func: ir.Func, triple: str = "", data_layout: str = "", vector_b
         module.triple = triple
     if data_layout:
         module.data_layout = data_layout
-    fn = ll.Function(module, ll.FunctionType(I32, [PTR] * len(func.params)), name=func.name)
+    fn = ll.Function(module, ll.FunctionType(I32, [PTR] * len(func.params) + [I64] * len(func.sizes)),
+                     name=func.name)
     ptrs = {}
     for arg, buf in zip(fn.args, func.params):
         arg.name = buf.name
         arg.add_attribute("noalias")
         ptrs[buf.name] = arg
-    em = _Emitter(module, fn, ptrs, {}, func.name, vector_bits)
+    sizes = {}
+    for arg, name in zip(fn.args[len(func.params):], func.sizes):
+        arg.name = name
+        sizes[size_var(name).name] = arg
+    em = _Emitter(module, fn, ptrs, sizes, func.name, vector_bits)
     if any(True for _ in ir.index_checks(func.body)):
         em.ptrs[_ERROR_RECORD] = em.error_record()
     em.emit(func.body)
@@ -529,7 +540,7 @@ class _Emitter:
         return a, c
 
     def const(self, dtype: str, value, like: ll.Value | None = None) -> ll.Value:
-        c = constant(ll_type(dtype), value)
+        c = self.expr(ir.const(value, dtype)) if is_symbolic(value) else constant(ll_type(dtype), value)
         return self.splat(c, like.type.count) if like is not None and _is_vec(like) else c
 
     # ---- statements ----
@@ -540,6 +551,9 @@ class _Emitter:
         elif isinstance(s, ir.Store):
             self.store(s)
         elif isinstance(s, ir.For):
+            if any(isinstance(x, ir.IntImm) and is_symbolic(x.value) for x in (s.lo, s.extent)):
+                # bounds known at run time only: as expressions, never taken for constants
+                s = ir.For(s.var, _runtime(s.lo), _runtime(s.extent), s.body, s.kind)
             if s.kind == "unrolled":
                 if not self.transposed_store(s):
                     self.unrolled(s)
@@ -595,14 +609,15 @@ class _Emitter:
             # in the entry block, so that a loop does not grow the stack and LLVM can promote it to registers
             with self.b.goto_block(self.entry):
                 self.b.position_at_start(self.entry)
-                ptr = self.b.alloca(ll.ArrayType(mem_type(buf.dtype), max(1, buf.size)), name=buf.name)
+                ptr = self.b.alloca(ll.ArrayType(mem_type(buf.dtype), max(1, upper_bound(buf.size))), name=buf.name)
                 ptr.align = _ALIGN
                 ptr.type = PTR  # an opaque pointer, like the parameters (llvmlite would type it)
             self.ptrs[buf.name] = ptr
             self.stmt(s.body)
             del self.ptrs[buf.name]
             return
-        nbytes = max(_ALIGN, -(-buf.size * itemsize // _ALIGN) * _ALIGN)
+        # a buffer over symbolic sizes gets room for the largest: one block serves every call (and the kept workspace)
+        nbytes = max(_ALIGN, -(-upper_bound(buf.size) * itemsize // _ALIGN) * _ALIGN)
         aligned_alloc = self.extern("aligned_alloc", PTR, [I64, I64])
         free = self.extern("free", ll.VoidType(), [PTR])
         null = ll.Constant(PTR, None)
@@ -930,6 +945,8 @@ class _Emitter:
         step = 0
         for atom, coef in terms.items():
             if isinstance(atom, ir.Var) and atom.name == self.lane_var:
+                if is_symbolic(coef):  # a step known at run time: handled as one that varies
+                    return None
                 step = coef
             elif self.lane_var in variables(atom):
                 return None
@@ -1194,6 +1211,8 @@ class _Emitter:
     def expr(self, e: ir.Expr) -> ll.Value:
         b = self.b
         if isinstance(e, ir.IntImm):
+            if is_symbolic(e.value):  # a size known at run time: computed from the size parameters
+                return self.expr(e.value.to_ir())
             return ll_type(e.dtype)(e.value)
         if isinstance(e, ir.FloatImm):
             return ll_type(e.dtype)(e.value)

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
+
+from .symbolic import Sym
 
 
 def _hash_once(cls):
@@ -327,21 +329,24 @@ class Func:
     params: tuple
     body: Stmt
     guards: int = field(default=0, compare=False)
+    sizes: tuple = ()  # names of the symbolic sizes, passed (as i64, after the buffers) at run time
 
     def __str__(self) -> str:
-        sig = ", ".join(f"{b.name}: {b.dtype}[{', '.join(str(d) for d in b.shape)}]" for b in self.params)
+        sig = ", ".join([f"{b.name}: {b.dtype}[{', '.join(str(d) for d in b.shape)}]" for b in self.params] +
+                        [f"{n}: i64" for n in self.sizes])
         return "\n".join([f"def {self.name}({sig}):"] + stmt_lines(self.body, 1))
 
 
 # ---- construction helpers ----------------------------------------------------------------------
 
-def const(value: int, dtype: str = "i64") -> IntImm:
+def const(value: int | Sym, dtype: str = "i64") -> IntImm:
     """An integer constant (i64 unless said).
 
     >>> const(3).value
     3
     """
-    return IntImm(int(value), dtype)
+    # a Sym is a size known at run time, held where the value is (and computed as an int is)
+    return IntImm(cast(int, value) if isinstance(value, Sym) else int(value), dtype)
 
 
 def all_of(conds) -> Expr | None:

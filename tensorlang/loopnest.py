@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from . import ir
 from .errors import ScheduleError
 from .simplify import simplify
+from .symbolic import is_symbolic, representative
 
 KINDS = ("serial", "parallel", "vectorized", "unrolled")
 MAX_VECTOR_LANES = 64
@@ -32,6 +33,11 @@ class Loop:
     extent: int
     kind: str
     reduction: bool
+
+
+def _may_not_divide(extent, factor: int) -> bool:
+    """Whether `factor` may leave a tail of `extent`: a symbolic extent (a size known at run time) may."""
+    return True if is_symbolic(extent) else extent % factor != 0
 
 
 substitute = ir.substitute
@@ -95,7 +101,7 @@ class LoopNest:
         self.loops[i:i + 1] = [Loop(outer, 0, n_outer, "serial", lp.reduction),
                                Loop(inner, 0, factor, "serial", lp.reduction)]
         value = ir.BinOp("+", ir.BinOp("*", ir.Var(outer), ir.const(factor)), ir.Var(inner))
-        if lp.extent % factor and axis not in self.domains:
+        if _may_not_divide(lp.extent, factor) and axis not in self.domains:
             self.constraints.append((simplify(value), lp.extent))
         if lp.lo:
             value = ir.BinOp("+", value, ir.const(lp.lo))
@@ -162,10 +168,17 @@ class LoopNest:
                                 f"({', '.join(q.name for q in self.loops[i + 1:])}): its lanes would update the "
                                 "same element at different times; vectorize it only as the innermost loop (the "
                                 "lanes are then combined), or vectorize a loop over an output index")
-        if kind == "vectorized":
+        if kind == "vectorized" and lp.reduction and is_symbolic(lp.extent):
+            raise ScheduleError(f"{where}: size {', '.join(sorted(lp.extent.sizes()))} is symbolic here, which is "
+                                f"not supported for a vectorized reduction loop (extent {lp.extent}); split the loop "
+                                "by a constant factor and vectorize the inner loop, or bind the size")
+        if is_symbolic(lp.extent):  # lowered in pieces of its extent at the representative sizes
+            pass
+        elif kind == "vectorized":
             if lp.extent > MAX_VECTOR_LANES:
                 raise ScheduleError(f"{where}: extent {lp.extent} is more than {MAX_VECTOR_LANES} lanes; split it "
                                     "and vectorize the inner loop")
+        if kind == "vectorized":
             outer_vec = [q.name for q in self.loops if q.kind == "vectorized" and q is not lp]
             if outer_vec:
                 raise ScheduleError(f"{where}: {outer_vec[0]} is vectorized already; one vectorized loop a stage")
@@ -173,7 +186,7 @@ class LoopNest:
             if inner_par:
                 raise ScheduleError(f"{where}: the loop inside it, {inner_par[0]}, is parallel; a parallel loop "
                                     "cannot run inside a vectorized one")
-        if kind == "unrolled" and lp.extent > MAX_UNROLL:
+        if kind == "unrolled" and representative(lp.extent) > MAX_UNROLL:
             raise ScheduleError(f"{where}: extent {lp.extent} is more than {MAX_UNROLL} copies; split it and "
                                 "unroll the inner loop")
         if kind == "parallel":

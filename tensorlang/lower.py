@@ -28,7 +28,7 @@ from .bind import BoundOp, BoundStage
 from .bounds import DEFS, assume, interval
 from .dtypes import DTYPES
 from .errors import BuildError, ScheduleError
-from .loopnest import LoopNest, substitute, variables
+from .loopnest import MAX_UNROLL, MAX_VECTOR_LANES, LoopNest, substitute, variables
 from .primitives import Annotate, Fuse, Reorder, Split
 from .program import (
     Access,
@@ -45,6 +45,7 @@ from .program import (
 )
 from .schedule import At, Epilogue, Inline, Root
 from .simplify import _linear, simplify, simplify_divmod
+from .symbolic import is_symbolic, proven, representative, smax, smin
 from .tighten import tighten_loops
 
 STACK_LIMIT_BYTES = 32 * 1024
@@ -185,6 +186,11 @@ def _in_domain(indices, shape) -> ir.Expr:
     return cond
 
 
+def _may_exceed_one(extent) -> bool:
+    """Whether a loop of this extent may run more than once (a symbolic extent is asked over its whole range)."""
+    return extent.bounds()[1] > 1 if is_symbolic(extent) else extent > 1
+
+
 def _at_least(a: ir.Expr, b: ir.Expr, ranges: dict) -> bool:
     """Whether `a >= b` for every value of the loops in `ranges`: from the bounds of `a - b` after the terms the
     two share cancel (`T1.j + j_t*32 >= j_t*32` for `T1.j` in 0:32), with `min(x, y)` on the larger side proven
@@ -200,7 +206,7 @@ def _at_least(a: ir.Expr, b: ir.Expr, ranges: dict) -> bool:
     if isinstance(b, ir.BinOp) and b.op == "max":
         return _at_least(a, b.a, ranges) and _at_least(a, b.b, ranges)
     r = interval(simplify(ir.BinOp("-", a, b)), ranges)
-    return r is not None and r[0] >= 0
+    return r is not None and proven(r[0], ">=", 0)
 
 
 @dataclass
@@ -395,7 +401,7 @@ class Lowerer:
         # with cache_write and reduction loops outside the tile, the first of their iterations writes the tile
         # back without reading the output: no separate pass initialises it (a loop of one iteration is both the
         # first and the last: the tile then holds the whole reduction)
-        outer_red = [lp for lp in loops[:cw_depth + 1] if lp.reduction and lp.extent > 1] \
+        outer_red = [lp for lp in loops[:cw_depth + 1] if lp.reduction and _may_exceed_one(lp.extent)] \
             if cw_depth is not None else []
         all_red_cached = cw_depth is not None and not outer_red
         fused_init = identity is not None and cw_depth is None and not pure_inside_red
@@ -651,7 +657,7 @@ class Lowerer:
                 if bounds is None:
                     return whole
                 a, b = bounds
-            lo += min(coef * a, coef * b)
+            lo += smin(coef * a, coef * b)
             span += abs(coef) * (b - a)
         m: ir.Expr = ir.IntImm(lo)
         for atom, coef in fixed.items():
@@ -673,15 +679,18 @@ class Lowerer:
         for v, (lo, hi) in (kept or {}).items():
             e = exprs.get(v)
             r = interval(e, ranges) if e is not None and variables(e) and variables(e) <= free else None
-            if r is not None and (r[0] < lo or r[1] > hi) and max(r[0], lo) <= min(r[1], hi):
+            # (a region is only narrowed where that is proven for every value of the symbolic sizes)
+            if r is not None and not (proven(r[0], ">=", lo) and proven(r[1], "<=", hi)) \
+                    and proven(smax(r[0], lo), "<=", smin(r[1], hi)):
                 atom = ir.Var(f"{v}:in-domain")
-                env[v], ranges[atom.name] = atom, (max(r[0], lo), min(r[1], hi))
+                env[v], ranges[atom.name] = atom, (smax(r[0], lo), smin(r[1], hi))
                 free.add(atom.name)
         for k, (e, bound) in enumerate(tails or ()):
             terms, const = _linear(e)
             terms = {a: c for a, c in terms.items() if c}
             r = interval(e, ranges)
-            if not terms or not variables(e) <= free or r is None or r[1] < bound or r[0] >= bound:
+            if not terms or not variables(e) <= free or r is None or not proven(r[1], ">=", bound) \
+                    or not proven(r[0], "<", bound):
                 continue
             atom = ir.Var(f"tail{k}:in-domain")  # the tail's sum of loops, less its constant, below the bound
             ranges[atom.name], free = (r[0] - const, bound - 1 - const), free | {atom.name}
@@ -713,8 +722,8 @@ class Lowerer:
             base = [_linear(m)[0] for m, _ in cands]
             if all(b == base[0] for b in base):
                 consts = [_linear(m)[1] for m, _ in cands]
-                lo = min(consts)
-                hi = max(k + e - 1 for k, (_, e) in zip(consts, cands))
+                lo = smin(*consts)
+                hi = smax(*(k + e - 1 for k, (_, e) in zip(consts, cands)))
                 mins.append(simplify(ir.BinOp("+", ir.BinOp("-", cands[0][0], ir.const(consts[0])), ir.const(lo))))
                 exts.append(hi - lo + 1)
             else:  # reads whose starts move differently: a constant range covering every index they take
@@ -722,7 +731,7 @@ class Lowerer:
                 for m, e in cands:
                     r = interval(m, ranges)  # None when the start depends on an enclosing stage's loops
                     if r is not None:
-                        lo, hi = min(lo, r[0]), max(hi, r[1] + e - 1)
+                        lo, hi = smin(lo, r[0]), smax(hi, r[1] + e - 1)
                 mins.append(ir.const(lo))
                 exts.append(hi - lo + 1)
         return Region(mins, exts)
@@ -1013,7 +1022,7 @@ class Lowerer:
             body: ir.Stmt = ir.Store(lc.buffer, tuple(pvars), ir.Load(src, glob, pad=True))
             for depth, i in reversed(list(enumerate(_copy_order(pvars, glob, src.shape)))):
                 ext = lc.buffer.shape[i]
-                kind = "parallel" if threads and depth == 0 and ext > 1 else "serial"
+                kind = "parallel" if threads and depth == 0 and _may_exceed_one(ext) else "serial"
                 body = ir.For(pvars[i], ir.const(0), ir.const(ext), body, kind)
             if inside is not None:  # the same copy twice: where the test holds, no read needs its padding guard
                 body = ir.If(inside, fast if fast is not None else body, body)
@@ -1131,7 +1140,7 @@ def _copy_order(pvars: list, glob: tuple, shape: tuple) -> list[int]:
         terms, _ = _linear(g)
         for i, pv in enumerate(pvars):
             step[i] += abs(terms.get(pv, 0)) * strides[d]
-    outer = sorted(range(len(pvars) - 1), key=lambda i: -step[i])
+    outer = sorted(range(len(pvars) - 1), key=lambda i: -representative(step[i]))
     return outer + [len(pvars) - 1] if pvars else []
 
 
@@ -1146,12 +1155,12 @@ def _copy_inside(lc: LocalCopy, shape: tuple, ranges: dict) -> ir.Expr | None:
             covered[d] = n * block
     conds = []
     for m, ext, n in zip(lc.region.mins, covered, shape):
-        if ext > n:
+        if proven(ext, ">", n):
             return None
         r = interval(m, ranges)
-        if r is None or r[0] < 0:
+        if r is None or not proven(r[0], ">=", 0):
             conds.append(ir.Cmp(">=", m, ir.const(0)))
-        if r is None or r[1] > n - ext:
+        if r is None or not proven(r[1], "<=", n - ext):
             conds.append(ir.Cmp("<=", m, ir.const(n - ext)))
     return ir.all_of(conds) if conds else None
 
@@ -1266,7 +1275,7 @@ def _union(a: Region, b: Region, shape: tuple) -> Region:
 def _local_buffer(name: str, dtype: str, shape: tuple) -> ir.Buffer:
     """A buffer local to a loop body: on the stack when small (LLVM can keep it in registers), else on the heap."""
     size = math.prod(shape) * DTYPES[dtype].itemsize
-    return ir.Buffer(name, dtype, shape, "stack" if size <= STACK_LIMIT_BYTES else "local")
+    return ir.Buffer(name, dtype, shape, "stack" if proven(size, "<=", STACK_LIMIT_BYTES) else "local")
 
 
 def _layout(layout: tuple, rank: int) -> list:
@@ -1410,4 +1419,54 @@ def lower(bound: BoundOp, state=None) -> ir.Func:
         from .schedule import ScheduleState
         state = ScheduleState(bound)
     func = Lowerer(bound, state).function()
-    return dataclasses.replace(func, body=tighten_loops(func.body))
+    symbolic = tuple(n for n, v in bound.sizes.items() if is_symbolic(v))
+    body = tighten_loops(func.body)
+    if symbolic:
+        body = strip_symbolic_vectors(body)
+    return dataclasses.replace(func, body=body, sizes=symbolic)
+
+
+def strip_symbolic_vectors(s: ir.Stmt) -> ir.Stmt:
+    """Every vectorized or unrolled loop whose extent is a symbolic size made pieces of a constant width W (the
+    extent at the representative sizes, at most `MAX_VECTOR_LANES` lanes): the whole pieces as they are, then,
+    where the extent is not a multiple of W, one vector whose lanes past the end are masked off, or a serial loop
+    over the rest of an unrolled one (Halide's `specialize` on the tail).
+
+    >>> import tensorlang as tl
+    >>> s = tl.schedule(tl.op("def f(A: f32[N]) -> B:\\n    B[i] = A[i] * 2.0"), N=tl.Dim(1, 100, like=8))
+    >>> s["B"].vectorize("i")
+    >>> print(s.lowered())
+    def f(A: f32[N], B: f32[N], N: i64):
+      for i_v in 0:N//8:
+        for i in i_v*8:i_v*8 + 8:  # vectorized
+          B[i] = A[i]*2f
+      if N - N//8*8 != 0:
+        for i in N//8*8:N//8*8 + 8:  # vectorized
+          if i < N:
+            B[i] = A[i]*2f
+    """
+    if isinstance(s, ir.For):
+        body = strip_symbolic_vectors(s.body)
+        ext = s.extent.value if isinstance(s.extent, ir.IntImm) else None
+        if s.kind not in ("vectorized", "unrolled") or not is_symbolic(ext):
+            return dataclasses.replace(s, body=body)
+        w = max(1, min(representative(ext), MAX_VECTOR_LANES if s.kind == "vectorized" else MAX_UNROLL))
+        outer = ir.Var(f"{s.var.name}_v")
+        lo_of = ir.BinOp("+", s.lo, ir.BinOp("*", outer, ir.const(w)))
+        whole = ir.For(outer, ir.const(0), ir.const(ext // w),
+                       ir.For(s.var, simplify(lo_of), ir.const(w), body, s.kind))
+        start = simplify(ir.BinOp("+", s.lo, ir.const(ext // w * w)))
+        end = simplify(ir.BinOp("+", s.lo, ir.const(ext)))
+        if s.kind == "unrolled":
+            tail: ir.Stmt = ir.For(s.var, start, ir.const(ext % w), body)
+        else:
+            tail = ir.For(s.var, start, ir.const(w), ir.If(ir.Cmp("<", s.var, end), body), "vectorized")
+        return ir.seq(whole, ir.If(ir.Cmp("!=", ir.const(ext % w), ir.const(0)), tail))
+    if isinstance(s, ir.Seq):
+        return ir.seq(*(strip_symbolic_vectors(x) for x in s.stmts))
+    if isinstance(s, ir.If):
+        return dataclasses.replace(s, then=strip_symbolic_vectors(s.then),
+                                   orelse=None if s.orelse is None else strip_symbolic_vectors(s.orelse))
+    if isinstance(s, (ir.Let, ir.Allocate)):
+        return dataclasses.replace(s, body=strip_symbolic_vectors(s.body))
+    return s

@@ -25,6 +25,7 @@ from .errors import BuildError
 from .ir import Func
 from .program import Op, gather_sites
 from .schedule import Schedule
+from .symbolic import Dim, SymbolicRefusal, evaluate, is_symbolic, size_name, size_source
 from .target import MachineCode, Target, compile_ir, host_target, target_machine
 
 if TYPE_CHECKING:
@@ -136,7 +137,8 @@ class Kernel:
         self.input_dtypes = {p.name: DTYPES[p.dtype].numpy for p in self.op.params}
         self.output_dtypes = {o: DTYPES[bound.dtypes[o]].numpy for o in self.op.outputs}
         n = len(func.params)
-        self._fn = ctypes.CFUNCTYPE(ctypes.c_int32, *([ctypes.c_void_p] * n))(self._engine.address)
+        self._fn = ctypes.CFUNCTYPE(ctypes.c_int32, *([ctypes.c_void_p] * n),
+                                    *([ctypes.c_int64] * len(func.sizes)))(self._engine.address)
         self._index_error: Any = _INDEX_ERROR_FN(engine.get_function_address(func.name + INDEX_ERROR_SUFFIX))
         self._set_specs()
 
@@ -255,6 +257,162 @@ class Kernel:
         return export(self, path, format, name=name, cc=cc)
 
 
+class SymbolicKernel(Kernel):
+    """A kernel built for symbolic sizes (`tl.Dim`): each call reads the sizes from its inputs' shapes, checks
+    they lie in range and agree across inputs, allocates the outputs for them and passes them to the code.
+
+    >>> import numpy as np, tensorlang as tl
+    >>> k = tl.build(tl.op("def f(A: f32[N]) -> B:\\n    B[i] = A[i] * 2.0"), N=tl.Dim(1, 100))
+    >>> k(np.ones(3, np.float32)).tolist(), k(np.ones(5, np.float32)).shape
+    ([2.0, 2.0, 2.0], (5,))
+    """
+
+    def _set_specs(self) -> None:
+        self._call = threading.local()
+        # each dimension of each input and output: an int, a size's name, or a Sym computed from the sizes
+        self._io_dims = {k: tuple(size_name(d) or d for d in v)
+                         for k, v in {**self.input_shapes, **self.output_shapes}.items()}
+        self._in_types = [(p, np.dtype(self.input_dtypes[p])) for p in self.op.inputs]
+        self._out_types = [(o, np.dtype(self.output_dtypes[o])) for o in self.op.outputs]
+        self.ranges = {n: (v.sizes()[n]) for n, v in self.schedule.sizes.items() if is_symbolic(v)}
+        # where each symbolic size is read: the first input dimension that is exactly that size
+        self._sources: dict[str, tuple[str, int]] = {}
+        for p in self.op.inputs:
+            for d, ext in enumerate(self.input_shapes[p]):
+                name = size_name(ext)
+                if name is not None:
+                    self._sources.setdefault(name, (p, d))
+        unread = [n for n in self.ranges if n not in self._sources]
+        if unread:
+            raise BuildError(f"{self.op.name}: size {', '.join(unread)} is symbolic but no input has it as a whole "
+                             "dimension, so a call cannot read it; bind it to an integer")
+        # the common call's checks, by position: (input, dimension, size, lo, hi) each size is read from
+        position = {p: i for i, p in enumerate(self.op.inputs)}
+        self._reads = [(position[p], d, n, *self.ranges[n]) for n, (p, d) in self._sources.items()]
+        self._in_fast = [(self._io_dims[p], dt) for p, dt in self._in_types]
+        self._out_fast = [(self._io_dims[o], dt) for o, dt in self._out_types]
+        assert self.func is not None  # a symbolic kernel is built here, never loaded
+        self._size_params = self.func.sizes  # the generated function's size parameters, in order
+
+    @property
+    def sizes(self) -> dict:
+        """The sizes: ints where bound, ``(lo, hi)`` ranges where symbolic."""
+        return {k: (self.ranges[k] if k in self.ranges else v) for k, v in self.schedule.sizes.items()}
+
+    def call_sizes(self, inputs) -> dict[str, int]:
+        """The symbolic sizes of a call with these inputs (a BuildError naming the input, dimension and the
+        size's range when one lies outside it or two inputs disagree)."""
+        names = self.op.inputs
+        if len(inputs) != len(names):
+            raise BuildError(f"{self.op.name}: expected {len(names)} input array{'s' if len(names) != 1 else ''}"
+                             f" ({', '.join(names)}), got {len(inputs)}")
+        arrays = dict(zip(names, inputs))
+        env = {}
+        for n, (p, d) in self._sources.items():
+            a = arrays[p]
+            if not isinstance(a, np.ndarray):
+                raise BuildError(f"{self.op.name}: input {p} must be a numpy array, got {type(a).__name__}")
+            if a.ndim != len(self.input_shapes[p]):
+                raise BuildError(f"{self.op.name}: input {p} has {a.ndim} dimensions, expected "
+                                 f"{len(self.input_shapes[p])}")
+            lo, hi = self.ranges[n]
+            v = a.shape[d]
+            if not lo <= v <= hi:
+                raise BuildError(f"{self.op.name}: input {p} dimension {d} is {v}, but size {n} must lie in "
+                                 f"{lo}..{hi} for this kernel (built with {n}=tl.Dim({lo}, {hi}))")
+            env[n] = v
+        return env
+
+    def _fast_call(self, inputs) -> tuple[dict, list] | None:
+        """The sizes and new outputs of a call with plain C-contiguous arrays of the right ranks, dtypes and
+        agreeing sizes in range; None for anything else (then checked one by one)."""
+        if len(inputs) != len(self._in_fast):
+            return None
+        env = {}
+        for i, d, n, lo, hi in self._reads:
+            a = inputs[i]
+            if a.__class__ is not np.ndarray or a.ndim <= d or not lo <= a.shape[d] <= hi:
+                return None
+            env[n] = a.shape[d]
+        for a, (dims, dt) in zip(inputs, self._in_fast):
+            if a.__class__ is not np.ndarray or a.dtype != dt or not a.flags.c_contiguous or \
+                    a.shape != tuple(env[x] if x.__class__ is str else evaluate(x, env) for x in dims):
+                return None
+        return env, [np.empty(tuple(env[x] if x.__class__ is str else evaluate(x, env) for x in dims), dt)
+                     for dims, dt in self._out_fast]
+
+    def __call__(self, *inputs, out=None):
+        fast = self._fast_call(inputs) if out is None else None
+        if fast is not None:  # the common call: a few attribute reads per array
+            env, outs = fast
+            status = self._fn(*map(data_address, inputs), *map(data_address, outs),
+                              *(env[n] for n in self._size_params))
+            if status != 0:
+                raise status_error(self.op, status, self._index_error, lambda: self._shapes_for(env))
+            return outs[0] if len(outs) == 1 else tuple(outs)
+        env = self.call_sizes(inputs)
+        shapes = self._shapes_for(env)
+        self._call.shapes = shapes  # per thread: calls of other sizes may run at the same time
+        for name, a in zip(self.op.inputs, inputs):
+            try:
+                self._check(name, a, shapes[name], self.input_dtypes[name], "input")
+            except BuildError as e:
+                raise BuildError(f"{e} ({self._explain(env)})") from None
+        outs = self._outputs(out, inputs)
+        status = self._fn(*map(data_address, inputs), *map(data_address, outs),
+                          *(env[n] for n in self._size_params))
+        if status != 0:
+            raise status_error(self.op, status, self._index_error, lambda: shapes)
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def _shapes_for(self, env: dict) -> dict:
+        return {k: tuple(env[d] if d.__class__ is str else evaluate(d, env) for d in v)
+                for k, v in self._io_dims.items()}
+
+    def _explain(self, env: dict) -> str:
+        return ", ".join(f"{n}={env[n]} from input {p} dimension {d}" for n, (p, d) in self._sources.items())
+
+    def _new_output(self, name: str) -> np.ndarray:
+        return np.empty(self._call.shapes[name], np.dtype(self.output_dtypes[name]))
+
+    def _check(self, name, a, shape, dtype, role) -> None:
+        super()._check(name, a, self._call.shapes[name], dtype, role)
+
+    def __repr__(self) -> str:
+        sizes = ", ".join(f"{k}={v}" if k not in self.ranges else f"{k}={v[0]}..{v[1]}"
+                          for k, v in self.sizes.items())
+        return f"<Kernel {self.op.name}({sizes}) for {self.target.cpu}>"
+
+    def export(self, path, format: str = "so", *, name: str | None = None, cc: str | None = None) -> dict:
+        """Not available for symbolic sizes (a BuildError): export a build with integer sizes."""
+        raise BuildError(f"{self.op.name}: export of a kernel with symbolic sizes ({', '.join(self.ranges)}) is "
+                         "not supported; build it with integer sizes to export")
+
+    def source(self, kind: str = "llvm") -> str:
+        """As :meth:`Kernel.source`; kind "c" is refused for symbolic sizes."""
+        if kind == "c":
+            raise BuildError(f"{self.op.name}: the C backend does not take symbolic sizes "
+                             f"({', '.join(self.ranges)}); build with integer sizes for C")
+        return super().source(kind)
+
+
+def _symbolic_build(op: Op, sizes: dict, options: dict) -> tuple[Schedule, str]:
+    """The schedule of a build with symbolic sizes: chosen (auto, hand, tuned or naive) for the representative
+    sizes (each Dim's `like`), then replayed on the symbolic sizes."""
+    from .choice import choose_schedule
+    like = {k: (v.like if isinstance(v, Dim) else v) for k, v in sizes.items()}
+    rep, source = choose_schedule(op, like, **options)
+    try:
+        return Schedule(op, sizes, rep.primitives), source
+    except SymbolicRefusal as e:
+        raise SymbolicRefusal(f"{op.name}: the {source} schedule (made for {_sizes_text(like)}) does not apply "
+                              f"to symbolic sizes: {e}") from None
+
+
+def _sizes_text(sizes: dict) -> str:
+    return ", ".join(f"{k}={size_source(v)}" for k, v in sizes.items())
+
+
 def llvm_ir_of(sched: Schedule, target: Target) -> tuple[Func, str]:
     """The loop IR of a schedule and its LLVM IR text (unoptimised) for `target`, as `build` compiles them.
 
@@ -300,7 +458,10 @@ def build(what: Op | Schedule, **sizes) -> Kernel:
     elif isinstance(what, Op):
         from .choice import choose_schedule
         options = {k: sizes.pop(k) for k in ("db", "schedule") if k in sizes and k not in what.size_names}
-        sched, source = choose_schedule(what, sizes, **options)
+        if any(isinstance(v, Dim) for v in sizes.values()):
+            sched, source = _symbolic_build(what, sizes, options)
+        else:
+            sched, source = choose_schedule(what, sizes, **options)
     else:
         raise BuildError(f"build() takes an Op (from tl.op) or a Schedule, not {type(what).__name__}")
     target = host_target()
@@ -310,9 +471,14 @@ def build(what: Op | Schedule, **sizes) -> Kernel:
     if hit is not None:
         return hit
     t0 = time.perf_counter()
-    func, llvm_ir = llvm_ir_of(sched, target)
+    try:
+        func, llvm_ir = llvm_ir_of(sched, target)
+    except SymbolicRefusal as e:
+        raise SymbolicRefusal(f"{sched.op.name}: the {source} schedule cannot be lowered for the symbolic sizes "
+                              f"{_sizes_text(sched.sizes)}: {e}") from None
     engine, mod = compile_ir(llvm_ir, target)
-    kernel = Kernel(sched, func, llvm_ir, engine, mod, target, time.perf_counter() - t0, source)
+    cls = SymbolicKernel if func.sizes else Kernel
+    kernel = cls(sched, func, llvm_ir, engine, mod, target, time.perf_counter() - t0, source)
     with _cache_lock:
         _alive.setdefault(key, kernel)  # a thread that built the same kernel meanwhile wins
         built = _cached(key)

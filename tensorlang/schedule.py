@@ -57,6 +57,7 @@ from .primitives import (
 )
 from .program import Op, Renaming, Stage
 from .recurrence import check_scan_primitive
+from .symbolic import SymbolicRefusal, size_from_json, size_source, size_to_json
 
 SCHEDULE_FORMAT = 1
 SCATTER_COPIES_MAX_BYTES = 1 << 28
@@ -1004,7 +1005,10 @@ class Schedule:
         self._state = trial
 
     def _check(self, trial: ScheduleState, p: Primitive) -> None:
-        trial.apply(p)
+        try:
+            trial.apply(p)
+        except SymbolicRefusal as e:  # name the primitive that met the symbolic size
+            raise SymbolicRefusal(f"{describe(p)}: {e}") from None
         if not _LOWER_AT_THE_END.get() and _may_break_regions(trial, p):
             # a stage computed at a consumer's loop runs over the region its readers use, known once regions are
             # (its loops replayed on that region, whether threads would share it): lower to find out now, so that
@@ -1012,6 +1016,8 @@ class Schedule:
             from .lower import Lowerer
             try:
                 Lowerer(trial.bound, trial).function()
+            except SymbolicRefusal as e:
+                raise SymbolicRefusal(f"{describe(p)}: {e}") from None
             except ScheduleError as e:
                 sliding = str(e).startswith(("store_at(", "store_root(", "fold_storage("))  # another stage's
                 if (isinstance(p, ComputeAt) and not sliding) or str(e).startswith(f"{describe(p)}:"):
@@ -1036,6 +1042,9 @@ class Schedule:
             return memo[2]
         state = self.state()
         func = check_bounds(lower(state.bound, state), strict=strict)
+        if func.sizes:  # symbolic sizes: with a version for multiples of the split factors first
+            from .specialize import with_multiples_path
+            func = with_multiples_path(self, func, lambda b, st: check_bounds(lower(b, st), strict=strict))
         self._lowered = (len(self.primitives), strict, func)
         return func
 
@@ -1046,7 +1055,8 @@ class Schedule:
     def to_json(self) -> str:
         """The schedule as JSON: program text, sizes and primitives."""
         return json.dumps({"format": SCHEDULE_FORMAT, "op": self.op.name, "source": self.op.source,
-                           "sizes": self.sizes, "primitives": [p.to_json() for p in self.primitives]},
+                           "sizes": {k: size_to_json(v) for k, v in self.sizes.items()},
+                           "primitives": [p.to_json() for p in self.primitives]},
                           sort_keys=True)
 
     @staticmethod
@@ -1064,7 +1074,8 @@ class Schedule:
             raise ScheduleError(f"from_json: the schedule lacks {', '.join(missing)}")
         if not isinstance(data["sizes"], dict) or not isinstance(data["primitives"], list):
             raise ScheduleError("from_json: sizes must be an object and primitives a list")
-        return Schedule(op if op is not None else parse(data["source"]), data["sizes"],
+        return Schedule(op if op is not None else parse(data["source"]),
+                        {k: size_from_json(v) for k, v in data["sizes"].items()},
                         [from_json(p) for p in data["primitives"]])
 
     def renamed(self, op: Op, names: Renaming) -> Schedule:
@@ -1091,7 +1102,7 @@ class Schedule:
         return json.dumps([p.to_json() for p in self.primitives], sort_keys=True)
 
     def __str__(self) -> str:
-        sizes = ", ".join(f"{k}={v}" for k, v in self.sizes.items())
+        sizes = ", ".join(f"{k}={size_source(v)}" for k, v in self.sizes.items())
         return "\n".join([f"s = tl.schedule(op, {sizes})"] + [p.to_python() for p in self.primitives])
 
 

@@ -8,8 +8,10 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import cast
 
 from .ir import BinOp, Cast, Cmp, Expr, IndexCheck, IntImm, Logic, Neg, Not, Select, Var
+from .symbolic import Sym, proven, smax, smin
 
 _INT = ("i64", "i32")
 
@@ -160,6 +162,10 @@ def _rebuild(terms: dict, c: int, dtype: str) -> Expr:
     items = sorted(((k, v) for k, v in terms.items() if v != 0), key=lambda kv: _order(kv[0]))
     out: Expr | None = None
     for atom, coef in items:
+        if isinstance(coef, Sym):  # a size known at run time: its sign is not asked
+            term = BinOp("*", atom, IntImm(cast(int, coef), dtype))  # a symbolic IntImm (ir.IntImm)
+            out = term if out is None else BinOp("+", out, term)
+            continue
         term = atom if abs(coef) == 1 else BinOp("*", atom, IntImm(abs(coef), dtype))
         if out is None:
             out = term if coef > 0 else Neg(term)
@@ -167,6 +173,8 @@ def _rebuild(terms: dict, c: int, dtype: str) -> Expr:
             out = BinOp("+" if coef > 0 else "-", out, term)
     if out is None:
         return IntImm(c, dtype)
+    if isinstance(c, Sym):
+        return BinOp("+", out, IntImm(c, dtype))
     if c > 0:
         return BinOp("+", out, IntImm(c, dtype))
     if c < 0:
@@ -194,9 +202,9 @@ def simplify_divmod(e: Expr, ranges: dict[str, tuple[int, int]]) -> Expr:
             if all(isinstance(k, Var) and k.name in ranges for k in terms):
                 quot = {k: v // d for k, v in terms.items()}
                 rem = {k: v % d for k, v in terms.items()}
-                lo = c % d + sum(min(v * ranges[k.name][0], v * ranges[k.name][1]) for k, v in rem.items())
-                hi = c % d + sum(max(v * ranges[k.name][0], v * ranges[k.name][1]) for k, v in rem.items())
-                if 0 <= lo and hi < d:
+                lo = c % d + sum(smin(v * ranges[k.name][0], v * ranges[k.name][1]) for k, v in rem.items())
+                hi = c % d + sum(smax(v * ranges[k.name][0], v * ranges[k.name][1]) for k, v in rem.items())
+                if proven(lo, ">=", 0) and proven(hi, "<", d):
                     if e.op == "//":
                         return _rebuild(quot, c // d, a.dtype)
                     return _rebuild(rem, c % d, a.dtype)

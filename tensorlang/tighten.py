@@ -30,6 +30,7 @@ import dataclasses
 
 from . import ir
 from .simplify import _linear
+from .symbolic import is_symbolic
 
 
 def tighten_loops(s: ir.Stmt, ranges: dict[str, tuple[int, int]] | None = None) -> ir.Stmt:
@@ -55,7 +56,8 @@ def tighten_loops(s: ir.Stmt, ranges: dict[str, tuple[int, int]] | None = None) 
     if not isinstance(s, ir.For):
         return s
     lo, ext = s.lo, s.extent
-    if not (isinstance(lo, ir.IntImm) and isinstance(ext, ir.IntImm)) or ext.value < 1:
+    if not (isinstance(lo, ir.IntImm) and isinstance(ext, ir.IntImm)) or is_symbolic(lo.value) \
+            or is_symbolic(ext.value) or ext.value < 1:  # a loop over a size known at run time stays as it is
         return dataclasses.replace(s, body=tighten_loops(s.body, ranges))
     if s.kind in ("serial", "unrolled"):
         last = _last_useful(s.var.name, lo.value, lo.value + ext.value - 1, s.body, ranges)
@@ -126,6 +128,8 @@ def _upper_bound(var: str, cond: ir.Expr, lets: dict, ranges: dict) -> int | Non
     for _ in range(len(lets)):  # a let may name an earlier one
         diff = ir.substitute(diff, lets)
     terms, c = _linear(diff)
+    if is_symbolic(c) or any(is_symbolic(v) for v in terms.values()):  # a bound known at run time only
+        return None
     k = next((k for atom, k in terms.items() if isinstance(atom, ir.Var) and atom.name == var), 0)
     if k <= 0:
         return None

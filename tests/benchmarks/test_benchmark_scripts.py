@@ -47,3 +47,17 @@ def test_both_spaces_start_from_their_own_start_configuration(monkeypatch, tmp_p
     with pytest.raises(Stop):
         autoschedule.part_builtins(args, None, {}, lambda *a: None)
     assert starts == [("generated", True), ("hand", True)]
+
+
+def test_symbolic_sizes_checks_both_kernels_and_compiles_the_symbolic_one_once(monkeypatch, capsys):
+    import json
+
+    import symbolic_sizes
+    monkeypatch.setenv("TENSORLANG_NUM_THREADS", "1")  # restored after the test (the script sets it)
+    assert symbolic_sizes.main(["--base", "6", "--scales", "1,3", "--rounds", "1", "--min-runs", "1", "--threads",
+                                "1", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [(r["workload"], r["scale"], r["sizes"]) for r in rows] == [
+        ("matmul", 1, {"M": 6, "N": 6, "K": 6}), ("matmul", 3, {"M": 18, "N": 18, "K": 18}),
+        ("conv2d", 1, {"H": 6, "W": 6}), ("conv2d", 3, {"H": 18, "W": 18})]
+    assert all(r["symbolic_s"] > 0 and r["specialized_s"] > 0 for r in rows)
