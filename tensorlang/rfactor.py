@@ -26,7 +26,7 @@ import dataclasses
 from . import ir
 from .bind import BoundOp, bind
 from .dtypes import DTYPES
-from .errors import ScheduleError
+from .errors import DSLError, ScheduleError
 from .loopnest import LoopNest
 from .program import (
     Access,
@@ -192,7 +192,12 @@ def rfactor_program(bound: BoundOp, nest: LoopNest, stage: str, axis: str, parti
                                               f"{partial}[{', '.join(lhs)}]")
     i = [x.name for x in op.stages].index(stage)
     new_op = dataclasses.replace(op, stages=op.stages[:i] + (rf, combine) + op.stages[i + 1:])
-    return bind(new_op, bound.sizes)
+    try:
+        return bind(new_op, bound.sizes)
+    except DSLError as e:  # a boundary read proven in bounds for the reduction's range, not for a split's tail
+        raise ScheduleError(f"{where}: the partial stage {partial} cannot read as {stage} does over the split's "
+                            f"tail ({str(e).splitlines()[0]}); split the reduction by a factor that divides its "
+                            "extent") from None
 
 
 def _text(e: Expr) -> str:

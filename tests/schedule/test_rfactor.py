@@ -292,3 +292,15 @@ def test_rfactor_keeps_a_boundary_read():
     I = np.random.default_rng(3).random((24, 40), dtype=np.float32)
     want = I[np.clip(np.arange(24) - 1, 0, 23)].astype(np.float64).sum()
     assert_close(tl.build(s)(I), np.array([want], np.float32), 24 * 40)
+
+
+def test_rfactor_refuses_a_tail_that_a_boundary_read_cannot_take():
+    op = tl.op("def box_sym(A: f32[M, N]) -> B:\n"
+               "    B[m, n] += A[m, min(max(n + r - 1, -n - r), 2*N - 1 - max(n + r - 1, -n - r))] "
+               "where r in 0:3, n in 0:N\n")
+    s = tl.schedule(op, M=2, N=4)
+    s["B"].split("r", 8, outer="r_o1", inner="r_i2")
+    with pytest.raises(tl.ScheduleError, match=r"rfactor\(B, r_o1\): the partial stage B_rf cannot read as B does "
+                                               r"over the split's tail .*split the reduction by a factor that divides"):
+        s["B"].rfactor("r_o1")
+    assert len(s.primitives) == 1  # the schedule is left as it was

@@ -683,7 +683,7 @@ class Fuzzer:
             stage = self.src.pick(stored)
         dims = list(self.op.stage(stage).lhs_vars)
         dim = self.src.pick(dims) if dims and self.src.chance(95) else "nope"
-        size = self.s.bound.shapes[stage][dims.index(dim)] if dim in dims else 1
+        size = self.s.state().bound.shapes[stage][dims.index(dim)] if dim in dims else 1  # rfactor's stages too
         # small (may be below the rows live at once), or the whole dimension (always enough), or 0
         factor = self.src.weighted([(self.src.int(1, 9), 50), (size + self.src.int(0, 2), 42), (0, 8)])
         expect = None
