@@ -135,11 +135,15 @@ class KernelRow:
 
 #: Fresh processes a library row starts; it keeps the fastest of them by a short probe
 #: (:data:`PROBE_RUNS` runs and :data:`PROBE_TIME` seconds each). One library call runs at speeds up to 30% apart
-#: in different processes of one machine (where its large temporaries land in memory), so a single process would
-#: make the same baseline read fast in one run and slow in the next; the fastest of three is the library at its
-#: best on this machine, in every run.
+#: in different processes of one machine (numpy's im2col convolution), so a single process would make the same
+#: baseline read fast in one run and slow in the next; the fastest of three is the library at its best on this
+#: machine in most runs.
 LIBRARY_PROCESSES = 3
 PROBE_RUNS, PROBE_TIME = 5, 0.1
+#: Probes go over the processes this many times, each probe after a pause of PROBE_GAP seconds: a library's threads
+#: spin for a while after its call returns (OpenBLAS's for about 0.1 s, OpenMP's too), and would slow the next
+#: process's probe.
+PROBE_PASSES, PROBE_GAP = 2, 0.3
 #: A first call longer than this (seconds) is probed by one call.
 PROBE_SLOW = 1.0
 
@@ -197,8 +201,12 @@ class WorkerRow:
             best = 0
             if len(started) > 1:
                 runs = PROBE_RUNS if took < PROBE_SLOW else 1
-                probe = [median(self._call(w, {"runs": runs, "min_time": PROBE_TIME}, 3600)["times"])
-                         for w, _, _ in started]
+                passes: list[list[float]] = [[] for _ in started]
+                for _ in range(PROBE_PASSES):
+                    for k, (w, _, _) in enumerate(started):
+                        time.sleep(PROBE_GAP)
+                        passes[k].append(median(self._call(w, {"runs": runs, "min_time": PROBE_TIME}, 3600)["times"]))
+                probe = [min(p) for p in passes]
                 best = min(range(len(probe)), key=probe.__getitem__)
                 self.extra["probe_s"] = probe
         except BaseException:
