@@ -5,7 +5,7 @@ sizes: the rules' pick and random allowed configs must schedule (or be refused w
 primitive, which the tuner records as a "schedule" error), lower with every access proven in bounds or guarded
 (``strict=True``) and compute what the naive loop nest computes, into outputs prefilled with NaN; a config the
 constraint rules out is refused before anything is built. ``TENSORLANG_AUTOSCHED_FUZZ`` sets the number of
-programs (default 300: the pick and 3 random allowed configs each, about 1,200 configs; 5,000 programs, 20,000
+programs (default 200: the pick and 3 random allowed configs each, about 800 configs; 5,000 programs, 20,000
 configs, is the long mode), ``TENSORLANG_AUTOSCHED_FUZZ_RANDOM=1`` draws new programs instead of CI's fixed set.
 """
 from __future__ import annotations
@@ -28,7 +28,7 @@ from tensorlang.autosched.problems import Problem, ProblemKind
 from tensorlang.autosched.space import GeneratedSpace, generated_space
 from tensorlang.choice import choose_schedule, register_schedule_source, unregister_schedule_source
 
-FUZZ_PROGRAMS = int(os.environ.get("TENSORLANG_AUTOSCHED_FUZZ", "300"))
+FUZZ_PROGRAMS = int(os.environ.get("TENSORLANG_AUTOSCHED_FUZZ", "200"))
 RANDOM = os.environ.get("TENSORLANG_AUTOSCHED_FUZZ_RANDOM", "0") == "1"
 RANDOM_CONFIGS = 3
 

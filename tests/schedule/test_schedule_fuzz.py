@@ -63,7 +63,7 @@ from hypothesis import strategies as st
 
 import tensorlang as tl
 
-EXAMPLES = fuzzenv.count("TENSORLANG_SCHEDULE_FUZZ", 450)
+EXAMPLES = fuzzenv.count("TENSORLANG_SCHEDULE_FUZZ", 350)
 DERANDOMIZE = not fuzzenv.flag("TENSORLANG_SCHEDULE_FUZZ_RANDOM")
 SCHEDULES_PER_EXAMPLE = 2
 # the fresh slice (see fuzzenv.py): examples of a seed derived from the commit, about a minute of one core
