@@ -14,15 +14,9 @@ import re
 
 import numpy as np
 import pytest
+from c_kernels import c_kernel, needs_cc
 
 import tensorlang as tl
-from tensorlang.codegen_c import compile_c, find_c_compiler
-
-try:
-    CC = find_c_compiler()
-except tl.BuildError:
-    CC = None
-needs_cc = pytest.mark.skipif(CC is None, reason="no C compiler found (gcc, clang or $CC)")
 
 EMBED = "def embed(E: f32[V, D], ids: {dt}[T]) -> Y:\n    Y[t, d] = E[ids[t], d]"
 
@@ -292,15 +286,6 @@ def test_parallel_loops_with_an_index_out_of_range(vectorize, monkeypatch):
     np.testing.assert_array_equal(k(E, ids), E[ids] * 2)
 
 
-def _c_kernel(k, tmp_path):
-    so = compile_c(k.source("c"), tmp_path / f"{k.op.name}.so")
-    lib = ctypes.CDLL(str(so))
-    fn = getattr(lib, k.op.name)
-    fn.restype, fn.argtypes = ctypes.c_int32, [ctypes.c_void_p] * len(k.func.params)
-    err = getattr(lib, k.op.name + "_index_error")
-    err.restype, err.argtypes = ctypes.c_int64, [ctypes.c_void_p]
-    return fn, err
-
 
 @needs_cc
 @pytest.mark.parametrize("parallel", [False, True])
@@ -311,7 +296,7 @@ def test_the_c_backend_reports_an_index_out_of_range(parallel, tmp_path):
     if parallel:
         s["Y"].parallel("t")
     k = tl.build(s)
-    fn, err = _c_kernel(k, tmp_path)
+    fn, err = c_kernel(k, tmp_path)
     E, ids, pos = table(40, 8), rng(13).integers(0, 40, 30).astype(np.int32), rng(14).integers(0, 20, 30)
     Y = np.empty((30, 8), np.float32)
 
@@ -331,7 +316,7 @@ def test_the_c_backend_reports_an_index_out_of_range(parallel, tmp_path):
 def test_the_c_backend_wraps_i64_values(tmp_path):
     op = tl.op("def w(X: i64[N]) -> (B, Y):\n    B[n] = X[n] + 1 > X[n]\n    Y[n] = -X[n] * 3")
     k = tl.build(op, N=4)
-    fn, _ = _c_kernel(k, tmp_path)
+    fn, _ = c_kernel(k, tmp_path)
     X = np.array([2**63 - 1, -(2**63), 5, 2**62], np.int64)
     B, Y = np.empty(4, bool), np.empty(4, np.int64)
     assert fn(X.ctypes.data, B.ctypes.data, Y.ctypes.data) == 0

@@ -15,19 +15,13 @@ import numpy as np
 import progen
 import pytest
 import schedfuzz
+from c_kernels import c_kernel, needs_cc
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from schedule_cases import PROGRAMS
 
 import tensorlang as tl
 from tensorlang.choice import auto_schedule
-from tensorlang.codegen_c import compile_c, find_c_compiler
-
-try:
-    CC = find_c_compiler()
-except tl.BuildError:
-    CC = None
-needs_cc = pytest.mark.skipif(CC is None, reason="no C compiler found (gcc, clang or $CC)")
 
 HIST = "def hist(I: i32[Y, X]) -> H:\n    H[b := I[y, x]] += 1 where b in 0:256"
 INDEX_ADD = "def index_add(ids: i32[T], V: f32[T, D], N: int) -> O:\n    O[n := ids[t], d] += V[t, d] where n in 0:N"
@@ -198,21 +192,12 @@ def test_a_left_index_kept_in_range_needs_no_check():
     assert "check(" in tl.schedule(too_small, N=100).lower()
 
 
-def _c_kernel(k, tmp_path):
-    so = compile_c(k.source("c"), tmp_path / f"{k.op.name}.so")
-    lib = ctypes.CDLL(str(so))
-    fn = getattr(lib, k.op.name)
-    fn.restype, fn.argtypes = ctypes.c_int32, [ctypes.c_void_p] * len(k.func.params)
-    err = getattr(lib, k.op.name + "_index_error")
-    err.restype, err.argtypes = ctypes.c_int64, [ctypes.c_void_p]
-    return fn, err
-
 
 @needs_cc
 @pytest.mark.parametrize("parallel", [False, True])
 def test_the_c_backend_scatters_and_reports_an_index_out_of_range(parallel, tmp_path):
     k = tl.build(privatized_histogram()) if parallel else tl.build(tl.op(HIST), Y=61, X=37)
-    fn, err = _c_kernel(k, tmp_path)
+    fn, err = c_kernel(k, tmp_path)
     I, H = image(61, 37, seed=11), np.empty(256, np.int32)
     assert fn(I.ctypes.data, H.ctypes.data) == 0
     np.testing.assert_array_equal(H, np.bincount(I.ravel(), minlength=256))
