@@ -41,12 +41,12 @@ from tensorlang import schedules  # noqa: E402
 from tensorlang.choice import auto_schedule  # noqa: E402
 from tensorlang.threadpool import num_threads  # noqa: E402
 from tensorlang.tuner.bench import (  # noqa: E402
-    LIBRARY_PROCESSES,
     KernelRow,
     LibraryRow,
     WorkerRow,
     avx512_coretype,
     library_env,
+    library_processes,
     time_interleaved,
 )
 from tensorlang.tuner.measure.disturbance import Tally  # noqa: E402
@@ -179,11 +179,11 @@ def part_resnet(args, db, out, log):
 
 class ProgramRow(WorkerRow):
     """A library row for a program of program_baselines.py (numpy or torch, the fastest of
-    ``bench.LIBRARY_PROCESSES`` worker processes)."""
+    ``bench.library_processes()`` worker processes)."""
 
     def __init__(self, name, program, inputs, threads, kind):
         super().__init__(name, "program_baselines:handler", {"program": program, "kind": kind, "threads": threads},
-                         inputs, library_env(threads, avx512_coretype()), processes=LIBRARY_PROCESSES)
+                         inputs, library_env(threads, avx512_coretype()), processes=library_processes())
 
 
 def part_programs(args, db, out, log):

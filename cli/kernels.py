@@ -37,6 +37,7 @@ def register(subparsers) -> None:
     >>> sorted(sub.choices)
     ['bench', 'ops', 'run', 'show']
     """
+    from tensorlang.tuner.bench import BENCH_ROUNDS, BENCH_RUNS, BENCH_SECONDS
     sub = subparsers
     o = sub.add_parser("ops", help="list workloads and their size presets")
     add_common(o, sizes=False)
@@ -50,10 +51,13 @@ def register(subparsers) -> None:
                                      "schedules, numpy and PyTorch in one table, in interleaved rounds")
     add_common(b)
     b.add_argument("--threads", type=int, help="threads for tensorlang and OpenBLAS (default: all CPUs)")
-    b.add_argument("--repeat", type=int, default=10, help="at least this many timed runs each (default 10)")
-    b.add_argument("--min-time", type=float, default=0.3, help="and at least this many seconds each")
-    b.add_argument("--rounds", type=int, default=5,
-                   help="rounds, each row timed once a round, so that a slow spell hits every row (default 5)")
+    b.add_argument("--repeat", type=int, default=BENCH_RUNS,
+                   help=f"at least this many timed runs each (default {BENCH_RUNS})")
+    b.add_argument("--min-time", type=float, default=BENCH_SECONDS,
+                   help=f"and at least this many seconds each (default {BENCH_SECONDS:g})")
+    b.add_argument("--rounds", type=int, default=BENCH_ROUNDS,
+                   help="rounds, each row timed once a round, so that a slow spell hits every row "
+                        f"(default {BENCH_ROUNDS})")
     b.add_argument("--db", help=f"tuning database whose best record is timed too {DB_DEFAULT}")
     s = sub.add_parser("show", help="print the loop IR (default), LLVM IR or assembly")
     add_common(s)

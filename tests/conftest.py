@@ -42,6 +42,9 @@ os.environ[SUITE_FOLDER] = _suite_folder()
 # no test writes to the user's tuning database, nor to their kernel cache, whatever their shell exports
 os.environ["TENSORLANG_DB"] = os.path.join(os.environ[SUITE_FOLDER], "tuning.db")
 os.environ["TENSORLANG_KERNEL_CACHE"] = os.path.join(os.environ[SUITE_FOLDER], "kernels")
+# a library row of a bench or benchmark starts one process, not three to probe (the probing has its own test, with
+# its process count given)
+os.environ["TENSORLANG_BENCH_PROCESSES"] = "1"
 
 _original_lowered = Schedule.lowered
 _checked: set[str] = set()

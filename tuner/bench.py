@@ -139,6 +139,9 @@ class KernelRow:
 #: baseline read fast in one run and slow in the next; the fastest of three is the library at its best on this
 #: machine in most runs.
 LIBRARY_PROCESSES = 3
+#: The environment variable that changes :data:`LIBRARY_PROCESSES` (1: one process, no probe; quicker, and a
+#: library row may then read slow in one run and fast in the next).
+PROCESSES_VARIABLE = "TENSORLANG_BENCH_PROCESSES"
 PROBE_RUNS, PROBE_TIME = 5, 0.1
 #: Probes go over the processes this many times, each probe after a pause of PROBE_GAP seconds: a library's threads
 #: spin for a while after its call returns (OpenBLAS's for about 0.1 s, OpenMP's too), and would slow the next
@@ -146,6 +149,25 @@ PROBE_RUNS, PROBE_TIME = 5, 0.1
 PROBE_PASSES, PROBE_GAP = 2, 0.3
 #: A first call longer than this (seconds) is probed by one call.
 PROBE_SLOW = 1.0
+
+
+def library_processes() -> int:
+    """The fresh processes a library row starts and probes: ``TENSORLANG_BENCH_PROCESSES`` (an integer from 1 to
+    16) where it is set, else :data:`LIBRARY_PROCESSES`; any other value is an error naming the variable.
+
+    >>> library_processes() >= 1
+    True
+    """
+    text = os.environ.get(PROCESSES_VARIABLE)
+    if text is None or text == "":
+        return LIBRARY_PROCESSES
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= 16:
+        raise UsageError(f"{PROCESSES_VARIABLE}={text!r}: the library rows' processes are an integer from 1 to 16")
+    return value
 
 
 class WorkerRow:
@@ -250,7 +272,7 @@ def library_env(threads: int, coretype: str | None = None) -> dict:
 class LibraryRow(WorkerRow):
     """A row of the bench: a library's formulation of a workload (:func:`library_handler`), timed in a worker
     process of its own (OpenBLAS reads its thread count and its kernel choice when it loads), the fastest of
-    :data:`LIBRARY_PROCESSES` fresh ones, asked for a burst of runs each round.
+    :func:`library_processes` fresh ones, asked for a burst of runs each round.
 
     Example::
 
@@ -265,7 +287,7 @@ class LibraryRow(WorkerRow):
         self.kind = kind
         super().__init__(name, "tensorlang.tuner.bench:library_handler",
                          {"kind": kind, "name": w.name, "sizes": sizes, "threads": threads}, inputs,
-                         library_env(threads, coretype), processes=LIBRARY_PROCESSES)
+                         library_env(threads, coretype), processes=library_processes())
 
     def _call(self, worker, request: dict, timeout: float):
         from tensorlang.tuner.measure.worker import WorkerCrash, WorkerTimeout
@@ -383,14 +405,19 @@ def contract(threads: int, rounds: int) -> str:
     return TIMING_CONTRACT.format(threads=threads, s="s" if threads != 1 else "", rounds=rounds)
 
 
+#: The rounds, runs and seconds of every row of ``tensorlang bench`` by default, and of the summary of ``tensorlang
+#: tune``, which times the same rows with the same call (fewer rounds let one slow spell of the machine move a
+#: median: 3 rounds put the same record at 0.41x-0.76x numpy on the small matmul, 5 rounds at 0.72x-0.76x).
+BENCH_ROUNDS, BENCH_RUNS, BENCH_SECONDS = 5, 10, 0.3
+
 #: The library rows :func:`run_bench` can add: numpy as installed, numpy with OpenBLAS's AVX-512 kernels (where
 #: the CPU has AVX-512) and PyTorch (where it is installed and the workload has a ``torch_fast``).
 LIBRARIES = ("numpy", "numpy-avx512", "torch")
 
 
-def run_bench(w, sizes: dict, threads: int, min_runs: int = 10, min_time: float = 0.3, extra: list | None = None,
-              log=print, rounds: int = 5, libraries=LIBRARIES, timeout: float | None = None,
-              tally: Tally | None = None) -> dict:
+def run_bench(w, sizes: dict, threads: int, min_runs: int = BENCH_RUNS, min_time: float = BENCH_SECONDS,
+              extra: list | None = None, log=print, rounds: int = BENCH_ROUNDS, libraries=LIBRARIES,
+              timeout: float | None = None, tally: Tally | None = None) -> dict:
     """Time, in `rounds` interleaved rounds (:func:`time_interleaved`), the naive loop nest ("naive"), the
     auto-scheduler's zero-trial pick ("auto"), the hand schedule ("hand", where the workload has one), the `extra`
     (name, Schedule) pairs (the best tuned record: "tuned") and the `libraries` rows of :data:`LIBRARIES` that

@@ -25,6 +25,7 @@ import tensorlang as tl
 from tensorlang.errors import UsageError
 from tensorlang.space import config_key
 from tensorlang.tuner import features as feature_extraction
+from tensorlang.tuner.bench import BENCH_ROUNDS, BENCH_RUNS, BENCH_SECONDS
 from tensorlang.tuner.interrupt import check as check_ctrl_c
 from tensorlang.tuner.interrupt import stops_on_ctrl_c
 from tensorlang.tuner.measure.disturbance import Tally
@@ -390,19 +391,19 @@ class Tuner:
 
 
 #: How the summary of ``tensorlang tune`` times its baselines: :func:`tensorlang.tuner.bench.run_bench` (the rows of
-#: ``tensorlang bench``, under its timing contract) in this many rounds, each row at least this many runs and
-#: seconds in all.
-BASELINE_ROUNDS, BASELINE_RUNS, BASELINE_SECONDS = 3, 6, 0.3
+#: ``tensorlang bench``, under its timing contract) with ``bench``'s own rounds, runs and seconds.
+BASELINE_ROUNDS, BASELINE_RUNS, BASELINE_SECONDS = BENCH_ROUNDS, BENCH_RUNS, BENCH_SECONDS
 
 
 def measure_baselines(task: Task, best: Record | None, numpy: bool = True, errors: dict | None = None,
                       timeout: float | None = None, tally: Tally | None = None) -> dict:
     """GFLOPS of the default schedule, the zero-trial pick, the hand schedule (if any), numpy as installed and the best
     record, timed exactly as ``tensorlang bench`` times them (:func:`tensorlang.tuner.bench.run_bench`: public calls
-    with outputs allocated, the task's threads for every library, rows alternating in 3 rounds), so that ``tune`` and
-    ``bench`` report the same ratios. Every row's output is checked against the reference. A row that fails (its output
-    does not match; its warm-up call took more than `timeout` seconds, as the default matmul 1024 does) gets None, and
-    ``errors[name]`` says why. ``tally`` (say the run's ``TuneSummary.disturbance``) counts each burst's disturbance.
+    with outputs allocated, the task's threads for every library, rows alternating in ``bench``'s 5 rounds), so
+    that ``tune`` and ``bench`` report the same ratios. Every row's output is checked against the reference. A row
+    that fails (its output does not match; its warm-up call took more than `timeout` seconds, as the default matmul
+    1024 does) gets None, and ``errors[name]`` says why. ``tally`` (say the run's ``TuneSummary.disturbance``) counts
+    each burst's disturbance.
 
     Returns ``{"default": ..., "auto": ..., "hand": ..., "tuned": ..., "numpy": ...}`` (``hand`` only when the
     workload has a hand schedule, ``tuned`` only when ``best`` has a schedule, ``numpy`` only when ``numpy`` is

@@ -121,7 +121,7 @@ def contenders(p, args, sizes: dict, inputs: list, file: str, rec: dict) -> list
         init = {"suite": p.suite, "program": p.name, "baseline": name, "sizes": sizes, "threads": threads}
         row = bench.WorkerRow(name, "suites.library:handler", init, inputs,
                               bench.library_env(threads, bench.avx512_coretype()),
-                              processes=bench.LIBRARY_PROCESSES)
+                              processes=bench.library_processes())
         row.extra["allocates"] = b.allocates
         rows.append(row)
     if p.halide is not None and args.halide:

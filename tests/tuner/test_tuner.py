@@ -674,6 +674,30 @@ def test_a_library_row_keeps_the_fastest_of_its_processes(handlers_on_path, tmp_
         row.close()
 
 
+def test_library_rows_take_their_process_count_from_the_environment(monkeypatch):
+    """TENSORLANG_BENCH_PROCESSES sets how many processes a library row probes; the suite runs with 1, a user's
+    default is 3, and a value out of range is an error that names the variable."""
+    from tensorlang import schedules
+    from tensorlang.errors import UsageError
+    from tensorlang.tuner import bench
+    assert os.environ["TENSORLANG_BENCH_PROCESSES"] == "1" and bench.library_processes() == 1
+    monkeypatch.delenv("TENSORLANG_BENCH_PROCESSES")
+    assert bench.library_processes() == bench.LIBRARY_PROCESSES == 3
+    w = schedules.get("softmax")
+    monkeypatch.setenv("TENSORLANG_BENCH_PROCESSES", "2")
+    row = bench.library_row("numpy", w, {"N": 4, "D": 8}, w.make_inputs({"N": 4, "D": 8}, np.random.default_rng(0)),
+                            threads=1)
+    try:
+        row.first()
+        assert row.processes == 2 and len(row.extra["probe_s"]) == 2
+    finally:
+        row.close()
+    for bad in ("0", "17", "three"):
+        monkeypatch.setenv("TENSORLANG_BENCH_PROCESSES", bad)
+        with pytest.raises(UsageError, match=f"TENSORLANG_BENCH_PROCESSES='{bad}'.*from 1 to 16"):
+            bench.library_processes()
+
+
 def test_worker_restarts_after_a_crash(handlers_on_path):
     w = Worker("worker_handlers:obedient", {"n": 1})
     try:
@@ -1141,11 +1165,11 @@ def test_tuning_counts_the_busy_measurements_and_the_records_keep_their_figure(t
 
 def test_the_baselines_are_timed_in_interleaved_rounds_as_bench_times_them(monkeypatch):
     """The summary's rows (naive nest, pick, hand schedule, best, numpy) are timed as `tensorlang bench` times
-    them (the same function, so the same call path: public calls with outputs allocated), each once a round in 3
-    rounds, so that a slow spell hits them alike: `tune` had timed its kernels as raw calls into preallocated
-    buffers and numpy as an allocating call, and read 1.82x numpy where `bench` read 0.68x."""
+    them (the same function, so the same call path: public calls with outputs allocated), each once a round in
+    bench's own rounds (5), so that a slow spell hits them alike: `tune` had timed its kernels as raw calls into
+    preallocated buffers and numpy as an allocating call, and read 1.82x numpy where `bench` read 0.68x."""
     from tensorlang.tuner import bench
-    from tensorlang.tuner.tuning import measure_baselines
+    from tensorlang.tuner.tuning import BASELINE_ROUNDS, measure_baselines
     task = matmul_task()
     order: list[str] = []
     calls: list[dict] = []
@@ -1188,8 +1212,9 @@ def test_the_baselines_are_timed_in_interleaved_rounds_as_bench_times_them(monke
     got = measure_baselines(task, best, errors=errors)
     assert errors == {} and set(got) == {"default", "auto", "hand", "tuned", "numpy"}
     assert got["numpy"] == pytest.approx(task.flops / 1e-3 / 1e9)
-    assert order == ["naive", "auto", "hand", "tuned", "numpy"] * 3
-    assert len(calls) == 1 and calls[0]["rounds"] == 3 and calls[0]["libraries"] == ("numpy",)
+    assert order == ["naive", "auto", "hand", "tuned", "numpy"] * BASELINE_ROUNDS
+    assert len(calls) == 1 and calls[0]["rounds"] == bench.BENCH_ROUNDS == 5 \
+        and calls[0]["min_runs"] == bench.BENCH_RUNS and calls[0]["libraries"] == ("numpy",)
 
 
 def test_a_baseline_that_fails_says_why(monkeypatch):
