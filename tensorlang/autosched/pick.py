@@ -692,14 +692,42 @@ def _parallel_choices(space, st: StageInfo, configs: Configs, tile: TileConfig) 
     return good + ok + ["none"], bool(good)
 
 
-def _placement_rule(space, st: StageInfo, producers: set) -> Placement:
+#: Loads a point of a stage may make once the stages it reads are inlined into it (rule 3 of
+#: :func:`_placement_rule`): inlining a stage copies its expression into each of its reader's reads of it, so
+#: chains of stencils or interpolations multiply (Halide's bilateral grid: blurs of 5 taps along three axes read
+#: through 8 interpolation taps, about 2000 loads a pixel, a 138 s compile and a kernel 42x slower than with the
+#: blurs computed in buffers). A bound on the expression's size against that blow-up, not a tuned constant: the
+#: largest of the external suites' other programs (demosaic, 208 loads a pixel; unsharp, 154) stay under it.
+MAX_INLINED_LOADS = 256
+
+
+def inlined_loads(info, place: dict) -> dict:
+    """Loads a point of each stage makes with the stages `place` marks "inline" substituted into it: one per read
+    of a tensor computed elsewhere (an input, or a stage placed anywhere else), an inlined stage's own count per
+    read of it.
+
+    >>> import tensorlang as tl
+    >>> from tensorlang.autosched.analysis import analyze
+    >>> op = tl.op("def f(A: f32[N]) -> C:\\n    B[i] = A[i] + A[i + 1]\\n    C[i] = B[i] + B[i + 1] + B[i + 2]")
+    >>> info = analyze(op, {"N": 64})
+    >>> inlined_loads(info, {"B": "inline"})["C"], inlined_loads(info, {})["C"]
+    (6, 3)
+    """
+    loads: dict = {}
+    for st in info.stages:
+        loads[st.name] = sum(loads.get(r.tensor, 1) if place.get(r.tensor) == "inline" else 1 for r in st.reads)
+    return loads
+
+
+def _placement_rule(space, st: StageInfo, producers: set, placed: dict | None = None) -> Placement:
     """Where the rules compute stage `st`, one the space lets move (`producers`: the reductions whose
-    write-back can compute their reader).
+    write-back can compute their reader; `placed`: the placements of the stages before it).
 
     Conditions, the first that holds deciding:
       1. the space offers to compute it in its producer's write-back: "epilogue";
       2. it is such a producer (its reader is computed in its write-back): "root";
-      3. an injective stage that is cheap (no math calls, no reads that pad): "inline";
+      3. an injective stage that is cheap (no math calls, no reads that pad), inlined into every reader
+         at most :data:`MAX_INLINED_LOADS` loads a point: "inline";
       4. an injective stage read through a window (a padded image): "root", since computed inside its readers its
          halo would be recomputed;
       5. a reduction with reuse (a matmul or convolution read by a stage that is not its epilogue, a permuted
@@ -711,13 +739,20 @@ def _placement_rule(space, st: StageInfo, producers: set) -> Placement:
         return "epilogue"
     if st.name in producers:
         return "root"
-    if st.kind == "injective" and not st.expensive:
+    if st.kind == "injective" and not st.expensive and _inlining_stays_small(space.info, st, placed or {}):
         return "inline"
     if st.kind == "injective" and windowed(space.info, st.name):
         return "root"
     if st.kind == "reuse":
         return "root"
     return "at"
+
+
+def _inlining_stays_small(info, st: StageInfo, placed: dict) -> bool:
+    """Whether inlining `st` (after the stages `placed` before it) keeps every reader within
+    :data:`MAX_INLINED_LOADS` loads a point (condition 3 of :func:`_placement_rule`)."""
+    loads = inlined_loads(info, {**placed, st.name: "inline"})
+    return all(loads[r] <= MAX_INLINED_LOADS for r in st.readers if r in loads)
 
 
 def rule_config(space, vw: int | None = None, place: dict | None = None, registers: int | None = None) -> dict:
@@ -741,9 +776,11 @@ def rule_config(space, vw: int | None = None, place: dict | None = None, registe
     info = space.info
     producers = {epilogue_producer(info, st) for st in info.stages
                  if "epilogue" in space.roles[st.name].placements}
-    for st in info.stages:
+    for k, st in enumerate(info.stages):
         if len(space.roles[st.name].placements) > 1:
-            where = place[st.name] if place and st.name in place else _placement_rule(space, st, producers)
+            placed = {o.name: configs[o.name].place for o in info.stages[:k]}
+            where = place[st.name] if place and st.name in place else _placement_rule(space, st, producers,
+                                                                                       placed)
             configs[st.name] = replace(configs[st.name], place=where)
         _stage_defaults(space, st, configs, vw, registers)
     for st in info.stages:

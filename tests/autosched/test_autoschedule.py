@@ -399,6 +399,35 @@ def blur(X: f32[H, W]) -> B:
 """
 
 
+CHAIN = """\
+def chain(X: f32[N]) -> E:
+    B[i] = X[i] + X[i + 1] + X[i + 2] + X[i + 3] + X[i + 4]
+    C[i] = B[i] + B[i + 1] + B[i + 2] + B[i + 3] + B[i + 4]
+    D[i] = C[i] + C[i + 1] + C[i + 2] + C[i + 3] + C[i + 4]
+    E[i] = D[i] + D[i + 1] + D[i + 2] + D[i + 3] + D[i + 4]
+"""
+
+
+def test_inlining_stops_where_a_chain_of_stencils_would_multiply_its_loads():
+    """Cheap stages are inlined (rule 3) until a reader would make more than MAX_INLINED_LOADS loads a point:
+    5, 25, 125 loads for B, C, D inlined; D inlined into E would make 625, so D gets a buffer (Halide's bilateral
+    grid had 2000 loads a pixel and a 138 s compile). The chain still computes what numpy computes."""
+    from tensorlang.autosched.pick import MAX_INLINED_LOADS, inlined_loads, rule_config
+    op = tl.op(CHAIN)
+    sizes = {"N": 4000}
+    sp = generated_space(op, sizes, threads=2)
+    cfg = rule_config(sp)
+    assert cfg["B.place"] == "inline" and cfg["C.place"] == "inline" and cfg["D.place"] != "inline"
+    place = {name: cfg[f"{name}.place"] for name in "BCD"}
+    assert inlined_loads(sp.info, place) == {"B": 5, "C": 25, "D": 125, "E": 5}
+    assert inlined_loads(sp.info, {**place, "D": "inline"})["E"] == 625 > MAX_INLINED_LOADS
+    X = np.random.default_rng(0).standard_normal(4000).astype(np.float32)
+    want = X.astype(np.float64)
+    for _ in range(4):
+        want = sum(want[k:len(want) - 4 + k] for k in range(5))
+    assert_close(tl.build(sp.schedule(op, sizes, cfg))(X), want.astype(np.float32), reduction_len=625)
+
+
 @pytest.mark.parametrize("H, W", [(2048, 2048), (23, 45)])
 def test_a_stencil_gets_rows_of_its_window_in_a_register_tile(H, W, zen5):
     # a separable blur with its vertical pass inlined reads X through a 3-row window: the pick unrolls 8 rows of
