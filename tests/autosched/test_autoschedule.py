@@ -28,7 +28,7 @@ from tensorlang.autosched.problems import Problem, ProblemKind
 from tensorlang.autosched.space import GeneratedSpace, generated_space
 from tensorlang.choice import choose_schedule, register_schedule_source, unregister_schedule_source
 
-FUZZ_PROGRAMS = int(os.environ.get("TENSORLANG_AUTOSCHED_FUZZ", "200"))
+FUZZ_PROGRAMS = int(os.environ.get("TENSORLANG_AUTOSCHED_FUZZ", "120"))
 RANDOM = os.environ.get("TENSORLANG_AUTOSCHED_FUZZ_RANDOM", "0") == "1"
 RANDOM_CONFIGS = 3
 

@@ -7,9 +7,9 @@ reductions (``+= *= max= min=``) and elementwise math; the DSL text is attached 
 
 Environment:
 
-* ``TENSORLANG_FUZZ_EXAMPLES`` -- number of examples (default 500).
+* ``TENSORLANG_FUZZ_EXAMPLES`` -- number of examples (default 350).
 * ``TENSORLANG_FUZZ_RANDOM=1`` -- explore new random examples instead of the fixed (derandomized) CI set.
-* ``TENSORLANG_FUZZ_SLICE_SEED=N`` -- the seed of the fresh slice (``test_random_program_fresh_slice``: 600
+* ``TENSORLANG_FUZZ_SLICE_SEED=N`` -- the seed of the fresh slice (``test_random_program_fresh_slice``: 300
   examples that CI adds to its fixed set, drawn from a seed derived from the commit; see ``fuzzenv.py``).
 * ``TENSORLANG_FUZZ_TRACE=PATH`` -- before each build, write the program and sizes to PATH, so that a crash of the
   process (an abort in LLVM, a segfault) leaves the program that caused it.
@@ -34,10 +34,10 @@ from hypothesis import seed as fixed_seed
 from hypothesis import strategies as st
 from oracle import assert_close
 
-FUZZ_EXAMPLES = fuzzenv.count("TENSORLANG_FUZZ_EXAMPLES", 500)
+FUZZ_EXAMPLES = fuzzenv.count("TENSORLANG_FUZZ_EXAMPLES", 350)
 DERANDOMIZE = not fuzzenv.flag("TENSORLANG_FUZZ_RANDOM")
 TRACE = fuzzenv.path("TENSORLANG_FUZZ_TRACE")  # a file: the program about to be compiled, if the process dies
-SLICE_EXAMPLES = 400  # the fresh slice (see fuzzenv.py): under a minute of one core (an example builds the auto-
+SLICE_EXAMPLES = 300  # the fresh slice (see fuzzenv.py): under a minute of one core (an example builds the auto-
 # scheduler's pick, vectorized and unrolled, which takes a few times the naive nest's build)
 EPS32 = float(np.finfo(np.float32).eps)
 

@@ -35,7 +35,7 @@ Environment:
       TENSORLANG_SCHEDULE_FUZZ=20000 pytest tests/schedule/test_schedule_fuzz.py
 
 * ``TENSORLANG_SCHEDULE_FUZZ_RANDOM=1`` -- new random examples instead of the fixed (derandomized) CI set.
-* ``TENSORLANG_FUZZ_SLICE_SEED=N`` -- the seed of the fresh slice (``*_fresh_slice``: 500 examples that CI adds to
+* ``TENSORLANG_FUZZ_SLICE_SEED=N`` -- the seed of the fresh slice (``*_fresh_slice``: 240 examples that CI adds to
   its fixed set, drawn from a seed derived from the commit; see ``fuzzenv.py``).
 * ``TENSORLANG_SCHEDULE_FUZZ_KNOWN=1`` -- excuse no failure as a known compiler bug (``schedfuzz.KNOWN_BUGS``).
 * ``TENSORLANG_SCHEDULE_FUZZ_TRACE=PATH`` -- before each build, write the program, sizes and schedule to PATH,
@@ -63,11 +63,11 @@ from hypothesis import strategies as st
 
 import tensorlang as tl
 
-EXAMPLES = fuzzenv.count("TENSORLANG_SCHEDULE_FUZZ", 350)
+EXAMPLES = fuzzenv.count("TENSORLANG_SCHEDULE_FUZZ", 250)
 DERANDOMIZE = not fuzzenv.flag("TENSORLANG_SCHEDULE_FUZZ_RANDOM")
 SCHEDULES_PER_EXAMPLE = 2
 # the fresh slice (see fuzzenv.py): examples of a seed derived from the commit, about a minute of one core
-SLICE_WORKLOAD_EXAMPLES, SLICE_PROGRAM_EXAMPLES = 150, 200
+SLICE_WORKLOAD_EXAMPLES, SLICE_PROGRAM_EXAMPLES = 100, 140
 
 # the two tests share the examples: workloads get 40%, random programs the rest
 WORKLOAD_EXAMPLES = max(1, (EXAMPLES * 2) // 5)
