@@ -648,7 +648,8 @@ class _Parser:
                 raise self.error(f"an index computed from a tensor read must be an integer (i32, i64, u8, ...), got "
                                  f"{'a comparison' if value.dtype == 'bool' else value.dtype}{fix}", loc)
             return GatherIndex(value, ast.unparse(node))
-        if any(isinstance(n, ast.Call) for n in ast.walk(node)):
+        if any(isinstance(n, ast.Call) or (isinstance(n, ast.BinOp) and isinstance(n.op, (ast.FloorDiv, ast.Mod)))
+               for n in ast.walk(node)):
             return BoundaryIndex(self.boundary_value(node, p), ast.unparse(node))
         return self.affine_index(node, p)
 
@@ -707,10 +708,21 @@ class _Parser:
 
     def boundary_value(self, node: ast.expr, p: _Piece) -> Expr:
         """The expression of a boundary index: clamp, min, max and abs nested over affine forms (the leaves, as
-        IntValue), combined with + - and products by sizes and integers."""
+        IntValue), combined with + - and products by sizes and integers, and floor division and remainder by
+        positive integers (`I[y // 2, x]`, an upsampling; `x % 4`)."""
         loc = self.loc_of(node, p)
-        if not any(isinstance(n, ast.Call) for n in ast.walk(node)):
+        if not any(isinstance(n, ast.Call) or (isinstance(n, ast.BinOp) and isinstance(n.op, (ast.FloorDiv, ast.Mod)))
+                   for n in ast.walk(node)):
             return IntValue("i32", True, loc, self.affine_index(node, p))
+        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.FloorDiv, ast.Mod)):
+            d = node.right
+            if not (isinstance(d, ast.Constant) and type(d.value) is int and d.value > 0):
+                sign = "//" if isinstance(node.op, ast.FloorDiv) else "%"
+                raise self.error(f"an index divides only by a positive integer (`y {sign} 2`), not by "
+                                 f"`{ast.unparse(d)}`", self.loc_of(d, p))
+            a = self.boundary_value(node.left, p)
+            b = IntValue("i32", True, self.loc_of(d, p), IndexExpr.size(SizePoly.const(d.value)))
+            return Binary("i32", True, loc, _ARITH[type(node.op)], a, b, "i32")
         if isinstance(node, ast.Call):
             fn = node.func.id if isinstance(node.func, ast.Name) else ast.unparse(node.func)
             if fn not in BOUNDARY_FUNCS:
@@ -734,7 +746,8 @@ class _Parser:
                                  loc)
             return Binary("i32", True, loc, _ARITH[type(node.op)], a, b, "i32")
         raise self.error("a boundary index is clamp, min, max and abs over affine forms in index variables and "
-                         "sizes, with + - and products by sizes and integers", loc)
+                         "sizes, with + - and products by sizes and integers, and // and % by positive integers",
+                         loc)
 
     def affine_index(self, node: ast.expr, p: _Piece) -> IndexExpr:
         """An index that reads no tensor (nor do its parts): affine in index variables and sizes."""
@@ -765,8 +778,9 @@ class _Parser:
                                  f"(`{ast.unparse(node)}`); indices are affine, like `2*h + r`", loc)
             return (a * b.const) if a.terms or not b.terms else (b * a.const)
         raise self.error("an index is affine in index variables (names, sizes, integers, + - and *), a boundary "
-                         f"condition over such forms ({', '.join(BOUNDARY_FUNCS)}: `clamp(y - 1, 0, H - 1)`), or an "
-                         "integer computed from tensor reads (`E[ids[t], d]`)", loc)
+                         f"condition over such forms ({', '.join(BOUNDARY_FUNCS)}: `clamp(y - 1, 0, H - 1)`), such "
+                         "forms divided by a positive integer (`y // 2`, `x % 4`), or an integer computed from "
+                         "tensor reads (`E[ids[t], d]`)", loc)
 
     def reads_a_tensor(self, node: ast.AST) -> bool:
         """Whether an index expression reads an element of a tensor (then it is a gathered index): a subscript of

@@ -136,8 +136,9 @@ BOUNDARY_FUNCS = ("clamp", "min", "max", "abs")
 class BoundaryIndex:
     """One index of a read that a boundary condition keeps inside its dimension: `clamp`, `min`, `max` and `abs`
     nested over affine forms in index variables and sizes (`I[clamp(y - 1, 0, H - 1), x]`, a mirror
-    `I[H - 1 - abs(H - 1 - abs(y)), x]`). `value` is that integer expression (IntValue leaves, integer literals,
-    `+ - *` and the calls). It bounds no index variable (their ranges come from the left side, other reads and
+    `I[H - 1 - abs(H - 1 - abs(y)), x]`), and floor division and remainder by positive integers (an upsampling
+    `I[y // 2, x // 2]`). `value` is that integer expression (IntValue leaves, integer literals, `+ - *`, `//` and
+    `%` by integers, and the calls). It bounds no index variable (their ranges come from the left side, other reads and
     `where`); binding proves it inside its dimension by interval arithmetic, or refuses the program.
 
     >>> import tensorlang as tl
@@ -173,6 +174,8 @@ class BoundaryIndex:
                 return -affine(e.x)
             if isinstance(e, Binary):
                 a, b = affine(e.a), affine(e.b)
+                if e.op in ("//", "%"):  # moves at most as its dividend does
+                    return a
                 if e.op == "*":
                     return a * b.const if a.terms or not b.terms else b * a.const
                 return a + b if e.op == "+" else a - b
@@ -211,6 +214,10 @@ def _boundary_interval(e: Expr, sizes: dict, ranges: dict) -> tuple[int, int]:
         return -b, -a
     if isinstance(e, Binary):
         (a0, a1), (b0, b1) = _boundary_interval(e.a, sizes, ranges), _boundary_interval(e.b, sizes, ranges)
+        if e.op == "//":  # by a positive integer (the parser's rule): monotone
+            return a0 // b0, a1 // b0
+        if e.op == "%":
+            return (a0 % b0, a1 % b0) if a0 // b0 == a1 // b0 else (0, b0 - 1)
         if e.op == "+":
             return a0 + b0, a1 + b1
         if e.op == "-":
@@ -242,7 +249,7 @@ def _linear_value(e: Expr, sizes: dict) -> tuple[dict, int] | None:
     if isinstance(e, IntValue):
         coeffs, const = e.expr.evaluate(sizes)
         return dict(coeffs), const
-    if isinstance(e, Call):
+    if isinstance(e, Call) or (isinstance(e, Binary) and e.op in ("//", "%")):
         return {e: 1}, 0
     if isinstance(e, Unary):
         x = _linear_value(e.x, sizes)

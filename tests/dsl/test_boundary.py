@@ -214,7 +214,10 @@ def test_a_mirror_that_fits_some_sizes_only():
     ("clamp(y, 0)", "`clamp` takes 3 arguments, 2 given"),
     ("abs(y) * abs(y)", "non-affine index: a product of index expressions"),
     ("y * min(y, 2)", "non-affine index: a product of index expressions"),
-    ("min(y // 2, H - 1)", "an index is affine in index variables"),
+    ("min(y // H, H - 1)", "an index divides only by a positive integer (`y // 2`), not by `H`"),
+    ("y % 0", "an index divides only by a positive integer (`y % 2`), not by `0`"),
+    ("y // -2", "an index divides only by a positive integer"),
+    ("y / 2", "an index is affine in index variables"),
     ("min(y, H - 1, key=1)", "takes no keyword arguments"),
 ])
 def test_malformed_boundary_indices_are_errors(index, needle):
@@ -230,6 +233,47 @@ def test_a_boundary_index_is_proven_without_a_guard_for_odd_splits():
     assert func.guards == 0
     I = rng(7).standard_normal((3, 13)).astype(np.float32)
     np.testing.assert_array_equal(tl.build(s)(I), edge3(I, 1))
+
+
+# ---- // and % by integers: upsampling and tiling -------------------------------------------------------------------
+
+UPSAMPLE = "def up(I: f32[H, W]) -> O:\n    O[y, x] = I[y // 2, x // 2] where y in 0:2*H, x in 0:2*W"
+
+
+@pytest.mark.parametrize("vector", [None, 4, 8])
+@pytest.mark.parametrize("H, W", [(5, 7), (1, 1), (16, 33)])
+def test_an_upsampling_by_floor_division_is_np_repeat(H, W, vector):
+    s = tl.schedule(tl.op(UPSAMPLE), H=H, W=W)
+    if vector:
+        _xo, xi = s["O"].split("x", vector)
+        s["O"].vectorize(xi)
+        s["O"].parallel("y")
+    s.lowered(strict=True)  # proven inside: y // 2 lies in 0..H-1 for y in 0..2H-1
+    I = rng(3).standard_normal((H, W)).astype(np.float32)
+    np.testing.assert_array_equal(tl.build(s)(I), np.repeat(np.repeat(I, 2, axis=0), 2, axis=1))
+
+
+def test_a_remainder_index_tiles_a_tensor_as_np_tile():
+    op = tl.op("def tile(A: i32[3, M], N: int) -> B:\n    B[i, j] = A[i % 3, j] - A[(i + 2) % 3, j] where i in 0:N")
+    A = rng(4).integers(-50, 50, size=(3, 6)).astype(np.int32)
+    want = np.tile(A, (4, 1))[:10] - np.tile(np.roll(A, -2, axis=0), (4, 1))[:10]
+    np.testing.assert_array_equal(tl.build(op, M=6, N=10)(A), want)
+
+
+def test_a_floor_division_that_may_leave_its_tensor_is_an_error():
+    # (y - 1) // 2 is -1 at y = 0: refused with the values it may take, and a clamp brings it in
+    msg = dsl_error(tl.build, tl.op("def f(I: f32[H]) -> O:\n    O[y] = I[(y - 1) // 2] where y in 0:2*H"), H=4)
+    assert "`I` dimension 0 may be read at -1..3 by the boundary index `(y - 1) // 2`" in msg, msg
+    k = tl.build(tl.op("def f(I: f32[H]) -> O:\n    O[y] = I[max(y - 1, 0) // 2] where y in 0:2*H"), H=4)
+    I = np.arange(4, dtype=np.float32)
+    np.testing.assert_array_equal(k(I), I[np.maximum(np.arange(8) - 1, 0) // 2])
+
+
+@needs_cc
+def test_the_c_backend_floor_divides_an_index(tmp_path):
+    k = tl.build(tl.op(UPSAMPLE), H=3, W=5)
+    I = rng(5).standard_normal((3, 5)).astype(np.float32)
+    np.testing.assert_array_equal(_c_call(k, tmp_path, I), np.repeat(np.repeat(I, 2, axis=0), 2, axis=1))
 
 
 # ---- vector code -----------------------------------------------------------------------------------------------

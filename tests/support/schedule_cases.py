@@ -117,8 +117,21 @@ def _box_sym(A, **_):
     return _f32(p[:, :-2] + p[:, 1:-1] + p[:, 2:])
 
 
-# Programs whose reads carry boundary conditions (clamp, min, max, abs in an index): see test_boundary.py.
-BOUNDARY_PROGRAMS = ("blur_edge", "mirror_i32", "box_sym")
+def _upsample2(I, **_):
+    H, W = I.shape
+    y, x = np.arange(2 * H)[:, None], np.arange(2 * W)[None, :]
+    return _f32(I.astype(np.float64)[y // 2, x // 2] + I.astype(np.float64)[np.minimum((y + 1) // 2, H - 1), x // 2])
+
+
+def _tile_mod(A, N, **_):
+    i = np.arange(N)[:, None]
+    return (A.astype(np.int64)[i % 4, np.arange(A.shape[1])] * 2 + A[(i + 1) % 4, np.arange(A.shape[1])]) \
+        .astype(np.int32)
+
+
+# Programs whose reads carry boundary conditions (clamp, min, max, abs, and // and % by integers in an index): see
+# test_boundary.py.
+BOUNDARY_PROGRAMS = ("blur_edge", "mirror_i32", "box_sym", "upsample2", "tile_mod")
 
 def _hist(I, **_):
     return np.bincount((I % 8).ravel(), minlength=8).astype(np.int32)
@@ -243,6 +256,12 @@ PROGRAMS: dict[str, Program] = {p.op.name: p for p in [
             "    B[m, n] += A[m, min(max(n + r - 1, -n - r), 2*N - 1 - max(n + r - 1, -n - r))] "
             "where r in 0:3, n in 0:N\n",
             _box_sym, lambda s: 3),
+    Program("def upsample2(I: f32[H, W]) -> O:\n"
+            "    O[y, x] = I[y // 2, x // 2] + I[min((y + 1) // 2, H - 1), x // 2] where y in 0:2*H, x in 0:2*W\n",
+            _upsample2, lambda s: 2),
+    Program("def tile_mod(A: i32[4, M], N: int) -> B:\n"
+            "    B[i, j] = A[i % 4, j] * 2 + A[(i + 1) % 4, j] where i in 0:N\n",
+            _tile_mod, exact=True),
     # scatters: updates at indices computed from data (see docs/user-guide/dsl.md, "Updates through an index")
     Program("def hist(I: i32[M, N]) -> H:\n    H[b := I[m, n] % 8] += 1 where b in 0:8\n", _hist, exact=True),
     Program("def index_add(ids: i32[T], V: f32[T, D]) -> O:\n"
