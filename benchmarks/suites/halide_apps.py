@@ -24,6 +24,11 @@ channels where the app has them; the camera pipeline's 2592 x 1968 raw mosaic):
 - ``camera-pipe``: the stages of apps/camera_pipe after its demosaic, on the demosaiced 10-bit image (u16): the
   Q8.8 colour correction matrix (i32 arithmetic, i16 result), the tone curve as a 1024-entry u8 table read at each
   value (a gather; an input here, where the app computes it from its parameters in a stage) and the u8 sharpen;
+- ``interpolate``: apps/interpolate, an RGBA image premultiplied by its alpha and downsampled nine times by
+  [1 2 1] / 4, then rebuilt from the coarsest level up, each level blending in the upsampled coarser one (the mean of
+  its pixels at ``x // 2`` and ``(x + 1) // 2``) where its alpha leaves room, and divided by alpha at the end; the
+  image is 2^9 H x 2^9 W so that each level's size is a size expression, and each level repeats its edge where a tap
+  falls outside it (the app's levels extend past the image instead);
 - ``bilateral-grid``: apps/bilateral_grid: each pixel scattered into the grid cell (8 x 8 pixels) and the intensity
   bin its value selects, 5-tap blurs along the grid's three axes, and a trilinear slice that gathers the grid at each
   pixel's value. Where the app's histogram loops over each cell's pixels (``histogram(x, y, zi, c) +=``), the DSL's
@@ -43,7 +48,7 @@ Example::
     >>> [p.name for p in PROGRAMS][:6]
     ['blur', 'harris', 'demosaic', 'max-filter', 'stencil-chain', 'unsharp']
     >>> [p.name for p in PROGRAMS][6:]
-    ['iir-blur', 'histogram-equalize', 'camera-pipe', 'bilateral-grid']
+    ['iir-blur', 'histogram-equalize', 'camera-pipe', 'interpolate', 'bilateral-grid']
 """
 from __future__ import annotations
 
@@ -61,15 +66,10 @@ HAND_SCHEDULED = ("iir-blur", "histogram-equalize", "bilateral-grid")
 
 #: Halide's applications the DSL cannot write yet, and why.
 NOT_WRITTEN = {
-    "local_laplacian": "the pyramids' upsampling reads a level at x/2: `I[y // 2, x // 2]` is refused as an index "
-                       "(indices are affine, boundary conditions over affine forms, or gathered from tensor reads); "
-                       "written per stride phase, each finer level carries one more phase dimension and the next "
-                       "downsampling's read at 2x - 1 crosses phases, which no affine index of that layout "
-                       "expresses; and a level's extent, H / 2^k, is no size expression (sizes take + - * only). "
-                       "Reading through an index table (`hx[x] = x // 2`, `L[hy[y], hx[x]]`) would compute it, "
-                       "but as gathers that schedules count as reads of whole dimensions, not as the app's "
-                       "pyramid (its remapping lookup, a gather, is expressible)",
-    "interpolate": "the same x/2 and (x+1)/2 upsampling between its ten pyramid levels, and the same reasons",
+    "local_laplacian": "not written yet, though expressible since indices divide by integers: the same pyramid "
+                       "steps as `interpolate` (an image of 2^7 H x 2^7 W so that each of its 8 levels has a size "
+                       "expression), over a Gaussian pyramid of the gray image remapped at 8 intensity levels (a "
+                       "lookup, a gather) and the Laplacian pyramids they give, about 100 stages",
     "max_filter (as the app computes it)": "its logarithmic vertical slices are a recursion over the slice index "
                                            "that reads the previous slice at y + 2^(k-1) (a read along two indices, "
                                            "which a scan refuses), and the filter height per column offset is read "
@@ -920,6 +920,105 @@ def _unit_image(sizes, rng):
     return [(rng.integers(0, 257, shape) / 256).astype(np.float32)]
 
 
+# ------------------------------------------------------------------------------------------------ interpolate
+
+LEVELS = 10  # the app's pyramid levels
+
+
+def _interpolate(I, dtype):
+    """apps/interpolate on an RGBA image [4, 2^9 H, 2^9 W]: the colour premultiplied by alpha, downsampled by
+    [1 2 1] / 4 along x then y nine times, then from the coarsest level up each level gets the upsampled coarser
+    one (the mean of the two nearest coarse pixels, x // 2 and (x + 1) // 2) where its alpha leaves room, and the
+    finest level's colour is divided by its alpha. Each level repeats its edge where a tap falls outside it (the
+    app's levels extend past the image, computed from the clamped input)."""
+    I = np.asarray(I, dtype)
+    q, h = dtype(0.25), dtype(0.5)
+    down = [np.concatenate([I[:3] * I[3:4], I[3:4]])]
+    for _ in range(1, LEVELS):
+        d = down[-1]
+        n = d.shape[2] // 2
+        x = np.arange(n)
+        dx = (d[:, :, np.maximum(2 * x - 1, 0)] + dtype(2) * d[:, :, 2 * x]
+              + d[:, :, np.minimum(2 * x + 1, d.shape[2] - 1)]) * q
+        m = d.shape[1] // 2
+        y = np.arange(m)
+        down.append((dx[:, np.maximum(2 * y - 1, 0)] + dtype(2) * dx[:, 2 * y]
+                     + dx[:, np.minimum(2 * y + 1, dx.shape[1] - 1)]) * q)
+    interp = down[-1]
+    for d in reversed(down[:-1]):
+        x = np.arange(d.shape[2])
+        ux = (interp[:, :, x // 2] + interp[:, :, np.minimum((x + 1) // 2, interp.shape[2] - 1)]) * h
+        y = np.arange(d.shape[1])
+        up = (ux[:, y // 2] + ux[:, np.minimum((y + 1) // 2, ux.shape[1] - 1)]) * h
+        interp = d + (dtype(1) - d[3:4]) * up
+    return interp[:3] / interp[3:4]
+
+
+def _interpolate_source() -> str:
+    top = 2 ** (LEVELS - 1)
+
+    def dims(level):  # the level's height and width as size expressions
+        k = top >> level
+        return (f"{k}*H", f"{k}*W") if k > 1 else ("H", "W")
+    lines = [f"def interpolate(I: f32[4, {top}*H, {top}*W]) -> O:",
+             "    d0[c, y, x] = select(c < 3, I[c, y, x] * I[3, y, x], I[3, y, x]) where c in 0:4"]
+    for lv in range(1, LEVELS):
+        (ph, pw), (h, w) = dims(lv - 1), dims(lv)
+        p = f"d{lv - 1}"
+        lines.append(f"    dx{lv}[c, y, x] = ({p}[c, y, clamp(2*x - 1, 0, {pw} - 1)] + 2.0 * {p}[c, y, 2*x] "
+                     f"+ {p}[c, y, clamp(2*x + 1, 0, {pw} - 1)]) * 0.25 where x in 0:{w}")
+        lines.append(f"    d{lv}[c, y, x] = (dx{lv}[c, clamp(2*y - 1, 0, {ph} - 1), x] + 2.0 * dx{lv}[c, 2*y, x] "
+                     f"+ dx{lv}[c, clamp(2*y + 1, 0, {ph} - 1), x]) * 0.25 where y in 0:{h}")
+    coarse = f"d{LEVELS - 1}"
+    for lv in range(LEVELS - 2, -1, -1):
+        (ch, cw), (h, w) = dims(lv + 1), dims(lv)
+        lines.append(f"    ux{lv}[c, y, x] = ({coarse}[c, y, x // 2] + {coarse}[c, y, min((x + 1) // 2, {cw} - 1)]) "
+                     f"* 0.5 where x in 0:{w}")
+        lines.append(f"    up{lv}[c, y, x] = (ux{lv}[c, y // 2, x] + ux{lv}[c, min((y + 1) // 2, {ch} - 1), x]) * 0.5 "
+                     f"where y in 0:{h}")
+        lines.append(f"    it{lv}[c, y, x] = d{lv}[c, y, x] + (1.0 - d{lv}[3, y, x]) * up{lv}[c, y, x]")
+        coarse = f"it{lv}"
+    lines.append("    O[c, y, x] = it0[c, y, x] / it0[3, y, x] where c in 0:3")
+    return "\n".join(lines) + "\n"
+
+
+def _interpolate_hl(hl, sizes):
+    x, y, c = hl.Var("x"), hl.Var("y"), hl.Var("c")
+    top = 2 ** (LEVELS - 1)
+    H, W = top * sizes["H"], top * sizes["W"]
+    I = hl.ImageParam(hl.Float(32), 3, "input")
+    f = hl.f32
+    d = [hl.Func("d0")]
+    d[0][x, y, c] = hl.select(c < 3, I[x, y, c] * I[x, y, 3], I[x, y, 3])
+    for lv in range(1, LEVELS):
+        pw, ph = W >> (lv - 1), H >> (lv - 1)
+        p, dx, dn = d[-1], hl.Func(f"dx{lv}"), hl.Func(f"d{lv}")
+        dx[x, y, c] = (p[hl.clamp(2 * x - 1, 0, pw - 1), y, c] + f(2) * p[2 * x, y, c]
+                       + p[hl.clamp(2 * x + 1, 0, pw - 1), y, c]) * f(0.25)
+        dn[x, y, c] = (dx[x, hl.clamp(2 * y - 1, 0, ph - 1), c] + f(2) * dx[x, 2 * y, c]
+                       + dx[x, hl.clamp(2 * y + 1, 0, ph - 1), c]) * f(0.25)
+        d.append(dn)
+    coarse = d[-1]
+    for lv in range(LEVELS - 2, -1, -1):
+        cw, ch = W >> (lv + 1), H >> (lv + 1)
+        ux, up, it = hl.Func(f"ux{lv}"), hl.Func(f"up{lv}"), hl.Func(f"it{lv}")
+        ux[x, y, c] = (coarse[x / 2, y, c] + coarse[hl.min((x + 1) / 2, cw - 1), y, c]) * f(0.5)
+        up[x, y, c] = (ux[x, y / 2, c] + ux[x, hl.min((y + 1) / 2, ch - 1), c]) * f(0.5)
+        it[x, y, c] = d[lv][x, y, c] + (f(1) - d[lv][x, y, 3]) * up[x, y, c]
+        coarse = it
+    out = hl.Func("output")
+    out[x, y, c] = coarse[x, y, c] / coarse[x, y, 3]
+    return [(I, (4, H, W))], out, (3, H, W)
+
+
+def _rgba_image(sizes, rng):
+    """An RGBA image [4, 2^9 H, 2^9 W]: colour in [0, 1), alpha in [0.1, 1) (the normalization divides by it)."""
+    top = 2 ** (LEVELS - 1)
+    img = rng.uniform(0.0, 1.0, (4, top * sizes["H"], top * sizes["W"])).astype(np.float32)
+    img[3] = rng.uniform(0.1, 1.0, img[3].shape).astype(np.float32)
+    return [img]
+
+
 # ------------------------------------------------------------------------------------------------ the programs
 
 
@@ -1000,6 +1099,14 @@ def max_filter(I: f32[3, H, W], R: int) -> O:
             what="the camera pipe after its demosaic: Q8.8 colour matrix, u8 tone curve lookup, sharpen "
                  "(apps/camera_pipe)", origin=ORIGIN,
             notes="input: the demosaic's 10-bit image as u16; the tone curve is an input table"),
+    Program("interpolate", "halide", _interpolate_source(), {"H": 5, "W": 3}, {"H": 1, "W": 1},
+            _ref(_interpolate), {"numpy": _np(_interpolate)},
+            flops=lambda s: 4.0 * 4**(LEVELS - 1) * s["H"] * s["W"] * (1 + 2 * 12 / 3 + 10),
+            inputs=_rgba_image, halide=_interpolate_hl,
+            what="multi-scale interpolation of an RGBA image: a 10-level pyramid down by [1 2 1] / 4, up by x // 2 "
+                 "and (x + 1) // 2, blended by alpha (apps/interpolate)", origin=ORIGIN,
+            notes="the image is 2^9 H x 2^9 W so every level's size is a size expression (the app's 1536 x 2560: "
+                  "H=5, W=3); each level repeats its edge where a tap falls outside it"),
     Program("bilateral-grid", "halide", _bilateral_grid_source(), {"GH": H // S_SIGMA, "GW": W // S_SIGMA},
             {"GH": 3, "GW": 4}, lambda I, **s: _bilateral_grid(I, np.float64),
             {"numpy": call("numpy", lambda I, **s: _bilateral_grid(I, np.float32))},

@@ -694,11 +694,14 @@ def _parallel_choices(space, st: StageInfo, configs: Configs, tile: TileConfig) 
 
 #: Loads a point of a stage may make once the stages it reads are inlined into it (rule 3 of
 #: :func:`_placement_rule`): inlining a stage copies its expression into each of its reader's reads of it, so
-#: chains of stencils or interpolations multiply (Halide's bilateral grid: blurs of 5 taps along three axes read
-#: through 8 interpolation taps, about 2000 loads a pixel, a 138 s compile and a kernel 42x slower than with the
-#: blurs computed in buffers). A bound on the expression's size against that blow-up, not a tuned constant: the
-#: largest of the external suites' other programs (demosaic, 208 loads a pixel; unsharp, 154) stay under it.
-MAX_INLINED_LOADS = 256
+#: chains of stencils, interpolations and pyramids multiply (Halide's bilateral grid: blurs of 5 taps along three
+#: axes read through 8 interpolation taps, about 2000 loads a pixel, a 150 s compile; the interpolate app's
+#: pyramid, 3 loads a level down and 4 up, never finished compiling). Judged on the external suites' programs and
+#: the built-in workloads (2 threads, Zen 3): at 128 four of 131 picks change, the bilateral grid (33x faster),
+#: unsharp (4.6x), interpolate (143 ms, a 33 s compile at 2560 x 1536) and demosaic (0.90x: 44.6 against 40.2 ms);
+#: at 64 demosaic lost more (0.72x) and the camera pipe lost 0.79x; at 256 unsharp kept its 4.6x loss and
+#: interpolate its compile time.
+MAX_INLINED_LOADS = 128
 
 
 def inlined_loads(info, place: dict) -> dict:

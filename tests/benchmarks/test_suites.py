@@ -27,9 +27,9 @@ from suites import common, halide_worker, random_programs  # noqa: E402
 PROGRAMS = [p for s in suites.STATIC for p in suites.programs(s)]
 WITH_BASELINES = [(p, name) for p in PROGRAMS for name in p.baselines]
 HALIDE = [p for p in PROGRAMS if p.halide is not None]
-#: programs whose zero-trial pick takes over 20 s to build at its small sizes (the bilateral grid's slice inlines
-#: the grid's three blurs into each of its 16 gathers)
-SLOW_PICK = {"halide/bilateral-grid"}
+#: programs whose zero-trial pick takes over 10 s to build at its small sizes (interpolate: 47 stages, a 512 x 512
+#: image at least)
+SLOW_PICK = {"halide/interpolate"}
 
 
 def _slow_if(programs, slow):
@@ -50,7 +50,7 @@ def test_names_are_unique_and_every_suite_says_what_it_cannot_write():
     assert set(suites.not_written()) == set(suites.MODULES)
     assert {"seidel-2d", "trisolv", "lu", "cholesky", "nussinov", "floyd-warshall", "adi", "deriche"} \
         <= set(suites.not_written()["polybench"])
-    assert {"local_laplacian", "interpolate"} <= set(suites.not_written()["halide"])
+    assert "local_laplacian" in suites.not_written()["halide"] and "interpolate" not in suites.not_written()["halide"]
     written = {p.name.replace("-", "_") for p in suites.programs("halide")}
     assert not written & set(suites.not_written()["halide"])
 
@@ -149,11 +149,21 @@ def test_the_check_fails_on_a_wrong_value_and_on_nan():
 
 #: Halide's side of an app under one auto-scheduler, over 20 s at the small sizes
 SLOW_HALIDE = {("bilateral-grid", "Adams2019")}
+#: ... and over CI's whole budget: checked by `benchmarks/suites/run.py`, which times it, not by the suite
+TOO_SLOW_HALIDE = {("interpolate", "Adams2019"): "Adams2019 spends about 490 s scheduling interpolate's 47 stages "
+                                                 "at the small sizes"}
 
 
-@pytest.mark.parametrize("p,scheduler", [
-    pytest.param(p, sched, marks=pytest.mark.slow) if (p.name, sched) in SLOW_HALIDE else (p, sched)
-    for p in HALIDE for sched in halide_worker.SCHEDULERS], ids=lambda x: x.name if hasattr(x, "name") else x)
+def _halide_param(p, sched):
+    if (p.name, sched) in TOO_SLOW_HALIDE:
+        return pytest.param(p, sched, marks=pytest.mark.skip(reason=TOO_SLOW_HALIDE[(p.name, sched)]))
+    if (p.name, sched) in SLOW_HALIDE:
+        return pytest.param(p, sched, marks=pytest.mark.slow)
+    return p, sched
+
+
+@pytest.mark.parametrize("p,scheduler", [_halide_param(p, sched) for p in HALIDE for sched in halide_worker.SCHEDULERS],
+                         ids=lambda x: x.name if hasattr(x, "name") else x)
 def test_halide_side_matches_the_reference(p, scheduler):
     pytest.importorskip("halide")
     sizes = p.small
