@@ -720,9 +720,9 @@ class _Parser:
                 sign = "//" if isinstance(node.op, ast.FloorDiv) else "%"
                 raise self.error(f"an index divides only by a positive integer (`y {sign} 2`), not by "
                                  f"`{ast.unparse(d)}`", self.loc_of(d, p))
-            a = self.boundary_value(node.left, p)
-            b = IntValue("i32", True, self.loc_of(d, p), IndexExpr.size(SizePoly.const(d.value)))
-            return Binary("i32", True, loc, _ARITH[type(node.op)], a, b, "i32")
+            dividend = self.boundary_value(node.left, p)
+            divisor = IntValue("i32", True, self.loc_of(d, p), IndexExpr.size(SizePoly.const(d.value)))
+            return Binary("i32", True, loc, _ARITH[type(node.op)], dividend, divisor, "i32")
         if isinstance(node, ast.Call):
             fn = node.func.id if isinstance(node.func, ast.Name) else ast.unparse(node.func)
             if fn not in BOUNDARY_FUNCS:
