@@ -291,8 +291,7 @@ def format_summary(summary, report: dict, args) -> str:
           this run: 5 valid, 1 invalid (1 wrong)
         next: tensorlang best matmul --preset small   (or: tensorlang bench matmul --preset small)
     """
-    from tensorlang.tuner.bench import contract
-    from tensorlang.tuner.tuning import BASELINE_ROUNDS
+    from tensorlang.tuner.bench import BENCH_ROUNDS, contract
     lines = []
     t = summary.task
     total = report["trials"]
@@ -318,7 +317,7 @@ def format_summary(summary, report: dict, args) -> str:
                  for k, name in (("default", "the naive loop nest"), ("auto", "the auto-scheduler's pick"),
                                  ("hand", "the hand schedule"), ("numpy", "numpy")) if k in report["speedup"]]
         lines.append("  timed side by side, the best runs at " + ", ".join(parts))
-        lines.append(f"  (timed as `tensorlang bench` times: {contract(t.threads, BASELINE_ROUNDS)})")
+        lines.append(f"  (timed as `tensorlang bench` times: {contract(t.threads, BENCH_ROUNDS)})")
     names = {"default": "the naive loop nest", "auto": "the auto-scheduler's pick", "hand": "the hand schedule",
              "tuned": "the best schedule"}
     for name, why in summary.baseline_errors.items():

@@ -77,6 +77,13 @@ def parse(source: str) -> Op:
                        "several stages") from None
 
 
+def _is_boundary_index(node: ast.AST) -> bool:
+    """Whether an index (one that reads no tensor) is a boundary index: it calls clamp, min, max or abs, or divides
+    (`//`, `%`); else it is affine."""
+    return any(isinstance(n, ast.Call) or (isinstance(n, ast.BinOp) and isinstance(n.op, (ast.FloorDiv, ast.Mod)))
+               for n in ast.walk(node))
+
+
 class _Parser:
     def __init__(self, source: str):
         self.source = source
@@ -648,8 +655,7 @@ class _Parser:
                 raise self.error(f"an index computed from a tensor read must be an integer (i32, i64, u8, ...), got "
                                  f"{'a comparison' if value.dtype == 'bool' else value.dtype}{fix}", loc)
             return GatherIndex(value, ast.unparse(node))
-        if any(isinstance(n, ast.Call) or (isinstance(n, ast.BinOp) and isinstance(n.op, (ast.FloorDiv, ast.Mod)))
-               for n in ast.walk(node)):
+        if _is_boundary_index(node):
             return BoundaryIndex(self.boundary_value(node, p), ast.unparse(node))
         return self.affine_index(node, p)
 
@@ -711,8 +717,7 @@ class _Parser:
         IntValue), combined with + - and products by sizes and integers, and floor division and remainder by
         positive integers (`I[y // 2, x]`, an upsampling; `x % 4`)."""
         loc = self.loc_of(node, p)
-        if not any(isinstance(n, ast.Call) or (isinstance(n, ast.BinOp) and isinstance(n.op, (ast.FloorDiv, ast.Mod)))
-                   for n in ast.walk(node)):
+        if not _is_boundary_index(node):
             return IntValue("i32", True, loc, self.affine_index(node, p))
         if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.FloorDiv, ast.Mod)):
             d = node.right

@@ -390,11 +390,6 @@ class Tuner:
         return observation_of(rec)
 
 
-#: How the summary of ``tensorlang tune`` times its baselines: :func:`tensorlang.tuner.bench.run_bench` (the rows of
-#: ``tensorlang bench``, under its timing contract) with ``bench``'s own rounds, runs and seconds.
-BASELINE_ROUNDS, BASELINE_RUNS, BASELINE_SECONDS = BENCH_ROUNDS, BENCH_RUNS, BENCH_SECONDS
-
-
 def measure_baselines(task: Task, best: Record | None, numpy: bool = True, errors: dict | None = None,
                       timeout: float | None = None, tally: Tally | None = None) -> dict:
     """GFLOPS of the default schedule, the zero-trial pick, the hand schedule (if any), numpy as installed and the best
@@ -418,8 +413,8 @@ def measure_baselines(task: Task, best: Record | None, numpy: bool = True, error
     """
     from tensorlang.tuner.bench import run_bench
     extra = [("tuned", tl.Schedule.from_json(best.schedule, task.op))] if best is not None and best.schedule else []
-    report = run_bench(task.workload_def, task.sizes, task.threads, min_runs=BASELINE_RUNS,
-                       min_time=BASELINE_SECONDS, extra=extra, log=lambda *a: None, rounds=BASELINE_ROUNDS,
+    report = run_bench(task.workload_def, task.sizes, task.threads, min_runs=BENCH_RUNS,
+                       min_time=BENCH_SECONDS, extra=extra, log=lambda *a: None, rounds=BENCH_ROUNDS,
                        libraries=("numpy",) if numpy else (), timeout=timeout, tally=tally)
     out = {}
     for r in report["results"]:

@@ -1169,7 +1169,7 @@ def test_the_baselines_are_timed_in_interleaved_rounds_as_bench_times_them(monke
     bench's own rounds (5), so that a slow spell hits them alike: `tune` had timed its kernels as raw calls into
     preallocated buffers and numpy as an allocating call, and read 1.82x numpy where `bench` read 0.68x."""
     from tensorlang.tuner import bench
-    from tensorlang.tuner.tuning import BASELINE_ROUNDS, measure_baselines
+    from tensorlang.tuner.tuning import measure_baselines
     task = matmul_task()
     order: list[str] = []
     calls: list[dict] = []
@@ -1212,7 +1212,7 @@ def test_the_baselines_are_timed_in_interleaved_rounds_as_bench_times_them(monke
     got = measure_baselines(task, best, errors=errors)
     assert errors == {} and set(got) == {"default", "auto", "hand", "tuned", "numpy"}
     assert got["numpy"] == pytest.approx(task.flops / 1e-3 / 1e9)
-    assert order == ["naive", "auto", "hand", "tuned", "numpy"] * BASELINE_ROUNDS
+    assert order == ["naive", "auto", "hand", "tuned", "numpy"] * bench.BENCH_ROUNDS
     assert len(calls) == 1 and calls[0]["rounds"] == bench.BENCH_ROUNDS == 5 \
         and calls[0]["min_runs"] == bench.BENCH_RUNS and calls[0]["libraries"] == ("numpy",)
 
