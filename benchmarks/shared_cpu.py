@@ -424,7 +424,7 @@ def report(result: dict, threads: int) -> list[str]:
                 notes.append(note)
             p = r["pool"]
             notes.append(f"pool: {p['loops']} loops, {p['steals']} steals, {p['caller_sleeps']} caller sleeps, "
-                         f"{p['stalls']} stalls")
+                         f"{p['stalls']} stalls, {p['spins_given_up']} spins given up")
             lines.append("    " + "; ".join(notes))
     if result.get("alternation"):
         lines.append("\nalternating call by call, quiet machine:")

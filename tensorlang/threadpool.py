@@ -160,7 +160,7 @@ def _get_pool(n: int) -> ThreadPoolExecutor:
 
 #: Pieces a parallel loop is cut into per thread (the C runtime's TL_PIECES_PER_THREAD).
 PIECES_PER_THREAD = 8
-STATS = ("loops", "caller_pieces", "worker_pieces", "steals", "late", "caller_sleeps", "stalls")
+STATS = ("loops", "caller_pieces", "worker_pieces", "steals", "late", "caller_sleeps", "stalls", "spins_given_up")
 _py_stats = dict.fromkeys(STATS, 0)
 _local = threading.local()  # .in_chunk: this thread runs a piece (a parallel loop inside runs serially)
 
@@ -335,7 +335,9 @@ def pool_stats() -> dict[str, int]:
     it, pieces the callers and the workers ran (``caller_pieces``, ``worker_pieces``), ``steals`` (a thread took
     part of another's range; the native pool only), ``late`` (a worker arrived after all the work was taken),
     ``caller_sleeps`` (a caller had to wait for pieces other threads held) and ``stalls`` (such waits long enough
-    to mean a thread lost its CPU; the native pool only, which warns after 8 within 10 s). Loops of one thread,
+    to mean a thread lost its CPU; the native pool only, which warns after 8 within 10 s) and ``spins_given_up``
+    (a thread waiting between loops found its CPU wanted by another thread and slept instead of spinning; the
+    native pool only). Loops of one thread,
     and loops inside a piece, run without the pool and are not counted.
 
     >>> sorted(pool_stats()) == sorted(STATS)

@@ -28,9 +28,15 @@
  * grows on demand. Between loops its threads spin for TENSORLANG_SPIN_US microseconds (default 500, at most
  * 1000000; read at every call; 0: sleep at once) before they sleep: waking a sleeping thread costs about 0.1 ms
  * on a virtual machine (OpenMP and OpenBLAS spin for the same reason). A spinning thread yields the CPU every
- * microsecond or so, so that more threads than CPUs do not starve the ones with work. The caller,
+ * microsecond or so, so that more threads than CPUs do not starve the ones with work. A yield that ran another
+ * thread for more than 20 us (the CPU is crowded: another process, or another pool's threads spinning after
+ * their own loops, as OpenMP's and onnxruntime's do for milliseconds) ends the spin, and that worker sleeps at
+ * once after each loop for a while (5 ms, doubling while the CPU stays crowded, up to 0.2 s): the next loop's
+ * futex wake-up gets it the CPU, where a yielding spinner would wait out the other thread's whole slice and miss
+ * the loops meanwhile. The caller,
  * once nothing is left to claim, spins for the claimed pieces at most about twice its own time per piece (at
- * least 50 us, at most TENSORLANG_SPIN_US), then runs the last units the slow threads left unclaimed and sleeps:
+ * least 50 us, at most TENSORLANG_SPIN_US; less when a yield shows its CPU crowded), then runs the last units
+ * the slow threads left unclaimed and sleeps:
  * a thread that holds a piece but lost its CPU then gets the caller's. Sleeping threads are woken with a futex (Linux), by the caller or by the thread that ran the
  * last piece, never through a thread that may not be running.
  * Oversubscription: a wait for claimed pieces longer than 1 ms and 8 times the caller's own time per piece is a
@@ -62,6 +68,7 @@
 #include <unistd.h>
 #ifdef __linux__
 #include <linux/futex.h>
+#include <sys/resource.h> /* getrusage(RUSAGE_THREAD) */
 #include <sys/syscall.h>
 #endif
 
@@ -85,6 +92,9 @@
 #define TL_STALL_US 1000          /* a wait for claimed pieces this long (and 8 pieces' time) is a stall */
 #define TL_STALLS_TO_WARN 8       /* this many stalls ... */
 #define TL_STALL_WINDOW_US 10000000 /* ... within this time: say so on stderr */
+#define TL_YIELD_CROWDED_US 200 /* a sched_yield that returns this much later ran another thread for (most of) its slice */
+#define TL_CROWDED_SLEEP_MIN_US 5000  /* after that, a worker sleeps at once after each loop for this long, */
+#define TL_CROWDED_SLEEP_MAX_US 200000 /* twice as long each time the CPU is crowded again soon after, up to this */
 
 typedef int32_t (*tl_chunk_fn)(int64_t begin, int64_t end, void *closure);
 
@@ -111,6 +121,9 @@ struct tl_slot {
     uint64_t range; /* generation << 32 | front << 16 | back: units [front, back) not yet claimed */
     uint32_t done;  /* units of the current loop this thread has run */
     int64_t pieces, steals, late; /* totals since the process started (tensorlang_pool_stats) */
+    int64_t spins_given_up;        /* spins this thread stopped because another thread wanted its CPU */
+    int64_t sleep_at_once_until;   /* a worker's: until then it sleeps after each loop without spinning, */
+    int64_t crowded_at, crowded_sleep_us; /* set when it last found its CPU crowded, for so long */
 } __attribute__((aligned(64)));
 static struct tl_slot tl_slots[TL_MAX_THREADS];
 
@@ -169,6 +182,32 @@ static int64_t tl_now_us(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (int64_t)t.tv_sec * 1000000 + t.tv_nsec / 1000;
+}
+
+/* Times this thread was switched out while it could run (another thread took its CPU); -1 where unknown. */
+static long tl_involuntary_switches(void) {
+#if defined(__linux__) && defined(RUSAGE_THREAD)
+    struct rusage use;
+    if (getrusage(RUSAGE_THREAD, &use) == 0)
+        return use.ru_nivcsw;
+#endif
+    return -1;
+}
+
+/* sched_yield() for a spinning thread; returns whether the CPU is crowded: the yield ran another thread for more
+ * than TL_YIELD_CROWDED_US (its scheduler slice, often milliseconds, is then lost to the spin). `*switches`
+ * holds this thread's involuntary switches before its spin's first yield (-2: not read yet; read then, so that a
+ * spin that ends before it costs no system call): a new switch tells a yield that ran another thread apart
+ * from the host pausing a virtual CPU. */
+static int tl_yield_was_crowded(long *switches) {
+    if (*switches == -2)
+        *switches = tl_involuntary_switches();
+    int64_t before = tl_now_us();
+    sched_yield();
+    if (tl_now_us() - before <= TL_YIELD_CROWDED_US)
+        return 0;
+    long now = tl_involuntary_switches();
+    return now < 0 || now != *switches;
 }
 
 /* Sleep while *word == value; tl_wake_all(word) wakes the sleepers. Linux: a futex, so that waking takes no
@@ -323,28 +362,31 @@ static void tl_write_loop(const struct tl_loop *L) {
  * of one parallel loop on one CPU run one after the other, and on a virtual machine the scheduler can leave
  * them so for hundreds of calls (measured: a two-thread matmul at one-thread speed for 0.3 s). Nothing moves
  * where the job has more threads than the worker has CPUs: some must share. */
-static void tl_move_off(int cpu, int id, int n) {
+static int tl_move_off(int cpu, int id, int n) {
 #ifdef __linux__
     cpu_set_t allowed, one;
     if (sched_getaffinity(0, sizeof allowed, &allowed) != 0 || n > CPU_COUNT(&allowed))
-        return;
+        return 0;
     int others = CPU_COUNT(&allowed) - (CPU_ISSET(cpu, &allowed) ? 1 : 0);
     if (others < 1)
-        return;
+        return 0;
     int want = (id - 1) % others;
     for (int c = 0; c < CPU_SETSIZE; c++) {
         if (!CPU_ISSET(c, &allowed) || c == cpu || want-- > 0)
             continue;
         CPU_ZERO(&one);
         CPU_SET(c, &one);
-        if (sched_setaffinity(0, sizeof one, &one) == 0)
-            sched_setaffinity(0, sizeof allowed, &allowed);
-        return;
+        if (sched_setaffinity(0, sizeof one, &one) != 0)
+            return 0;
+        sched_setaffinity(0, sizeof allowed, &allowed);
+        return 1;
     }
+    return 0;
 #else
     (void)cpu;
     (void)id;
     (void)n;
+    return 0;
 #endif
 }
 
@@ -357,11 +399,35 @@ static int tl_current_cpu(void) {
 #endif
 }
 
+/* Worker `me` found its CPU crowded at `now`: it sleeps at once after its loops for a while, TL_CROWDED_SLEEP_MIN_US
+ * at first and twice as long each time it finds the CPU crowded again within 4 such times (up to
+ * TL_CROWDED_SLEEP_MAX_US): a kernel thread's short burst costs a few milliseconds of sleeping, while a
+ * competitor that stays is probed (a lost slice each time) about every 0.2 s. */
+static void tl_note_crowded(struct tl_slot *me, int64_t now) {
+    int64_t sleep_us = me->crowded_sleep_us;
+    if (sleep_us > 0 && now - me->crowded_at < 4 * sleep_us)
+        sleep_us = 2 * sleep_us < TL_CROWDED_SLEEP_MAX_US ? 2 * sleep_us : TL_CROWDED_SLEEP_MAX_US;
+    else
+        sleep_us = TL_CROWDED_SLEEP_MIN_US;
+    me->crowded_at = now;
+    me->crowded_sleep_us = sleep_us;
+    me->sleep_at_once_until = now + sleep_us;
+    TL_STORE(&me->spins_given_up, TL_LOAD(&me->spins_given_up) + 1);
+}
+
 /* Wait until a loop other than `seen` is published: spin up to `spin_us` microseconds (yielding the CPU every
- * microsecond or so), then sleep. Returns its generation. */
-static uint32_t tl_next_loop(uint32_t seen, int64_t spin_us) {
+ * microsecond or so), then sleep. Returns its generation. A yield that shows the CPU crowded (another process, or
+ * another thread pool spinning, wants it) ends the spin, and worker `id` (slot `me`) sleeps at once after its
+ * loops for a while (tl_note_crowded): a spinning thread that yields hands its CPU over for the other thread's
+ * whole slice and misses the loops published meanwhile, while a sleeping one is woken by the next loop and the
+ * scheduler gives it the CPU then. Where the crowded CPU is the one the caller of the `last` loop ran on (most
+ * likely crowded by that caller), the worker moves off it and spins on instead. */
+static uint32_t tl_next_loop(struct tl_slot *me, uint32_t seen, int64_t spin_us, const struct tl_loop *last, int id) {
+    int64_t start = tl_now_us();
+    if (start < me->sleep_at_once_until)
+        spin_us = 0;
     if (spin_us > 0) {
-        int64_t start = tl_now_us();
+        long switches = -2;
         for (;;) {
             for (int i = 0; i < 128; i++) {
                 if (__atomic_load_n(&tl_job.generation, __ATOMIC_ACQUIRE) != seen)
@@ -370,7 +436,14 @@ static uint32_t tl_next_loop(uint32_t seen, int64_t spin_us) {
             }
             if (tl_now_us() - start >= spin_us)
                 break;
-            sched_yield(); /* more threads than CPUs: let the thread with work run */
+            if (tl_yield_was_crowded(&switches)) { /* more threads than CPUs: let the thread with work run */
+                if (last->caller_cpu >= 0 && tl_current_cpu() == last->caller_cpu && tl_move_off(last->caller_cpu, id, last->n)) {
+                    switches = -2; /* it was the caller's CPU, likely crowded by the caller: spin on another */
+                    continue;
+                }
+                tl_note_crowded(me, tl_now_us());
+                break;
+            }
         }
     }
     __atomic_add_fetch(&tl_end.sleepers, 1, __ATOMIC_SEQ_CST); /* then reads the generation (the caller: the */
@@ -389,14 +462,16 @@ static void *tl_worker_main(void *p) {
     pthread_setname_np(pthread_self(), name);
 #endif
     struct tl_slot *me = &tl_slots[arg.id];
+    struct tl_loop last = {.caller_cpu = -1}; /* the last loop this worker was needed for */
     for (;;) {
-        uint32_t tag = tl_next_loop(arg.seen, TL_LOAD(&tl_spin_us));
+        uint32_t tag = tl_next_loop(me, arg.seen, TL_LOAD(&tl_spin_us), &last, arg.id);
         arg.seen = tag;
         struct tl_loop L;
         int usable = tl_read_loop(&L);
         __atomic_thread_fence(__ATOMIC_ACQUIRE); /* see tl_read_loop */
         if (!usable || arg.id >= L.n)
             continue; /* not needed for this loop (or it is over already) */
+        last = L;
         if (L.caller_cpu >= 0 && tl_current_cpu() == L.caller_cpu)
             tl_move_off(L.caller_cpu, arg.id, L.n);
         if (tl_participate(&L, tag, arg.id, 0) == 0)
@@ -516,6 +591,7 @@ static void tl_wait(const struct tl_loop *L, uint32_t tag, int64_t t0, int piece
     if (spin > limit)
         spin = limit;
     int over = 0;
+    long switches = -2;
     for (;;) {
         for (int i = 0; i < 128 && !over; i++) {
             over = tl_finished(L->n, L->units);
@@ -523,7 +599,10 @@ static void tl_wait(const struct tl_loop *L, uint32_t tag, int64_t t0, int piece
         }
         if (over || tl_now_us() - start >= spin)
             break;
-        sched_yield();
+        if (tl_yield_was_crowded(&switches)) { /* the CPU is wanted: stop spinning (sleep below) */
+            TL_STORE(&tl_slots[0].spins_given_up, TL_LOAD(&tl_slots[0].spins_given_up) + 1);
+            break;
+        }
     }
     if (!over) {
         tl_in_chunk = 1;
@@ -602,23 +681,24 @@ TL_HIDDEN int32_t tensorlang_parallel_for(tl_chunk_fn fn, void *closure, int64_t
 }
 
 /* The pool's counters since the process started, for tests and benchmarks: writes up to `n` of them to `out`
- * in this order and returns how many there are (7):
+ * in this order and returns how many there are (8):
  *   0 parallel loops run on the pool, 1 pieces the callers ran, 2 pieces the workers ran, 3 steals,
  *   4 times a worker arrived after all the work was taken, 5 times the caller slept waiting for claimed pieces,
- *   6 stalls (see the top of the file).
+ *   6 stalls (see the top of the file), 7 spins given up because another thread wanted the CPU.
  * Each is read without stopping the pool. */
 TL_HIDDEN int32_t tensorlang_pool_stats(int64_t *out, int32_t n) {
-    int64_t v[7] = {TL_LOAD(&tl_stats.loops), TL_LOAD(&tl_slots[0].pieces), 0, 0, 0,
-                    TL_LOAD(&tl_stats.caller_sleeps), TL_LOAD(&tl_stats.stalls)};
+    int64_t v[8] = {TL_LOAD(&tl_stats.loops), TL_LOAD(&tl_slots[0].pieces), 0, 0, 0,
+                    TL_LOAD(&tl_stats.caller_sleeps), TL_LOAD(&tl_stats.stalls), 0};
     for (int t = 0; t < TL_MAX_THREADS; t++) {
         if (t > 0)
             v[2] += TL_LOAD(&tl_slots[t].pieces);
         v[3] += TL_LOAD(&tl_slots[t].steals);
         v[4] += TL_LOAD(&tl_slots[t].late);
+        v[7] += TL_LOAD(&tl_slots[t].spins_given_up);
     }
-    for (int i = 0; i < n && i < 7; i++)
+    for (int i = 0; i < n && i < 8; i++)
         out[i] = v[i];
-    return 7;
+    return 8;
 }
 
 #ifdef TENSORLANG_LIBRARY_KERNEL

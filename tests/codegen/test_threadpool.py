@@ -114,12 +114,13 @@ def test_spin_setting_any_value_gives_the_same_results(tmp_path, spin):
     assert "backend native" in r.stdout and "warning" not in r.stdout
 
 
-# After a parallel loop the pool's worker spins for TENSORLANG_SPIN_US microseconds before it sleeps: the process's
-# CPU time while the main thread sleeps is that spinning.
+# After a parallel loop the pool's worker spins for TENSORLANG_SPIN_US microseconds before it sleeps (or until a
+# yield shows its CPU wanted by another thread): the process's CPU time while the main thread sleeps is that spinning.
 IDLE_CPU = """
 import time
 import numpy as np
 import tensorlang as tl
+from tensorlang.threadpool import pool_stats
 op = tl.op("def g(A: f32[N]) -> B:\\n    B[i] = A[i] * 3.0 + 1.0\\n")
 s = tl.schedule(op, N=256)
 io, _ = s["B"].split("i", 64)
@@ -130,25 +131,25 @@ for _ in range(3):
     np.testing.assert_array_equal(k(A), A * 3 + 1)
 t0 = time.process_time()
 time.sleep(1.0)
-print("idle_cpu", time.process_time() - t0)
+print("given_up", pool_stats()["spins_given_up"], "idle_cpu", time.process_time() - t0)
 """
 
 
 @pytest.mark.skipif(not HAVE_CC, reason="no C compiler: the native pool cannot be built")
 def test_spin_setting_sets_how_long_the_workers_spin(tmp_path):
     """The variable takes effect (the test above passes with a runtime that ignores it): a worker told to spin for
-    a second keeps a CPU busy (yielding it to anyone who wants it) while the caller sleeps; told 0, it sleeps at
-    once."""
+    a second keeps a CPU busy while the caller sleeps, unless a yield shows that another thread wants the CPU
+    (then it gives the spin up: counted); told 0, it sleeps at once and never spins."""
     def idle_cpu(spin):
         out = run_program(tmp_path, IDLE_CPU, TENSORLANG_NUM_THREADS="2", TENSORLANG_SPIN_US=spin).stdout
-        return float(out.split("idle_cpu")[1])
-    quiet = idle_cpu("0")
-    assert quiet < 0.05
-    # about 1 s on an idle CPU; on a busy one the spinning worker yields most of it (0.07 s with five processes on
-    # two cores, 0.006 s with eight); a runtime that ignores the variable spins its default 500 us and gives about
-    # 0.001 s
-    busy = idle_cpu("1000000")
-    assert busy > 0.004 and busy > 5 * quiet, (busy, quiet)
+        return int(out.split()[1]), float(out.split("idle_cpu")[1])
+    given_up, quiet = idle_cpu("0")
+    assert quiet < 0.05 and given_up == 0, (given_up, quiet)
+    # about 1 s on an idle CPU; where other processes want the CPU (the suite's other workers) the spin is given
+    # up at the first yield that hands them the CPU; a runtime that ignores the variable spins its default 500 us
+    # and gives about 0.001 s
+    given_up, busy = idle_cpu("1000000")
+    assert (busy > 0.004 and busy > 5 * quiet) or given_up >= 1, (busy, quiet, given_up)
 
 
 @pytest.mark.parametrize("name,value,message", [
@@ -297,6 +298,8 @@ here = cpus[0]
 os.sched_setaffinity(0, {here})                                   # the caller stays on one CPU
 tries = moved = 0
 for _ in range(50):
+    time.sleep(0.25)                                              # a worker that gave its spin up (its yields
+    call_and_let_the_worker_see_it()                              # ran the caller) spins again within 0.2 s
     os.sched_setaffinity(worker, {here})                          # the worker joins it there ...
     os.sched_setaffinity(worker, set(cpus))                       # ... free to leave
     if cpu_of(worker) != here:
@@ -523,6 +526,44 @@ def test_jit_loops_complete_while_a_pool_thread_is_stopped(tmp_path, pool):
     assert stats["loops"] == 420 and stats["worker_pieces"] == 0 and stats["caller_pieces"] >= 2 * 420, stats
     if pool == "native":  # the caller takes the stopped worker's home range
         assert stats["steals"] >= 420, stats
+
+
+CROWDED = """
+import os, subprocess, sys, time
+import numpy as np
+import tensorlang as tl
+from tensorlang.threadpool import pool_stats
+cpu = min(os.sched_getaffinity(0))
+os.sched_setaffinity(0, {cpu})                    # the caller, and the worker it starts, on one CPU ...
+busy = subprocess.Popen([sys.executable, "-c", "while True:\\n    pass"],
+                        preexec_fn=lambda: os.sched_setaffinity(0, {cpu}))   # ... with a busy process there
+try:
+    op = tl.op("def g(A: f32[N]) -> B:\\n    B[i] = A[i] * 3.0 + 1.0\\n")
+    s = tl.schedule(op, N=4096)
+    io, _ = s["B"].split("i", 64)
+    s["B"].parallel(io)
+    k = tl.build(s)
+    A = np.arange(4096, dtype=np.float32)
+    for _ in range(200):
+        np.testing.assert_array_equal(k(A), A * 3 + 1)
+        time.sleep(0.002)                         # the worker spins meanwhile, yielding to the busy process
+    stats = pool_stats()
+    print("loops", stats["loops"], "given_up", stats["spins_given_up"], "worker_pieces", stats["worker_pieces"])
+finally:
+    busy.kill()
+    busy.wait()
+"""
+
+
+@needs_linux_cc
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs sched_setaffinity")
+def test_a_worker_stops_spinning_where_another_process_wants_its_cpu(tmp_path):
+    """A worker told to spin 0.1 s between loops, on one CPU with a busy process: its yields hand that process the
+    CPU, which the runtime notices (the yield came back late, after an involuntary switch): it gives the spin up
+    and sleeps until the next loop; every result stays right."""
+    out = run_program(tmp_path, CROWDED, TENSORLANG_NUM_THREADS="2", TENSORLANG_SPIN_US="100000").stdout
+    values = dict(zip(out.split()[::2], (int(v) for v in out.split()[1::2])))
+    assert values["loops"] == 200 and values["given_up"] >= 1, out
 
 
 def test_pool_stats_count_the_parallel_loops(monkeypatch):
