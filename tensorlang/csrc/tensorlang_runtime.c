@@ -58,6 +58,7 @@
 #define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #endif
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdint.h>
@@ -95,6 +96,7 @@
 #define TL_YIELD_CROWDED_US 200 /* a sched_yield that returns this much later ran another thread for (most of) its slice */
 #define TL_CROWDED_SLEEP_MIN_US 5000  /* after that, a worker sleeps at once after each loop for this long, */
 #define TL_CROWDED_SLEEP_MAX_US 200000 /* twice as long each time the CPU is crowded again soon after, up to this */
+#define TL_CROWD_CHECK_US 5000    /* meanwhile it reads the machine's runnable threads this often: few, it spins again */
 
 typedef int32_t (*tl_chunk_fn)(int64_t begin, int64_t end, void *closure);
 
@@ -124,6 +126,7 @@ struct tl_slot {
     int64_t spins_given_up;        /* spins this thread stopped because another thread wanted its CPU */
     int64_t sleep_at_once_until;   /* a worker's: until then it sleeps after each loop without spinning, */
     int64_t crowded_at, crowded_sleep_us; /* set when it last found its CPU crowded, for so long */
+    int64_t crowd_checked_at;      /* when it last read the runnable threads (tl_machine_crowded) */
 } __attribute__((aligned(64)));
 static struct tl_slot tl_slots[TL_MAX_THREADS];
 
@@ -192,6 +195,40 @@ static long tl_involuntary_switches(void) {
         return use.ru_nivcsw;
 #endif
     return -1;
+}
+
+/* Whether the machine has more threads ready to run (the count in /proc/loadavg, which includes the calling
+ * thread) than this thread may use CPUs: 1 or 0; -1 where that cannot be read. Where other CPUs than this
+ * thread's are busy it says 1 when its own may be free: then the crowded state lasts its set time. */
+static int tl_machine_crowded(void) {
+#ifdef __linux__
+    int fd = open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    char text[128];
+    ssize_t got = read(fd, text, sizeof text - 1);
+    close(fd);
+    if (got <= 0)
+        return -1;
+    text[got] = '\0';
+    const char *p = text; /* "0.70 1.48 1.67 3/109 673": the fourth field is running/total */
+    for (int field = 0; field < 3 && p; field++) {
+        p = strchr(p, ' ');
+        if (p)
+            p++;
+    }
+    if (!p)
+        return -1;
+    char *end;
+    long running = strtol(p, &end, 10);
+    cpu_set_t mine;
+    long cpus = sched_getaffinity(0, sizeof mine, &mine) == 0 ? CPU_COUNT(&mine) : sysconf(_SC_NPROCESSORS_ONLN);
+    if (end == p || *end != '/' || cpus < 1)
+        return -1;
+    return running > cpus;
+#else
+    return -1;
+#endif
 }
 
 /* sched_yield() for a spinning thread; returns whether the CPU is crowded: the yield ran another thread for more
@@ -402,7 +439,9 @@ static int tl_current_cpu(void) {
 /* Worker `me` found its CPU crowded at `now`: it sleeps at once after its loops for a while, TL_CROWDED_SLEEP_MIN_US
  * at first and twice as long each time it finds the CPU crowded again within 4 such times (up to
  * TL_CROWDED_SLEEP_MAX_US): a kernel thread's short burst costs a few milliseconds of sleeping, while a
- * competitor that stays is probed (a lost slice each time) about every 0.2 s. */
+ * competitor that stays is probed (a lost slice each time) about every 0.2 s. Meanwhile, every
+ * TL_CROWD_CHECK_US, it reads how many threads the machine has ready to run, and spins again as soon as they
+ * are no more than its CPUs (tl_next_loop), so that the end of the crowding costs no more than that. */
 static void tl_note_crowded(struct tl_slot *me, int64_t now) {
     int64_t sleep_us = me->crowded_sleep_us;
     if (sleep_us > 0 && now - me->crowded_at < 4 * sleep_us)
@@ -421,9 +460,16 @@ static void tl_note_crowded(struct tl_slot *me, int64_t now) {
  * loops for a while (tl_note_crowded): a spinning thread that yields hands its CPU over for the other thread's
  * whole slice and misses the loops published meanwhile, while a sleeping one is woken by the next loop and the
  * scheduler gives it the CPU then. Where the crowded CPU is the one the caller of the `last` loop ran on (most
- * likely crowded by that caller), the worker moves off it and spins on instead. */
+ * likely crowded by that caller), the worker moves off it and spins on instead; where the machine has no more
+ * threads ready to run than CPUs right after (the thread it yielded to came and went: a kernel thread's
+ * burst), it spins on. */
 static uint32_t tl_next_loop(struct tl_slot *me, uint32_t seen, int64_t spin_us, const struct tl_loop *last, int id) {
     int64_t start = tl_now_us();
+    if (start < me->sleep_at_once_until && start - me->crowd_checked_at >= TL_CROWD_CHECK_US) {
+        me->crowd_checked_at = start;
+        if (tl_machine_crowded() == 0)
+            me->sleep_at_once_until = 0; /* the threads that crowded it are gone: spin again */
+    }
     if (start < me->sleep_at_once_until)
         spin_us = 0;
     if (spin_us > 0) {
@@ -437,8 +483,10 @@ static uint32_t tl_next_loop(struct tl_slot *me, uint32_t seen, int64_t spin_us,
             if (tl_now_us() - start >= spin_us)
                 break;
             if (tl_yield_was_crowded(&switches)) { /* more threads than CPUs: let the thread with work run */
-                if (last->caller_cpu >= 0 && tl_current_cpu() == last->caller_cpu && tl_move_off(last->caller_cpu, id, last->n)) {
-                    switches = -2; /* it was the caller's CPU, likely crowded by the caller: spin on another */
+                if ((last->caller_cpu >= 0 && tl_current_cpu() == last->caller_cpu &&
+                     tl_move_off(last->caller_cpu, id, last->n)) || /* the caller's CPU: spin on another one */
+                    tl_machine_crowded() == 0) {                    /* a thread that came and went: spin on */
+                    switches = -2;
                     continue;
                 }
                 tl_note_crowded(me, tl_now_us());
