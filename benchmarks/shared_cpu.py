@@ -15,7 +15,8 @@ Parts, each printed with its bar:
   quiet machine's;
 - on the quiet machine, the models called alternately with torch eager (each tensorlang call right after a torch
   call), and with an onnxruntime session where onnxruntime is installed, against blocks of tensorlang calls
-  alone; bar: at most 1.3x.
+  alone; bar: at most 1.3x. For reference, also after an onnxruntime session of one thread (no pool threads
+  that spin after its call).
 With `--baseline-commit REV` the runtime of that commit (its tensorlang/csrc/tensorlang_runtime.c, built into a
 library of its own the way tensorlang/threadpool.py builds the current one) runs the same kernels too, through a
 switch that the JIT's kernels call instead of either runtime: on the quiet machine the current runtime's loop
@@ -362,6 +363,7 @@ def alternation(cases: list[Case], runtimes: Runtimes, threads: int, rounds: int
             continue
         tl_call = case.tl_calls[threads]
         session, why = onnx_session(case, threads)
+        alone_session = onnx_session(case, 1)[0] if session is not None and threads > 1 else None
         contenders = {}
         for rt in runtimes.names:
             suffix = "" if rt == "current" else f" ({rt})"
@@ -370,6 +372,8 @@ def alternation(cases: list[Case], runtimes: Runtimes, threads: int, rounds: int
             contenders[f"tensorlang after torch{suffix}"] = (ready, after(case.eager, tl_call))
             if session is not None:
                 contenders[f"tensorlang after onnxruntime{suffix}"] = (ready, after(session, tl_call))
+            if alone_session is not None:  # no pool threads: what the other library's threads cost, apart
+                contenders[f"tensorlang after onnxruntime 1 thread{suffix}"] = (ready, after(alone_session, tl_call))
         ready = setup(runtimes, "current", threads, threads)
         contenders["torch alone"] = (ready, plain(case.eager))
         contenders["torch after tensorlang"] = (ready, after(tl_call, case.eager))
@@ -434,8 +438,12 @@ def report(result: dict, threads: int) -> list[str]:
             notes = []
             for k in m:
                 if k.startswith("tensorlang after"):
-                    alone = m[k.replace("after torch", "alone").replace("after onnxruntime", "alone")]
+                    alone = m[k.replace("after torch", "alone").replace("after onnxruntime 1 thread", "alone")
+                              .replace("after onnxruntime", "alone")]
                     x = m[k]["median_s"] / alone["median_s"]
+                    if "1 thread" in k:  # a reference, not a bar: the same library without its pool's threads
+                        notes.append(f"{k} / alone {x:.2f}x")
+                        continue
                     notes.append(f"{k} / alone {x:.2f}x (bar <= {MAX_ALTERNATING_VS_ALONE}: "
                                  f"{verdict(x <= MAX_ALTERNATING_VS_ALONE)})")
             if r["onnxruntime"] != "run":
