@@ -30,8 +30,9 @@
  * on a virtual machine (OpenMP and OpenBLAS spin for the same reason). A spinning thread yields the CPU every
  * microsecond or so, so that more threads than CPUs do not starve the ones with work. A yield that ran another
  * thread for more than 20 us (the CPU is crowded: another process, or another pool's threads spinning after
- * their own loops, as OpenMP's and onnxruntime's do for milliseconds) ends the spin, and that worker sleeps at
- * once after each loop for a while (5 ms, doubling while the CPU stays crowded, up to 0.2 s): the next loop's
+ * their own loops, as OpenMP's and onnxruntime's do for milliseconds) ends the spin, and that worker sleeps
+ * after each loop, after 30 us of spinning without a yield, for a while (5 ms, doubling while the CPU stays
+ * crowded, up to 0.2 s, less once /proc/loadavg shows no more threads ready than CPUs): the next loop's
  * futex wake-up gets it the CPU, where a yielding spinner would wait out the other thread's whole slice and miss
  * the loops meanwhile. The caller,
  * once nothing is left to claim, spins for the claimed pieces at most about twice its own time per piece (at
@@ -96,6 +97,7 @@
 #define TL_YIELD_CROWDED_US 200 /* a sched_yield that returns this much later ran another thread for (most of) its slice */
 #define TL_CROWDED_SLEEP_MIN_US 5000  /* after that, a worker sleeps at once after each loop for this long, */
 #define TL_CROWDED_SLEEP_MAX_US 200000 /* twice as long each time the CPU is crowded again soon after, up to this */
+#define TL_CROWDED_SPIN_US 30      /* ... after a short spin that does not yield, */
 #define TL_CROWD_CHECK_US 5000    /* meanwhile it reads the machine's runnable threads this often: few, it spins again */
 
 typedef int32_t (*tl_chunk_fn)(int64_t begin, int64_t end, void *closure);
@@ -470,8 +472,16 @@ static uint32_t tl_next_loop(struct tl_slot *me, uint32_t seen, int64_t spin_us,
         if (tl_machine_crowded() == 0)
             me->sleep_at_once_until = 0; /* the threads that crowded it are gone: spin again */
     }
-    if (start < me->sleep_at_once_until)
+    if (start < me->sleep_at_once_until) { /* spin a moment without yielding: the next loop of a call comes soon */
+        int64_t brief = spin_us < TL_CROWDED_SPIN_US ? spin_us : TL_CROWDED_SPIN_US;
         spin_us = 0;
+        while (tl_now_us() - start < brief)
+            for (int i = 0; i < 128; i++) {
+                if (__atomic_load_n(&tl_job.generation, __ATOMIC_ACQUIRE) != seen)
+                    return __atomic_load_n(&tl_job.generation, __ATOMIC_ACQUIRE);
+                tl_pause();
+            }
+    }
     if (spin_us > 0) {
         long switches = -2;
         for (;;) {
