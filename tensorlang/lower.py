@@ -713,7 +713,7 @@ class Lowerer:
                     continue
                 if isinstance(ix, BoundaryIndex):  # its bounds over the free loops, or the whole dimension
                     e = boundary_to_ir(ix, self.bound.sizes, env)
-                    per_dim[d].append(self.extent_over(e, free, ranges, (ir.const(0), shape[d])))
+                    per_dim[d].append(self.extent_over(e, free, ranges, _boundary_whole(e, ranges, shape[d])))
                     continue
                 e = index_to_ir(ix, self.bound.sizes, env)
                 per_dim[d].append(self.extent_over(e, free, ranges, (ir.const(0), shape[d])))
@@ -1276,6 +1276,22 @@ def _local_buffer(name: str, dtype: str, shape: tuple) -> ir.Buffer:
     """A buffer local to a loop body: on the stack when small (LLVM can keep it in registers), else on the heap."""
     size = math.prod(shape) * DTYPES[dtype].itemsize
     return ir.Buffer(name, dtype, shape, "stack" if proven(size, "<=", STACK_LIMIT_BYTES) else "local")
+
+
+def _boundary_whole(e: ir.Expr, ranges: dict, extent: int) -> tuple[ir.Expr, int]:
+    """The constant range a boundary index `e` (clamp, mirror, ...) may take over the loops' `ranges`: the whole
+    dimension [0, extent), widened to the values the index takes where a loop runs past its stage's domain (the
+    tail of a split computed into a cache_write buffer): a mirror of `i + 1` at i = N is -1 there. The parser
+    proved it inside the dimension on the domain only.
+
+    >>> _boundary_whole(ir.Var("i"), {"i": (-1, 4)}, 4)
+    (IntImm(value=-1, dtype='i64'), 6)
+    """
+    r = interval(simplify(e), ranges)
+    if r is None or not isinstance(r[0], int) or not isinstance(r[1], int):
+        return ir.const(0), extent
+    lo, hi = min(0, r[0]), max(extent - 1, r[1])
+    return ir.const(lo), hi - lo + 1
 
 
 def _layout(layout: tuple, rank: int) -> list:

@@ -235,6 +235,26 @@ def test_a_boundary_index_is_proven_without_a_guard_for_odd_splits():
     np.testing.assert_array_equal(tl.build(s)(I), edge3(I, 1))
 
 
+MIRROR = ("def mirror(A: i32[N]) -> B:\n"
+          "    B[i] = A[N - 1 - abs(N - 1 - abs(i - 1))] + 2 * A[i] + A[N - 1 - abs(N - 1 - abs(i + 1))]\n")
+
+
+@pytest.mark.parametrize("N", [2, 4, 5])
+def test_a_cached_tile_that_runs_past_the_domain_holds_the_boundary_reads_there(N):
+    """A split of 3 over N points computes its whole last tile into the cache_write buffer, also past N, where the
+    mirror of i + 1 is -1: the cache_read region reaches there too (read as 0 outside A), so strict lowering proves
+    every read inside the local buffer (it once held only 0..N-1) and the kept points are np.pad's reflect."""
+    s = tl.schedule(tl.op(MIRROR), N=N)
+    s["B"].split("i", 3)
+    s["B"].cache_read("A", "i_i")
+    s["B"].cache_write("i_i")
+    s["B"].reorder("i_i", "i_o")
+    s.lowered(strict=True)
+    A = rng(N).integers(-50, 50, N).astype(np.int32)
+    p = np.pad(A.astype(np.int64), 1, mode="reflect")
+    np.testing.assert_array_equal(tl.build(s)(A), (p[:-2] + 2 * p[1:-1] + p[2:]).astype(np.int32))
+
+
 # ---- // and % by integers: upsampling and tiling -------------------------------------------------------------------
 
 UPSAMPLE = "def up(I: f32[H, W]) -> O:\n    O[y, x] = I[y // 2, x // 2] where y in 0:2*H, x in 0:2*W"

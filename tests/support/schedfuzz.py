@@ -50,7 +50,7 @@ from oracle import assert_close, tolerance
 import tensorlang as tl
 from tensorlang.ir import expr_vars
 from tensorlang.primitives import Split
-from tensorlang.program import scan_axis
+from tensorlang.program import BoundaryIndex, scan_axis
 from tensorlang.schedule import At, Root
 
 
@@ -526,13 +526,16 @@ class Fuzzer:
             axes = []
             for _ in range(n):
                 axes.append(pool.pop(self.src.int(0, len(pool) - 1)))
-            # legal, unless a vectorized or parallel loop moves relative to others, or the stage copies a stage
-            # computed inside it (those rules are re-checked after a reorder)
+            # legal, unless a vectorized or parallel loop moves relative to others, the stage copies a stage
+            # computed inside it, or a stage computed at one of its loops is stored at another, which must stay
+            # outside (those rules are re-checked after a reorder)
             st = self.s.state().stages
             copies_computed = any(t in st and _at(st[t].attach, stage) for t, _a, _l in st[stage].cache_reads)
+            stored_here = any(_at(o.attach, stage) and o.store_at for o in st.values())
             plain = all(lp.kind in ("serial", "unrolled") for lp in self.nest(stage).loops)
             # a scan keeps the outer part of each split of its index outside the inner part
-            expect = "legal" if plain and not copies_computed and self.scan(stage) is None else None
+            expect = "legal" if plain and not copies_computed and not stored_here and self.scan(stage) is None \
+                else None
         elif k == "dup" and loops:
             a = self.src.pick(loops)
             axes = [a, a]
@@ -770,8 +773,13 @@ class Fuzzer:
         red = set(st.red_vars)
         for q in state.loop_prims[stage]:
             red = red | {q.outer, q.inner} if isinstance(q, Split) and q.axis in red else set()
+        # a boundary index proven in range over the reduction's domain may leave its tensor over a split's tail,
+        # which the partial stage reads (refused, naming the read)
+        boundary = any(isinstance(ix, BoundaryIndex) for a in st.accesses() for ix in a.indices)
         if st.reduce_op is None or lp is None or not lp.reduction:
             expect = "illegal"
+        elif boundary:
+            expect = None
         elif (red and state.stages[stage].attach == Root() and not state.stages[stage].cache_write
               and not state.stages[stage].cache_reads and not self.named_loops(stage)
               and not any(getattr(o.attach, "producer", None) == stage for o in state.stages.values())):
