@@ -29,17 +29,16 @@
  * 1000000; read at every call; 0: sleep at once) before they sleep: waking a sleeping thread costs about 0.1 ms
  * on a virtual machine (OpenMP and OpenBLAS spin for the same reason). A spinning thread yields the CPU every
  * microsecond or so, so that more threads than CPUs do not starve the ones with work. A yield that ran another
- * thread for more than 20 us (the CPU is crowded: another process, or another pool's threads spinning after
+ * thread for more than 0.2 ms (the CPU is crowded: another process, or another pool's threads spinning after
  * their own loops, as OpenMP's and onnxruntime's do for milliseconds) ends the spin, and that worker sleeps
  * after each loop, after 30 us of spinning without a yield, for a while (5 ms, doubling while the CPU stays
  * crowded, up to 0.2 s, less once /proc/loadavg shows no more threads ready than CPUs): the next loop's
  * futex wake-up gets it the CPU, where a yielding spinner would wait out the other thread's whole slice and miss
- * the loops meanwhile. The caller,
- * once nothing is left to claim, spins for the claimed pieces at most about twice its own time per piece (at
- * least 50 us, at most TENSORLANG_SPIN_US; less when a yield shows its CPU crowded), then runs the last units
- * the slow threads left unclaimed and sleeps:
- * a thread that holds a piece but lost its CPU then gets the caller's. Sleeping threads are woken with a futex (Linux), by the caller or by the thread that ran the
- * last piece, never through a thread that may not be running.
+ * the loops meanwhile. The caller, once nothing is left to claim, spins for the claimed pieces at most about
+ * twice its own time per piece (at least 50 us, at most TENSORLANG_SPIN_US; less when a yield shows its CPU
+ * crowded), then runs the last units the slow threads left unclaimed and sleeps: a thread that holds a piece but
+ * lost its CPU then gets the caller's. Sleeping threads are woken with a futex (Linux), by the caller or by the
+ * thread that ran the last piece, never through a thread that may not be running.
  * Oversubscription: a wait for claimed pieces longer than 1 ms and 8 times the caller's own time per piece is a
  * stall (a thread that claimed work lost its CPU); after 8 stalls within 10 seconds one line on stderr (once per
  * process) says that the threads do not get their CPUs and names TENSORLANG_NUM_THREADS.
@@ -94,11 +93,11 @@
 #define TL_STALL_US 1000          /* a wait for claimed pieces this long (and 8 pieces' time) is a stall */
 #define TL_STALLS_TO_WARN 8       /* this many stalls ... */
 #define TL_STALL_WINDOW_US 10000000 /* ... within this time: say so on stderr */
-#define TL_YIELD_CROWDED_US 200 /* a sched_yield that returns this much later ran another thread for (most of) its slice */
+#define TL_YIELD_CROWDED_US 200   /* a sched_yield this long ran another thread for (most of) its slice */
 #define TL_CROWDED_SLEEP_MIN_US 5000  /* after that, a worker sleeps at once after each loop for this long, */
 #define TL_CROWDED_SLEEP_MAX_US 200000 /* twice as long each time the CPU is crowded again soon after, up to this */
 #define TL_CROWDED_SPIN_US 30      /* ... after a short spin that does not yield, */
-#define TL_CROWD_CHECK_US 5000    /* meanwhile it reads the machine's runnable threads this often: few, it spins again */
+#define TL_CROWD_CHECK_US 5000    /* meanwhile it counts the machine's ready threads this often (few: it spins) */
 
 typedef int32_t (*tl_chunk_fn)(int64_t begin, int64_t end, void *closure);
 
@@ -465,7 +464,8 @@ static void tl_note_crowded(struct tl_slot *me, int64_t now) {
  * likely crowded by that caller), the worker moves off it and spins on instead; where the machine has no more
  * threads ready to run than CPUs right after (the thread it yielded to came and went: a kernel thread's
  * burst), it spins on. */
-static uint32_t tl_next_loop(struct tl_slot *me, uint32_t seen, int64_t spin_us, const struct tl_loop *last, int id) {
+static uint32_t tl_next_loop(struct tl_slot *me, uint32_t seen, int64_t spin_us, const struct tl_loop *last,
+                             int id) {
     int64_t start = tl_now_us();
     if (start < me->sleep_at_once_until && start - me->crowd_checked_at >= TL_CROWD_CHECK_US) {
         me->crowd_checked_at = start;
