@@ -235,8 +235,8 @@ def test_a_boundary_index_is_proven_without_a_guard_for_odd_splits():
     np.testing.assert_array_equal(tl.build(s)(I), edge3(I, 1))
 
 
-MIRROR = ("def mirror(A: i32[N]) -> B:\n"
-          "    B[i] = A[N - 1 - abs(N - 1 - abs(i - 1))] + 2 * A[i] + A[N - 1 - abs(N - 1 - abs(i + 1))]\n")
+MIRROR_BY_ONE = ("def mirror(A: i32[N]) -> B:\n"
+                 "    B[i] = A[N - 1 - abs(N - 1 - abs(i - 1))] + 2 * A[i] + A[N - 1 - abs(N - 1 - abs(i + 1))]\n")
 
 
 @pytest.mark.parametrize("N", [2, 4, 5])
@@ -244,7 +244,7 @@ def test_a_cached_tile_that_runs_past_the_domain_holds_the_boundary_reads_there(
     """A split of 3 over N points computes its whole last tile into the cache_write buffer, also past N, where the
     mirror of i + 1 is -1: the cache_read region reaches there too (read as 0 outside A), so strict lowering proves
     every read inside the local buffer (it once held only 0..N-1) and the kept points are np.pad's reflect."""
-    s = tl.schedule(tl.op(MIRROR), N=N)
+    s = tl.schedule(tl.op(MIRROR_BY_ONE), N=N)
     s["B"].split("i", 3)
     s["B"].cache_read("A", "i_i")
     s["B"].cache_write("i_i")

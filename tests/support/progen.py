@@ -683,6 +683,11 @@ class Cast(Node):
         x = np.asarray(self.x.ev(ctx))
         if self.dtype == "bool":  # numpy's: nonzero (NaN too) is True
             return x.astype(bool)
+        if np.issubdtype(x.dtype, np.floating) and not _exact_value(self.x, ctx.state.get("exact", set())) \
+                and _near_whole(x):
+            # a kernel may divide by multiplying with the reciprocal (docs: dsl.md, Division): x / x may be one
+            # ulp below 1, which truncates to 0
+            raise Reject("a rounded float within an ulp of a whole number cast to an integer")
         if self.dtype == "u64":  # as below, held as uint64 (the largest float64 below 2**64 is 2**64 - 2048)
             if not np.issubdtype(x.dtype, np.floating):
                 return x.astype(np.uint64)
@@ -883,6 +888,19 @@ MAX_EXTENT = 9
 BIG_SIZE_VALUES = [16, 17, 8, 31, 33, 9]  # for the occasional program with longer loops
 BIG_MAX_EXTENT = 40
 MAX_POINTS = 100_000  # iteration points of one stage; bigger examples are rejected
+
+
+def _near_whole(x: np.ndarray) -> bool:
+    """Whether a finite element of float array `x` lies within 4 ulps of a whole number other than 0 (itself one
+    included), where truncating it to an integer can jump by one when the value is rounded differently (around 0
+    truncation gives 0 on both sides).
+
+    >>> _near_whole(np.array([1.0, 2.5])), _near_whole(np.array([0.0, -1e-17, 2.5]))
+    (True, False)
+    """
+    x = np.asarray(x, np.float64)
+    x = x[np.isfinite(x) & (np.abs(x) >= 0.5)]
+    return bool(np.any(np.abs(x - np.round(x)) <= 4 * np.spacing(np.abs(x))))
 
 
 def _exact_value(node, exact_tensors) -> bool:
