@@ -114,6 +114,15 @@ def test_spin_setting_any_value_gives_the_same_results(tmp_path, spin):
     assert "backend native" in r.stdout and "warning" not in r.stdout
 
 
+# A kernel `k` with one parallel loop of 4 iterations (B = A * 3 + 1) and its input `A`, for the programs below.
+PARALLEL_G = """op = tl.op("def g(A: f32[N]) -> B:\\n    B[i] = A[i] * 3.0 + 1.0\\n")
+s = tl.schedule(op, N=256)
+io, _ = s["B"].split("i", 64)
+s["B"].parallel(io)
+k = tl.build(s)
+A = np.arange(256, dtype=np.float32)
+"""
+
 # After a parallel loop the pool's worker spins for TENSORLANG_SPIN_US microseconds before it sleeps (or until a
 # yield shows its CPU wanted by another thread): the process's CPU time while the main thread sleeps is that spinning.
 IDLE_CPU = """
@@ -121,12 +130,7 @@ import time
 import numpy as np
 import tensorlang as tl
 from tensorlang.threadpool import pool_stats
-op = tl.op("def g(A: f32[N]) -> B:\\n    B[i] = A[i] * 3.0 + 1.0\\n")
-s = tl.schedule(op, N=256)
-io, _ = s["B"].split("i", 64)
-s["B"].parallel(io)
-k = tl.build(s)
-A = np.arange(256, dtype=np.float32)
+""" + PARALLEL_G + """\
 for _ in range(3):
     np.testing.assert_array_equal(k(A), A * 3 + 1)
 t0 = time.process_time()
@@ -271,12 +275,7 @@ import os, time
 import numpy as np
 import tensorlang as tl
 from tensorlang.threadpool import pool_stats
-op = tl.op("def g(A: f32[N]) -> B:\\n    B[i] = A[i] * 3.0 + 1.0\\n")
-s = tl.schedule(op, N=256)
-io, _ = s["B"].split("i", 64)
-s["B"].parallel(io)
-k = tl.build(s)
-A = np.arange(256, dtype=np.float32)
+""" + PARALLEL_G + """\
 def picked_up():                                                  # loops the worker has taken up (work or not)
     stats = pool_stats()
     return stats["worker_pieces"] + stats["late"]
@@ -535,15 +534,10 @@ import tensorlang as tl
 from tensorlang.threadpool import pool_stats
 cpu = min(os.sched_getaffinity(0))
 os.sched_setaffinity(0, {cpu})                    # the caller, and the worker it starts, on one CPU ...
+""" + PARALLEL_G + """\
 busy = subprocess.Popen([sys.executable, "-c", "while True:\\n    pass"],
                         preexec_fn=lambda: os.sched_setaffinity(0, {cpu}))   # ... with a busy process there
 try:
-    op = tl.op("def g(A: f32[N]) -> B:\\n    B[i] = A[i] * 3.0 + 1.0\\n")
-    s = tl.schedule(op, N=4096)
-    io, _ = s["B"].split("i", 64)
-    s["B"].parallel(io)
-    k = tl.build(s)
-    A = np.arange(4096, dtype=np.float32)
     for _ in range(200):
         np.testing.assert_array_equal(k(A), A * 3 + 1)
         time.sleep(0.002)                         # the worker spins meanwhile, yielding to the busy process
