@@ -88,8 +88,8 @@ def _linear_fact(e: Expr, env: dict) -> Interval:
                 continue
             for a in kterms:
                 del left[a]
-            klo, khi = env[key]
-            lo, hi = lo + smin(k * klo, k * khi) - k * kconst, hi + smax(k * klo, k * khi) - k * kconst
+            klo, khi = env[key] if k > 0 else env[key][::-1]  # an empty fact (klo > khi): the code never runs
+            lo, hi = lo + k * klo - k * kconst, hi + k * khi - k * kconst
             used = True
         if not used:
             continue

@@ -389,6 +389,33 @@ def _is_vec(v: ll.Value) -> bool:
     return isinstance(v.type, ll.VectorType)
 
 
+def _buffers_named(s: ir.Stmt, name: str) -> list[ir.Buffer]:
+    """The distinct buffers called `name` that the statements in `s` read or write (one, unless some are views)."""
+    out: list[ir.Buffer] = []
+
+    def see(b: ir.Buffer) -> None:
+        if b.name == name and b not in out:
+            out.append(b)
+
+    def stores(st: ir.Stmt) -> None:
+        if isinstance(st, ir.Store):
+            see(st.buffer)
+        elif isinstance(st, ir.Seq):
+            for x in st.stmts:
+                stores(x)
+        elif isinstance(st, ir.If):
+            stores(st.then)
+            if st.orelse is not None:
+                stores(st.orelse)
+        elif isinstance(st, (ir.For, ir.Let, ir.Allocate)):
+            stores(st.body)
+    stores(s)
+    for e in ir.stmt_exprs(s):
+        for ld in ir.loads(e):
+            see(ld.buffer)
+    return out
+
+
 class _Emitter:
     """Emits one LLVM function body from a loop-IR statement."""
 
@@ -406,6 +433,8 @@ class _Emitter:
         self.lane_var: str | None = None  # its index variable
         self.mask = None          # lanes a vector guard leaves active
         self.defs: dict[str, ir.Expr] = {}  # Let-bound index variables and their IR definitions
+        # temporaries over symbolic sizes laid out with each dimension at its largest extent (see `allocate`)
+        self.padded: dict[str, ir.Buffer] = {}
         self._addr_cache: dict = {}
         self.n_outlined = 0
         self.int_divisions = 0    # integer divisions and remainders of the program emitted so far (see `loop`)
@@ -603,6 +632,22 @@ class _Emitter:
                     self.stmt(s.orelse)
 
     def allocate(self, s: ir.Allocate) -> None:
+        """A temporary for the statements inside. One over symbolic sizes is laid out with each dimension at its
+        largest extent (the room it gets anyway): its strides are then constants, as in a kernel for fixed sizes,
+        so that a micro-kernel's rows are a constant offset apart rather than held in registers of their own.
+        Not where the body reads it through a view of another shape (a transposed copy's merged dimensions)."""
+        buf = s.buffer
+        padded = any(is_symbolic(d) for d in buf.shape[1:]) and \
+            all(b == buf for b in _buffers_named(s.body, buf.name))
+        if padded:
+            self.padded[buf.name] = buf
+        try:
+            self._allocate(s)
+        finally:
+            if padded:
+                del self.padded[buf.name]
+
+    def _allocate(self, s: ir.Allocate) -> None:
         buf = s.buffer
         itemsize = DTYPES[buf.dtype].itemsize
         if buf.role == "stack":
@@ -912,6 +957,7 @@ class _Emitter:
                 arg.add_attribute("noalias")
             sub.ptrs[n] = arg
         sub.defs = dict(self.defs)
+        sub.padded = dict(self.padded)
         sub.n_outlined = self.n_outlined * 100
         sub.loop(ir.For(s.var, s.lo, s.extent, s.body, "serial"), begin=begin, end=end)
         sub.b.ret(I32(0))
@@ -924,9 +970,10 @@ class _Emitter:
         """The row-major offset of buf[indices] as an IR expression."""
         e: ir.Expr = ir.IntImm(0)
         stride = 1
+        padded = self.padded.get(buf.name) == buf
         for d in range(len(buf.shape) - 1, -1, -1):
             e = ir.BinOp("+", e, ir.BinOp("*", indices[d], ir.IntImm(stride)))
-            stride *= buf.shape[d]
+            stride *= upper_bound(buf.shape[d]) if padded else buf.shape[d]
         return simplify(e)
 
     def expand(self, e: ir.Expr) -> ir.Expr:

@@ -46,6 +46,7 @@ from .program import (
 from .schedule import At, Epilogue, Inline, Root
 from .simplify import _linear, simplify, simplify_divmod
 from .symbolic import is_symbolic, proven, representative, smax, smin
+from .tail_guards import hoist_tail_guards
 from .tighten import tighten_loops
 
 STACK_LIMIT_BYTES = 32 * 1024
@@ -1100,7 +1101,7 @@ def _transposed_copy(lc: LocalCopy, src: ir.Buffer, pvars: list, glob: tuple, ra
         env = {**ranges, **{pvars[i].name: (0, shape[i] - 1) for i in outer}, q.name: (0, Q - 1), v.name: (0, V - 1)}
         for x, n in zip(reads(q, v), src_view.shape):
             r = interval(x, env)
-            if r is None or r[0] < 0 or r[1] > n - 1:
+            if r is None or not proven(r[0], ">=", 0) or not proven(r[1], "<=", n - 1):
                 return None
 
     def copy(q: ir.Expr, v: ir.Expr) -> ir.Stmt:
@@ -1438,7 +1439,7 @@ def lower(bound: BoundOp, state=None) -> ir.Func:
     symbolic = tuple(n for n, v in bound.sizes.items() if is_symbolic(v))
     body = tighten_loops(func.body)
     if symbolic:
-        body = strip_symbolic_vectors(body)
+        body = hoist_tail_guards(strip_symbolic_vectors(body))
     return dataclasses.replace(func, body=body, sizes=symbolic)
 
 

@@ -26,6 +26,7 @@ from .ir import Func
 from .program import Op, gather_sites
 from .schedule import Schedule
 from .symbolic import Dim, SymbolicRefusal, evaluate, is_symbolic, size_name, size_source
+from .symbolic_call import fast_call
 from .target import MachineCode, Target, compile_ir, host_target, target_machine
 
 if TYPE_CHECKING:
@@ -272,8 +273,6 @@ class SymbolicKernel(Kernel):
         # each dimension of each input and output: an int, a size's name, or a Sym computed from the sizes
         self._io_dims = {k: tuple(size_name(d) or d for d in v)
                          for k, v in {**self.input_shapes, **self.output_shapes}.items()}
-        self._in_types = [(p, np.dtype(self.input_dtypes[p])) for p in self.op.inputs]
-        self._out_types = [(o, np.dtype(self.output_dtypes[o])) for o in self.op.outputs]
         self.ranges = {n: (v.sizes()[n]) for n, v in self.schedule.sizes.items() if is_symbolic(v)}
         # where each symbolic size is read: the first input dimension that is exactly that size
         self._sources: dict[str, tuple[str, int]] = {}
@@ -286,13 +285,14 @@ class SymbolicKernel(Kernel):
         if unread:
             raise BuildError(f"{self.op.name}: size {', '.join(unread)} is symbolic but no input has it as a whole "
                              "dimension, so a call cannot read it; bind it to an integer")
-        # the common call's checks, by position: (input, dimension, size, lo, hi) each size is read from
-        position = {p: i for i, p in enumerate(self.op.inputs)}
-        self._reads = [(position[p], d, n, *self.ranges[n]) for n, (p, d) in self._sources.items()]
-        self._in_fast = [(self._io_dims[p], dt) for p, dt in self._in_types]
-        self._out_fast = [(self._io_dims[o], dt) for o, dt in self._out_types]
         assert self.func is not None  # a symbolic kernel is built here, never loaded
         self._size_params = self.func.sizes  # the generated function's size parameters, in order
+        op, index_error, io_dims = self.op, self._index_error, self._io_dims
+
+        def fail(status: int, env: dict):  # the kernel's own state only: a cycle through it would let the garbage
+            # collector free the machine code before the kernel's release of its workspace runs
+            raise status_error(op, status, index_error, lambda: _shapes_for(io_dims, env))
+        self._fast = fast_call(self, data_address, fail, _DATA_OFFSET)
 
     @property
     def sizes(self) -> dict:
@@ -323,33 +323,11 @@ class SymbolicKernel(Kernel):
             env[n] = v
         return env
 
-    def _fast_call(self, inputs) -> tuple[dict, list] | None:
-        """The sizes and new outputs of a call with plain C-contiguous arrays of the right ranks, dtypes and
-        agreeing sizes in range; None for anything else (then checked one by one)."""
-        if len(inputs) != len(self._in_fast):
-            return None
-        env = {}
-        for i, d, n, lo, hi in self._reads:
-            a = inputs[i]
-            if a.__class__ is not np.ndarray or a.ndim <= d or not lo <= a.shape[d] <= hi:
-                return None
-            env[n] = a.shape[d]
-        for a, (dims, dt) in zip(inputs, self._in_fast):
-            if a.__class__ is not np.ndarray or a.dtype != dt or not a.flags.c_contiguous or \
-                    a.shape != tuple(env[x] if x.__class__ is str else evaluate(x, env) for x in dims):
-                return None
-        return env, [np.empty(tuple(env[x] if x.__class__ is str else evaluate(x, env) for x in dims), dt)
-                     for dims, dt in self._out_fast]
-
     def __call__(self, *inputs, out=None):
-        fast = self._fast_call(inputs) if out is None else None
-        if fast is not None:  # the common call: a few attribute reads per array
-            env, outs = fast
-            status = self._fn(*map(data_address, inputs), *map(data_address, outs),
-                              *(env[n] for n in self._size_params))
-            if status != 0:
-                raise status_error(self.op, status, self._index_error, lambda: self._shapes_for(env))
-            return outs[0] if len(outs) == 1 else tuple(outs)
+        if out is None:  # the common call: checked by Python written for this kernel (tensorlang/symbolic_call.py)
+            got = self._fast(inputs)
+            if got is not None:
+                return got
         env = self.call_sizes(inputs)
         shapes = self._shapes_for(env)
         self._call.shapes = shapes  # per thread: calls of other sizes may run at the same time
@@ -366,8 +344,7 @@ class SymbolicKernel(Kernel):
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     def _shapes_for(self, env: dict) -> dict:
-        return {k: tuple(env[d] if d.__class__ is str else evaluate(d, env) for d in v)
-                for k, v in self._io_dims.items()}
+        return _shapes_for(self._io_dims, env)
 
     def _explain(self, env: dict) -> str:
         return ", ".join(f"{n}={env[n]} from input {p} dimension {d}" for n, (p, d) in self._sources.items())
@@ -394,6 +371,12 @@ class SymbolicKernel(Kernel):
             raise BuildError(f"{self.op.name}: the C backend does not take symbolic sizes "
                              f"({', '.join(self.ranges)}); build with integer sizes for C")
         return super().source(kind)
+
+
+def _shapes_for(io_dims: dict, env: dict) -> dict:
+    """The shapes of a symbolic kernel's inputs and outputs for the sizes `env` (`io_dims`: each dimension an int,
+    a size's name, or a Sym)."""
+    return {k: tuple(env[d] if d.__class__ is str else evaluate(d, env) for d in v) for k, v in io_dims.items()}
 
 
 def _symbolic_build(op: Op, sizes: dict, options: dict) -> tuple[Schedule, str]:

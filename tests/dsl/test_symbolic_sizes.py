@@ -233,3 +233,73 @@ def test_kernels_for_different_ranges_of_a_size_are_different_kernels():
     wide = tl.build(op, M=tl.Dim(1, 64), N=4, K=4, schedule="naive")
     assert narrow is not wide and wide.sizes["M"] == (1, 64) and narrow.sizes["M"] == (1, 8)
     check_matmul(wide, [(64, 4, 4), (33, 4, 4)])
+
+
+def test_a_tail_guard_inside_an_unrolled_or_vectorized_loop_is_checked_once_outside_it():
+    """Sizes that are not multiples of the factors take the general version; there each unrolled row block and
+    vector of the tile runs without its guard wherever the whole block is inside (`i_o*4 + 3 <= M - 1`), and the
+    guarded copy only for the last, partial one. Proven in bounds without a runtime check, and exact."""
+    s = tl.schedule(tl.op(MATMUL), **MM_DIMS)
+    io, ii = s["C"].split("i", 4)
+    jo, ji = s["C"].split("j", 8)
+    s["C"].reorder(io, jo, "k", ii, ji)
+    s["C"].unroll(ii)
+    s["C"].vectorize(ji)
+    func = s.lowered(strict=True)
+    assert isinstance(func.body, ir.If)  # the version for multiples of 4 and 8 first
+    general = str(func.body.orelse)
+    clean = """
+      if i_o*4 + 3 <= M - 1:
+        for i_i in 0:4:  # unrolled
+          i = i_i + i_o*4
+          if j_o*8 + 7 <= N - 1:
+            for j_i in 0:8:  # vectorized
+              j = j_i + j_o*8
+              C[i, j] = C[i, j] + A[i, k]*B[k, j]
+          else:
+"""  # the update for a whole row block and a whole vector: no guard inside
+    assert clean in general
+    assert "if i <= M - 1" in general and "if j <= N - 1" in general  # kept for the partial ones
+    check_matmul(tl.build(s))
+
+
+def test_a_symbolic_temporary_is_laid_out_at_its_largest_extent():
+    """A temporary over a symbolic size gets the room of the largest size anyway; laid out at that extent its
+    strides are constants (40 here), as in a kernel for fixed sizes, while the inputs and outputs keep the
+    caller's layout (a stride of N)."""
+    import re
+    op = tl.op("def f(A: f32[N, N]) -> B:\n    T[i, j] = A[i, j] * 2.0\n    B[i, j] = T[j, i] + 1.0")
+    k = tl.build(op, N=tl.Dim(1, 40, like=8), schedule="naive")
+    text = k.source("llvm-unoptimized")
+    assert len(re.findall(r'mul nsw i64 %"[\w.]+", 40\b', text)) == 2  # T written and read
+    assert len(re.findall(r'mul nsw i64 %"[\w.]+", %"N"', text)) == 2  # A read, B written
+    for n in (1, 7, 40):
+        a = np.random.default_rng(n).standard_normal((n, n), dtype=np.float32)
+        np.testing.assert_allclose(k(a), (a * 2).T + 1, rtol=1e-6)
+
+
+def test_a_symbolic_kernel_is_freed_by_reference_counting_alone():
+    """Nothing a kernel holds refers back to it: the garbage collector, freeing a cycle in any order, could free
+    its machine code before the kernel's release of its workspace runs."""
+    import gc
+    import weakref
+    op = tl.op("def g(T: f32[N], I: i32[M]) -> O:\n    O[m] = T[I[m]]")
+    k = tl.build(op, N=tl.Dim(1, 50), M=tl.Dim(1, 50))
+    assert k(np.arange(5, dtype=np.float32), np.array([4, 0, 2], np.int32)).tolist() == [4.0, 0.0, 2.0]
+    ref = weakref.ref(k)
+    gc.disable()
+    try:
+        del k
+        tl.clear_cache()
+        assert ref() is None
+    finally:
+        gc.enable()
+
+
+def test_an_index_out_of_range_in_a_symbolic_kernel_names_the_read():
+    op = tl.op("def g(T: f32[N], I: i32[M]) -> O:\n    O[m] = T[I[m]]")
+    k = tl.build(op, N=tl.Dim(1, 50), M=tl.Dim(1, 50))
+    with pytest.raises(IndexError, match=r"index 7 is out of range for dimension 0 of T \(size 5\) in stage O"):
+        k(np.arange(5, dtype=np.float32), np.array([4, 7, 2], np.int32))
+    with pytest.raises(tl.BuildError, match="dtype float64, expected float32"):  # the general path's checks
+        k(np.arange(5, dtype=np.float64), np.array([4, 0, 2], np.int32))

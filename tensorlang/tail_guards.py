@@ -1,0 +1,202 @@
+"""Tail guards taken out of unrolled and vectorized loops: a loop runs a copy without the guard wherever every
+one of its iterations passes it (loop versioning, as Halide's loop partitioning does for its steady state).
+
+A split of a loop over a size the factor may not divide (a symbolic size, or an integer one it does not divide)
+guards the tail: ``if i <= M - 1`` around the store of a register tile, ``if k <= K - 1`` around the step of a
+reduction. Inside an unrolled or vectorized loop such a guard is paid at every element, and it can keep LLVM
+from storing a whole vector. Where the guard is affine in the loops it sits in, the loop it first depends on
+(the top of a run of constant-extent, non-parallel loops it depends on, one of them unrolled or vectorized) is
+versioned: when the guard holds at the extreme values of those loops it holds at all of them, so that copy runs
+without it; the other copy, for the tail, keeps it. The result is the same for every size.
+
+Before and after (M symbolic, ``i = i_i + i_o*4``)::
+
+    for i_i in 0:4:  # unrolled               if i_o*4 + 3 <= M - 1:
+      i = i_i + i_o*4                           for i_i in 0:4:  # unrolled
+      if i <= M - 1:                              i = i_i + i_o*4
+        B[i] = A[i]*2f                            B[i] = A[i]*2f
+                                              else:
+                                                for i_i in 0:4:  # unrolled
+                                                  i = i_i + i_o*4
+                                                  if i <= M - 1:
+                                                    B[i] = A[i]*2f
+
+Example::
+
+    >>> from tensorlang import ir
+    >>> A = ir.Buffer("A", "f32", (8,))
+    >>> i, o = ir.Var("i_i"), ir.Var("i_o")
+    >>> store = ir.Store(A, (i,), ir.FloatImm(0.0))
+    >>> guarded = ir.If(ir.Cmp("<=", ir.BinOp("+", i, ir.BinOp("*", o, ir.const(4))), ir.const(6)), store)
+    >>> print(hoist_tail_guards(ir.For(i, ir.const(0), ir.const(4), guarded, "unrolled")))
+    if i_o*4 + 3 <= 6:
+      for i_i in 0:4:  # unrolled
+        A[i_i] = 0f
+    else:
+      for i_i in 0:4:  # unrolled
+        if i_i + i_o*4 <= 6:
+          A[i_i] = 0f
+"""
+from __future__ import annotations
+
+import dataclasses
+import operator
+from typing import cast
+
+from . import ir
+from .simplify import _linear, simplify
+from .symbolic import is_symbolic, proven
+
+_INT = ("i32", "i64")
+_INT_OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
+_PURE = (ir.Var, ir.IntImm, ir.BinOp, ir.Neg)  # what a hoisted condition may be made of (no loads, no calls)
+
+
+def hoist_tail_guards(s: ir.Stmt) -> ir.Stmt:
+    """`s` with each loop that tops a run of loops a tail guard depends on versioned on that guard (see the module
+    docstring): ``if <the guard at the loops' extremes>: <the loop without it> else: <the loop as it was>``.
+
+    >>> from tensorlang import ir
+    >>> v = ir.Var("v")
+    >>> loop = ir.For(v, ir.const(0), ir.const(8), ir.If(ir.Cmp("<", v, ir.const(3)), ir.Seq(())), "vectorized")
+    >>> hoist_tail_guards(loop) == loop  # a guard on constants alone is left where it is
+    True
+    """
+    return _rewrite(s, {}, None, False)
+
+
+def _chainable(loop: ir.Stmt) -> bool:
+    """Whether a loop can be part of a run a guard is hoisted through: integer bounds, not parallel."""
+    return isinstance(loop, ir.For) and loop.kind != "parallel" and isinstance(loop.lo, ir.IntImm) and \
+        isinstance(loop.extent, ir.IntImm) and not is_symbolic(loop.lo.value) and \
+        not is_symbolic(loop.extent.value) and loop.extent.value >= 1
+
+
+def _pure(e: ir.Expr) -> bool:
+    if not isinstance(e, _PURE) or e.dtype not in _INT:
+        return False
+    if isinstance(e, ir.BinOp):
+        return e.op in ("+", "-", "*", "//", "%", "min", "max") and _pure(e.a) and _pure(e.b)
+    if isinstance(e, ir.Neg):
+        return _pure(e.a)
+    return True
+
+
+def _hoisted(cond: ir.Expr, env: dict, run: list[ir.For]) -> ir.Expr | None:
+    """The condition, at the entry of ``run[0]``, under which the conjunct `cond` holds for every iteration of
+    the loops in `run` (outermost first); None where it is not an affine comparison in their variables that
+    depends on the first, or where `run` is not a run of chainable loops with an unrolled or vectorized one."""
+    if not isinstance(cond, ir.Cmp) or cond.op not in ("<", "<=", ">", ">=") or not run or \
+            not all(_chainable(lp) for lp in run) or not any(lp.kind in ("unrolled", "vectorized") for lp in run):
+        return None
+    a, b = ir.substitute(cond.a, env), ir.substitute(cond.b, env)
+    if not (_pure(a) and _pure(b)):
+        return None
+    terms, _ = _linear(ir.BinOp("-", a, b))
+    names = {lp.var.name: lp for lp in run}
+    spans = {n: (cast(ir.IntImm, lp.lo).value, cast(ir.IntImm, lp.extent).value) for n, lp in names.items()}
+    coef: dict[str, int] = {}
+    for atom, k in terms.items():
+        if isinstance(atom, ir.Var) and atom.name in names:
+            if is_symbolic(k):
+                return None
+            coef[atom.name] = k
+        elif ir.expr_vars(atom) & names.keys():  # not affine in the loops' variables
+            return None
+    if not coef.get(run[0].var.name):
+        return None
+    rising = cond.op in ("<", "<=")  # the guard fails first where a - b is largest
+    extreme = {}
+    for name, k in coef.items():
+        first, last = spans[name][0], spans[name][0] + spans[name][1] - 1
+        extreme[name] = ir.const(last if (k > 0) == rising else first)
+    lhs, rhs = simplify(ir.substitute(a, extreme)), simplify(ir.substitute(b, extreme))
+    if isinstance(lhs, ir.IntImm) and isinstance(rhs, ir.IntImm):  # decided here: 1 holds, 0 fails
+        if not (is_symbolic(lhs.value) or is_symbolic(rhs.value)):
+            return ir.IntImm(int(_INT_OPS[cond.op](lhs.value, rhs.value)), "bool")
+        if proven(lhs.value, cond.op, rhs.value):
+            return ir.IntImm(1, "bool")
+    return ir.Cmp(cond.op, lhs, rhs)
+
+
+def _conjuncts(c: ir.Expr) -> list[ir.Expr]:
+    if isinstance(c, ir.Logic) and c.op == "and":
+        return _conjuncts(c.a) + _conjuncts(c.b)
+    return [c]
+
+
+def _at(cond: ir.Expr, env: dict, run: list[ir.For], parent: ir.For | None) -> ir.Expr | None:
+    """The hoisted form of conjunct `cond` where `run[0]` is the loop it is hoisted to: hoistable there and not
+    through the loop around it (`parent`), else None."""
+    got = _hoisted(cond, env, run)
+    if got is None or (parent is not None and _hoisted(cond, env, [parent] + run) is not None):
+        return None
+    return got
+
+
+def _guards(s: ir.Stmt, env: dict, run: list[ir.For], parent: ir.For | None, out: list) -> None:
+    """Collect into `out` the hoisted conditions of the guards in `s` that are hoisted to ``run[0]``."""
+    if isinstance(s, ir.Seq):
+        for x in s.stmts:
+            _guards(x, env, run, parent, out)
+    elif isinstance(s, ir.Let):
+        _guards(s.body, {**env, s.var.name: ir.substitute(s.value, env)}, run, parent, out)
+    elif isinstance(s, ir.Allocate):
+        _guards(s.body, env, run, parent, out)
+    elif isinstance(s, ir.For):
+        _guards(s.body, env, run + [s], parent, out)
+    elif isinstance(s, ir.If):
+        if s.orelse is None:
+            for c in _conjuncts(s.cond):
+                h = _at(c, env, run, parent)
+                if h is not None and h not in out:
+                    out.append(h)
+        _guards(s.then, env, run, parent, out)
+        if s.orelse is not None:
+            _guards(s.orelse, env, run, parent, out)
+
+
+def _strip(s: ir.Stmt, env: dict, run: list[ir.For], parent: ir.For | None) -> ir.Stmt:
+    """`s` without the conjuncts of its guards that are hoisted to ``run[0]`` (see `_guards`)."""
+    if isinstance(s, ir.Seq):
+        return ir.Seq(tuple(_strip(x, env, run, parent) for x in s.stmts))
+    if isinstance(s, ir.Let):
+        inner = {**env, s.var.name: ir.substitute(s.value, env)}
+        return dataclasses.replace(s, body=_strip(s.body, inner, run, parent))
+    if isinstance(s, ir.Allocate):
+        return dataclasses.replace(s, body=_strip(s.body, env, run, parent))
+    if isinstance(s, ir.For):
+        return dataclasses.replace(s, body=_strip(s.body, env, run + [s], parent))
+    if isinstance(s, ir.If):
+        then = _strip(s.then, env, run, parent)
+        if s.orelse is not None:
+            return dataclasses.replace(s, then=then, orelse=_strip(s.orelse, env, run, parent))
+        kept = ir.all_of(c for c in _conjuncts(s.cond) if _at(c, env, run, parent) is None)
+        return then if kept is None else ir.If(kept, then)
+    return s
+
+
+def _rewrite(s: ir.Stmt, env: dict, parent: ir.For | None, skip: bool) -> ir.Stmt:
+    """`s` with its loops versioned (`skip`: not `s` itself, which is the copy that keeps the guards)."""
+    if isinstance(s, ir.Seq):
+        return ir.Seq(tuple(_rewrite(x, env, parent, False) for x in s.stmts))
+    if isinstance(s, ir.Let):
+        inner = {**env, s.var.name: ir.substitute(s.value, env)}
+        return dataclasses.replace(s, body=_rewrite(s.body, inner, parent, False))
+    if isinstance(s, ir.Allocate):
+        return dataclasses.replace(s, body=_rewrite(s.body, env, parent, False))
+    if isinstance(s, ir.If):
+        return dataclasses.replace(s, then=_rewrite(s.then, env, parent, False),
+                                   orelse=None if s.orelse is None else _rewrite(s.orelse, env, parent, False))
+    if not isinstance(s, ir.For):
+        return s
+    if not skip and _chainable(s):
+        conds: list[ir.Expr] = []
+        _guards(s.body, env, [s], parent, conds)
+        if not any(c.__class__ is ir.IntImm and not c.value for c in conds):  # else the clean copy never runs
+            clean = _rewrite(_strip(s.body, env, [s], parent), env, s, False)
+            cond = ir.all_of(c for c in conds if c.__class__ is not ir.IntImm)  # not those that always hold
+            if cond is None:
+                return dataclasses.replace(s, body=clean)
+            return ir.If(cond, dataclasses.replace(s, body=clean), _rewrite(s, env, parent, True))
+    return dataclasses.replace(s, body=_rewrite(s.body, env, s, False))
