@@ -29,6 +29,13 @@ channels where the app has them; the camera pipeline's 2592 x 1968 raw mosaic):
   its pixels at ``x // 2`` and ``(x + 1) // 2``) where its alpha leaves room, and divided by alpha at the end; the
   image is 2^9 H x 2^9 W so that each level's size is a size expression, and each level repeats its edge where a tap
   falls outside it (the app's levels extend past the image instead);
+- ``local-laplacian``: apps/local_laplacian on a u16 RGB image: gray remapped by a detail-enhancing curve around
+  each of 8 intensity levels, the 8-level Laplacian pyramid of each remapped image and the Gaussian pyramid of gray;
+  each output level blends the two remapped pyramids its gray value falls between (a gather along the intensity
+  levels), the output pyramid is collapsed and the colour reintroduced; 100 stages. As for ``interpolate``, the
+  image is 2^7 H x 2^7 W and each level repeats its edge; the curve is evaluated at gray where the app reads it
+  from a table of 256 entries a level, and the output is float in [0, 1] where the app converts to u16 (either
+  truncation flips between float32 implementations that round gray one ulp apart);
 - ``bilateral-grid``: apps/bilateral_grid: each pixel scattered into the grid cell (8 x 8 pixels) and the intensity
   bin its value selects, 5-tap blurs along the grid's three axes, and a trilinear slice that gathers the grid at each
   pixel's value. Where the app's histogram loops over each cell's pixels (``histogram(x, y, zi, c) +=``), the DSL's
@@ -48,7 +55,7 @@ Example::
     >>> [p.name for p in PROGRAMS][:6]
     ['blur', 'harris', 'demosaic', 'max-filter', 'stencil-chain', 'unsharp']
     >>> [p.name for p in PROGRAMS][6:]
-    ['iir-blur', 'histogram-equalize', 'camera-pipe', 'interpolate', 'bilateral-grid']
+    ['iir-blur', 'histogram-equalize', 'camera-pipe', 'interpolate', 'local-laplacian', 'bilateral-grid']
 """
 from __future__ import annotations
 
@@ -62,14 +69,10 @@ ORIGIN = "Halide apps (github.com/halide/Halide/apps)"
 
 #: The apps whose Halide side also carries the app's own CPU schedule (its generator's branch that does not
 #: auto-schedule), ported to the Python frontend: ``halide(hl, sizes, hand=True)`` applies it.
-HAND_SCHEDULED = ("iir-blur", "histogram-equalize", "bilateral-grid")
+HAND_SCHEDULED = ("iir-blur", "histogram-equalize", "bilateral-grid", "local-laplacian")
 
 #: Halide's applications the DSL cannot write yet, and why.
 NOT_WRITTEN = {
-    "local_laplacian": "not written yet, though expressible since indices divide by integers: the same pyramid "
-                       "steps as `interpolate` (an image of 2^7 H x 2^7 W so that each of its 8 levels has a size "
-                       "expression), over a Gaussian pyramid of the gray image remapped at 8 intensity levels (a "
-                       "lookup, a gather) and the Laplacian pyramids they give, about 100 stages",
     "max_filter (as the app computes it)": "its logarithmic vertical slices are a recursion over the slice index "
                                            "that reads the previous slice at y + 2^(k-1) (a read along two indices, "
                                            "which a scan refuses), and the filter height per column offset is read "
@@ -1019,6 +1022,208 @@ def _rgba_image(sizes, rng):
     return [img]
 
 
+# ------------------------------------------------------------------------------------------------ local Laplacian
+
+LL_LEVELS = 8  # the app's pyramid levels (J) and intensity levels (its `levels` input, 8 in its estimates)
+LL_ALPHA, LL_BETA = 1.0, 1.0  # its `alpha` and `beta` inputs, as its estimates and its process.cpp set them
+
+
+def _local_laplacian(I, dtype):
+    """apps/local_laplacian on a u16 RGB image [3, 2^7 H, 2^7 W]: gray, remapped at 8 intensity levels (a curve
+    around each level), the Laplacian pyramid of each remapped image and the Gaussian pyramid of gray; each output
+    level interpolates between the two remapped pyramids its gray value falls between (a gather along the
+    intensity levels), the output pyramid is collapsed, and the colour reintroduced. Each level repeats its edge
+    where a tap falls outside it (the app's levels extend past the image). The remapping curve is evaluated at gray
+    itself where the app reads it from a table of 256 entries a level, and the output is float in [0, 1] where the
+    app converts to u16: both truncations would flip between float32 implementations that round gray one ulp
+    apart."""
+    J, K = LL_LEVELS, LL_LEVELS
+    f = np.asarray(I).astype(dtype) / dtype(65535)
+    gray = dtype(0.299) * f[0] + dtype(0.587) * f[1] + dtype(0.114) * f[2]
+
+    def down(a):  # [..., h, w] -> [..., h/2, w/2]: (f(2x-1) + 3 (f(2x) + f(2x+1)) + f(2x+2)) / 8 along each axis
+        for axis in (-1, -2):
+            n = a.shape[axis] // 2
+            x = np.arange(n)
+
+            def at(i, a=a, axis=axis):
+                return np.take(a, np.clip(i, 0, a.shape[axis] - 1), axis=axis)
+            a = (at(2 * x - 1) + dtype(3) * (at(2 * x) + at(2 * x + 1)) + at(2 * x + 2)) / dtype(8)
+        return a
+
+    def up(a):  # [..., h, w] -> [..., 2h, 2w]: 0.25 f(x/2 - 1 + 2 (x%2)) + 0.75 f(x/2) along each axis
+        for axis in (-1, -2):
+            n = a.shape[axis] * 2
+            x = np.arange(n)
+
+            def at(i, a=a, axis=axis):
+                return np.take(a, np.clip(i, 0, a.shape[axis] - 1), axis=axis)
+            a = dtype(0.25) * at(x // 2 - 1 + 2 * (x % 2)) + dtype(0.75) * at(x // 2)
+        return a
+
+    k = np.arange(K, dtype=dtype)[:, None, None]
+    level = k * dtype(1.0 / (K - 1))
+    fx = gray[None] * dtype(K - 1) - k  # the remapping curve's argument (see the module docstring)
+    g = [dtype(LL_BETA) * (gray[None] - level) + level + dtype(LL_ALPHA) * fx * np.exp(-fx * fx / dtype(2))]
+    ing = [gray]
+    for _ in range(1, J):
+        g.append(down(g[-1]))
+        ing.append(down(ing[-1]))
+    lap = [g[j] - up(g[j + 1]) for j in range(J - 1)] + [g[J - 1]]
+    out_l = []
+    for j in range(J):
+        lv = ing[j] * dtype(K - 1)
+        li = np.clip(lv.astype(np.int32), 0, K - 2)
+        lf = lv - li.astype(dtype)
+        lo = np.take_along_axis(lap[j], li[None], 0)[0]
+        hi = np.take_along_axis(lap[j], li[None] + 1, 0)[0]
+        out_l.append((dtype(1) - lf) * lo + lf * hi)
+    out = out_l[J - 1]
+    for j in range(J - 2, -1, -1):
+        out = up(out) + out_l[j]
+    eps = dtype(0.01)
+    color = out[None] * (f + eps) / (gray[None] + eps)
+    return np.clip(color, dtype(0), dtype(1))
+
+
+def _local_laplacian_source() -> str:
+    J, K = LL_LEVELS, LL_LEVELS
+    top = 2 ** (J - 1)
+
+    def dims(level):  # the level's height and width as size expressions
+        n = top >> level
+        return (f"{n}*H", f"{n}*W") if n > 1 else ("H", "W")
+
+    def down(name, src, lv, lead):  # two stages: along x, then along y; `lead`: leading indices ("k, " or "")
+        (ph, pw), (h, w) = dims(lv - 1), dims(lv)
+        return [f"    {name}x[{lead}y, x] = ({src}[{lead}y, clamp(2*x - 1, 0, {pw} - 1)] + 3.0 * ({src}[{lead}y, 2*x] "
+                f"+ {src}[{lead}y, 2*x + 1]) + {src}[{lead}y, clamp(2*x + 2, 0, {pw} - 1)]) / 8.0 where x in 0:{w}",
+                f"    {name}[{lead}y, x] = ({name}x[{lead}clamp(2*y - 1, 0, {ph} - 1), x] "
+                f"+ 3.0 * ({name}x[{lead}2*y, x] + {name}x[{lead}2*y + 1, x]) "
+                f"+ {name}x[{lead}clamp(2*y + 2, 0, {ph} - 1), x]) / 8.0 where y in 0:{h}"]
+
+    def up(name, src, lv, lead):  # `src` at level lv + 1 upsampled to level lv: two stages
+        (ch, cw), (h, w) = dims(lv + 1), dims(lv)
+        return [f"    {name}x[{lead}y, x] = 0.25 * {src}[{lead}y, clamp(x // 2 - 1 + 2 * (x % 2), 0, {cw} - 1)] "
+                f"+ 0.75 * {src}[{lead}y, x // 2] where x in 0:{w}",
+                f"    {name}[{lead}y, x] = 0.25 * {name}x[{lead}clamp(y // 2 - 1 + 2 * (y % 2), 0, {ch} - 1), x] "
+                f"+ 0.75 * {name}x[{lead}y // 2, x] where y in 0:{h}"]
+    fl = [f"(f32(I[{c}, y, x]) / 65535.0)" for c in range(3)]
+    lines = [f"def local_laplacian(I: u16[3, {top}*H, {top}*W]) -> O:",
+             f"    gray[y, x] = 0.299 * {fl[0]} + 0.587 * {fl[1]} + 0.114 * {fl[2]}",
+             f"    fx[k, y, x] = gray[y, x] * {K - 1}.0 - f32(k) where k in 0:{K}",
+             f"    g0[k, y, x] = {LL_BETA} * (gray[y, x] - f32(k) * (1.0 / {K - 1}.0)) + f32(k) * (1.0 / {K - 1}.0) "
+             f"+ {LL_ALPHA} * fx[k, y, x] * exp(-fx[k, y, x] * fx[k, y, x] / 2.0)",
+             "    ing0[y, x] = gray[y, x]"]
+    for lv in range(1, J):
+        lines += down(f"g{lv}", f"g{lv - 1}", lv, "k, ")
+        lines += down(f"ing{lv}", f"ing{lv - 1}", lv, "")
+    for lv in range(J - 1):
+        lines += up(f"gu{lv}", f"g{lv + 1}", lv, "k, ")
+        lines.append(f"    lap{lv}[k, y, x] = g{lv}[k, y, x] - gu{lv}[k, y, x]")
+    lap = [f"lap{lv}" for lv in range(J - 1)] + [f"g{J - 1}"]
+    for lv in range(J):
+        lines.append(f"    li{lv}[y, x] = clamp(i32(ing{lv}[y, x] * {K - 1}.0), 0, {K - 2})")
+        lines.append(f"    lf{lv}[y, x] = ing{lv}[y, x] * {K - 1}.0 - f32(li{lv}[y, x])")
+        lines.append(f"    ol{lv}[y, x] = (1.0 - lf{lv}[y, x]) * {lap[lv]}[li{lv}[y, x], y, x] "
+                     f"+ lf{lv}[y, x] * {lap[lv]}[li{lv}[y, x] + 1, y, x]")
+    coarse = f"ol{J - 1}"
+    for lv in range(J - 2, -1, -1):
+        lines += up(f"ou{lv}", coarse, lv, "")
+        lines.append(f"    og{lv}[y, x] = ou{lv}[y, x] + ol{lv}[y, x]")
+        coarse = f"og{lv}"
+    lines.append(f"    O[c, y, x] = clamp({coarse}[y, x] * (f32(I[c, y, x]) / 65535.0 + 0.01) / (gray[y, x] + 0.01), "
+                 "0.0, 1.0) where c in 0:3")
+    return "\n".join(lines) + "\n"
+
+
+def _local_laplacian_hl(hl, sizes, hand=False):
+    x, y, c, k = hl.Var("x"), hl.Var("y"), hl.Var("c"), hl.Var("k")
+    J, K = LL_LEVELS, LL_LEVELS
+    top = 2 ** (J - 1)
+    H, W = top * sizes["H"], top * sizes["W"]
+    I = hl.ImageParam(hl.UInt(16), 3, "input")
+    f = hl.f32
+
+    def down(src, lv, name):
+        pw, ph = W >> (lv - 1), H >> (lv - 1)
+        dx, dy = hl.Func(f"{name}x"), hl.Func(name)
+        dx[x, y, k] = (src[hl.clamp(2 * x - 1, 0, pw - 1), y, k] + f(3) * (src[2 * x, y, k] + src[2 * x + 1, y, k])
+                       + src[hl.clamp(2 * x + 2, 0, pw - 1), y, k]) / f(8)
+        dy[x, y, k] = (dx[x, hl.clamp(2 * y - 1, 0, ph - 1), k] + f(3) * (dx[x, 2 * y, k] + dx[x, 2 * y + 1, k])
+                       + dx[x, hl.clamp(2 * y + 2, 0, ph - 1), k]) / f(8)
+        return dy
+
+    def up(src, lv, name):  # src at level lv + 1, upsampled to level lv
+        cw, ch = W >> (lv + 1), H >> (lv + 1)
+        ux, uy = hl.Func(f"{name}x"), hl.Func(name)
+        ux[x, y, k] = f(0.25) * src[hl.clamp(x / 2 - 1 + 2 * (x % 2), 0, cw - 1), y, k] + f(0.75) * src[x / 2, y, k]
+        uy[x, y, k] = f(0.25) * ux[x, hl.clamp(y / 2 - 1 + 2 * (y % 2), 0, ch - 1), k] + f(0.75) * ux[x, y / 2, k]
+        return uy
+
+    clamped = _edge(hl, I)
+    floating = hl.Func("floating")
+    floating[x, y, c] = f(clamped[x, y, c]) / f(65535)
+    gray = hl.Func("gray")
+    gray[x, y, k] = f(0.299) * floating[x, y, 0] + f(0.587) * floating[x, y, 1] + f(0.114) * floating[x, y, 2]
+    fx = gray[x, y, 0] * f(K - 1) - f(k)
+    level = f(k) * f(1.0 / (K - 1))
+    g = [hl.Func("g0")]
+    g[0][x, y, k] = f(LL_BETA) * (gray[x, y, 0] - level) + level + f(LL_ALPHA) * fx * hl.exp(-fx * fx / f(2))
+    ing = [gray]
+    for lv in range(1, J):
+        g.append(down(g[-1], lv, f"g{lv}"))
+        ing.append(down(ing[-1], lv, f"ing{lv}"))
+    lap = []
+    for lv in range(J - 1):
+        gu = up(g[lv + 1], lv, f"gu{lv}")
+        lp = hl.Func(f"lap{lv}")
+        lp[x, y, k] = g[lv][x, y, k] - gu[x, y, k]
+        lap.append(lp)
+    lap.append(g[J - 1])
+    ol = []
+    for lv in range(J):
+        lvl = ing[lv][x, y, 0] * f(K - 1)
+        li = hl.clamp(hl.i32(lvl), 0, K - 2)
+        lf = lvl - f(li)
+        o = hl.Func(f"ol{lv}")
+        o[x, y, k] = (f(1) - lf) * lap[lv][x, y, li] + lf * lap[lv][x, y, li + 1]
+        ol.append(o)
+    og = {J - 1: ol[J - 1]}  # the output's Gaussian pyramid
+    for lv in range(J - 2, -1, -1):
+        ou = up(og[lv + 1], lv, f"ou{lv}")
+        og[lv] = hl.Func(f"og{lv}")
+        og[lv][x, y, k] = ou[x, y, k] + ol[lv][x, y, k]
+    coarse = og[0]
+    out = hl.Func("output")
+    out[x, y, c] = hl.clamp(coarse[x, y, 0] * (floating[x, y, c] + f(0.01)) / (gray[x, y, 0] + f(0.01)), f(0), f(1))
+    if hand:  # the app's CPU schedule (its remap table is no stage here)
+        yo = hl.Var("yo")
+        out.reorder(c, x, y).split(y, yo, y, 64).parallel(yo).vectorize(x, 8)
+        gray.compute_root().parallel(y, 32).vectorize(x, 8)
+        for j in range(1, 5):
+            ing[j].compute_root().parallel(y, 32).vectorize(x, 8)
+            g[j].compute_root().reorder_storage(x, k, y).reorder(k, y).parallel(y, 8).vectorize(x, 8)
+            og[j].store_at(out, yo).compute_at(out, y).fold_storage(y, 8).vectorize(x, 8)
+        og[0].compute_at(out, y).vectorize(x, 8)
+        for j in range(5, J):
+            ing[j].compute_root()
+            g[j].compute_root().parallel(k)
+            og[j].compute_root()
+    return [(I, (3, H, W))], out, (3, H, W)
+
+
+def _u16_image(sizes, rng):
+    """A u16 RGB image [3, 2^7 H, 2^7 W] of smooth gradients under noise (a photograph's range of values: the
+    remapping curve acts on detail around each intensity level)."""
+    top = 2 ** (LL_LEVELS - 1)
+    h, w = top * sizes["H"], top * sizes["W"]
+    yy, xx = np.meshgrid(np.linspace(0, 1, h), np.linspace(0, 1, w), indexing="ij")
+    base = np.stack([0.5 + 0.4 * np.sin(3 * xx + c) * np.cos(2 * yy - c) for c in range(3)])
+    img = np.clip(base + rng.normal(0, 0.05, base.shape), 0, 1)
+    return [np.round(img * 65535).astype(np.uint16)]
+
+
 # ------------------------------------------------------------------------------------------------ the programs
 
 
@@ -1107,6 +1312,17 @@ def max_filter(I: f32[3, H, W], R: int) -> O:
                  "and (x + 1) // 2, blended by alpha (apps/interpolate)", origin=ORIGIN,
             notes="the image is 2^9 H x 2^9 W so every level's size is a size expression (the app's 1536 x 2560: "
                   "H=5, W=3); each level repeats its edge where a tap falls outside it"),
+    Program("local-laplacian", "halide", _local_laplacian_source(), {"H": 20, "W": 12}, {"H": 1, "W": 1},
+            _ref(_local_laplacian), {"numpy": _np(_local_laplacian)},
+            flops=lambda s: 4.0**(LL_LEVELS - 1) * s["H"] * s["W"] * (LL_LEVELS * 40 + 60),
+            inputs=_u16_image, halide=_local_laplacian_hl,
+            what="local Laplacian filter: gray remapped at 8 intensity levels, their Laplacian pyramids blended by "
+                 "the gray Gaussian pyramid (a gather), collapsed, colour reintroduced (apps/local_laplacian)",
+            origin=ORIGIN,
+            notes="the image is 2^7 H x 2^7 W so every level's size is a size expression (the app's 1536 x 2560: "
+                  "H=20, W=12); each level repeats its edge where a tap falls outside it; the remapping curve "
+                  "evaluated at gray, not read from a table of 256 entries a level, and float output in [0, 1] "
+                  "where the app converts to u16 (each truncation flips between float32 implementations)"),
     Program("bilateral-grid", "halide", _bilateral_grid_source(), {"GH": H // S_SIGMA, "GW": W // S_SIGMA},
             {"GH": 3, "GW": 4}, lambda I, **s: _bilateral_grid(I, np.float64),
             {"numpy": call("numpy", lambda I, **s: _bilateral_grid(I, np.float32))},
