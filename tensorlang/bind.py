@@ -87,7 +87,10 @@ def check_sizes(op: Op, sizes: dict) -> dict[str, int]:
                 raise BuildError(f"{op.name}: size {n} is an `int` parameter; it cannot be symbolic (a Dim)")
             if v.hi >= MAX_INDEX:
                 raise BuildError(f"{op.name}: size {n}={v} is too large: indices are 64-bit, sizes below 2**48")
-            out[n] = cast(int, Sym.size(n, v.lo, v.hi, v.like))
+            if len(v.likes) > 1:
+                raise BuildError(f"{op.name}: size {n}={v} has several representative sizes, one a version of the "
+                                 "code: tl.build makes the versions; a schedule is made for one (like=...)")
+            out[n] = cast(int, Sym.size(n, v.lo, v.hi, v.likes[0]))
             continue
         if isinstance(v, bool) or not hasattr(v, "__index__"):
             raise BuildError(f"{op.name}: size {n}={v!r} must be an integer")

@@ -8,11 +8,15 @@
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import functools
+import itertools
+import math
 import threading
 import time
 import weakref
 from collections import OrderedDict
+from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
@@ -25,7 +29,7 @@ from .errors import BuildError
 from .ir import Func
 from .program import Op, gather_sites
 from .schedule import Schedule
-from .symbolic import Dim, SymbolicRefusal, evaluate, is_symbolic, size_name, size_source
+from .symbolic import VERSION_SIZE, Dim, SymbolicRefusal, evaluate, is_symbolic, representative, size_name, size_source
 from .symbolic_call import fast_call
 from .target import MachineCode, Target, compile_ir, host_target, target_machine
 
@@ -268,8 +272,21 @@ class SymbolicKernel(Kernel):
     ([2.0, 2.0, 2.0], (5,))
     """
 
+    def __init__(self, schedule: Schedule, func: Func, llvm_ir: str, engine, module_ref, target: Target,
+                 compile_seconds: float, schedule_source: str = "given", versions: tuple = ()):
+        self.versions: tuple[SizeVersion, ...] = versions or (
+            SizeVersion({n: representative(v) for n, v in schedule.sizes.items()}, schedule_source, schedule),)
+        super().__init__(schedule, func, llvm_ir, engine, module_ref, target, compile_seconds, schedule_source)
+
     def _set_specs(self) -> None:
         self._call = threading.local()
+        # with versions: a call runs version j where the product of its symbolic sizes squared is at most
+        # thresholds[j], the product of versions j's and j+1's (nearest by the product's logarithm)
+        self.thresholds: tuple[int, ...] = ()
+        if len(self.versions) > 1:
+            reps = [math.prod(v.sizes[n] for n in self.schedule.sizes if is_symbolic(self.schedule.sizes[n]))
+                    for v in self.versions]
+            self.thresholds = tuple(a * b for a, b in itertools.pairwise(reps))
         # each dimension of each input and output: an int, a size's name, or a Sym computed from the sizes
         self._io_dims = {k: tuple(size_name(d) or d for d in v)
                          for k, v in {**self.input_shapes, **self.output_shapes}.items()}
@@ -330,6 +347,8 @@ class SymbolicKernel(Kernel):
                 return got
         env = self.call_sizes(inputs)
         shapes = self._shapes_for(env)
+        if self.thresholds:
+            env[VERSION_SIZE] = self.version_for(env)
         self._call.shapes = shapes  # per thread: calls of other sizes may run at the same time
         for name, a in zip(self.op.inputs, inputs):
             try:
@@ -342,6 +361,18 @@ class SymbolicKernel(Kernel):
         if status != 0:
             raise status_error(self.op, status, self._index_error, lambda: shapes)
         return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def version_for(self, sizes: dict) -> int:
+        """The number of the version (in `versions`) a call with these symbolic sizes runs: the one whose
+        representative sizes' product is nearest theirs (by its logarithm); 0 for a kernel of one version.
+
+        >>> import tensorlang as tl
+        >>> k = tl.build(tl.op("def f(A: f32[N]) -> B:\\n    B[i] = A[i] * 2.0"), N=tl.Dim(1, 4096, like=(8, 1024)))
+        >>> k.version_for({"N": 90}), k.version_for({"N": 91})
+        (0, 1)
+        """
+        q = math.prod(sizes[n] for n in self.ranges) ** 2
+        return next((j for j, t in enumerate(self.thresholds) if q <= t), len(self.thresholds))
 
     def _shapes_for(self, env: dict) -> dict:
         return _shapes_for(self._io_dims, env)
@@ -379,17 +410,59 @@ def _shapes_for(io_dims: dict, env: dict) -> dict:
     return {k: tuple(env[d] if d.__class__ is str else evaluate(d, env) for d in v) for k, v in io_dims.items()}
 
 
-def _symbolic_build(op: Op, sizes: dict, options: dict) -> tuple[Schedule, str]:
-    """The schedule of a build with symbolic sizes: chosen (auto, hand, tuned or naive) for the representative
-    sizes (each Dim's `like`), then replayed on the symbolic sizes."""
+@dataclass(frozen=True)
+class SizeVersion:
+    """One version of a kernel built for symbolic sizes with several representative sizes (``tl.Dim(lo, hi,
+    like=(a, b))``): the representative `sizes` its schedule was chosen for, the schedule's `source` and the
+    `schedule` itself, replayed on the symbolic sizes. `kernel.versions` lists them; a call runs the one whose
+    sizes are nearest its own.
+
+    >>> import tensorlang as tl
+    >>> k = tl.build(tl.op("def f(A: f32[N]) -> B:\\n    B[i] = A[i] * 2.0"), N=tl.Dim(1, 4096, like=(8, 1024)))
+    >>> [v.sizes for v in k.versions]
+    [{'N': 8}, {'N': 1024}]
+    """
+
+    sizes: dict
+    source: str
+    schedule: Schedule
+
+
+def _symbolic_build(op: Op, sizes: dict, options: dict) -> list[SizeVersion]:
+    """The versions of a build with symbolic sizes: for each representative value of the Dims' `like` (one, unless
+    a `like` is a tuple; a plain `like` serves every version), the schedule chosen (auto, hand, tuned or naive) for
+    those sizes, then replayed on the symbolic sizes. Consecutive versions with the same primitives are one."""
     from .choice import choose_schedule
-    like = {k: (v.like if isinstance(v, Dim) else v) for k, v in sizes.items()}
-    rep, source = choose_schedule(op, like, **options)
-    try:
-        return Schedule(op, sizes, rep.primitives), source
-    except SymbolicRefusal as e:
-        raise SymbolicRefusal(f"{op.name}: the {source} schedule (made for {_sizes_text(like)}) does not apply "
-                              f"to symbolic sizes: {e}") from None
+    counts = {len(v.likes) for v in sizes.values() if isinstance(v, Dim)} - {1}
+    if len(counts) > 1:
+        raise BuildError(f"{op.name}: the sizes give different numbers of representative sizes "
+                         f"({_sizes_text(sizes)}); give each Dim one `like` or the same number")
+    versions: list[SizeVersion] = []
+    for j in range(max(counts, default=1)):
+        like = {k: (v.likes[j if len(v.likes) > 1 else 0] if isinstance(v, Dim) else v) for k, v in sizes.items()}
+        dims = {k: (Dim(v.lo, v.hi, like=like[k]) if isinstance(v, Dim) else v) for k, v in sizes.items()}
+        rep, source = choose_schedule(op, like, **options)
+        if versions and versions[-1].schedule.primitives == rep.primitives:
+            continue
+        try:
+            versions.append(SizeVersion(like, source, Schedule(op, dims, rep.primitives)))
+        except SymbolicRefusal as e:
+            raise SymbolicRefusal(f"{op.name}: the {source} schedule (made for {_sizes_text(like)}) does not apply "
+                                  f"to symbolic sizes: {e}") from None
+    return versions
+
+
+def _versioned_func(versions: list[SizeVersion]) -> Func:
+    """The loop IR of a kernel with several versions: each version's, run where the `VERSION_SIZE` parameter
+    (the call's choice) is its number."""
+    from . import ir
+    from .symbolic import size_var
+    funcs = [v.schedule.lowered() for v in versions]
+    body = funcs[-1].body
+    for j in range(len(funcs) - 2, -1, -1):
+        body = ir.If(ir.Cmp("==", size_var(VERSION_SIZE), ir.const(j)), funcs[j].body, body)
+    return dataclasses.replace(funcs[0], body=body, sizes=funcs[0].sizes + (VERSION_SIZE,),
+                               guards=sum(f.guards for f in funcs))
 
 
 def _sizes_text(sizes: dict) -> str:
@@ -442,26 +515,37 @@ def build(what: Op | Schedule, **sizes) -> Kernel:
         from .choice import choose_schedule
         options = {k: sizes.pop(k) for k in ("db", "schedule") if k in sizes and k not in what.size_names}
         if any(isinstance(v, Dim) for v in sizes.values()):
-            sched, source = _symbolic_build(what, sizes, options)
+            versions = _symbolic_build(what, sizes, options)
+            sched, source = versions[0].schedule, versions[0].source
         else:
             sched, source = choose_schedule(what, sizes, **options)
     else:
         raise BuildError(f"build() takes an Op (from tl.op) or a Schedule, not {type(what).__name__}")
+    if not isinstance(what, Op) or not any(isinstance(v, Dim) for v in sizes.values()):
+        versions = [SizeVersion({}, source, sched)]
     target = host_target()
-    key = (sched.op.key, tuple(sorted(sched.sizes.items())), sched.key(), target.key, source)
+    key = (sched.op.key, tuple(sorted(sched.sizes.items())), tuple(v.schedule.key() for v in versions), target.key,
+           source)
     with _cache_lock:
         hit = _cached(key)
     if hit is not None:
         return hit
     t0 = time.perf_counter()
     try:
-        func, llvm_ir = llvm_ir_of(sched, target)
+        if len(versions) > 1:
+            func = _versioned_func(versions)
+            llvm_ir = str(emit_module(func, vector_bits=target.vector_bits()))
+        else:
+            func, llvm_ir = llvm_ir_of(sched, target)
     except SymbolicRefusal as e:
         raise SymbolicRefusal(f"{sched.op.name}: the {source} schedule cannot be lowered for the symbolic sizes "
                               f"{_sizes_text(sched.sizes)}: {e}") from None
     engine, mod = compile_ir(llvm_ir, target)
-    cls = SymbolicKernel if func.sizes else Kernel
-    kernel = cls(sched, func, llvm_ir, engine, mod, target, time.perf_counter() - t0, source)
+    if func.sizes:
+        kernel: Kernel = SymbolicKernel(sched, func, llvm_ir, engine, mod, target, time.perf_counter() - t0, source,
+                                        versions=tuple(versions))
+    else:
+        kernel = Kernel(sched, func, llvm_ir, engine, mod, target, time.perf_counter() - t0, source)
     with _cache_lock:
         _alive.setdefault(key, kernel)  # a thread that built the same kernel meanwhile wins
         built = _cached(key)

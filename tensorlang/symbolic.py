@@ -18,11 +18,12 @@ tensorlang.symbolic.SymbolicRefusal: size N is symbolic here, ... `N < 32` ...: 
 """
 from __future__ import annotations
 
+import itertools
 import math
 import operator
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import TypeGuard
+from typing import TypeGuard, cast
 
 from .errors import BuildError
 
@@ -34,19 +35,23 @@ class SymbolicRefusal(BuildError):
 @dataclass(frozen=True)
 class Dim:
     """A symbolic size for `tl.build` / `tl.schedule`: any integer in [lo, hi], with `like` (default `lo`) the
-    representative value the schedule is chosen (and tuned) for.
+    representative value the schedule is chosen (and tuned) for. For `tl.build`, `like` may be a tuple of
+    ascending values: the kernel then holds one version of the code a value, each with the schedule chosen for
+    it, and each call runs the version whose sizes are nearest its own (Halide's `specialize`).
 
     >>> import tensorlang as tl
     >>> tl.Dim(64, 512, like=128)
     Dim(lo=64, hi=512, like=128)
+    >>> tl.Dim(64, 512, like=(64, 256)).likes
+    (64, 256)
     """
 
     lo: int
     hi: int
-    like: int | None = None
+    like: int | tuple[int, ...] | None = None
 
     def __post_init__(self):
-        for what in ("lo", "hi") + (("like",) if self.like is not None else ()):
+        for what in ("lo", "hi"):
             v = getattr(self, what)
             if isinstance(v, bool) or not isinstance(v, int):
                 raise BuildError(f"Dim: {what}={v!r} must be an integer")
@@ -54,8 +59,22 @@ class Dim:
             raise BuildError(f"Dim({self.lo}, {self.hi}): need 1 <= lo <= hi")
         if self.like is None:
             object.__setattr__(self, "like", self.lo)
-        elif not self.lo <= self.like <= self.hi:
-            raise BuildError(f"Dim({self.lo}, {self.hi}, like={self.like}): like must lie in {self.lo}..{self.hi}")
+        likes: tuple = self.like if isinstance(self.like, tuple) else (self.like,)
+        for v in likes:
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise BuildError(f"Dim: like={self.like!r} must be an integer or a tuple of integers")
+            if not self.lo <= v <= self.hi:
+                raise BuildError(f"Dim({self.lo}, {self.hi}, like={self.like}): like must lie in {self.lo}..{self.hi}")
+        if not likes or any(a >= b for a, b in itertools.pairwise(likes)):
+            raise BuildError(f"Dim({self.lo}, {self.hi}, like={self.like}): the representative sizes must be given in "
+                             "ascending order, each once")
+        if len(likes) == 1:
+            object.__setattr__(self, "like", likes[0])
+
+    @property
+    def likes(self) -> tuple[int, ...]:
+        """The representative values, one a version of the code (one unless `like` is a tuple)."""
+        return self.like if isinstance(self.like, tuple) else (cast(int, self.like),)
 
 
 # ---- atoms ----------------------------------------------------------------------------------------------------
@@ -575,6 +594,9 @@ def proven(a, op: str, b) -> bool:
 
 
 SIZE_SUFFIX = "__size"
+#: The size parameter of a kernel with several versions (``tl.Dim(..., like=(a, b))``) that says which one runs,
+#: chosen by the call from its sizes; not a name a program's size can have
+VERSION_SIZE = "version@"
 
 
 def size_var(name: str):

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .symbolic import Sym, _Div, _Ext, _Mul, _Size
+from .symbolic import VERSION_SIZE, Sym, _Div, _Ext, _Mul, _Size
 
 if TYPE_CHECKING:
     from .runtime import SymbolicKernel
@@ -107,6 +107,14 @@ def fast_call_source(kernel: SymbolicKernel, offset: int | None = None) -> str:
                 others.append(f"s{i}[{d}] != {_python(ext, names)}")
     if others:
         lines += [f"    if {' or '.join(others)}:", "        return None"]
+    if kernel.thresholds:  # several versions: the one nearest the call's sizes (see SymbolicKernel.version_for)
+        product = " * ".join(names[n] for n in kernel.ranges)
+        pick = f"{len(kernel.thresholds)}"
+        for j in range(len(kernel.thresholds) - 1, -1, -1):
+            pick = f"{j} if q <= {kernel.thresholds[j]} else {pick}" if j == len(kernel.thresholds) - 1 else \
+                f"{j} if q <= {kernel.thresholds[j]} else ({pick})"
+        lines += [f"    q = ({product}) ** 2", f"    ver = {pick}"]
+        names = {**names, VERSION_SIZE: "ver"}
     if ins:
         lines += [f"    if {' or '.join(f'({a}.dtype is not t{i} and {a}.dtype != t{i})' for i, a in enumerate(ins))}:",
                   "        return None",
@@ -117,7 +125,8 @@ def fast_call_source(kernel: SymbolicKernel, offset: int | None = None) -> str:
     at = "address({})" if offset is None else f"(at(id({{}}) + {offset}).value or 0)"
     args = [at.format(a) for a in ins] + [at.format(f"o{j}") for j in range(len(outputs))] + \
         [names[n] for n in kernel._size_params]
-    env = "{" + ", ".join(f"{n!r}: {names[n]}" for n in kernel._sources) + "}"
+    env = "{" + ", ".join(f"{n!r}: {names[n]}" for n in kernel._sources) + \
+        (f", {VERSION_SIZE!r}: ver" if kernel.thresholds else "") + "}"
     lines += [f"    status = fn({', '.join(args)})", "    if status:", f"        fail(status, {env})"]
     outs = [f"o{j}" for j in range(len(outputs))]
     lines.append(f"    return {outs[0]}" if len(outs) == 1 else f"    return ({', '.join(outs)})")

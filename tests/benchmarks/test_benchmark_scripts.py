@@ -60,4 +60,9 @@ def test_symbolic_sizes_checks_both_kernels_and_compiles_the_symbolic_one_once(m
     assert [(r["workload"], r["scale"], r["sizes"]) for r in rows] == [
         ("matmul", 1, {"M": 6, "N": 6, "K": 6}), ("matmul", 3, {"M": 18, "N": 18, "K": 18}),
         ("conv2d", 1, {"H": 6, "W": 6}), ("conv2d", 3, {"H": 18, "W": 18})]
-    assert all(r["symbolic_s"] > 0 and r["specialized_s"] > 0 for r in rows)
+    assert all(r["symbolic_s"] > 0 and r["specialized_s"] > 0 and r["version_scale"] == 1 for r in rows)
+    # with a version for 4x the base too: each size runs the nearer one
+    assert symbolic_sizes.main(["--workload", "matmul", "--base", "5", "--scales", "1,3", "--versions", "1,4",
+                                "--rounds", "1", "--min-runs", "1", "--threads", "1", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [(r["scale"], r["version_scale"]) for r in rows] == [(1, 1), (3, 4)]

@@ -303,3 +303,35 @@ def test_an_index_out_of_range_in_a_symbolic_kernel_names_the_read():
         k(np.arange(5, dtype=np.float32), np.array([4, 7, 2], np.int32))
     with pytest.raises(tl.BuildError, match="dtype float64, expected float32"):  # the general path's checks
         k(np.arange(5, dtype=np.float64), np.array([4, 0, 2], np.int32))
+
+
+def test_several_representative_sizes_give_one_kernel_with_a_version_for_each(compiles):
+    """`like=(a, b)`: each version's schedule is chosen for its own sizes (Halide's `specialize`), all in one
+    compiled module; a call runs the version whose sizes' product is nearest its own, and every version is exact."""
+    tl.clear_cache()
+    dims = {n: tl.Dim(1, 72, like=(6, 48)) for n in ("M", "N", "K")}
+    k = tl.build(tl.op(MATMUL), **dims, schedule="auto")
+    assert compiles[0] == 1
+    assert [v.sizes for v in k.versions] == [{"M": 6, "N": 6, "K": 6}, {"M": 48, "N": 48, "K": 48}]
+    assert k.versions[0].schedule.primitives != k.versions[1].schedule.primitives
+    assert k.version_for({"M": 16, "N": 17, "K": 17}) == 0 and k.version_for({"M": 17, "N": 17, "K": 17}) == 1
+    assert "version@__size == 0" in k.source("ir")
+    check_matmul(k, MM_CASES + [(6, 6, 6), (48, 48, 48), (16, 17, 17), (17, 17, 17)])
+    assert compiles[0] == 1
+    assert tl.build(tl.op(MATMUL), **dims, schedule="auto") is k
+
+
+def test_representative_sizes_are_checked_and_a_schedule_takes_one():
+    with pytest.raises(tl.BuildError, match=r"ascending order, each once"):
+        tl.Dim(1, 64, like=(32, 8))
+    with pytest.raises(tl.BuildError, match=r"like must lie in 1\.\.64"):
+        tl.Dim(1, 64, like=(8, 128))
+    op = tl.op(MATMUL)
+    with pytest.raises(tl.BuildError, match=r"different numbers of representative sizes"):
+        tl.build(op, M=tl.Dim(1, 64, like=(8, 32)), N=tl.Dim(1, 64, like=(8, 16, 32)), K=4)
+    with pytest.raises(tl.BuildError, match=r"size M=.* has several representative sizes.*makes the versions"):
+        tl.schedule(op, M=tl.Dim(1, 64, like=(8, 32)), N=4, K=4)
+    # a plain like serves every version; versions with the same primitives are one
+    k = tl.build(op, M=tl.Dim(1, 64, like=(8, 9)), N=tl.Dim(1, 64, like=16), K=4, schedule="naive")
+    assert len(k.versions) == 1 and not k.thresholds
+    check_matmul(k, [(1, 1, 4), (64, 64, 4), (9, 33, 4)])
