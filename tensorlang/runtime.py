@@ -280,17 +280,14 @@ class SymbolicKernel(Kernel):
 
     def _set_specs(self) -> None:
         self._call = threading.local()
-        # with versions: a call runs version j where the product of its symbolic sizes squared is at most
-        # thresholds[j], the product of versions j's and j+1's (nearest by the product's logarithm)
-        self.thresholds: tuple[int, ...] = ()
-        if len(self.versions) > 1:
-            reps = [math.prod(v.sizes[n] for n in self.schedule.sizes if is_symbolic(self.schedule.sizes[n]))
-                    for v in self.versions]
-            self.thresholds = tuple(a * b for a, b in itertools.pairwise(reps))
         # each dimension of each input and output: an int, a size's name, or a Sym computed from the sizes
         self._io_dims = {k: tuple(size_name(d) or d for d in v)
                          for k, v in {**self.input_shapes, **self.output_shapes}.items()}
         self.ranges = {n: (v.sizes()[n]) for n, v in self.schedule.sizes.items() if is_symbolic(v)}
+        # with versions: a call runs version j where the product of its symbolic sizes squared is at most
+        # thresholds[j], the product of versions j's and j+1's (nearest by the product's logarithm)
+        reps = [math.prod(v.sizes[n] for n in self.ranges) for v in self.versions]
+        self.thresholds: tuple[int, ...] = tuple(a * b for a, b in itertools.pairwise(reps))
         # where each symbolic size is read: the first input dimension that is exactly that size
         self._sources: dict[str, tuple[str, int]] = {}
         for p in self.op.inputs:
@@ -511,6 +508,7 @@ def build(what: Op | Schedule, **sizes) -> Kernel:
         if sizes:
             raise BuildError("build(schedule): the schedule already has its sizes; pass no sizes")
         sched, source = what, "given"
+        versions = [SizeVersion({}, source, sched)]
     elif isinstance(what, Op):
         from .choice import choose_schedule
         options = {k: sizes.pop(k) for k in ("db", "schedule") if k in sizes and k not in what.size_names}
@@ -519,10 +517,9 @@ def build(what: Op | Schedule, **sizes) -> Kernel:
             sched, source = versions[0].schedule, versions[0].source
         else:
             sched, source = choose_schedule(what, sizes, **options)
+            versions = [SizeVersion(sizes, source, sched)]
     else:
         raise BuildError(f"build() takes an Op (from tl.op) or a Schedule, not {type(what).__name__}")
-    if not isinstance(what, Op) or not any(isinstance(v, Dim) for v in sizes.values()):
-        versions = [SizeVersion({}, source, sched)]
     target = host_target()
     key = (sched.op.key, tuple(sorted(sched.sizes.items())), tuple(v.schedule.key() for v in versions), target.key,
            source)
@@ -543,7 +540,7 @@ def build(what: Op | Schedule, **sizes) -> Kernel:
     engine, mod = compile_ir(llvm_ir, target)
     if func.sizes:
         kernel: Kernel = SymbolicKernel(sched, func, llvm_ir, engine, mod, target, time.perf_counter() - t0, source,
-                                        versions=tuple(versions))
+                                        versions=tuple(versions) if len(versions) > 1 else ())
     else:
         kernel = Kernel(sched, func, llvm_ir, engine, mod, target, time.perf_counter() - t0, source)
     with _cache_lock:

@@ -111,8 +111,7 @@ def fast_call_source(kernel: SymbolicKernel, offset: int | None = None) -> str:
         product = " * ".join(names[n] for n in kernel.ranges)
         pick = f"{len(kernel.thresholds)}"
         for j in range(len(kernel.thresholds) - 1, -1, -1):
-            pick = f"{j} if q <= {kernel.thresholds[j]} else {pick}" if j == len(kernel.thresholds) - 1 else \
-                f"{j} if q <= {kernel.thresholds[j]} else ({pick})"
+            pick = f"{j} if q <= {kernel.thresholds[j]} else ({pick})"
         lines += [f"    q = ({product}) ** 2", f"    ver = {pick}"]
         names = {**names, VERSION_SIZE: "ver"}
     if ins:

@@ -156,40 +156,35 @@ def _guards(s: ir.Stmt, env: dict, run: list[ir.For], parent: ir.For | None, out
             _guards(s.orelse, env, run, parent, out)
 
 
+def _map_children(s: ir.Stmt, env: dict, fn) -> ir.Stmt:
+    """`s` (a Seq, Let, Allocate or If) with `fn(child, env)` applied to the statements inside it, the Let-bound
+    variables added to `env` (expanded); any other statement as it is."""
+    if isinstance(s, ir.Seq):
+        return ir.Seq(tuple(fn(x, env) for x in s.stmts))
+    if isinstance(s, ir.Let):
+        return dataclasses.replace(s, body=fn(s.body, {**env, s.var.name: ir.substitute(s.value, env)}))
+    if isinstance(s, ir.Allocate):
+        return dataclasses.replace(s, body=fn(s.body, env))
+    if isinstance(s, ir.If):
+        return dataclasses.replace(s, then=fn(s.then, env), orelse=None if s.orelse is None else fn(s.orelse, env))
+    return s
+
+
 def _strip(s: ir.Stmt, env: dict, run: list[ir.For], parent: ir.For | None) -> ir.Stmt:
     """`s` without the conjuncts of its guards that are hoisted to ``run[0]`` (see `_guards`)."""
-    if isinstance(s, ir.Seq):
-        return ir.Seq(tuple(_strip(x, env, run, parent) for x in s.stmts))
-    if isinstance(s, ir.Let):
-        inner = {**env, s.var.name: ir.substitute(s.value, env)}
-        return dataclasses.replace(s, body=_strip(s.body, inner, run, parent))
-    if isinstance(s, ir.Allocate):
-        return dataclasses.replace(s, body=_strip(s.body, env, run, parent))
     if isinstance(s, ir.For):
         return dataclasses.replace(s, body=_strip(s.body, env, run + [s], parent))
-    if isinstance(s, ir.If):
-        then = _strip(s.then, env, run, parent)
-        if s.orelse is not None:
-            return dataclasses.replace(s, then=then, orelse=_strip(s.orelse, env, run, parent))
-        kept = ir.all_of(c for c in _conjuncts(s.cond) if _at(c, env, run, parent) is None)
-        return then if kept is None else ir.If(kept, then)
-    return s
+    out = _map_children(s, env, lambda x, e: _strip(x, e, run, parent))
+    if isinstance(out, ir.If) and out.orelse is None:
+        kept = ir.all_of(c for c in _conjuncts(out.cond) if _at(c, env, run, parent) is None)
+        return out.then if kept is None else ir.If(kept, out.then)
+    return out
 
 
 def _rewrite(s: ir.Stmt, env: dict, parent: ir.For | None, skip: bool) -> ir.Stmt:
     """`s` with its loops versioned (`skip`: not `s` itself, which is the copy that keeps the guards)."""
-    if isinstance(s, ir.Seq):
-        return ir.Seq(tuple(_rewrite(x, env, parent, False) for x in s.stmts))
-    if isinstance(s, ir.Let):
-        inner = {**env, s.var.name: ir.substitute(s.value, env)}
-        return dataclasses.replace(s, body=_rewrite(s.body, inner, parent, False))
-    if isinstance(s, ir.Allocate):
-        return dataclasses.replace(s, body=_rewrite(s.body, env, parent, False))
-    if isinstance(s, ir.If):
-        return dataclasses.replace(s, then=_rewrite(s.then, env, parent, False),
-                                   orelse=None if s.orelse is None else _rewrite(s.orelse, env, parent, False))
     if not isinstance(s, ir.For):
-        return s
+        return _map_children(s, env, lambda x, e: _rewrite(x, e, parent, False))
     if not skip and _chainable(s):
         conds: list[ir.Expr] = []
         _guards(s.body, env, [s], parent, conds)
