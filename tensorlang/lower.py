@@ -1438,8 +1438,7 @@ def lower(bound: BoundOp, state=None) -> ir.Func:
     func = Lowerer(bound, state).function()
     symbolic = tuple(n for n, v in bound.sizes.items() if is_symbolic(v))
     body = tighten_loops(func.body)
-    if symbolic:
-        body = hoist_tail_guards(strip_symbolic_vectors(body))
+    body = hoist_tail_guards(strip_symbolic_vectors(body) if symbolic else body)
     return dataclasses.replace(func, body=body, sizes=symbolic)
 
 

@@ -7,7 +7,10 @@ reduction. Inside an unrolled or vectorized loop such a guard is paid at every e
 from storing a whole vector. Where the guard is affine in the loops it sits in, the loop it first depends on
 (the top of a run of constant-extent, non-parallel loops it depends on, one of them unrolled or vectorized) is
 versioned: when the guard holds at the extreme values of those loops it holds at all of them, so that copy runs
-without it; the other copy, for the tail, keeps it. The result is the same for every size.
+without it; the other copy, for the tail, keeps it. Where the guard is known to fail at those extremes (a fixed
+size whose last block is partial: `for x_t in 0:98` over 1560 elements in vectors of 16), the versioning goes one
+loop down, once per iteration of the loop above, which then runs its whole blocks without the guard. A bound's
+min or max is taken apart into comparisons that are linear. The result is the same for every size.
 
 Before and after (M symbolic, ``i = i_i + i_o*4``)::
 
@@ -111,12 +114,35 @@ def _hoisted(cond: ir.Expr, env: dict, run: list[ir.For]) -> ir.Expr | None:
         first, last = spans[name][0], spans[name][0] + spans[name][1] - 1
         extreme[name] = ir.const(last if (k > 0) == rising else first)
     lhs, rhs = simplify(ir.substitute(a, extreme)), simplify(ir.substitute(b, extreme))
-    if isinstance(lhs, ir.IntImm) and isinstance(rhs, ir.IntImm):  # decided here: 1 holds, 0 fails
-        if not (is_symbolic(lhs.value) or is_symbolic(rhs.value)):
-            return ir.IntImm(int(_INT_OPS[cond.op](lhs.value, rhs.value)), "bool")
-        if proven(lhs.value, cond.op, rhs.value):
-            return ir.IntImm(1, "bool")
-    return ir.Cmp(cond.op, lhs, rhs)
+    kept = []
+    for left, right in _without_min_max(cond.op, lhs, rhs):
+        decided = _decided(cond.op, left, right)
+        if decided is False:
+            return ir.IntImm(0, "bool")
+        if decided is None:
+            kept.append(ir.Cmp(cond.op, left, right))
+    return ir.all_of(kept) or ir.IntImm(1, "bool")
+
+
+def _without_min_max(op: str, lhs: ir.Expr, rhs: ir.Expr) -> list[tuple[ir.Expr, ir.Expr]]:
+    """`lhs op rhs` as comparisons that all hold where it holds, a bound's min or max taken apart (`x <= min(a,
+    b)`: `x <= a` and `x <= b`), so that each is linear for deciding and for the bounds proof."""
+    small, large = ("min", "max") if op in ("<", "<=") else ("max", "min")
+    if isinstance(rhs, ir.BinOp) and rhs.op == small:
+        return _without_min_max(op, lhs, rhs.a) + _without_min_max(op, lhs, rhs.b)
+    if isinstance(lhs, ir.BinOp) and lhs.op == large:
+        return _without_min_max(op, lhs.a, rhs) + _without_min_max(op, lhs.b, rhs)
+    return [(lhs, rhs)]
+
+
+def _decided(op: str, lhs: ir.Expr, rhs: ir.Expr) -> bool | None:
+    """Whether `lhs op rhs` holds (True), fails (False) or depends on what is not known here (None)."""
+    terms, diff = _linear(ir.BinOp("-", lhs, rhs))
+    if any(terms.values()):
+        return None
+    if is_symbolic(diff):  # the loops' variables cancel (`w*4 + 7 <= w*4 + 4`); a symbolic size remains
+        return True if proven(diff, op, 0) else None
+    return bool(_INT_OPS[op](diff, 0))
 
 
 def _conjuncts(c: ir.Expr) -> list[ir.Expr]:
@@ -129,9 +155,25 @@ def _at(cond: ir.Expr, env: dict, run: list[ir.For], parent: ir.For | None) -> i
     """The hoisted form of conjunct `cond` where `run[0]` is the loop it is hoisted to: hoistable there and not
     through the loop around it (`parent`), else None."""
     got = _hoisted(cond, env, run)
-    if got is None or (parent is not None and _hoisted(cond, env, [parent] + run) is not None):
-        return None
-    return got
+    if got is None or parent is None:
+        return got
+    outer = _hoisted(cond, env, [parent] + run)
+    if outer is None:
+        return got
+    if outer.__class__ is ir.IntImm and not outer.value:  # fails at the parent's extremes: versioned here, per
+        return got if _holds_somewhere(got, parent) else None  # step of the parent, where some step passes it
+    return None
+
+
+def _holds_somewhere(cond: ir.Expr, loop: ir.For) -> bool:
+    """Whether `cond` (affine in `loop`'s variable, so monotone in it) holds at its first or last iteration, or
+    cannot be decided there."""
+    first = cast(ir.IntImm, loop.lo).value
+    for value in (first, first + cast(ir.IntImm, loop.extent).value - 1):
+        at = simplify(ir.substitute(cond, {loop.var.name: ir.const(value)}))
+        if not (isinstance(at, ir.IntImm) and not is_symbolic(at.value) and not at.value):
+            return True
+    return False
 
 
 def _guards(s: ir.Stmt, env: dict, run: list[ir.For], parent: ir.For | None, out: list) -> None:

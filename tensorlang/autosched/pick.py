@@ -2,12 +2,15 @@
 
 The rules are those an expert applies by hand (and BLIS by construction):
 
-- placements: cheap injective stages inlined; expensive ones (math calls, padded reads) and reductions computed
-  inside their reader's loops where a loop holds them without recomputing, else at the root; an injective
-  output that can be computed in its producer's write-back is;
+- placements: cheap injective stages inlined, unless a reader reads so many points of them that computing them
+  again at each would cost more than computing them once; stages read through a window at the root; expensive
+  ones (math calls, padded reads) and reductions computed inside their reader's loops where a loop holds them
+  without recomputing, else at the root; an injective output that can be computed in its producer's write-back
+  is;
 - the register tile: the vector width and the unrolled rows that give the most FMAs per load within the
   vector registers (leaving four free), with the least waste in partial tiles; a stencil's rows along its
-  window, so that each loaded row serves every output row that needs it;
+  window, so that each loaded row serves every output row that needs it; a reduction without reuse, rows
+  enough for eight vector accumulators;
 - blocks: the reduction blocked so that the register tile's panel of the vector side stays in half of L2;
 - packing: the reads that move with the vector variable, and those read along a reduction variable, unless
   the copy would change nothing (:func:`panel_in_place`) or each element is read once;
@@ -465,10 +468,56 @@ def _stage_defaults(space, st: StageInfo, configs: Configs, vw: int | None = Non
         tile = replace(tile, vw=vws[min(1, len(vws) - 1)])
     if st.kind != "reuse":
         tile = _with_packs(st, tile, dict.fromkeys(packable_reads, False))
+    if st.kind == "reduce" and vec in st.spatial and sc.place == "root":
+        tile = _reduction_rows(space, st, configs, tile, offered, role.lanes)
     if st.kind == "injective" and vec is not None:
         tile = _transpose_tiles(space, st, tile, offered, role.lanes)
         tile = _stencil_rows(space, st, configs, tile, offered, role.lanes)
     configs[st.name] = replace(sc, tile=tile)
+
+
+ACCUMULATORS = 8
+"""Vector accumulators a reduction's register tile keeps in flight (:func:`_reduction_rows`): the latency of an
+FMA or an add (4 cycles on current x86 cores) times the two a core issues a cycle. Fewer, and each step of the
+reduction waits for the one before it."""
+
+
+def _reduction_rows(space, st: StageInfo, configs: Configs, tile: TileConfig, offered: StageKnobs,
+                    lanes: int) -> TileConfig:
+    """`tile` of a reduction without reuse (a stencil's taps, a max filter's window, a sum over rows) vectorized
+    along a spatial variable and computed at the root, with rows along another spatial variable, so that the
+    register tile holds :data:`ACCUMULATORS` vectors, each its own chain of adds, and the innermost reduction
+    loop unrolled as :func:`_ku_rule` unrolls a reduction with reuse (a short window's offsets become constants).
+
+    Conditions, for the rows:
+      1. the other spatial variables the space offers a register tile along, the longest first;
+      2. the first whose extent is at least twice the rows wanted (:data:`ACCUMULATORS` over the tile's vectors);
+      3. its largest offered value up to those rows that keeps the tile within the vector registers less
+         :data:`FREE_REGISTERS` and its body within :data:`TILE_OPS`;
+      4. none: the tile as it was.
+
+    >>> import tensorlang as tl
+    >>> from tensorlang.autosched.space import generated_space
+    >>> src = "def s(I: f32[H, W]) -> O:\\n    O[y, x] += I[y + j, x + i] where i in 0:3, j in 0:3"
+    >>> cfg = rule_config(generated_space(tl.op(src), {"H": 512, "W": 512}, threads=2))
+    >>> cfg["O.vec"], cfg["O.y.reg"], cfg["O.ku"]
+    ('x', 4, 9)
+    """
+    vecs = -(-min(tile.vw, st.extents[tile.vec]) // lanes)
+    want = max(1, -(-ACCUMULATORS // vecs))
+    budget = min(space.registers - FREE_REGISTERS, max(1, TILE_OPS // (st.ops + len(st.reads))))
+    rows: dict = {}
+    for v in sorted((v for v in st.spatial if v != tile.vec and v in offered.reg), key=lambda v: -st.extents[v]):
+        if st.extents[v] < 2 * want:
+            continue
+        fits = [r for r in offered.reg[v] if 1 < r <= want and r * vecs <= budget]
+        if fits:
+            rows = {v: max(fits)}
+        break
+    tile = replace(tile, reg={**tile.reg, **rows})
+    if offered.ku:
+        tile = replace(tile, ku=_ku_rule(space, st, configs, tile, offered, tile.vec, rows))
+    return tile
 
 
 STENCIL_ROWS = 8
@@ -730,9 +779,10 @@ def _placement_rule(space, st: StageInfo, producers: set, placed: dict | None = 
       1. the space offers to compute it in its producer's write-back: "epilogue";
       2. it is such a producer (its reader is computed in its write-back): "root";
       3. an injective stage that is cheap (no math calls, no reads that pad), inlined into every reader
-         at most :data:`MAX_INLINED_LOADS` loads a point: "inline";
-      4. an injective stage read through a window (a padded image): "root", since computed inside its readers its
-         halo would be recomputed;
+         at most :data:`MAX_INLINED_LOADS` loads a point, and, where a reader reads several points of it (a
+         window), whose loads times those points stay within :data:`MAX_WINDOW_RECOMPUTE`: "inline";
+      4. a stage read through a window (a padded image, a stencil's taps), or an injective one that a reader reads
+         at several points: "root", since computed inside its readers its halo would be recomputed;
       5. a reduction with reuse (a matmul or convolution read by a stage that is not its epilogue, a permuted
          write say): "root", where it gets its own register tile (computed at a reader's loop it gets the
          reader's);
@@ -742,13 +792,55 @@ def _placement_rule(space, st: StageInfo, producers: set, placed: dict | None = 
         return "epilogue"
     if st.name in producers:
         return "root"
-    if st.kind == "injective" and not st.expensive and _inlining_stays_small(space.info, st, placed or {}):
+    if st.kind == "injective" and not st.expensive and _inlining_stays_small(space.info, st, placed or {}) and \
+            _window_recompute_small(space.info, st, placed or {}):
         return "inline"
-    if st.kind == "injective" and windowed(space.info, st.name):
+    if windowed(space.info, st.name) or (st.kind == "injective" and _read_at_points(space.info, st) > 1):
         return "root"
     if st.kind == "reuse":
         return "root"
     return "at"
+
+
+MAX_WINDOW_RECOMPUTE = 16
+"""The most loads an injective stage inlined into a reader that reads it through a window may cost a point of that
+reader: its own loads (with what it inlines) once per point of the window, since each is computed again for
+every reader point that covers it. A separable blur's first pass (3 loads, read at 3 points: 9) stays inlined;
+a gradient's input (a gray value of 3 loads read at 6 points: 18) or products of gradients summed over a 3x3
+window (9 points) are computed once, at the root, and the window reads the results."""
+
+
+def window_points(info, reader: StageInfo, name: str) -> int:
+    """How many points of stage `name` one point of `reader` reads through a window: one per read at another index
+    (`B[i - 1] + B[i + 1]`: 2), times the extents of the reduction variables that slide with a spatial one in its
+    index (a 3x3 box sum `B[y + a, x + b]` reads 9 points; a matmul's `B[i, k]` is no window: the points of a row
+    are each read by other points of the reader, not again by the same one's neighbours).
+
+    >>> import tensorlang as tl
+    >>> from tensorlang.autosched.analysis import analyze
+    >>> src = "def f(A: f32[N]) -> C:\\n    B[i] = A[i] * 2.0\\n    C[i] += B[i + r] where r in 0:3"
+    >>> info = analyze(tl.op(src), {"N": 64})
+    >>> window_points(info, info.stage("C"), "B")
+    3
+    """
+    distinct = {repr(r.dims): r for r in reader.reads_of(name)}.values()  # `B[i] * B[i]` reads one point
+    return sum(math.prod(reader.extents[v] for terms, _ in r.dims if len(terms) > 1
+                         for v, _ in terms if v in reader.reduction) for r in distinct)
+
+
+def _read_at_points(info, st: StageInfo) -> int:
+    """The most points of `st` that one point of any of its readers reads (:func:`window_points`)."""
+    stages = {o.name: o for o in info.stages}
+    return max((window_points(info, stages[r], st.name) for r in st.readers if r in stages), default=0)
+
+
+def _window_recompute_small(info, st: StageInfo, placed: dict) -> bool:
+    """Whether inlining `st` (after the stages `placed` before it) costs each reader that reads it through a
+    window at most :data:`MAX_WINDOW_RECOMPUTE` loads a point, or `st` makes one load (a copy, a cast, a
+    padding: inlined, each point read is a load, as from its buffer); condition 3 of :func:`_placement_rule`."""
+    points = _read_at_points(info, st)
+    loads = inlined_loads(info, placed)[st.name]
+    return points <= 1 or loads <= 1 or loads * points <= MAX_WINDOW_RECOMPUTE  # one load: a load either way
 
 
 def _inlining_stays_small(info, st: StageInfo, placed: dict) -> bool:

@@ -134,6 +134,12 @@ def vec_cost(st: StageInfo, v: str, lanes: int) -> float:
     return max(cost, 1.0) / eff
 
 
+LANE_COMBINE_COST = 0.25
+"""What :func:`vec_candidates` adds to the cost of vectorizing a reduction variable: its lanes are combined at the
+end of each output, and each output is stored on its own; a spatial variable along which the reads and the store
+are as contiguous wins (a max filter's sliding window vectorized along x, not along its taps)."""
+
+
 def vec_candidates(st: StageInfo, lanes: int = 16) -> tuple:
     """The variables worth vectorizing, best first, then None (leave vectorizing to LLVM): spatial ones that are
     contiguous in the output or in some read, or that a pack makes contiguous; for a reduction without reuse
@@ -157,7 +163,9 @@ def vec_candidates(st: StageInfo, lanes: int = 16) -> tuple:
     if st.kind == "reduce":
         for v in reversed(st.reduction):
             if st.extents[v] >= lanes and any(abs(r.strides.get(v, 0)) == 1 for r in st.reads):
-                scored.append((0.5 * vec_cost(st, v, lanes), v))  # contiguous loads, no scattered stores
+                # contiguous loads, and the lanes combined once at the end: as good as a spatial variable
+                # whose reads and store are contiguous, better than one whose reads gather
+                scored.append((vec_cost(st, v, lanes) + LANE_COMBINE_COST, v))
                 break
     scored.sort(key=lambda x: x[0])
     return tuple(v for _, v in scored) + (None,)

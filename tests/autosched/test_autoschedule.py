@@ -408,24 +408,77 @@ def chain(X: f32[N]) -> E:
 """
 
 
-def test_inlining_stops_where_a_chain_of_stencils_would_multiply_its_loads():
-    """Cheap stages are inlined (rule 3) until a reader would make more than MAX_INLINED_LOADS loads a point:
-    5, 25, 125 loads for B, C, D inlined; D inlined into E would make 625, so D gets a buffer (Halide's bilateral
-    grid had 2000 loads a pixel and a 138 s compile). The chain still computes what numpy computes."""
-    from tensorlang.autosched.pick import MAX_INLINED_LOADS, inlined_loads, rule_config
+def test_a_chain_of_stencils_computes_each_stage_once():
+    """A stage inlined into a reader that reads it at several points is computed again at each of them: B inlined
+    into C would cost 5 x 5 = 25 loads a point of C (MAX_WINDOW_RECOMPUTE is 16), and so on down the chain (D
+    inlined into E: 625, the bilateral grid's 2000 loads a pixel and 138 s compile once). So each stage gets a
+    buffer at the root, which the window reads, and the chain still computes what numpy computes."""
+    from tensorlang.autosched.pick import MAX_WINDOW_RECOMPUTE, inlined_loads, rule_config, window_points
     op = tl.op(CHAIN)
     sizes = {"N": 4000}
     sp = generated_space(op, sizes, threads=2)
     cfg = rule_config(sp)
-    assert cfg["B.place"] == "inline" and cfg["C.place"] == "inline" and cfg["D.place"] != "inline"
-    place = {name: cfg[f"{name}.place"] for name in "BCD"}
-    assert inlined_loads(sp.info, place) == {"B": 5, "C": 25, "D": 125, "E": 5}
-    assert inlined_loads(sp.info, {**place, "D": "inline"})["E"] == 625 > MAX_INLINED_LOADS
+    assert [cfg[f"{name}.place"] for name in "BCD"] == ["root"] * 3
+    assert window_points(sp.info, sp.info.stage("C"), "B") == 5
+    assert inlined_loads(sp.info, {"B": "inline"})["C"] == 25 > MAX_WINDOW_RECOMPUTE
     X = np.random.default_rng(0).standard_normal(4000).astype(np.float32)
     want = X.astype(np.float64)
     for _ in range(4):
         want = sum(want[k:len(want) - 4 + k] for k in range(5))
     assert_close(tl.build(sp.schedule(op, sizes, cfg))(X), want.astype(np.float32), reduction_len=625)
+
+
+GRADIENTS = """\
+def gradients(I: f32[3, H, W]) -> S:
+    g[y, x] = 0.25 * I[0, y, x] + 0.5 * I[1, y, x] + 0.25 * I[2, y, x]
+    Ix[y, x] = g[y, x + 2] - g[y, x] + 2.0 * (g[y + 1, x + 2] - g[y + 1, x]) + g[y + 2, x + 2] - g[y + 2, x]
+    P[y, x] = Ix[y, x] * Ix[y, x]
+    S[y, x] += P[y + a, x + b] where a in 0:3, b in 0:3
+"""
+
+
+@pytest.mark.parametrize("H, W", [(517, 389), (13, 17)])
+def test_a_stage_read_at_several_points_is_inlined_only_where_recomputing_it_stays_cheap(H, W):
+    """Harris's first stages: the gray value (3 loads) read at 6 points by the gradient would cost 18 loads a
+    point inlined (above MAX_WINDOW_RECOMPUTE): computed once at the root; the gradient, read at one point by
+    the product, is inlined into it; the product, 6 loads, summed over a 3x3 window (54): at the root. numpy
+    checks each."""
+    from tensorlang.autosched.pick import rule_config
+    op = tl.op(GRADIENTS)
+    sp = generated_space(op, {"H": H, "W": W}, threads=2)
+    cfg = rule_config(sp)
+    assert (cfg["g.place"], cfg["Ix.place"], cfg["P.place"]) == ("root", "inline", "root")
+    I = np.random.default_rng(H).standard_normal((3, H, W)).astype(np.float32)
+    g = 0.25 * I[0] + 0.5 * I[1] + 0.25 * I[2]
+    g = g.astype(np.float64)
+    Ix = (g[:-2, 2:] - g[:-2, :-2]) + 2 * (g[1:-1, 2:] - g[1:-1, :-2]) + (g[2:, 2:] - g[2:, :-2])
+    P = Ix * Ix
+    want = sum(P[a:a + H - 4, b:b + W - 4] for a in range(3) for b in range(3))
+    assert_close(tl.build(sp.schedule(op, {"H": H, "W": W}, cfg))(I), want.astype(np.float32), reduction_len=81)
+
+
+@pytest.mark.parametrize("H, W", [(263, 301), (9, 23)])
+def test_a_stencil_reduction_keeps_eight_accumulators_and_unrolls_its_taps(H, W):
+    """A 5x5 stencil written as a reduction (`+=` over the taps) at the root: vectorized along x in two vectors
+    with 4 rows along y (8 accumulators, each its own chain of FMAs) and the x taps unrolled, so each tap's
+    offset is a constant. The max filter's horizontal pass is vectorized along x, not along its taps (whose
+    lanes would be combined per output). numpy checks both."""
+    from tensorlang.autosched.pick import rule_config
+    src = ("def s(I: f32[H, W]) -> O:\n"
+           "    T[y, x] += I[y + j, x + i] * f32((i + 1) * (j + 1)) where i in 0:5, j in 0:5\n"
+           "    O[y, x] max= T[y, x + r] where r in 0:17\n")
+    op = tl.op(src)
+    sizes = {"H": H, "W": W}
+    sp = generated_space(op, sizes, threads=2)
+    cfg = rule_config(sp)
+    assert cfg["T.place"] == "root" and cfg["T.vec"] == "x"
+    if H >= 16:  # (at 3 outputs a row, O's 17 taps make the longer vector)
+        assert cfg["O.vec"] == "x" and cfg["T.vw"] == 16 and cfg["T.y.reg"] == 4 and cfg["T.ku"] == 5
+    I = np.random.default_rng(W).standard_normal((H, W)).astype(np.float64)
+    T = sum(I[j:j + H - 4, i:i + W - 4] * ((i + 1) * (j + 1)) for i in range(5) for j in range(5))
+    want = np.max([T[:, r:r + W - 20] for r in range(17)], axis=0)
+    got = tl.build(sp.schedule(op, sizes, cfg))(I.astype(np.float32))
+    assert_close(got, want.astype(np.float32), reduction_len=25)
 
 
 @pytest.mark.parametrize("H, W", [(2048, 2048), (23, 45)])

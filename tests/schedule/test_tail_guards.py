@@ -1,6 +1,10 @@
 """Tail guards taken out of unrolled and vectorized loops (tensorlang/tail_guards.py): the loop a guard first
 depends on runs a copy without it wherever the guard holds at its loops' extremes; guards on loaded values, or
 hoisted through a parallel loop or one of unknown extent, stay where they are."""
+import numpy as np
+import pytest
+
+import tensorlang as tl
 from tensorlang import ir
 from tensorlang.symbolic import Sym
 from tensorlang.tail_guards import hoist_tail_guards
@@ -46,7 +50,9 @@ def test_a_guard_that_holds_at_every_iteration_is_removed_and_one_that_fails_som
     holds = _loop("i_o", 2, _loop("i_i", 4, _store_if(ir.Cmp("<=", ir.Var("i"), ir.const(7))), "vectorized"))
     assert "if" not in str(hoist_tail_guards(holds))
     fails = _loop("i_o", 2, _loop("i_i", 4, _store_if(ir.Cmp("<=", ir.Var("i"), ir.const(6))), "vectorized"))
-    assert hoist_tail_guards(fails) == fails  # the clean copy would never run
+    out = hoist_tail_guards(fails)  # above i_o the clean copy would never run: versioned at i_i, per i_o
+    assert isinstance(out, ir.For) and isinstance(out.body, ir.If) and str(out.body.cond) == "i_o*4 + 3 <= 6"
+    assert "if" not in str(out.body.then) and out.body.orelse == fails.body
 
 
 def test_a_guard_on_a_loaded_value_stays():
@@ -63,3 +69,23 @@ def test_no_copy_is_made_through_a_parallel_loop_or_without_an_unrolled_or_vecto
     assert out.kind == "parallel" and isinstance(out.body, ir.If)  # versioned inside it, at i_i
     serial = ir.For(ir.Var("i_o"), ir.const(0), ir.const(M), _loop("i_i", 4, _store_if(guard)))
     assert hoist_tail_guards(serial) == serial
+
+
+@pytest.mark.parametrize("n", [1, 7, 16, 17, 100, 1563])
+def test_at_fixed_sizes_whole_vectors_run_unmasked_and_the_last_one_masked(n):
+    """A 3-tap stencil in vectors of 16 at a size 16 may not divide: the vector loop is versioned per block,
+    the tail block keeps its lane guard (no copy where no block is whole), and the result is numpy's at every
+    size."""
+    op = tl.op("def st(X: f32[N]) -> Y:\n    Y[i] = X[i] + 2.0 * X[i + 1] + X[i + 2]")
+    s = tl.schedule(op, N=n + 2)  # n outputs
+    s["Y"].split("i", 16)
+    s["Y"].vectorize("i_i")
+    text = str(s.lowered(strict=True))
+    if n < 16:  # no whole vector: no copy that never runs
+        assert text.count("if ") == 1
+    elif n % 16:
+        assert f"if i_o*16 + 15 <= {n - 1}:" in text and text.count(f"<= {n - 1}") == 2
+    else:
+        assert "if" not in text
+    X = np.random.default_rng(n).standard_normal(n + 2).astype(np.float32)
+    np.testing.assert_allclose(tl.build(s)(X), X[:-2] + 2 * X[1:-1] + X[2:], rtol=1e-6, atol=1e-6)
