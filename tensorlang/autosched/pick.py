@@ -388,6 +388,21 @@ def _reuse_tile_defaults(space, st: StageInfo, configs: Configs, tile: TileConfi
     return tile
 
 
+def indirect(read) -> bool:
+    """Whether `read` indexes some dimension by a value loaded from data (`curve[I[y, x]]`, `E[ids[t], d]`): the
+    analysis gives such a dimension its whole extent as the coefficient of each variable of the value, which no
+    affine index inside the tensor can have.
+
+    >>> import tensorlang as tl
+    >>> from tensorlang.autosched.analysis import analyze
+    >>> st = analyze(tl.op("def f(L: f32[16], I: i32[N]) -> O:\\n    O[i] = L[I[i]]"), {"N": 64}).stage("O")
+    >>> [(r.tensor, indirect(r)) for r in st.reads]
+    [('L', True), ('I', False)]
+    """
+    return any(len(terms) >= 1 and all(abs(k) >= n > 1 for _, k in terms)
+               for (terms, _), n in zip(read.dims, read.shape))
+
+
 def _vector_rule(space, st: StageInfo, vws: tuple, registers: int, packable_reads: set) -> str | None:
     """The variable the rules vectorize in stage `st` (None: leave it to LLVM).
 
@@ -397,7 +412,8 @@ def _vector_rule(space, st: StageInfo, vws: tuple, registers: int, packable_read
       2. the best candidate by :func:`~tensorlang.autosched.space.vec_candidates` gathers in every vector (a read
          strided along it that no pack can make contiguous: a pool's window at stride 2): None, since LLVM's loop
          vectorizer does better on the plain loop (two loads and a shuffle for a stride of 2, where a vector by
-         hand gathers every lane);
+         hand gathers every lane); not for a read at an index loaded from data (a lookup table, :func:`indirect`),
+         which gathers either way, and which LLVM leaves scalar (the camera pipe's tone curve: 8x slower);
       3. else that best candidate.
     """
     role = space.roles[st.name]
@@ -411,7 +427,8 @@ def _vector_rule(space, st: StageInfo, vws: tuple, registers: int, packable_read
             scored.append((round(e, 2), -i, v))
         if scored:
             vec = max(scored)[2]
-    elif vec is not None and any(abs(r.strides.get(vec, 0)) > 1 and not packable(st, r.tensor) for r in st.reads):
+    elif vec is not None and any(abs(r.strides.get(vec, 0)) > 1 and not packable(st, r.tensor) and not indirect(r)
+                                 for r in st.reads):
         vec = None
     return vec
 

@@ -392,6 +392,27 @@ def test_the_pick_leaves_a_strided_window_to_llvm():
     assert sp.default()["Y.vec"] == "m"
 
 
+@pytest.mark.parametrize("H, W", [(67, 301), (3, 5)])
+def test_the_pick_vectorizes_a_lookup_table_read(H, W):
+    """A tone curve read at indices loaded from the image (the camera pipe's `curve[clamp(corrected, 0, 1023)]`)
+    gathers in every vector whatever the loop: vectorized by hand, not left to LLVM (which leaves it scalar), and
+    numpy agrees at every index, the clamped ends included."""
+    from tensorlang.autosched.pick import indirect
+    src = ("def tone(I: i32[H, W], curve: u8[1024]) -> O:\n"
+           "    O[y, x] = curve[clamp(I[y, x] * 3 - 100, 0, 1023)]\n")
+    op = tl.op(src)
+    sp = generated_space(op, {"H": H, "W": W}, threads=2)
+    assert [indirect(r) for r in sp.info.stage("O").reads] == [True, False]
+    cfg = sp.default()
+    if W >= 16:
+        assert cfg["O.vec"] == "x"
+    rng = np.random.default_rng(H)
+    I = rng.integers(-50, 450, (H, W)).astype(np.int32)
+    curve = rng.integers(0, 256, 1024).astype(np.uint8)
+    want = curve[np.clip(I * 3 - 100, 0, 1023)]
+    np.testing.assert_array_equal(tl.build(sp.schedule(op, {"H": H, "W": W}, cfg))(I, curve), want)
+
+
 BLUR = """\
 def blur(X: f32[H, W]) -> B:
     T[y, x] = (X[y, x] + 2.0 * X[y + 1, x] + X[y + 2, x]) * 0.25
