@@ -485,8 +485,8 @@ def _stage_defaults(space, st: StageInfo, configs: Configs, vw: int | None = Non
         tile = replace(tile, vw=vws[min(1, len(vws) - 1)])
     if st.kind != "reuse":
         tile = _with_packs(st, tile, dict.fromkeys(packable_reads, False))
-    if st.kind == "reduce" and vec in st.spatial and sc.place == "root":
-        tile = _reduction_rows(space, st, configs, tile, offered, role.lanes)
+    if st.kind == "reduce" and vec is not None and vec in st.spatial and sc.place == "root":
+        tile = _reduction_rows(space, st, configs, tile, offered, vec, role.lanes)
     if st.kind == "injective" and vec is not None:
         tile = _transpose_tiles(space, st, tile, offered, role.lanes)
         tile = _stencil_rows(space, st, configs, tile, offered, role.lanes)
@@ -499,7 +499,7 @@ FMA or an add (4 cycles on current x86 cores) times the two a core issues a cycl
 reduction waits for the one before it."""
 
 
-def _reduction_rows(space, st: StageInfo, configs: Configs, tile: TileConfig, offered: StageKnobs,
+def _reduction_rows(space, st: StageInfo, configs: Configs, tile: TileConfig, offered: StageKnobs, vec: str,
                     lanes: int) -> TileConfig:
     """`tile` of a reduction without reuse (a stencil's taps, a max filter's window, a sum over rows) vectorized
     along a spatial variable and computed at the root, with rows along another spatial variable, so that the
@@ -520,11 +520,11 @@ def _reduction_rows(space, st: StageInfo, configs: Configs, tile: TileConfig, of
     >>> cfg["O.vec"], cfg["O.y.reg"], cfg["O.ku"]
     ('x', 4, 9)
     """
-    vecs = -(-min(tile.vw, st.extents[tile.vec]) // lanes)
+    vecs = -(-min(tile.vw, st.extents[vec]) // lanes)
     want = max(1, -(-ACCUMULATORS // vecs))
     budget = min(space.registers - FREE_REGISTERS, max(1, TILE_OPS // (st.ops + len(st.reads))))
     rows: dict = {}
-    for v in sorted((v for v in st.spatial if v != tile.vec and v in offered.reg), key=lambda v: -st.extents[v]):
+    for v in sorted((v for v in st.spatial if v != vec and v in offered.reg), key=lambda v: -st.extents[v]):
         if st.extents[v] < 2 * want:
             continue
         fits = [r for r in offered.reg[v] if 1 < r <= want and r * vecs <= budget]
@@ -533,7 +533,7 @@ def _reduction_rows(space, st: StageInfo, configs: Configs, tile: TileConfig, of
         break
     tile = replace(tile, reg={**tile.reg, **rows})
     if offered.ku:
-        tile = replace(tile, ku=_ku_rule(space, st, configs, tile, offered, tile.vec, rows))
+        tile = replace(tile, ku=_ku_rule(space, st, configs, tile, offered, vec, rows))
     return tile
 
 
