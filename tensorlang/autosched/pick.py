@@ -809,8 +809,7 @@ def _placement_rule(space, st: StageInfo, producers: set, placed: dict | None = 
         return "epilogue"
     if st.name in producers:
         return "root"
-    if st.kind == "injective" and not st.expensive and _inlining_stays_small(space.info, st, placed or {}) and \
-            _window_recompute_small(space.info, st, placed or {}):
+    if st.kind == "injective" and not st.expensive and _inlining_stays_small(space.info, st, placed or {}):
         return "inline"
     if windowed(space.info, st.name) or (st.kind == "injective" and _read_at_points(space.info, st) > 1):
         return "root"
@@ -840,7 +839,7 @@ def window_points(info, reader: StageInfo, name: str) -> int:
     >>> window_points(info, info.stage("C"), "B")
     3
     """
-    distinct = {repr(r.dims): r for r in reader.reads_of(name)}.values()  # `B[i] * B[i]` reads one point
+    distinct = {r.dims: r for r in reader.reads_of(name)}.values()  # `B[i] * B[i]` reads one point
     return sum(math.prod(reader.extents[v] for terms, _ in r.dims if len(terms) > 1
                          for v, _ in terms if v in reader.reduction) for r in distinct)
 
@@ -851,20 +850,16 @@ def _read_at_points(info, st: StageInfo) -> int:
     return max((window_points(info, stages[r], st.name) for r in st.readers if r in stages), default=0)
 
 
-def _window_recompute_small(info, st: StageInfo, placed: dict) -> bool:
-    """Whether inlining `st` (after the stages `placed` before it) costs each reader that reads it through a
-    window at most :data:`MAX_WINDOW_RECOMPUTE` loads a point, or `st` makes one load (a copy, a cast, a
-    padding: inlined, each point read is a load, as from its buffer); condition 3 of :func:`_placement_rule`."""
-    points = _read_at_points(info, st)
-    loads = inlined_loads(info, placed)[st.name]
-    return points <= 1 or loads <= 1 or loads * points <= MAX_WINDOW_RECOMPUTE  # one load: a load either way
-
-
 def _inlining_stays_small(info, st: StageInfo, placed: dict) -> bool:
     """Whether inlining `st` (after the stages `placed` before it) keeps every reader within
-    :data:`MAX_INLINED_LOADS` loads a point (condition 3 of :func:`_placement_rule`)."""
+    :data:`MAX_INLINED_LOADS` loads a point, and each reader that reads it through a window within
+    :data:`MAX_WINDOW_RECOMPUTE` loads a point for it, unless `st` makes one load (a copy, a cast, a padding:
+    inlined, each point read is a load, as from its buffer); condition 3 of :func:`_placement_rule`."""
     loads = inlined_loads(info, {**placed, st.name: "inline"})
-    return all(loads[r] <= MAX_INLINED_LOADS for r in st.readers if r in loads)
+    if not all(loads[r] <= MAX_INLINED_LOADS for r in st.readers if r in loads):
+        return False
+    points = _read_at_points(info, st)  # one load: a load either way
+    return points <= 1 or loads[st.name] <= 1 or loads[st.name] * points <= MAX_WINDOW_RECOMPUTE
 
 
 def rule_config(space, vw: int | None = None, place: dict | None = None, registers: int | None = None) -> dict:
