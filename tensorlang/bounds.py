@@ -269,10 +269,18 @@ class _Checker:
 
     def unproven(self, buf, indices, env) -> tuple[bool, ...]:
         out = []
+        defs = env.get(DEFS)
         for d, ix in enumerate(indices):
-            r = interval(simplify(ix), env)
-            out.append(r is None or not proven(r[0], ">=", 0) or not proven(r[1], "<=", buf.shape[d] - 1))
+            bad = self.outside(interval(simplify(ix), env), buf.shape[d])
+            if bad and defs:  # the Let-bound variables expanded to the loops', which a condition may bound
+                bad = self.outside(interval(simplify(substitute(ix, defs)), env), buf.shape[d])
+            out.append(bad)
         return tuple(out)
+
+    @staticmethod
+    def outside(r, extent) -> bool:
+        """Whether the interval `r` of an index may leave 0..extent - 1 (None: unknown, so it may)."""
+        return r is None or not proven(r[0], ">=", 0) or not proven(r[1], "<=", extent - 1)
 
     def fail(self, what: str, buf, indices) -> None:
         self.guards += 1

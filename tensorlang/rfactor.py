@@ -162,7 +162,10 @@ def rfactor_program(bound: BoundOp, nest: LoopNest, stage: str, axis: str, parti
             conds.append((mapping[v], lo + ext))
     for e, b in nest.constraints:
         aff = affine_in_loops(e)
-        assert aff is not None, e  # splits only
+        if aff is None:  # a split's tail guard on a loop fused with another: `j_o_o*7 + i_o_o_j_o_i%7 < 1`
+            raise ScheduleError(f"{where}: the tail guard {e} < {b} of a split that does not divide is not a sum of "
+                                "loops (a loop of it was fused); rfactor before fusing, or split by a factor that "
+                                "divides")
         conds.append((_index(*aff), b))
     rhs = substitute_index_vars(s.rhs, mapping)
     dt = DTYPES[s.dtype]

@@ -4,13 +4,19 @@ one of its iterations passes it (loop versioning, as Halide's loop partitioning 
 A split of a loop over a size the factor may not divide (a symbolic size, or an integer one it does not divide)
 guards the tail: ``if i <= M - 1`` around the store of a register tile, ``if k <= K - 1`` around the step of a
 reduction. Inside an unrolled or vectorized loop such a guard is paid at every element, and it can keep LLVM
-from storing a whole vector. Where the guard is affine in the loops it sits in, the loop it first depends on
-(the top of a run of constant-extent, non-parallel loops it depends on, one of them unrolled or vectorized) is
-versioned: when the guard holds at the extreme values of those loops it holds at all of them, so that copy runs
-without it; the other copy, for the tail, keeps it. Where the guard is known to fail at those extremes (a fixed
-size whose last block is partial: `for x_t in 0:98` over 1560 elements in vectors of 16), the versioning goes one
-loop down, once per iteration of the loop above, which then runs its whole blocks without the guard. A bound's
-min or max is taken apart into comparisons that are linear. The result is the same for every size.
+from storing a whole vector. Where the guard is affine in the loops it sits in, the top of the run of
+constant-extent, non-parallel loops around it (one of them unrolled or vectorized, some of them ones it depends
+on) is versioned: when the guard holds at the extreme values of those loops it holds at all of them, so that copy runs
+without it; the other copy, for the tail, keeps it. The run goes up through loops the guard does not depend on
+(a reduction's tap loop between it and the vector loop), so that the loop under the check runs free of branches
+and keeps its accumulators in registers. Where the guard is known to fail at those extremes (a fixed size whose
+last block is partial: `for x_t in 0:98` over 1560 elements in vectors of 16), the versioning goes one loop down,
+once per iteration of the loop above, which then runs its whole blocks without the guard. A bound's min or max is
+taken apart into comparisons that are linear. The result is the same for every size.
+
+A boundary condition's clamp is handled as a guard: `min(x - 26, 1535)` with `x` moving along a vectorized loop
+holds as `x - 26` where ``x - 26 <= 1535`` at the loops' extremes, so the copy for the vectors inside the image
+reads without it (:func:`_unclamped`).
 
 Before and after (M symbolic, ``i = i_i + i_o*4``)::
 
@@ -106,7 +112,7 @@ def _hoisted(cond: ir.Expr, env: dict, run: list[ir.For]) -> ir.Expr | None:
             coef[atom.name] = k
         elif ir.expr_vars(atom) & names.keys():  # not affine in the loops' variables
             return None
-    if not coef.get(run[0].var.name):
+    if not any(coef.values()):
         return None
     rising = cond.op in ("<", "<=")  # the guard fails first where a - b is largest
     extreme = {}
@@ -155,7 +161,9 @@ def _at(cond: ir.Expr, env: dict, run: list[ir.For], parent: ir.For | None) -> i
     """The hoisted form of conjunct `cond` where `run[0]` is the loop it is hoisted to: hoistable there and not
     through the loop around it (`parent`), else None."""
     got = _hoisted(cond, env, run)
-    if got is None or parent is None:
+    if got is None or (got.__class__ is ir.IntImm and not got.value):  # fails at the run's extremes: lower down
+        return None
+    if parent is None:
         return got
     outer = _hoisted(cond, env, [parent] + run)
     if outer is None:
@@ -176,12 +184,59 @@ def _holds_somewhere(cond: ir.Expr, loop: ir.For) -> bool:
     return False
 
 
+def _unclamped(e: ir.Expr, env: dict, run: list[ir.For], parent: ir.For | None, out: list | None) -> ir.Expr:
+    """`e` with each integer min or max that clamps an index moving with a vectorized loop of `run` (`min(x - 26,
+    1535)`: one operand depends on the loop's variable, the other does not) replaced by that operand where the
+    clamp is hoisted to ``run[0]``: where ``x - 26 <= 1535`` holds at the run's extremes, checked at the run's
+    entry. The hoisted conditions go into `out` (when given). Innermost first, so that `min(max(x - 26, 0), 1535)`
+    yields two linear conditions.
+
+    >>> from tensorlang import ir
+    >>> x, t = ir.Var("x_r"), ir.Var("x_t")
+    >>> loop = ir.For(x, ir.const(0), ir.const(8), ir.Seq(()), "vectorized")
+    >>> at = ir.BinOp("+", x, ir.BinOp("*", t, ir.const(8)))
+    >>> conds = []
+    >>> print(_unclamped(ir.BinOp("max", at, ir.const(0)), {}, [loop], None, conds), conds[0])
+    x_r + x_t*8 x_t*8 >= 0
+    """
+    lanes = {lp.var.name for lp in run if lp.kind == "vectorized"}
+    if not lanes:
+        return e
+
+    def one(n: ir.Expr) -> ir.Expr:
+        if not (isinstance(n, ir.BinOp) and n.op in ("min", "max") and n.dtype in _INT):
+            return n
+        moves = [bool(ir.expr_vars(ir.substitute(side, env)) & lanes) for side in (n.a, n.b)]
+        if moves[0] == moves[1]:
+            return n
+        kept, bound = (n.a, n.b) if moves[0] else (n.b, n.a)
+        op = "<=" if n.op == "min" else ">="
+        found = []
+        for left, right in _without_min_max(op, kept, bound):  # a clamp left inside: `max(x - 1, 0) <= 99`
+            if _decided(op, ir.substitute(left, env), ir.substitute(right, env)) is True:  # `0 <= 99`
+                continue
+            h = _at(ir.Cmp(op, left, right), env, run, parent)
+            if h is None:
+                return n
+            found.append(h)
+        if out is not None:
+            out.extend(h for h in found if h not in out)
+        return kept
+
+    return ir.map_expr(e, one)
+
+
 def _guards(s: ir.Stmt, env: dict, run: list[ir.For], parent: ir.For | None, out: list) -> None:
-    """Collect into `out` the hoisted conditions of the guards in `s` that are hoisted to ``run[0]``."""
-    if isinstance(s, ir.Seq):
+    """Collect into `out` the hoisted conditions of the guards in `s` that are hoisted to ``run[0]``, and of the
+    clamps that are (:func:`_unclamped`)."""
+    if isinstance(s, ir.Store):
+        for e in (*s.indices, s.value):
+            _unclamped(e, env, run, parent, out)
+    elif isinstance(s, ir.Seq):
         for x in s.stmts:
             _guards(x, env, run, parent, out)
     elif isinstance(s, ir.Let):
+        _unclamped(s.value, env, run, parent, out)
         _guards(s.body, {**env, s.var.name: ir.substitute(s.value, env)}, run, parent, out)
     elif isinstance(s, ir.Allocate):
         _guards(s.body, env, run, parent, out)
@@ -216,6 +271,12 @@ def _strip(s: ir.Stmt, env: dict, run: list[ir.For], parent: ir.For | None) -> i
     """`s` without the conjuncts of its guards that are hoisted to ``run[0]`` (see `_guards`)."""
     if isinstance(s, ir.For):
         return dataclasses.replace(s, body=_strip(s.body, env, run + [s], parent))
+    if isinstance(s, ir.Store):
+        return dataclasses.replace(s, indices=tuple(_unclamped(e, env, run, parent, None) for e in s.indices),
+                                   value=_unclamped(s.value, env, run, parent, None))
+    if isinstance(s, ir.Let):  # the body sees the value as _guards saw it
+        body = _strip(s.body, {**env, s.var.name: ir.substitute(s.value, env)}, run, parent)
+        return dataclasses.replace(s, value=_unclamped(s.value, env, run, parent, None), body=body)
     out = _map_children(s, env, lambda x, e: _strip(x, e, run, parent))
     if isinstance(out, ir.If) and out.orelse is None:
         kept = ir.all_of(c for c in _conjuncts(out.cond) if _at(c, env, run, parent) is None)
@@ -230,7 +291,7 @@ def _rewrite(s: ir.Stmt, env: dict, parent: ir.For | None, skip: bool) -> ir.Stm
     if not skip and _chainable(s):
         conds: list[ir.Expr] = []
         _guards(s.body, env, [s], parent, conds)
-        if not any(c.__class__ is ir.IntImm and not c.value for c in conds):  # else the clean copy never runs
+        if conds:
             clean = _rewrite(_strip(s.body, env, [s], parent), env, s, False)
             cond = ir.all_of(c for c in conds if c.__class__ is not ir.IntImm)  # not those that always hold
             if cond is None:

@@ -37,6 +37,7 @@ import numpy as np
 
 from ..dtypes import DTYPES
 from ..errors import ScheduleError, UsageError
+from ..loopnest import MAX_VECTOR_LANES
 from ..space import Knob, Space, factors
 from ..target import cache_sizes, host_target
 from .analysis import ProgramInfo, StageInfo, analyze
@@ -334,8 +335,10 @@ class StageRole:
         vecs = tuple(v for v in vec_candidates(st, L) if v is None or v != st.scan)  # a scan runs in order
         self.vecs = offer("vec", None, f"{n}.vec", vecs, "the variable vectorized innermost")
         widest = max((st.extents[v] for v in self.vecs if v is not None), default=1)
-        vws = offer("vw", None, f"{n}.vw", tuple(k * L for k in (1, 2, 3, 4) if (k - 1) * L < widest) or (L,),
-                    "elements of the vector variable in the register tile")
+        vws = offer("vw", None, f"{n}.vw", tuple(k * L for k in (1, 2, 3, 4) if (k - 1) * L < widest
+                                                 and k * L <= MAX_VECTOR_LANES) or (L,),
+                    "elements of the vector variable in the register tile (one vectorized loop: at most "
+                    f"{MAX_VECTOR_LANES})")
         reg = {v: offer("reg", v, f"{n}.{v}.reg", _reg_values(st.extents[v]),
                         f"register tile along {v} (unrolled; not for the vector variable)")
                for v in st.spatial if st.extents[v] > 1}

@@ -494,7 +494,8 @@ def test_a_stencil_reduction_keeps_eight_accumulators_and_unrolls_its_taps(H, W)
     cfg = rule_config(sp)
     assert cfg["T.place"] == "root" and cfg["T.vec"] == "x"
     if H >= 16:  # (at 3 outputs a row, O's 17 taps make the longer vector)
-        assert cfg["O.vec"] == "x" and cfg["T.vw"] == 16 and cfg["T.y.reg"] == 4 and cfg["T.ku"] == 5
+        two_vectors = 2 * sp.roles["T"].lanes  # 16 floats with AVX2, 32 with AVX-512
+        assert cfg["O.vec"] == "x" and cfg["T.vw"] == two_vectors and cfg["T.y.reg"] == 4 and cfg["T.ku"] == 5
     I = np.random.default_rng(W).standard_normal((H, W)).astype(np.float64)
     T = sum(I[j:j + H - 4, i:i + W - 4] * ((i + 1) * (j + 1)) for i in range(5) for j in range(5))
     want = np.max([T[:, r:r + W - 20] for r in range(17)], axis=0)
@@ -1300,3 +1301,22 @@ def test_a_start_config_vectorizes_a_transpose_along_its_read(zen5):
         wl = schedules.get(name)
         sp2 = generated_space(tl.op(wl.source), wl.sizes(), threads=2)
         assert read_side_vectorized(sp2, sp2.default()) == sp2.default(), name
+
+
+def test_every_vector_width_offered_to_an_8_bit_stage_schedules():
+    """A u8 stage has 32 lanes a vector with AVX2 and 64 with AVX-512; the space offers register tiles of up to four
+    vectors, but a vectorized loop holds at most MAX_VECTOR_LANES elements: widths beyond that were offered, the
+    rules picked two vectors of 64 on AVX-512, the schedule refused it and the pick fell back to the plain loop nest
+    (the camera pipe 125x slower). Every width offered schedules, and the pick vectorizes."""
+    from tensorlang.loopnest import MAX_VECTOR_LANES
+    op = tl.op("def b(I: u8[H, W]) -> O:\n    O[y, x] = u8((u16(I[y, x]) + u16(I[y, x + 1]) + u16(I[y, x + 2])) // 3)")
+    sizes = {"H": 40, "W": 517}
+    sp = generated_space(op, sizes, threads=2)
+    widths = sp.knob("O.vw").values
+    assert max(widths) <= MAX_VECTOR_LANES, widths
+    for w in widths:
+        sp.schedule(op, sizes, {**sp.default(), "O.vec": "x", "O.vw": w})
+    assert sp.default()["O.vec"] == "x"
+    I = np.random.default_rng(0).integers(0, 256, (40, 517), dtype=np.uint8)
+    want = ((I[:, :-2].astype(np.uint16) + I[:, 1:-1] + I[:, 2:]) // 3).astype(np.uint8)
+    np.testing.assert_array_equal(tl.build(op, schedule="auto", **sizes)(I), want)

@@ -216,6 +216,18 @@ def test_rfactor_refuses_fused_reduction_loops():
     refuse(s, lambda: s["B"].rfactor("k_l"), "rfactor(B, k_l)", "k is k_l//4", "split, not fused")
 
 
+def test_rfactor_refuses_a_split_tail_on_fused_loops():
+    """A random program of the schedule fuzzer (an AssertionError before): `j` tiled by 3 then 7 over one column
+    guards its tail on `j_o_o*7 + j_o_i`; fused with the rows' loop, that guard reads `j_o_o*7 + i_o_o_j_o_i%7`,
+    which the partial stage cannot take as a bound."""
+    op = tl.op("def prog(X: u16[N]) -> T0:\n    T0[i, j] += (X[N - 1] + X[N - j - 1]) * X[r] where i in 0:1")
+    s = tl.schedule(op, N=1)
+    s["T0"].tile("j", "i", 3, 4)
+    s["T0"].tile("j_o", "i_o", 7, 9)
+    s["T0"].fuse("i_o_o", "j_o_i")
+    refuse(s, lambda: s["T0"].rfactor("r"), "rfactor(T0, r)", "tail guard", "rfactor before fusing")
+
+
 def test_rfactor_refuses_a_cached_stage_and_a_taken_name():
     s = tl.schedule(tl.op(ROWSUM), M=3, K=64)
     s["B"].split("k", 8)
