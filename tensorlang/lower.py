@@ -45,7 +45,7 @@ from .program import (
 )
 from .schedule import At, Epilogue, Inline, Root
 from .simplify import _linear, simplify, simplify_divmod
-from .symbolic import SymbolicRefusal, is_symbolic, proven, representative, smax, smin
+from .symbolic import is_symbolic, proven, representative, smax, smin
 from .tail_guards import hoist_tail_guards
 from .tighten import tighten_loops
 
@@ -1082,10 +1082,7 @@ def _transposed_copy(lc: LocalCopy, src: ir.Buffer, pvars: list, glob: tuple, ra
             return None
     inner = math.prod(src.shape[k + 1:])
     Q, V, T = shape[len(parts) - 1 - (rank - k)] * inner, shape[-1], TRANSPOSE_TILE
-    try:
-        if Q < T or V < T:
-            return None
-    except SymbolicRefusal:  # a symbolic extent below the tile for some sizes only: a plain copy serves them all
+    if not (proven(Q, ">=", T) and proven(V, ">=", T)):  # below the tile (for some sizes only): a plain copy
         return None
     start = simplify(ir.BinOp("*", lc.region.mins[k], ir.const(inner)))  # where the run begins (a block of k)
     outer = list(range(len(parts) - 1 - m))  # the local dims outside the merged ones

@@ -826,7 +826,7 @@ a gradient's input (a gray value of 3 loads read at 6 points: 18) or products of
 window (9 points) are computed once, at the root, and the window reads the results."""
 
 
-def window_points(info, reader: StageInfo, name: str) -> int:
+def window_points(reader: StageInfo, name: str) -> int:
     """How many points of stage `name` one point of `reader` reads through a window: one per read at another index
     (`B[i - 1] + B[i + 1]`: 2), times the extents of the reduction variables that slide with a spatial one in its
     index (a 3x3 box sum `B[y + a, x + b]` reads 9 points; a matmul's `B[i, k]` is no window: the points of a row
@@ -836,7 +836,7 @@ def window_points(info, reader: StageInfo, name: str) -> int:
     >>> from tensorlang.autosched.analysis import analyze
     >>> src = "def f(A: f32[N]) -> C:\\n    B[i] = A[i] * 2.0\\n    C[i] += B[i + r] where r in 0:3"
     >>> info = analyze(tl.op(src), {"N": 64})
-    >>> window_points(info, info.stage("C"), "B")
+    >>> window_points(info.stage("C"), "B")
     3
     """
     distinct = {r.dims: r for r in reader.reads_of(name)}.values()  # `B[i] * B[i]` reads one point
@@ -847,7 +847,7 @@ def window_points(info, reader: StageInfo, name: str) -> int:
 def _read_at_points(info, st: StageInfo) -> int:
     """The most points of `st` that one point of any of its readers reads (:func:`window_points`)."""
     stages = {o.name: o for o in info.stages}
-    return max((window_points(info, stages[r], st.name) for r in st.readers if r in stages), default=0)
+    return max((window_points(stages[r], st.name) for r in st.readers if r in stages), default=0)
 
 
 def _inlining_stays_small(info, st: StageInfo, placed: dict) -> bool:

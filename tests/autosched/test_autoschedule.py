@@ -440,7 +440,7 @@ def test_a_chain_of_stencils_computes_each_stage_once():
     sp = generated_space(op, sizes, threads=2)
     cfg = rule_config(sp)
     assert [cfg[f"{name}.place"] for name in "BCD"] == ["root"] * 3
-    assert window_points(sp.info, sp.info.stage("C"), "B") == 5
+    assert window_points(sp.info.stage("C"), "B") == 5
     assert inlined_loads(sp.info, {"B": "inline"})["C"] == 25 > MAX_WINDOW_RECOMPUTE
     X = np.random.default_rng(0).standard_normal(4000).astype(np.float32)
     want = X.astype(np.float64)
