@@ -45,6 +45,9 @@ FAST = ("contract",)
 DIV_FLAGS = ("contract", "arcp")
 _ALIGN = 64
 PARALLEL_FOR = "tensorlang_parallel_for"
+MAX_DEINTERLEAVED_STRIDE = 4
+"""A vector load whose lanes lie at most this many elements apart is one wide load and a shuffle (see
+`_Emitter._strided_load`); farther apart, a gather (the wide load would read more than it keeps)."""
 WORKSPACE_MIN_BYTES = 64 * 1024  # temporaries this large are kept between calls (see `_Emitter.allocate`)
 RELEASE_SUFFIX = "_release_workspace"  # the function that frees what a kernel keeps: NAME + RELEASE_SUFFIX
 INDEX_ERROR_SUFFIX = "_index_error"  # the function that tells which index was out of range: NAME + INDEX_ERROR_SUFFIX
@@ -1071,6 +1074,8 @@ class _Emitter:
                 return b.load(ptr, align=align, typ=vt)
             f = self.intrinsic("llvm.masked.load", vt, [PTR, ll.VectorType(I1, w), vt], [vt, PTR])
             return b.call(f, [ptr, self.splat(mask, w), constant(t, 0, w)])
+        if stride is not None and 2 <= stride <= MAX_DEINTERLEAVED_STRIDE:
+            return self._strided_load(e.buffer, flat, stride, mask, t, align)
         # any other pattern: a gather of per-lane addresses (masked lanes read nothing)
         interior = self._interior(flat) if cond is None else None
         off = self.splat(self.expr(flat), w)
@@ -1102,6 +1107,33 @@ class _Emitter:
         v.add_incoming(fast, fast_block)
         v.add_incoming(slow, slow_block)
         return v
+
+    def _strided_load(self, buf: ir.Buffer, flat: ir.Expr, s: int, mask, t: ll.Type, align: int) -> ll.Value:
+        """A vector load whose lanes are `s` elements apart (a window at stride 2: a strided convolution, a pool, a
+        pyramid's downsampling), as one load of the `w * s` elements the lanes span, then a shuffle that keeps
+        every `s`-th: `s` vector loads and a few shuffles where a gather loads every lane by itself. The wide load
+        is masked so that it reads no element outside the span of the lanes it serves: an element between two
+        lanes is read only where both lanes are (a masked lane's address may lie outside the buffer), and none
+        after the last one (the buffer may end there)."""
+        b = self.b
+        w = self.lanes
+        n = w * s
+        floor_ = [j // s for j in range(n)]
+        ceil_ = [-(-j // s) for j in range(n)]
+        if mask is None or not _is_vec(mask):
+            span = constant(I1, [c < w for c in ceil_], n)  # the elements from the first lane's to the last's
+            wide_mask = span if mask is None else b.select(mask, span, constant(I1, 0, n))
+        else:
+            # the mask with a lane w that is off (the lane after the last), then each element's lanes either side
+            padded = b.shuffle_vector(mask, constant(I1, 0, w), constant(I32, list(range(w + 1)), w + 1))
+            lo = b.shuffle_vector(padded, ll.Constant(padded.type, None), constant(I32, floor_, n))
+            hi = b.shuffle_vector(padded, ll.Constant(padded.type, None), constant(I32, ceil_, n))
+            wide_mask = b.and_(lo, hi)
+        wt = ll.VectorType(t, n)
+        ptr = self.pointer(buf, self.expr(self._at_lane0(flat)), inbounds=False)
+        f = self.intrinsic("llvm.masked.load", wt, [PTR, ll.VectorType(I1, n), wt], [wt, PTR])
+        wide = b.call(f, [ptr, wide_mask, constant(t, 0, n)])
+        return b.shuffle_vector(wide, ll.Constant(wt, None), constant(I32, [i * s for i in range(w)], w))
 
     def _interior(self, flat: ir.Expr) -> tuple[ir.Expr, ir.Expr] | None:
         """For a flat index that depends on the vector lanes only through `min` and `max` of an index moving one

@@ -39,6 +39,7 @@ import itertools
 import math
 from dataclasses import replace
 
+from ..codegen_llvm import MAX_DEINTERLEAVED_STRIDE
 from ..dtypes import DTYPES
 from .analysis import StageInfo
 from .problems import PACK_KINDS, ProblemKind
@@ -59,10 +60,11 @@ def tile_efficiency(st: StageInfo, vec: str, w: int, rows: dict, lanes: int,
                     packed: frozenset | set = frozenset()) -> float:
     """How close to the FMA peak the register tile of `w` elements of `vec` by `rows` ({var: unrolled extent})
     can run, from counting one step of the innermost reduction: FMAs (vectors x rows) against loads (each read
-    that moves with `vec` loads one vector per row it depends on, a gather of `lanes` loads unless it is
-    contiguous or `packed`; every other read one broadcast per row it depends on), at two FMAs and two loads a
-    cycle; times the share of lanes and rows that do work, and at least eight independent accumulators to hide
-    the FMA's latency.
+    that moves with `vec` loads one vector per row it depends on; where its lanes are s <=
+    `MAX_DEINTERLEAVED_STRIDE` elements apart, s vectors and s - 1 shuffles; otherwise a gather of `lanes` loads
+    unless it is contiguous or `packed`; every other read one broadcast per row it depends on), at two FMAs and
+    two loads a cycle; times the share of lanes and rows that do work, and at least eight independent
+    accumulators to hide the FMA's latency.
 
     >>> import tensorlang as tl
     >>> from tensorlang.autosched.analysis import analyze
@@ -107,6 +109,10 @@ def tile_counts(st: StageInfo, vec: str, w: int, rows: dict, lanes: int,
             loads += per  # a broadcast per row
         elif stride == 1 or (r.tensor in packed and r.plain_dim(vec) is not None):
             loads += per * vecs  # contiguous, or made so by a pack that puts vec's dimension innermost
+        elif stride <= MAX_DEINTERLEAVED_STRIDE:
+            # lanes a few elements apart: the span's `stride` vectors, then `stride` - 1 shuffles, which take the
+            # FP ports the FMAs need (counted as loads: the model has no third kind of instruction)
+            loads += per * vecs * (2 * stride - 1)
         else:
             loads += per * vecs * lanes  # a gather (a strided window stays strided in any layout)
     return fmas, loads
@@ -327,7 +333,7 @@ def _ku_rule(space, st: StageInfo, configs: Configs, tile: TileConfig, offered: 
          (each tap's offset becomes a constant);
       2. the loop has at most 8 steps, some value covers it, and the stage reads, contiguously along `vec`, an
          inlined stage read through a window (a padded image): the whole loop, so that each tap's bounds guard
-         folds to a constant offset (at a stride the reads are gathers, which unrolling does not help);
+         folds to a constant offset (not at a stride, where unrolling them measured slower);
       3. the loop has at most 8 steps and its extent is offered: the whole loop;
       4. else the largest of 4 and 2 that divides it (a tail would put a guard in the hot loop), else 1;
 
@@ -409,11 +415,13 @@ def _vector_rule(space, st: StageInfo, vws: tuple, registers: int, packable_read
     Conditions, the first that holds deciding:
       1. a reduction with reuse: the spatial candidate whose best register tile (:func:`register_tile`, at the
          vector widths `vws` within `registers`) runs closest to the FMA peak, ties to the earlier candidate;
-      2. the best candidate by :func:`~tensorlang.autosched.space.vec_candidates` gathers in every vector (a read
-         strided along it that no pack can make contiguous: a pool's window at stride 2): None, since LLVM's loop
-         vectorizer does better on the plain loop (two loads and a shuffle for a stride of 2, where a vector by
-         hand gathers every lane); not for a read at an index loaded from data (a lookup table, :func:`indirect`),
-         which gathers either way, and which LLVM leaves scalar (the camera pipe's tone curve: 8x slower);
+      2. the best candidate by :func:`~tensorlang.autosched.space.vec_candidates` reads at a stride along it that
+         no pack can make contiguous (a pool's window at stride 2): None, since LLVM's loop vectorizer does better
+         on the plain loop: its vectors load the span of their lanes and shuffle, as the template's do too
+         (`MAX_DEINTERLEAVED_STRIDE`), but it runs the loop's last partial vector as scalar code where the
+         template's is masked (the built-in 2x2 max pool at 56 outputs a row: 0.031 ms against 0.046 ms); not for
+         a read at an index loaded from data (a lookup table, :func:`indirect`), which gathers either way, and
+         which LLVM leaves scalar (the camera pipe's tone curve: 8x slower);
       3. else that best candidate.
     """
     role = space.roles[st.name]

@@ -35,6 +35,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from ..codegen_llvm import MAX_DEINTERLEAVED_STRIDE
 from ..dtypes import DTYPES
 from ..errors import ScheduleError, UsageError
 from ..loopnest import MAX_VECTOR_LANES
@@ -113,7 +114,8 @@ def packable(st: StageInfo, tensor: str) -> bool:
 def vec_cost(st: StageInfo, v: str, lanes: int) -> float:
     """The relative cost of vectorizing `v`: the share of lanes that do work in the last vector (1 when the
     extent is a multiple of the lanes), over the cost of its accesses: 1 a contiguous read, a little more one
-    that a pack makes contiguous, lanes/2 a gather; a scattered output costs little when a register tile
+    that a pack makes contiguous, s a read s <= `MAX_DEINTERLEAVED_STRIDE` elements a lane apart (s loads and a
+    shuffle), lanes/2 a gather; a scattered output costs little when a register tile
     accumulates it, lanes/2 when every element is stored on its own. Lower is better.
 
     >>> import tensorlang as tl
@@ -129,7 +131,8 @@ def vec_cost(st: StageInfo, v: str, lanes: int) -> float:
         stride = abs(r.strides.get(v, 0))
         if stride == 0:
             continue
-        cost += 1.0 if stride == 1 else 1.2 if packable(st, r.tensor) else lanes / 2
+        cost += 1.0 if stride == 1 else 1.2 if packable(st, r.tensor) else \
+            float(stride) if stride <= MAX_DEINTERLEAVED_STRIDE else lanes / 2
     if v in st.spatial and st.out_strides[v] != 1:
         cost += 0.2 if st.kind != "injective" else lanes / 2
     return max(cost, 1.0) / eff

@@ -374,8 +374,8 @@ def test_a_stage_inside_a_row_loop_takes_its_vector_width(D):
 
 
 def test_the_pick_leaves_a_strided_window_to_llvm():
-    # maxpool at stride 2: vectorized by hand along w every vector is a gather (I[.., w*2 + s]); the plain loop,
-    # which LLVM vectorizes with two loads and a shuffle, is faster (as the hand schedule is)
+    # maxpool at stride 2: the plain loop, which LLVM vectorizes with two loads and a shuffle and ends with scalar
+    # code, is faster than the template's vectors along w (I[.., w*2 + s]), whose last one is masked
     from tensorlang import schedules
     for name in ("maxpool2d", "avgpool2d"):
         w = schedules.get(name)
@@ -390,6 +390,32 @@ def test_the_pick_leaves_a_strided_window_to_llvm():
     sp = generated_space(tl.op("def f(X: f32[N, M]) -> Y:\n    Y[n, m] max= X[n, m + s] where s in 0:3"),
                          {"N": 64, "M": 64}, threads=2)
     assert sp.default()["Y.vec"] == "m"
+
+
+@pytest.mark.parametrize("stride, K", [(2, 3), (2, 5), (3, 3)])
+def test_a_depthwise_convolution_at_a_stride_is_vectorized_along_x_without_gathers(stride, K, zen5):
+    # NCHW, one filter a channel: across the channels every lane is a gather (X's channels lie H*W apart), along x
+    # the lanes lie `stride` apart, which the vectors read as the span of their lanes and a shuffle
+    from tensorlang.runtime import llvm_ir_of
+    from tensorlang.target import host_target
+    H = W = 2 * 14 + K
+    src = ("def dw(X: f32[C, H, W], F: f32[C, K, K]) -> O:\n"
+           f"    O[c, y, x] += X[c, {stride}*y + r, {stride}*x + s] * F[c, r, s] "
+           f"where y in 0:{(H - K) // stride + 1}, x in 0:{(W - K) // stride + 1}, r in 0:K, s in 0:K")
+    op = tl.op(src)
+    sizes = {"C": 96, "H": H, "W": W, "K": K}
+    sp = generated_space(op, sizes, threads=2)
+    cfg = sp.default()
+    assert cfg["O.vec"] == "x", cfg
+    sched = sp.schedule(op, sizes, cfg)
+    assert "masked.gather" not in llvm_ir_of(sched, host_target())[1]
+    rng = np.random.default_rng(stride * K)
+    X = rng.standard_normal((96, H, W)).astype(np.float32)
+    Fw = rng.standard_normal((96, K, K)).astype(np.float32)
+    n = (H - K) // stride + 1
+    want = sum(X[:, r:r + stride * (n - 1) + 1:stride, s:s + stride * (n - 1) + 1:stride] * Fw[:, r, s][:, None, None]
+               for r in range(K) for s in range(K))
+    assert_close(tl.build(sched)(X, Fw), want, reduction_len=K * K)
 
 
 @pytest.mark.parametrize("H, W", [(67, 301), (3, 5)])
