@@ -1375,13 +1375,21 @@ class ValueLowering:
                 return _convert(x, e.fn) if e.fn in DTYPES else _saturate(x, e.dtype)
             if e.fn == "select":
                 return ir.Select(self(e.args[0], "bool"), self(e.args[1], dt), self(e.args[2], dt))
-            if e.fn in ("max", "min"):
-                return ir.BinOp(e.fn, self(e.args[0], dt), self(e.args[1], dt))
-            if e.fn == "clamp":
-                x, lo, hi = (self(a, dt) for a in e.args)
-                return ir.BinOp("min", ir.BinOp("max", x, lo), hi)
+            if e.fn in ("max", "min", "clamp") and all(a.weak for a in e.args) and e.dtype in _PYTHON_NUMBER:
+                # of Python numbers only (`max(pad, r)`): computed exactly, then converted (in a u16 program,
+                # max(2, u16(-2)) would be 65534)
+                return _convert(self._min_max(e, _PYTHON_NUMBER[e.dtype]), dt)
+            if e.fn in ("max", "min", "clamp"):
+                return self._min_max(e, dt)
             return ir.Call(e.fn, (self(e.args[0], dt),), dt)
         raise TypeError(f"cannot lower {e!r}")
+
+    def _min_max(self, e: Call, dt: str) -> ir.Expr:
+        """`max`, `min` or `clamp` computed in `dt`."""
+        args = [self(a, dt) for a in e.args]
+        if e.fn == "clamp":
+            return ir.BinOp("min", ir.BinOp("max", args[0], args[1]), args[2])
+        return ir.BinOp(e.fn, args[0], args[1])
 
     def index(self, a: Access, d: int, env: Mapping) -> ir.Expr:
         """Index `d` of the read `a` as an i64 IR expression: an affine index over the index variables' expressions

@@ -358,12 +358,16 @@ class _Evaluator:
                 return _cast(x, e.fn) if e.fn in DTYPES else _saturate(x, e.dtype)
             if e.fn == "select":
                 return np.where(self(e.args[0], "bool"), self(e.args[1], dt), self(e.args[2], dt))
-            if e.fn in ("max", "min"):
-                pick = np.maximum if e.fn == "max" else np.minimum
-                return pick(self(e.args[0], dt), self(e.args[1], dt))
-            if e.fn == "clamp":
-                x, lo, hi = (self(a, dt) for a in e.args)
-                return np.minimum(np.maximum(x, lo), hi)
+            if e.fn in ("max", "min", "clamp"):
+                # of Python numbers only (`max(pad, r)`): computed exactly, then converted, as the kernels do
+                exact = all(a.weak for a in e.args) and e.dtype in _PYTHON_NUMBER
+                at = _PYTHON_NUMBER[e.dtype] if exact else dt
+                args = [self(a, at) for a in e.args]
+                if e.fn == "clamp":
+                    value = np.minimum(np.maximum(args[0], args[1]), args[2])
+                else:
+                    value = (np.maximum if e.fn == "max" else np.minimum)(args[0], args[1])
+                return _cast(value, dt) if exact else value
             return _cast(_FUNCS[e.fn](self(e.args[0], dt)), dt)
         raise TypeError(f"the reference cannot evaluate {type(e).__name__}")
 

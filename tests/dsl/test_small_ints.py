@@ -220,3 +220,17 @@ def test_a_wrong_dtype_argument_is_named():
         k(np.zeros(4, np.int8))
     with pytest.raises(tl.BuildError, match=r"Img.*has dtype uint16, expected uint8"):
         k(np.zeros(4, np.uint16))
+
+
+@pytest.mark.parametrize("dt", ["u8", "u16", "i16"])
+def test_max_min_and_clamp_of_python_numbers_are_exact_before_the_conversion(dt):
+    # `max(pad, i - 3)` of a size and an index is a Python number: max(2, -3) is 2, then converted; computed in
+    # u16 it would be max(2, u16(-3)) = 65533 (the kernel and tl.reference both did that)
+    op = tl.op(f"def f(X: {dt}[N], pad: int) -> T:\n"
+               "    T[i] = X[i] + max(pad, i - 3) + min(-pad, i) + clamp(i - 5, -pad, pad)")
+    X = np.arange(8, dtype=NP[dt]) * 10
+    i = np.arange(8)
+    with np.errstate(all="ignore"):
+        want = (X.astype(np.int64) + np.maximum(2, i - 3) + np.minimum(-2, i) + np.clip(i - 5, -2, 2)).astype(NP[dt])
+    np.testing.assert_array_equal(tl.build(op, N=8, pad=2)(X), want)
+    np.testing.assert_array_equal(tl.reference(op, N=8, pad=2)(X), want)
