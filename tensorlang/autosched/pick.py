@@ -39,7 +39,7 @@ import itertools
 import math
 from dataclasses import replace
 
-from ..codegen_llvm import MAX_DEINTERLEAVED_STRIDE
+from ..codegen_llvm import MAX_DEINTERLEAVED_STRIDE, vector_pieces
 from ..dtypes import DTYPES
 from .analysis import StageInfo
 from .problems import PACK_KINDS, ProblemKind
@@ -56,6 +56,36 @@ def _round_up(x: int, m: int) -> int:
     return -(-x // m) * m
 
 
+def vector_ops(w: int, lanes: int) -> int:
+    """The vector instructions one operation over a vectorized loop of `w` lanes takes in registers of `lanes`:
+    whole registers, then the rest in powers of two (`codegen_llvm.vector_pieces`: 14 lanes of 16 are 8 + 4 + 2,
+    three instructions where the lanes would fill one).
+
+    >>> vector_ops(64, 16), vector_ops(14, 16), vector_ops(7, 16), vector_ops(8, 16)
+    (4, 3, 3, 1)
+    """
+    return len(vector_pieces(w, lanes))
+
+
+MASKED_TILE_COST = 4
+"""What a register tile whose vector loop runs past the extent costs, in tiles of the same width that do not: the
+last tile of a split that does not divide its variable is versioned with its lanes masked, and LLVM keeps a tile
+accessed through masked loads and stores in memory rather than in registers (a 3x3 depthwise convolution over
+rows of 28 as tiles of 16 and a masked 12: 1.9x the time of one 28-lane loop of 16 + 8 + 4 lanes)."""
+
+
+def vector_slots(E: int, w: int, lanes: int) -> float:
+    """The register-wide vector instructions one operation over the `E` elements of a variable vectorized in tiles
+    of `w` takes, counting a masked last tile :data:`MASKED_TILE_COST` times (see :func:`vector_ops`).
+
+    >>> vector_slots(28, 32, 16), vector_slots(28, 16, 16), vector_slots(64, 32, 16)
+    (3, 5, 4)
+    """
+    if w >= E:
+        return vector_ops(E, lanes)
+    return (E // w) * vector_ops(w, lanes) + (MASKED_TILE_COST * -(-w // lanes) if E % w else 0)
+
+
 def tile_efficiency(st: StageInfo, vec: str, w: int, rows: dict, lanes: int,
                     packed: frozenset | set = frozenset()) -> float:
     """How close to the FMA peak the register tile of `w` elements of `vec` by `rows` ({var: unrolled extent})
@@ -63,7 +93,8 @@ def tile_efficiency(st: StageInfo, vec: str, w: int, rows: dict, lanes: int,
     that moves with `vec` loads one vector per row it depends on; where its lanes are s <=
     `MAX_DEINTERLEAVED_STRIDE` elements apart, s vectors and s - 1 shuffles; otherwise a gather of `lanes` loads
     unless it is contiguous or `packed`; every other read one broadcast per row it depends on), at two FMAs and
-    two loads a cycle; times the share of lanes and rows that do work, and at least eight independent
+    two loads a cycle; times the share of lanes and rows that do work (lanes counted per vector instruction,
+    with a masked last tile at :data:`MASKED_TILE_COST`: :func:`vector_slots`), and at least eight independent
     accumulators to hide the FMA's latency.
 
     >>> import tensorlang as tl
@@ -79,7 +110,7 @@ def tile_efficiency(st: StageInfo, vec: str, w: int, rows: dict, lanes: int,
 def _efficiency(st: StageInfo, vec: str, w: int, rows: dict, lanes: int, fmas: int, loads: float) -> float:
     """:func:`tile_efficiency` of a tile whose :func:`tile_counts` are `fmas` and `loads`."""
     E = st.extents[vec]
-    eff = E / (-(-E // w) * -(-w // lanes) * lanes)  # lanes that do work, over all lanes of every tile
+    eff = E / (vector_slots(E, w, lanes) * lanes)  # lanes that do work, over the lanes of every instruction
     for v, r in rows.items():
         eff *= st.extents[v] / _round_up(st.extents[v], r)
     cycles = max(fmas / 2, loads / 2)
@@ -98,7 +129,7 @@ def tile_counts(st: StageInfo, vec: str, w: int, rows: dict, lanes: int,
     >>> tile_counts(st, "j", 64, {"i": 6}, 16)
     (24, 10.0)
     """
-    vecs = -(-w // lanes)
+    vecs = vector_ops(min(w, st.extents[vec]), lanes)
     n_rows = math.prod(rows.values()) if rows else 1
     fmas = vecs * n_rows
     loads = 0.0
@@ -179,7 +210,7 @@ def register_tiles(st: StageInfo, vec: str, lanes: int, registers: int, reg_valu
     scored, seen = [], set()
     for vw in vws:
         w = min(vw, E)
-        vecs = -(-w // lanes)
+        vecs = vector_ops(w, lanes)
         for pair in itertools.combinations(others, min(2, len(others))) if others else [()]:
             for combo in itertools.product(*[reg_values[v] for v in pair]):
                 n_rows = math.prod(combo) if combo else 1
