@@ -1075,7 +1075,7 @@ class _Emitter:
             f = self.intrinsic("llvm.masked.load", vt, [PTR, ll.VectorType(I1, w), vt], [vt, PTR])
             return b.call(f, [ptr, self.splat(mask, w), constant(t, 0, w)])
         if stride is not None and 2 <= stride <= MAX_DEINTERLEAVED_STRIDE:
-            return self._strided_load(e.buffer, flat, stride, mask, t, align)
+            return self._strided_load(e.buffer, flat, stride, mask, t)
         # any other pattern: a gather of per-lane addresses (masked lanes read nothing)
         interior = self._interior(flat) if cond is None else None
         off = self.splat(self.expr(flat), w)
@@ -1108,7 +1108,7 @@ class _Emitter:
         v.add_incoming(slow, slow_block)
         return v
 
-    def _strided_load(self, buf: ir.Buffer, flat: ir.Expr, s: int, mask, t: ll.Type, align: int) -> ll.Value:
+    def _strided_load(self, buf: ir.Buffer, flat: ir.Expr, s: int, mask, t: ll.Type) -> ll.Value:
         """A vector load whose lanes are `s` elements apart (a window at stride 2: a strided convolution, a pool, a
         pyramid's downsampling), as one load of the `w * s` elements the lanes span, then a shuffle that keeps
         every `s`-th: `s` vector loads and a few shuffles where a gather loads every lane by itself. The wide load

@@ -74,7 +74,7 @@ accessed through masked loads and stores in memory rather than in registers (a 3
 rows of 28 as tiles of 16 and a masked 12: 1.9x the time of one 28-lane loop of 16 + 8 + 4 lanes)."""
 
 
-def vector_slots(E: int, w: int, lanes: int) -> float:
+def vector_slots(E: int, w: int, lanes: int) -> int:
     """The register-wide vector instructions one operation over the `E` elements of a variable vectorized in tiles
     of `w` takes, counting a masked last tile :data:`MASKED_TILE_COST` times (see :func:`vector_ops`).
 

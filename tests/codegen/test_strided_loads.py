@@ -64,6 +64,22 @@ def test_strided_reads_under_per_lane_guards_read_zero_outside(N):
     np.testing.assert_allclose(tl.build(sched)(X), want, rtol=1e-6)
 
 
+@pytest.mark.parametrize("W", [33, 64])
+def test_strided_reads_under_a_row_guard_and_a_tail(W):
+    # X[2*y - 1, ..] leaves X above the first row: a guard the same for every lane (a scalar mask), the tail of
+    # the split a mask per lane, and neither in the second read's rows
+    op = tl.op(f"def f(X: f32[9, {2 * W}]) -> O:\n"
+               f"    O[y, x] = X[2*y - 1, 2*x] + X[y + 3, 2*x + 1] where y in 0:5, x in 0:{W}")
+    sched = tl.schedule(op)
+    _o, inner = sched["O"].split("x", 16)
+    sched["O"].vectorize(inner)
+    X = np.random.default_rng(W).standard_normal((9, 2 * W)).astype(np.float32)
+    pad = np.concatenate([np.zeros((1, 2 * W), np.float32), X, np.zeros((4, 2 * W), np.float32)])
+    want = pad[np.arange(5) * 2][:, ::2] + pad[np.arange(5) + 4][:, 1::2]
+    np.testing.assert_array_equal(tl.build(sched)(X), want)
+    assert "masked.gather" not in llvm_ir_of(sched, host_target())[1]
+
+
 def test_a_strided_convolution_vectorized_along_x_matches_numpy():
     src = ("def c(X: f32[C, H, W], F: f32[C, 3, 3]) -> O:\n"
            "    O[c, y, x] += X[c, 2*y + ky, 2*x + kx] * F[c, ky, kx] where y in 0:14, x in 0:17")
