@@ -241,7 +241,9 @@ def _refine_difference(cond: Cmp, env: dict) -> dict:
     """Also remember `a - b` (its variable terms, the constant moved across) where both sides vary, so that
     `if x <= w_b*64 + 65` bounds `x - w_b*64` by 65, which the interval of the right side alone cannot."""
     a, b = interval(cond.a, env), interval(cond.b, env)
-    if a is None or b is None or proven(b[0], "==", b[1]):  # not integers we can bound, or nothing to add
+    # not integers we can bound, or nothing to add (a constant right side: `_refine` bounded the left one); a
+    # right side that varies with a loop of one iteration still adds (`x <= w*2 + 4` for w in 0:1 bounds x - w*2)
+    if a is None or b is None or not _linear(simplify(cond.b))[0]:
         return env
     terms, const = _linear(simplify(BinOp("-", cond.a, cond.b)))
     if not terms:

@@ -339,3 +339,20 @@ def test_refuses_moving_the_consumer_off_the_root():
         s["O"].compute_at(s["D"], "y")
     _refused(f, "compute_at(O, D, y): store_root(P): O is no longer computed at the root", src=src,
              sizes={"N": 16})
+
+
+@pytest.mark.parametrize("W", [5, 12])
+def test_a_split_tail_in_a_buffer_stored_at_a_loop_of_one_iteration(W):
+    # conv1d's padded image computed per input channel, stored at the output's w loop (one iteration at W = 5,
+    # stride 2: the guard of the split's tail, `x <= w*2 + 4`, still bounds the buffer's index x - w*2); the
+    # split was refused ("does not provably hold every access"), a false rejection the schedule fuzzer found
+    from tensorlang import schedules
+    w = schedules.get("conv1d")
+    sizes = {"N": 4, "C": 4, "W": W, "F": 4, "S": 3, "stride": 2, "pad": 0, "dil": 2}
+    s = tl.schedule(tl.op(w.source), **sizes)
+    s["P"].compute_at(s["O"], "c")
+    s["P"].store_at(s["O"], "w")
+    s["P"].split("x", 9)
+    s.lowered(strict=True)
+    I, Wt = w.make_inputs(sizes, np.random.default_rng(W))
+    np.testing.assert_allclose(tl.build(s)(I, Wt), w.reference(I, Wt, **sizes), rtol=1e-5, atol=1e-5)
