@@ -1118,15 +1118,14 @@ class _Emitter:
         b = self.b
         w = self.lanes
         n = w * s
-        floor_ = [j // s for j in range(n)]
-        ceil_ = [-(-j // s) for j in range(n)]
+        ceil_ = [-(-j // s) for j in range(n)]  # the lane at or after each element of the span
         if mask is None or not _is_vec(mask):
             span = constant(I1, [c < w for c in ceil_], n)  # the elements from the first lane's to the last's
             wide_mask = span if mask is None else b.select(mask, span, constant(I1, 0, n))
         else:
             # the mask with a lane w that is off (the lane after the last), then each element's lanes either side
             padded = b.shuffle_vector(mask, constant(I1, 0, w), constant(I32, list(range(w + 1)), w + 1))
-            lo = b.shuffle_vector(padded, ll.Constant(padded.type, None), constant(I32, floor_, n))
+            lo = b.shuffle_vector(padded, ll.Constant(padded.type, None), constant(I32, [j // s for j in range(n)], n))
             hi = b.shuffle_vector(padded, ll.Constant(padded.type, None), constant(I32, ceil_, n))
             wide_mask = b.and_(lo, hi)
         wt = ll.VectorType(t, n)
