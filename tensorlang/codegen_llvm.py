@@ -1069,9 +1069,12 @@ class _Emitter:
         vt = ll.VectorType(t, w)
         if stride == 1:
             base = self.expr(lane0)
-            ptr = self.pointer(e.buffer, base, inbounds=mask is None)
+            whole = mask is not None and self._whole_vector_inside(e.buffer, base, w)
+            ptr = self.pointer(e.buffer, base, inbounds=mask is None or whole)
             if mask is None:
                 return b.load(ptr, align=align, typ=vt)
+            if whole:  # a register tile's guarded lanes: a plain load, which LLVM keeps in registers, then the mask
+                return b.select(self.splat(mask, w), b.load(ptr, align=align, typ=vt), constant(t, 0, w))
             f = self.intrinsic("llvm.masked.load", vt, [PTR, ll.VectorType(I1, w), vt], [vt, PTR])
             return b.call(f, [ptr, self.splat(mask, w), constant(t, 0, w)])
         if stride is not None and 2 <= stride <= MAX_DEINTERLEAVED_STRIDE:
@@ -1107,6 +1110,18 @@ class _Emitter:
         v.add_incoming(fast, fast_block)
         v.add_incoming(slow, slow_block)
         return v
+
+    def _whole_vector_inside(self, buf: ir.Buffer, base: ll.Value, w: int) -> bool:
+        """Whether the `w` contiguous elements from `base` all lie in `buf` and belong to this thread alone: a
+        temporary on the stack of the function being emitted (a register tile; not one a parallel loop's threads
+        share through its closure) at a constant offset. Its guarded lanes are then read with a plain load and
+        written by blending into the vector there, not with masked loads and stores: LLVM keeps a tile in memory
+        that a masked intrinsic touches, and the last tile of a split that does not divide its variable is all
+        guarded lanes."""
+        first = _int_values(base)
+        ptr = self.ptrs.get(buf.name)
+        return buf.role == "stack" and isinstance(ptr, ll.AllocaInstr) and ptr.parent.parent is self.fn and \
+            isinstance(first, int) and 0 <= first and first + w <= buf.size
 
     def _strided_load(self, buf: ir.Buffer, flat: ir.Expr, s: int, mask, t: ll.Type) -> ll.Value:
         """A vector load whose lanes are `s` elements apart (a window at stride 2: a strided convolution, a pool, a
@@ -1229,9 +1244,14 @@ class _Emitter:
         vt = ll.VectorType(t, w)
         value = self.splat(value, w)
         if stride == 1:
-            ptr = self.pointer(s.buffer, self.expr(lane0), inbounds=self.mask is None)
+            base = self.expr(lane0)
+            whole = self.mask is not None and self._whole_vector_inside(s.buffer, base, w)
+            ptr = self.pointer(s.buffer, base, inbounds=self.mask is None or whole)
             if self.mask is None:
                 b.store(value, ptr, align=align)
+            elif whole:  # the guarded lanes of a register tile: blend them into the vector that is there
+                old = b.load(ptr, align=align, typ=vt)
+                b.store(b.select(self.splat(self.mask, w), value, old), ptr, align=align)
             else:
                 f = self.intrinsic("llvm.masked.store", ll.VoidType(), [vt, PTR, ll.VectorType(I1, w)], [vt, PTR])
                 b.call(f, [value, ptr, self.splat(self.mask, w)])
