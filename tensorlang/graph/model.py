@@ -24,6 +24,7 @@ import numpy as np
 
 from ..errors import BuildError, UsageError
 from . import ops
+from .driver import compile_steps
 from .ir import DTYPES, STORAGE, Graph, Node
 from .kernels import CompiledKernel, compile_program
 from .lowering import Program, lower_nodes
@@ -133,6 +134,8 @@ class Model:
         self.passes = passes or []
         self.plan: MemoryPlan = plan_memory(graph, inplace=inplace)
         self.constants = [storage_array(c.constant_data) for c in graph.constants]
+        # read once: `ndarray.ctypes.data` costs about a microsecond, and a model has a hundred constants or more
+        self._constant_addresses = [c.ctypes.data for c in self.constants]
         if graph.input_spec is None:
             graph.input_spec = flat_spec(len(graph.inputs))
         spec = graph.input_spec
@@ -156,6 +159,8 @@ class Model:
             kernel = compile_program(program.text)
             args = [self._slot(outer.get(v.uid, v)) for v in (*program.inputs, *program.outputs)]
             self.steps.append(Step(node, program, kernel, args))
+        #: the steps as one machine-code function (`tensorlang.graph.driver`): one crossing from Python a call
+        self._compiled_steps = compile_steps([(step.kernel, step.args) for step in self.steps])
         self._arenas: list[np.ndarray] = []
         self._arena_lock = threading.Lock()
         # set by compile_graph (a model loaded from a file has its passes' results baked in): the imported graph's
@@ -234,8 +239,7 @@ class Model:
         the outputs, the constants."""
         base = arena.ctypes.data
         base += (-base) % 64
-        return [base, *(a.ctypes.data for a in arrays), *(o.ctypes.data for o in outs),
-                *(c.ctypes.data for c in self.constants)]
+        return [base, *(a.ctypes.data for a in arrays), *(o.ctypes.data for o in outs), *self._constant_addresses]
 
     def _arena(self) -> np.ndarray:
         with self._arena_lock:
@@ -252,12 +256,13 @@ class Model:
         arena = self._arena()
         try:
             bases = self._bases(arena, arrays, outs)
-            for step in self.steps:
-                try:
-                    step.kernel.call(*[bases[b] + off for b, off in step.args])
-                except IndexError as e:  # name the node (and the user's line) whose kernel read out of range
-                    raise type(e)(index_error_message(g.name, _where(step.node), tensor_names(step.program),
-                                                      str(e))) from None
+            status, failed = self._compiled_steps.run(bases)
+            if status:
+                step = self.steps[failed]
+                e = step.kernel.error(status)
+                if isinstance(e, IndexError):  # name the node (and the user's line) whose kernel read out of range
+                    e = type(e)(index_error_message(g.name, _where(step.node), tensor_names(step.program), str(e)))
+                raise e
             for k in self.plan.copies:
                 outs[k] = self._copy_out(g.outputs[k], bases, arrays, outs)
         finally:
