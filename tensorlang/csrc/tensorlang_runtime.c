@@ -40,8 +40,9 @@
  * lost its CPU then gets the caller's. Sleeping threads are woken with a futex (Linux), by the caller or by the
  * thread that ran the last piece, never through a thread that may not be running.
  * Oversubscription: a wait for claimed pieces longer than 1 ms and 8 times the caller's own time per piece is a
- * stall (a thread that claimed work lost its CPU); after 8 stalls within 10 seconds one line on stderr (once per
- * process) says that the threads do not get their CPUs and names TENSORLANG_NUM_THREADS.
+ * stall (a thread that claimed work lost its CPU); after 8 stalls within 10 seconds that took a tenth of the time since
+ * the first of them began, one line on stderr (once per process) says that the threads do not get their CPUs and
+ * names TENSORLANG_NUM_THREADS.
  * tensorlang_pool_stats() (below) returns the counters behind it.
  * A worker that picks up a loop on the CPU the caller published it from moves itself to another CPU (where the
  * loop has no more threads than CPUs): the two would otherwise run one after the other. The workers are named
@@ -92,7 +93,8 @@
 #define TL_WAIT_SPIN_MIN_US 50    /* the caller spins at least this long for claimed pieces before it sleeps */
 #define TL_STALL_US 1000          /* a wait for claimed pieces this long (and 8 pieces' time) is a stall */
 #define TL_STALLS_TO_WARN 8       /* this many stalls ... */
-#define TL_STALL_WINDOW_US 10000000 /* ... within this time: say so on stderr */
+#define TL_STALL_WINDOW_US 10000000 /* ... within this time, */
+#define TL_STALL_SHARE 10         /* ... that took at least 1/this of the time since the first of them began: say so */
 #define TL_YIELD_CROWDED_US 200   /* a sched_yield this long ran another thread for (most of) its slice */
 #define TL_CROWDED_SLEEP_MIN_US 5000  /* after that, a worker sleeps at once after each loop for this long, */
 #define TL_CROWDED_SLEEP_MAX_US 200000 /* twice as long each time the CPU is crowded again soon after, up to this */
@@ -142,7 +144,8 @@ static struct {
 /* Counters only the caller writes (under tl_region_lock). */
 static struct {
     int64_t loops, caller_sleeps, stalls;
-    int64_t recent[TL_STALLS_TO_WARN]; /* times of the last stalls, a ring */
+    int64_t recent[TL_STALLS_TO_WARN]; /* times the last stalls ended, a ring, */
+    int64_t lost[TL_STALLS_TO_WARN];   /* and how long each waited */
     int warned;
 } tl_stats;
 
@@ -619,13 +622,21 @@ static int tl_grow(int want) {
     return tl_workers;
 }
 
-/* A wait for claimed pieces was a stall: count it, and after TL_STALLS_TO_WARN of them within
- * TL_STALL_WINDOW_US say so, once per process. Called by the caller, under tl_region_lock. */
-static void tl_note_stall(int64_t now, int n) {
+/* A wait for claimed pieces that took `lost` microseconds until `now` was a stall: count it, and say so once
+ * per process after TL_STALLS_TO_WARN of them within TL_STALL_WINDOW_US that took at least 1/TL_STALL_SHARE of
+ * the time since the first of them began (a host that takes a virtual CPU away for a millisecond now and then
+ * costs a fraction of a percent: no reason to run on fewer threads). Called by the caller, under
+ * tl_region_lock. */
+static void tl_note_stall(int64_t now, int64_t lost, int n) {
     tl_stats.recent[tl_stats.stalls % TL_STALLS_TO_WARN] = now;
+    tl_stats.lost[tl_stats.stalls % TL_STALLS_TO_WARN] = lost;
     TL_STORE(&tl_stats.stalls, tl_stats.stalls + 1);
-    int64_t first = tl_stats.recent[tl_stats.stalls % TL_STALLS_TO_WARN]; /* of the last TL_STALLS_TO_WARN */
-    if (tl_stats.stalls >= TL_STALLS_TO_WARN && now - first < TL_STALL_WINDOW_US && !tl_stats.warned) {
+    int oldest = (int)(tl_stats.stalls % TL_STALLS_TO_WARN); /* of the last TL_STALLS_TO_WARN */
+    int64_t first = tl_stats.recent[oldest], began = first - tl_stats.lost[oldest], waited = 0;
+    for (int i = 0; i < TL_STALLS_TO_WARN; i++)
+        waited += tl_stats.lost[i];
+    if (tl_stats.stalls >= TL_STALLS_TO_WARN && now - first < TL_STALL_WINDOW_US &&
+        waited * TL_STALL_SHARE >= now - began && !tl_stats.warned) {
         TL_STORE(&tl_stats.warned, 1);
         fprintf(stderr,
                 "tensorlang: parallel loops keep waiting for threads that do not get a CPU (%d threads; other "
@@ -681,7 +692,7 @@ static void tl_wait(const struct tl_loop *L, uint32_t tag, int64_t t0, int piece
     }
     int64_t now = tl_now_us();
     if (now - start >= TL_STALL_US && now - start >= 8 * per_piece)
-        tl_note_stall(now, L->n);
+        tl_note_stall(now, now - start, L->n);
 }
 
 TL_HIDDEN int32_t tensorlang_parallel_for(tl_chunk_fn fn, void *closure, int64_t lo, int64_t extent) {

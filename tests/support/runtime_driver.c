@@ -12,6 +12,8 @@
  *   stall       a worker stops inside a piece it claimed, loop after loop; each is released once the caller sleeps
  *               waiting for it (then after 20 ms), until the runtime has counted 8 stalls: every loop
  *               completes, and the runtime says so on stderr, once
+ *   sparse      the same stalls with half a second of ordinary loops between them: counted, and too small a share of
+ *               the time to say anything
  *   fork        a forked child runs parallel loops on a pool of its own
  */
 #define _GNU_SOURCE
@@ -267,13 +269,22 @@ static void *releaser(void *arg) {
     return NULL;
 }
 
-static void mode_stall(void) {
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+/* `between` seconds of ordinary loops before each loop in which a worker stops inside its piece. */
+static void stall_loops(const char *mode, double between) {
     pthread_t r;
     pthread_create(&r, NULL, releaser, NULL);
     struct span s = {0, 64, hits, NONE};
     int stops = 0;
     int64_t v[7] = {0};
     for (int attempt = 0; attempt < 2000 && stops < 100 && v[6] < 8; attempt++) {
+        for (double until = now_s() + between; now_s() < until;)
+            run_span(&s, 0);
         __atomic_store_n(&stop_next, 1, __ATOMIC_RELEASE);
         if (tensorlang_parallel_for(count_or_stop, &s, s.lo, s.extent) != 0)
             fail("status", 0, 0);
@@ -282,10 +293,10 @@ static void mode_stall(void) {
             stops++; /* a worker took a piece (else the caller ran them all: try again) */
         tensorlang_pool_stats(v, 7);
     }
-    if (stops < 8)
-        fail("workers took a piece in this many loops only", stops, 0);
+    if (v[6] < 8)
+        fail("stalls counted (of this many loops where a worker took a piece)", (long)v[6], stops);
     fflush(stderr);
-    stats("stall");
+    stats(mode);
 }
 
 static void mode_fork(void) {
@@ -321,7 +332,9 @@ int main(int argc, char **argv) {
     else if (!strcmp(m, "park"))
         mode_park();
     else if (!strcmp(m, "stall"))
-        mode_stall();
+        stall_loops("stall", 0);
+    else if (!strcmp(m, "sparse"))
+        stall_loops("sparse", 0.5);
     else if (!strcmp(m, "fork"))
         mode_fork();
     else
