@@ -423,10 +423,10 @@ def test_exported_runtime_says_once_that_its_threads_stall(driver):
 
 @needs_linux_cc
 def test_exported_runtime_keeps_quiet_about_stalls_that_cost_little(driver):
-    """The same stalls, each after half a second of ordinary loops: counted, but they take a few percent of the
-    time (as a virtual machine's host taking a CPU away now and then does), so nothing is said."""
+    """The same stalls, half a second apart: counted, but they take a few percent of the time (as a virtual
+    machine's host taking a CPU away now and then does), so nothing is said."""
     stats, err = run_driver(driver, "sparse", 2)
-    assert stats["stalls"] >= 8 and stats["loops"] > 1000, stats
+    assert stats["stalls"] >= 8, stats
     assert err == "", err
 
 

@@ -12,8 +12,8 @@
  *   stall       a worker stops inside a piece it claimed, loop after loop; each is released once the caller sleeps
  *               waiting for it (then after 20 ms), until the runtime has counted 8 stalls: every loop
  *               completes, and the runtime says so on stderr, once
- *   sparse      the same stalls with half a second of ordinary loops between them: counted, and too small a share of
- *               the time to say anything
+ *   sparse      the same stalls half a second apart (the process idle between them): counted, and too small a share
+ *               of the time to say anything
  *   fork        a forked child runs parallel loops on a pool of its own
  */
 #define _GNU_SOURCE
@@ -269,13 +269,8 @@ static void *releaser(void *arg) {
     return NULL;
 }
 
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + t.tv_nsec * 1e-9;
-}
-
-/* `between` seconds of ordinary loops before each loop in which a worker stops inside its piece. */
+/* Loops in which a worker stops inside its piece, `between` seconds apart (the process sleeps in between: loops
+ * there could stall for real on a machine that runs other tests meanwhile). */
 static void stall_loops(const char *mode, double between) {
     pthread_t r;
     pthread_create(&r, NULL, releaser, NULL);
@@ -283,8 +278,8 @@ static void stall_loops(const char *mode, double between) {
     int stops = 0;
     int64_t v[7] = {0};
     for (int attempt = 0; attempt < 2000 && stops < 100 && v[6] < 8; attempt++) {
-        for (double until = now_s() + between; now_s() < until;)
-            run_span(&s, 0);
+        if (between > 0)
+            pause_us((long)(between * 1e6));
         __atomic_store_n(&stop_next, 1, __ATOMIC_RELEASE);
         if (tensorlang_parallel_for(count_or_stop, &s, s.lo, s.extent) != 0)
             fail("status", 0, 0);
