@@ -335,8 +335,9 @@ def _pack_rule(space, st: StageInfo, configs: Configs, tile: TileConfig, vec: st
 
     Conditions for packing tensor T:
       1. a read of T moves with the vector variable (a vector read that a pack makes contiguous, or a contiguous
-         one whose panels then stream from L1), or is contiguous along a reduction variable (broadcasts along a
-         reduction whose rows lie far apart: A's rows in a matmul);
+         one whose panels then stream from L1), or is contiguous along a reduction variable of more than one
+         iteration (broadcasts along a reduction whose rows lie far apart: A's rows in a matmul; not the filter
+         window of a 1x1 convolution, whose image a pack would copy again for every block of filters);
       2. some element of T is read more than once, or a read of T moves with the vector variable by more than
          one element (a copy pays only when the copied panel is read again: the weights of a matrix-vector
          product are read once, in place where they are contiguous);
@@ -350,7 +351,8 @@ def _pack_rule(space, st: StageInfo, configs: Configs, tile: TileConfig, vec: st
     for t in packable_reads:
         reads = st.reads_of(t)
         moves = any(r.strides.get(vec, 0) for r in reads)
-        along_reduction = any(any(abs(r.strides.get(x, 0)) == 1 for x in st.reduction) for r in reads)
+        along_reduction = any(any(abs(r.strides.get(x, 0)) == 1 and st.extents[x] > 1 for x in st.reduction)
+                              for r in reads)
         once = reuse(st, t) == 1 and all(abs(r.strides.get(vec, 0)) <= 1 for r in reads)
         packs[t] = bool(moves or along_reduction) and not once and space.has_buffer(configs, t) \
             and not (moves and panel_in_place(st, t, tile))
