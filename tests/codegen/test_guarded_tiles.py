@@ -28,11 +28,12 @@ def depthwise(W: int, split: int, dtype: str = "f32"):
     return s
 
 
-def numpy_depthwise(I, K, H, W):
-    out = np.zeros((I.shape[0], H, W), np.float64)
+def numpy_depthwise(I, K, H, W, acc=np.float64):
+    """The 3x3 depthwise convolution of `I` by `K`, accumulated in `acc` (float64, or int64 for integers)."""
+    out = np.zeros((I.shape[0], H, W), acc)
     for r in range(3):
         for s in range(3):
-            out += I[:, r:r + H, s:s + W].astype(np.float64) * K[:, r, s, None, None]
+            out += I[:, r:r + H, s:s + W].astype(acc) * K[:, r, s, None, None]
     return out
 
 
@@ -63,8 +64,5 @@ def test_an_integer_tile_past_the_extent_wraps_as_numpy():
     I = rng.integers(-2**30, 2**30, (3, 7, 15)).astype(np.int32)
     K = rng.integers(-5, 6, (3, 3, 3)).astype(np.int32)
     got = tl.build(depthwise(13, 8, "i32"))(I, K)
-    want = np.zeros((3, 5, 13), np.int64)
-    for r in range(3):
-        for s in range(3):
-            want += I[:, r:r + 5, s:s + 13].astype(np.int64) * K[:, r, s, None, None]
+    want = numpy_depthwise(I, K, 5, 13, np.int64)
     np.testing.assert_array_equal(got, ((want + 2**31) % 2**32 - 2**31).astype(np.int32))
