@@ -505,6 +505,39 @@ def test_a_frozen_worker_does_not_stall_the_run(tmp_path):
 
 
 @pytest.mark.slow
+def test_candidates_the_scheduler_gives_a_suspected_worker_are_taken_back(tmp_path):
+    """A candidate sent while no worker was suspected may go to any worker, and the scheduler keeps counting a frozen
+    worker's free slots: what it gives the frozen worker after the tuner suspected it (a run whose build was done
+    elsewhere waits there for ever) is sent to the others at the watchdog's next look, long before a stall's nudge
+    (the timeout of 240 s makes that 120 s)."""
+    task = matmul_task()
+    configs = [task.space.config_at(i) for i in range(0, 120, 20)]
+    with LocalDask(tmp_path / "dask") as dk:
+        dk.start_scheduler()
+        dk.start_worker("a", cpu=0, nanny=False)
+        dk.start_worker("b", cpu=1)
+        dk.wait_for_workers(2)
+        a = dk.worker_address("a")
+        with Cluster(dk.address, ClusterOptions(timeout=240, margin=200)) as cluster:
+            runner = DaskRunner(task, cluster, seed=1)
+            dk.kill("worker-a", signal.SIGSTOP)  # frozen before anything was sent: the scheduler does not know
+            batch = runner.submit(configs)
+            deadline = time.monotonic() + 60
+            given: tuple = ()
+            while time.monotonic() < deadline and not given:
+                given = cluster._sync(cluster.client.scheduler.processing, workers=[a]).get(a, ())
+                time.sleep(0.1)
+            assert given, "the scheduler gave the frozen worker nothing"
+            cluster._suspects[a] = "frozen by the test"  # as the heartbeat check would, after the scheduler gave
+            t0 = time.monotonic()
+            cluster.wait([batch])
+            took = time.monotonic() - t0
+            assert all(r is not None and r.ok for r in batch.results), [r and r.error for r in batch.results]
+            assert not cluster._sync(cluster.client.scheduler.processing, workers=[a]).get(a, ())
+    assert took < 90, f"the candidates given to the frozen worker waited {took:.0f} s"
+
+
+@pytest.mark.slow
 def test_scheduler_killed_mid_run_says_so_keeps_every_record_and_resume_works(tmp_path):
     task = matmul_task()
     db = str(tmp_path / "s.db")

@@ -21,9 +21,11 @@ What runs where:
 Faults: a worker that dies mid-candidate: Dask runs the candidate again on another worker; when the scheduler's
 ``distributed.scheduler.allowed-failures`` (default 3) more workers died with it, it is recorded with error kind
 ``lost``. A worker that started a build or a run and has not answered within that step's time limit plus
-``margin`` seconds counts as hung: its candidates go to the other workers (no more are sent to it) and after
-``max_tries`` such moves a candidate is ``lost``. A scheduler that cannot be reached, dies or stops answering is a
-:class:`ClusterError` within ``timeout`` seconds; every result committed before it stays in the database.
+``margin`` seconds, or whose heartbeats stopped for ``margin`` seconds, counts as hung: its candidates go to the
+other workers (no more are sent to it; one the scheduler gives it later, having sent it before it was suspected, is
+taken back within seconds) and after ``max_tries`` such moves a candidate is ``lost``. A scheduler that cannot be
+reached, dies or stops answering is a :class:`ClusterError` within ``timeout`` seconds; every result committed before
+it stays in the database.
 
 Example::
 
@@ -651,6 +653,8 @@ class Cluster:
                 self._heartbeats[addr] = (self._last_seen.get(addr), now)
             elif now - since > self.options.margin:
                 self._hung(addr, f"no heartbeat for {now - since:.0f} s")
+        if self._suspects.keys() & alive:
+            self._reclaim([w for w in self._suspects if w in alive])
         for cand in self._inflight.values():  # a step started, or a build kept, on a worker that left: redone
             if cand.started is not None and cand.started[2] not in alive:
                 cand.started = None
@@ -667,6 +671,22 @@ class Cluster:
                                      f"; nothing came back for {now - self._last_progress:.0f} s")
                     e.resumable = True
                     raise e
+
+    def _reclaim(self, suspects: list[str]) -> None:
+        """Send again the candidates that the scheduler has given to ``suspects`` (workers suspected of hanging that
+        are still in the cluster) since they were suspected: one sent before any worker was suspected may go to any
+        worker, and the scheduler still counts a frozen worker's free slots (its run, after a build elsewhere,
+        would wait there for ever)."""
+        try:
+            queued = self._sync(self.client.scheduler.processing, workers=suspects)
+        except ClusterError:
+            raise
+        except Exception:  # the scheduler's view is a help, not a need: the next look tries again
+            return
+        keys = {k for ks in (queued or {}).values() for k in ks}
+        for cand in list(self._inflight.values()):
+            if not cand.done and {f.key for f in cand.futures} & keys:
+                self._retry(cand, "the scheduler gave it to a worker that stopped answering", count=False)
 
     def _welcome(self, new: list[WorkerInfo]) -> None:
         """Workers that advertised their target since the last look (started, or restarted after a death): the
