@@ -24,6 +24,11 @@ channels where the app has them; the camera pipeline's 2592 x 1968 raw mosaic):
 - ``camera-pipe``: the stages of apps/camera_pipe after its demosaic, on the demosaiced 10-bit image (u16): the
   Q8.8 colour correction matrix (i32 arithmetic, i16 result), the tone curve as a 1024-entry u8 table read at each
   value (a gather; an input here, where the app computes it from its parameters in a stage) and the u8 sharpen;
+- ``camera-pipe-raw``: the whole of apps/camera_pipe from its raw 10-bit GRBG mosaic (u16): hot pixel suppression
+  (each value clamped to the range of its four neighbours of the same colour), the demosaic in int16 with the app's
+  means rounded up, then the stages of ``camera-pipe``; the mosaic read as quads ``[H, 2, W, 2]`` and the output
+  written as ``[3, H - 8, 2, W - 8, 2]``, the memory of the app's ``[2H, 2W]`` and ``[3, 2(H - 8), 2(W - 8)]``, so that
+  every read is affine (the sharpen's neighbours across a quad's edge are a select on the site);
 - ``interpolate``: apps/interpolate, an RGBA image premultiplied by its alpha and downsampled nine times by
   [1 2 1] / 4, then rebuilt from the coarsest level up, each level blending in the upsampled coarser one (the mean of
   its pixels at ``x // 2`` and ``(x + 1) // 2``) where its alpha leaves room, and divided by alpha at the end; the
@@ -54,8 +59,10 @@ Example::
 
     >>> [p.name for p in PROGRAMS][:6]
     ['blur', 'harris', 'demosaic', 'max-filter', 'stencil-chain', 'unsharp']
-    >>> [p.name for p in PROGRAMS][6:]
-    ['iir-blur', 'histogram-equalize', 'camera-pipe', 'interpolate', 'local-laplacian', 'bilateral-grid']
+    >>> [p.name for p in PROGRAMS][6:10]
+    ['iir-blur', 'histogram-equalize', 'camera-pipe', 'camera-pipe-raw']
+    >>> [p.name for p in PROGRAMS][10:]
+    ['interpolate', 'local-laplacian', 'bilateral-grid']
 """
 from __future__ import annotations
 
@@ -77,9 +84,6 @@ NOT_WRITTEN = {
                                            "that reads the previous slice at y + 2^(k-1) (a read along two indices, "
                                            "which a scan refuses), and the filter height per column offset is read "
                                            "from a table choosing the slice; the square separable filter is here",
-    "camera_pipe (whole)": "the stages before the colour correction (hot pixel suppression, deinterleave and the "
-                           "integer demosaic) are not written in u16/i16; the float demosaic is here as `demosaic`, "
-                           "the stages after it as `camera-pipe`",
 }
 
 H, W = 2560, 1536  # the apps' estimates: 1536 wide, 2560 tall
@@ -244,8 +248,9 @@ def _harris_hl(hl, sizes):
 _SITE = {"gr": (0, 0), "r": (0, 1), "b": (1, 0), "gb": (1, 1)}
 
 
-def _demosaic(raw, dtype):
-    """The camera pipe's demosaic on quad planes, in numpy; raw [2H, 2W] -> [3, 2(H-4), 2(W-4)]."""
+def _demosaic(raw, dtype, avg=None):
+    """The camera pipe's demosaic on quad planes, in numpy; raw [2H, 2W] -> [3, 2(H-4), 2(W-4)]. ``avg(a, b)``: the
+    mean of two values (default ``(a + b) / 2``; the app's integer one rounds up)."""
     raw = np.asarray(raw, dtype)
     h, w = raw.shape[0] // 2, raw.shape[1] // 2
     q = raw.reshape(h, 2, w, 2)
@@ -256,8 +261,9 @@ def _demosaic(raw, dtype):
         a = plane[p] if isinstance(p, str) else p
         return a[m + dy:a.shape[0] - m + dy, m + dx:a.shape[1] - m + dx]
 
-    def avg(a, b):
-        return (a + b) * half
+    if avg is None:
+        def avg(a, b):
+            return (a + b) * half
     gr, gb = plane["gr"], plane["gb"]
     # green at red and blue sites, margin 1
     g_r = np.where(np.abs(at(gr, 1, 0, 1) - at(gr, 0, 0, 1)) < np.abs(at(gb, 0, -1, 1) - at(gb, 0, 0, 1)),
@@ -285,16 +291,16 @@ def _demosaic(raw, dtype):
     return out.reshape(3, 2 * (h - 4), 2 * (w - 4))
 
 
-def _demosaic_source() -> str:
+def _demosaic_stages(src: str, avg, less: int = 0) -> tuple[str, str, str, str]:
+    """The demosaic's stages read from the quad planes of ``src`` (``[H - less, 2, W - less, 2]``) and ``avg(a, b)``
+    (DSL text of the mean of two values): the lines of its interpolation stages and the expressions of the red, green
+    and blue of an output quad's site ``(dy, dx)``."""
     def p(site, dx, dy, m=2):  # a plane read at the output's quad (margin m) shifted by (dx, dy)
         a, b = _SITE[site]
-        return f"raw[y + {m + dy}, {a}, x + {m + dx}, {b}]"
+        return f"{src}[y + {m + dy}, {a}, x + {m + dx}, {b}]"
 
     def g(name, dx, dy):  # g_r / g_b (margin 1) read from a margin-2 stage
         return f"{name}[y + {1 + dy}, x + {1 + dx}]"
-
-    def avg(a, b):
-        return f"({a} + {b}) * 0.5"
 
     def sel(a1, a2, b1, b2, yes, no):
         return f"select(abs({a1} - {a2}) < abs({b1} - {b2}), {yes}, {no})"
@@ -321,18 +327,26 @@ def _demosaic_source() -> str:
     red = quad("r_gr[y, x]", p("r", 0, 0), "r_b[y, x]", "r_gb[y, x]")
     green = quad(p("gr", 0, 0), g("g_r", 0, 0), g("g_b", 0, 0), p("gb", 0, 0))
     blue = quad("b_gr[y, x]", "b_r[y, x]", p("b", 0, 0), "b_gb[y, x]")
-    inner = "where y in 0:H-4, x in 0:W-4"
-    return f"""\
-def demosaic(raw: f32[H, 2, W, 2]) -> O:
-    g_r[y, x] = {g_r} where y in 0:H-2, x in 0:W-2
-    g_b[y, x] = {g_b} where y in 0:H-2, x in 0:W-2
+    margin = f"where y in 0:H-{less + 2}, x in 0:W-{less + 2}"
+    inner = f"where y in 0:H-{less + 4}, x in 0:W-{less + 4}"
+    lines = f"""\
+    g_r[y, x] = {g_r} {margin}
+    g_b[y, x] = {g_b} {margin}
     r_gr[y, x] = {r_gr} {inner}
     b_gr[y, x] = {b_gr} {inner}
     r_gb[y, x] = {r_gb} {inner}
     b_gb[y, x] = {b_gb} {inner}
     r_b[y, x] = {r_b} {inner}
     b_r[y, x] = {b_r} {inner}
-    O[c, y, dy, x, dx] = select(c == 0, {red}, select(c == 1, {green}, {blue})) \
+"""
+    return lines, red, green, blue
+
+
+def _demosaic_source() -> str:
+    lines, red, green, blue = _demosaic_stages("raw", lambda a, b: f"({a} + {b}) * 0.5")
+    return f"""\
+def demosaic(raw: f32[H, 2, W, 2]) -> O:
+{lines}    O[c, y, dy, x, dx] = select(c == 0, {red}, select(c == 1, {green}, {blue})) \
 where c in 0:3, y in 0:H-4, dy in 0:2, x in 0:W-4, dx in 0:2
 """
 
@@ -347,9 +361,17 @@ def _demosaic_hl(hl, sizes):
     b_b[x, y] = raw_edge[2 * x, 2 * y + 1]
     g_gb[x, y] = raw_edge[2 * x + 1, 2 * y + 1]
     half = hl.f32(0.5)
+    r, g, b = _demosaic_hl_rgb(hl, (g_gr, r_r, b_b, g_gb), lambda a, b: (a + b) * half)
+    out = hl.Func("output")
+    out[x, y, c] = hl.select(c == 0, r[x + 4, y + 4], hl.select(c == 1, g[x + 4, y + 4], b[x + 4, y + 4]))
+    return [(raw, (2 * sizes["H"], 2 * sizes["W"]))], out, (3, 2 * (sizes["H"] - 4), 2 * (sizes["W"] - 4))
 
-    def avg(a, b):
-        return (a + b) * half
+
+def _demosaic_hl_rgb(hl, planes, avg):
+    """The demosaic in Halide from the quad ``planes`` (Funcs of the GR, R, B and GB sites, indexed by quad) and
+    ``avg(a, b)``: the red, green and blue Funcs of the full-resolution image (pixel ``(x, y)`` of the mosaic)."""
+    x, y = hl.Var("x"), hl.Var("y")
+    g_gr, r_r, b_b, g_gb = planes
 
     def absd(a, b):
         return hl.abs(a - b)
@@ -376,12 +398,8 @@ def _demosaic_hl(hl, sizes):
         out[x, y] = hl.select(y % 2 == 0, hl.select(x % 2 == 0, f00[qx, qy], f01[qx, qy]),
                               hl.select(x % 2 == 0, f10[qx, qy], f11[qx, qy]))
         return out
-    r = interleave(r_gr, r_r, r_b, r_gb, "r")
-    g = interleave(g_gr, g_r, g_b, g_gb, "g")
-    b = interleave(b_gr, b_r, b_b, b_gb, "b")
-    out = hl.Func("output")
-    out[x, y, c] = hl.select(c == 0, r[x + 4, y + 4], hl.select(c == 1, g[x + 4, y + 4], b[x + 4, y + 4]))
-    return [(raw, (2 * sizes["H"], 2 * sizes["W"]))], out, (3, 2 * (sizes["H"] - 4), 2 * (sizes["W"] - 4))
+    return (interleave(r_gr, r_r, r_b, r_gb, "r"), interleave(g_gr, g_r, g_b, g_gb, "g"),
+            interleave(b_gr, b_r, b_b, b_gb, "b"))
 
 
 def _mosaic(sizes, rng):
@@ -781,6 +799,112 @@ def _camera_pipe_hl(hl, sizes):
 def _camera_inputs(sizes, rng):
     """A demosaiced 10-bit image (the app's raw values) and the app's tone curve."""
     return [rng.integers(0, 1024, (3, sizes["H"], sizes["W"])).astype(np.uint16), _tone_curve()]
+
+
+# ------------------------------------------------------------------------------------------------ camera pipe, whole
+
+def _hot_pixels(raw):
+    """The camera pipe's hot pixel suppression on quads ``[H, 2, W, 2]`` (int64): each value clamped to the range of
+    its four neighbours of the same colour (two pixels away: one quad); ``[H - 2, 2, W - 2, 2]``."""
+    around = [raw[:-2, :, 1:-1], raw[2:, :, 1:-1], raw[1:-1, :, :-2], raw[1:-1, :, 2:]]
+    return np.clip(raw[1:-1, :, 1:-1], np.minimum.reduce(around), np.maximum.reduce(around))
+
+
+def _camera_pipe_raw(raw, curve, **s):
+    """apps/camera_pipe from its raw GRBG mosaic, in numpy (int64, then the app's types): hot pixel suppression, the
+    demosaic in integers (means rounded up), then :func:`_camera_pipe`'s colour correction, tone curve and sharpen;
+    raw u16 ``[H, 2, W, 2]`` (the quads of ``[2H, 2W]``) -> u8 ``[3, H - 8, 2, W - 8, 2]`` (``[3, 2(H-8), 2(W-8)]``)."""
+    h, w = raw.shape[0], raw.shape[2]
+    denoised = _hot_pixels(np.asarray(raw, np.int64)).reshape(2 * (h - 2), 2 * (w - 2))
+    demosaiced = _demosaic(denoised, np.int64, avg=lambda a, b: (a + b + 1) // 2)
+    sharpened = _camera_pipe(demosaiced, curve)[:, 1:-1, 1:-1]
+    return sharpened.reshape(3, h - 8, 2, w - 8, 2)
+
+
+def _camera_pipe_raw_source() -> str:
+    def clamp_by(site_reads):
+        centre, around = site_reads[0], site_reads[1:]
+        lo = f"min(min({around[0]}, {around[1]}), min({around[2]}, {around[3]}))"
+        hi = f"max(max({around[0]}, {around[1]}), max({around[2]}, {around[3]}))"
+        return f"min(max({centre}, {lo}), {hi})"
+    reads = [f"raw[y + {1 + dy}, a, x + {1 + dx}, b]" for dy, dx in ((0, 0), (-1, 0), (1, 0), (0, -1), (0, 1))]
+    lines, red, green, blue = _demosaic_stages(
+        "denoised", lambda a, b: f"i16((i32({a}) + i32({b}) + 1) // 2)", less=2)
+    m = _color_matrix()
+    q = "y, dy, x, dx"
+    rows = [f"({m[k, 3]} + {m[k, 0]} * i32(dem[0, {q}]) + {m[k, 1]} * i32(dem[1, {q}]) "
+            f"+ {m[k, 2]} * i32(dem[2, {q}])) // 256" for k in range(3)]
+
+    def avg(a, b):
+        return f"u8((u16({a}) + u16({b}) + 1) // 2)"
+
+    def blur121(a, b, c):
+        return avg(avg(a, c), b)
+    # the pixel above and below an output quad's site (dy) and left and right of it (dx), in quads; a margin of one
+    up = "select(dy == 1, curved[c, y + 1, 0, x, dx], curved[c, y, 1, x, dx])"
+    down = "select(dy == 0, curved[c, y + 1, 1, x, dx], curved[c, y + 2, 0, x, dx])"
+    left = "select(dx == 1, unsharp_y[c, y, dy, x + 1, 0], unsharp_y[c, y, dy, x, 1])"
+    right = "select(dx == 0, unsharp_y[c, y, dy, x + 1, 1], unsharp_y[c, y, dy, x + 2, 0])"
+    centre = "curved[c, y + 1, dy, x + 1, dx]"
+    quads = "where c in 0:3, y in 0:H-6, dy in 0:2, x in 0:W-6, dx in 0:2"
+    rows_in = "where c in 0:3, y in 0:H-8, dy in 0:2, x in 0:W-6, dx in 0:2"
+    out = "where c in 0:3, y in 0:H-8, dy in 0:2, x in 0:W-8, dx in 0:2"
+    return f"""\
+def camera_pipe_raw(raw: u16[H, 2, W, 2], curve: u8[1024]) -> O:
+    denoised[y, a, x, b] = i16({clamp_by(reads)}) where y in 0:H-2, a in 0:2, x in 0:W-2, b in 0:2
+{lines}    dem[c, y, dy, x, dx] = select(c == 0, {red}, select(c == 1, {green}, {blue})) {quads}
+    corrected[c, {q}] = i16(select(c == 0, {rows[0]}, select(c == 1, {rows[1]}, {rows[2]}))) {quads}
+    curved[c, {q}] = curve[clamp(corrected[c, {q}], 0, 1023)] {quads}
+    unsharp_y[c, {q}] = {blur121(up, "curved[c, y + 1, dy, x, dx]", down)} {rows_in}
+    unsharp[c, {q}] = {blur121(left, "unsharp_y[c, y, dy, x + 1, dx]", right)} {out}
+    mask[c, {q}] = i16({centre}) - i16(unsharp[c, {q}]) {out}
+    O[c, {q}] = sat_u8(i16({centre}) + mask[c, {q}] * {SHARPEN_X32} // 32) {out}
+"""
+
+
+def _camera_pipe_raw_hl(hl, sizes):
+    x, y, c = hl.Var("x"), hl.Var("y"), hl.Var("c")
+    h, w = sizes["H"], sizes["W"]
+    raw = hl.ImageParam(hl.UInt(16), 2, "raw")
+    curve = hl.ImageParam(hl.UInt(8), 1, "curve")
+    raw_edge = _edge(hl, raw)
+    denoised = hl.Func("denoised")  # in the mosaic's pixels: the same colour is two pixels away
+    around = [raw_edge[x - 2, y], raw_edge[x + 2, y], raw_edge[x, y - 2], raw_edge[x, y + 2]]
+    denoised[x, y] = hl.clamp(raw_edge[x, y], hl.min(hl.min(around[0], around[1]), hl.min(around[2], around[3])),
+                              hl.max(hl.max(around[0], around[1]), hl.max(around[2], around[3])))
+    planes = [hl.Func(n) for n in ("g_gr", "r_r", "b_b", "g_gb")]
+    for f, (a, b) in zip(planes, ((0, 0), (0, 1), (1, 0), (1, 1))):
+        f[x, y] = hl.i16(denoised[2 * x + b, 2 * y + a])
+    r, g, b = _demosaic_hl_rgb(hl, planes, lambda p, q: hl.i16((hl.i32(p) + hl.i32(q) + 1) / 2))
+    m = _color_matrix()
+    ir, ig, ib = (hl.i32(f[x + 6, y + 6]) for f in (r, g, b))  # the demosaic's output starts 3 quads in
+    rows = [hl.i16((int(m[k, 3]) + int(m[k, 0]) * ir + int(m[k, 1]) * ig + int(m[k, 2]) * ib) / 256)
+            for k in range(3)]
+    corrected, curved = hl.Func("corrected"), hl.Func("curved")
+    corrected[x, y, c] = hl.select(c == 0, rows[0], c == 1, rows[1], rows[2])
+    curved[x, y, c] = curve[hl.i32(hl.clamp(corrected[x, y, c], 0, 1023))]
+
+    def avg(a, b):
+        return hl.u8((hl.u16(a) + b + 1) / 2)
+
+    def blur121(a, b, c_):
+        return avg(avg(a, c_), b)
+    unsharp_y, unsharp, mask, out = hl.Func("unsharp_y"), hl.Func("unsharp"), hl.Func("mask"), hl.Func("output")
+    unsharp_y[x, y, c] = blur121(curved[x, y - 1, c], curved[x, y, c], curved[x, y + 1, c])
+    unsharp[x, y, c] = blur121(unsharp_y[x - 1, y, c], unsharp_y[x, y, c], unsharp_y[x + 1, y, c])
+    mask[x, y, c] = hl.i16(curved[x, y, c]) - hl.i16(unsharp[x, y, c])
+    sharpened = hl.Func("sharpened")
+    sharpened[x, y, c] = hl.u8_sat(curved[x, y, c] + (mask[x, y, c] * hl.u8(SHARPEN_X32)) / 32)
+    out[x, y, c] = sharpened[x + 2, y + 2, c]
+    return [(raw, (2 * h, 2 * w)), (curve, (1024,))], out, (3, 2 * (h - 8), 2 * (w - 8))
+
+
+def _raw_inputs(sizes, rng):
+    """A 10-bit raw mosaic as quads (the app's raw values; one in a thousand a hot pixel at the top of the range)
+    and the app's tone curve."""
+    raw = rng.integers(0, 1024, (sizes["H"], 2, sizes["W"], 2))
+    raw[rng.random(raw.shape) < 0.001] = 1023
+    return [raw.astype(np.uint16), _tone_curve()]
 
 
 # ------------------------------------------------------------------------------------------------ bilateral grid
@@ -1304,6 +1428,14 @@ def max_filter(I: f32[3, H, W], R: int) -> O:
             what="the camera pipe after its demosaic: Q8.8 colour matrix, u8 tone curve lookup, sharpen "
                  "(apps/camera_pipe)", origin=ORIGIN,
             notes="input: the demosaic's 10-bit image as u16; the tone curve is an input table"),
+    Program("camera-pipe-raw", "halide", _camera_pipe_raw_source(), {"H": RAW_H // 2, "W": RAW_W // 2},
+            {"H": 16, "W": 20}, _camera_pipe_raw, {"numpy": call("numpy", _camera_pipe_raw)},
+            flops=lambda s: (4.0 * (7 + 60) + 4 * 3 * 30) * (s["H"] - 8) * (s["W"] - 8),
+            inputs=_raw_inputs, halide=_camera_pipe_raw_hl,
+            what="the whole camera pipe from its raw mosaic: hot pixel suppression, integer demosaic, colour "
+                 "matrix, tone curve, sharpen (apps/camera_pipe)", origin=ORIGIN,
+            notes="the mosaic as [H, 2, W, 2] quads (u16) and the output as [3, H-8, 2, W-8, 2] (u8): the memory "
+                  "of [2H, 2W] and [3, 2(H-8), 2(W-8)]; the tone curve is an input table"),
     Program("interpolate", "halide", _interpolate_source(), {"H": 5, "W": 3}, {"H": 1, "W": 1},
             _ref(_interpolate), {"numpy": _np(_interpolate)},
             flops=lambda s: 4.0 * 4**(LEVELS - 1) * s["H"] * s["W"] * (1 + 2 * 12 / 3 + 10),

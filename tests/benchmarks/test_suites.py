@@ -103,7 +103,7 @@ def test_halide_apps_naive_schedule_matches_the_reference(p):
     assert got.ok, f"{p.key}, the naive schedule: {got.why}"
 
 
-@pytest.mark.parametrize("name", ["histogram-equalize", "camera-pipe"])
+@pytest.mark.parametrize("name", ["histogram-equalize", "camera-pipe", "camera-pipe-raw"])
 def test_integer_apps_are_compared_bit_for_bit(name):
     p = suites.find("halide", name)
     inputs = common.make_inputs(p, p.small, seed=0)
