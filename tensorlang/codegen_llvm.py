@@ -48,6 +48,9 @@ PARALLEL_FOR = "tensorlang_parallel_for"
 MAX_DEINTERLEAVED_STRIDE = 4
 """A vector load whose lanes lie at most this many elements apart is one wide load and a shuffle (see
 `_Emitter._strided_load`); farther apart, a gather (the wide load would read more than it keeps)."""
+MAX_SHUFFLED_SPAN = 2
+"""The most vectors of elements that one load spans where its lanes sit at constant offsets that are no single
+stride (``_Emitter._shuffled_load``); wider, the lanes are gathered."""
 WORKSPACE_MIN_BYTES = 64 * 1024  # temporaries this large are kept between calls (see `_Emitter.allocate`)
 RELEASE_SUFFIX = "_release_workspace"  # the function that frees what a kernel keeps: NAME + RELEASE_SUFFIX
 INDEX_ERROR_SUFFIX = "_index_error"  # the function that tells which index was out of range: NAME + INDEX_ERROR_SUFFIX
@@ -1079,6 +1082,10 @@ class _Emitter:
             return b.call(f, [ptr, self.splat(mask, w), constant(t, 0, w)])
         if stride is not None and 2 <= stride <= MAX_DEINTERLEAVED_STRIDE:
             return self._strided_load(e.buffer, flat, stride, mask, t)
+        if stride is None and mask is None:
+            offsets = self._lane_offsets(e, flat)
+            if offsets is not None:
+                return self._shuffled_load(e.buffer, offsets, t)
         # any other pattern: a gather of per-lane addresses (masked lanes read nothing)
         interior = self._interior(flat) if cond is None else None
         off = self.splat(self.expr(flat), w)
@@ -1148,6 +1155,45 @@ class _Emitter:
         f = self.intrinsic("llvm.masked.load", wt, [PTR, ll.VectorType(I1, n), wt], [wt, PTR])
         wide = b.call(f, [ptr, wide_mask, constant(t, 0, n)])
         return b.shuffle_vector(wide, ll.Constant(wt, None), constant(I32, [i * s for i in range(w)], w))
+
+    def _lane_offsets(self, node, flat: ir.Expr) -> tuple[ir.Expr, list[int]] | None:
+        """For a flat index that moves with the vector lanes by the same constant offsets in every vector (a fused
+        loop's ``x = o*32 + i // 2`` reading ``A[y, x, 1]``: offsets 0, 0, 2, 2, ...), the index at the first lane
+        and each lane's offset from it, when they span at most :data:`MAX_SHUFFLED_SPAN` vectors; else None. The
+        lanes' values of the vectorized variable must be constants (a loop of one vector from 0)."""
+        values = _int_values(self.vars[self.lane_var]) if self.lane_var in self.vars else None
+        if not isinstance(values, list) or len(values) != self.lanes:
+            return None
+        key = (id(node), self.lane_var, tuple(values))  # a vector split in pieces: each its own lanes
+        hit = self._addr_cache.get(key)
+        if hit is not None and hit[0] is node:
+            return hit[1]
+        out = None
+        expanded = self.expand(flat)
+        first = simplify(substitute(expanded, {self.lane_var: ir.IntImm(values[0], "i64")}))
+        offsets = []
+        for v in values:
+            d = simplify(ir.BinOp("-", substitute(expanded, {self.lane_var: ir.IntImm(v, "i64")}), first))
+            if not isinstance(d, ir.IntImm) or is_symbolic(d.value):
+                break
+            offsets.append(d.value)
+        else:
+            lo, hi = min(offsets), max(offsets)
+            if hi - lo < MAX_SHUFFLED_SPAN * self.lanes:
+                out = (simplify(ir.BinOp("+", first, ir.IntImm(lo, "i64"))), [o - lo for o in offsets])
+        self._addr_cache[key] = (node, out)
+        return out
+
+    def _shuffled_load(self, buf: ir.Buffer, at: tuple[ir.Expr, list[int]], t: ll.Type) -> ll.Value:
+        """The lanes of a load whose lanes sit at constant offsets from its first element (:meth:`_lane_offsets`), all
+        active: one contiguous load of the elements from the lowest offset to the highest (in the buffer, since
+        both ends are elements the lanes read), then a shuffle that puts each lane's element in place."""
+        base, offsets = at
+        n = max(offsets) + 1
+        wt = ll.VectorType(t, n)
+        wide = self.b.load(self.pointer(buf, self.expr(base), inbounds=False), align=DTYPES[buf.dtype].itemsize,
+                           typ=wt)
+        return self.b.shuffle_vector(wide, ll.Constant(wt, None), constant(I32, offsets, self.lanes))
 
     def _interior(self, flat: ir.Expr) -> tuple[ir.Expr, ir.Expr] | None:
         """For a flat index that depends on the vector lanes only through `min` and `max` of an index moving one

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import cast
 
 from .ir import BinOp, Cast, Cmp, Expr, IndexCheck, IntImm, Logic, Neg, Not, Select, Var
-from .symbolic import Sym, proven, smax, smin
+from .symbolic import Sym, is_symbolic, proven, smax, smin
 
 _INT = ("i64", "i32")
 
@@ -58,6 +58,11 @@ def _simplify(e: Expr) -> Expr:
             return IntImm(v, e.dtype)
         if e.op in ("//", "%") and isinstance(b, IntImm) and b.value == 1:
             return a if e.op == "//" else IntImm(0, e.dtype)
+        if e.op in ("//", "%") and isinstance(b, IntImm) and not is_symbolic(b.value) and b.value > 1 \
+                and e.dtype == "i64":
+            whole = _divide_out(e.op, a, b.value)
+            if whole is not None:
+                return whole
         return BinOp(e.op, a, b)
     if isinstance(e, Cmp):
         a, b = simplify(e.a), simplify(e.b)
@@ -81,6 +86,33 @@ def _simplify(e: Expr) -> Expr:
     if isinstance(e, IndexCheck):
         return IndexCheck(simplify(e.a), e.extent, e.site, None if e.when is None else simplify(e.when))
     return e
+
+
+def _divide_out(op: str, a: Expr, d: int) -> Expr | None:
+    """``a // d`` or ``a % d`` with the terms of `a` that are multiples of `d` taken out of the division:
+    ``(o*64 + i) // 2`` is ``o*32 + i // 2`` and ``(o*64 + i) % 2`` is ``i % 2`` (floor division; for i64 index
+    arithmetic only, where nothing wraps). None when no term is a multiple of `d`.
+
+    >>> from tensorlang.ir import Var, const
+    >>> str(simplify(BinOp("//", BinOp("+", BinOp("*", Var("o"), const(64)), Var("i")), const(2))))
+    'o*32 + i//2'
+    >>> str(simplify(BinOp("%", BinOp("+", BinOp("*", Var("o"), const(64)), Var("i")), const(2))))
+    'i%2'
+    """
+    terms, c = _linear(a)
+    if any(is_symbolic(v) for v in terms.values()) or is_symbolic(c):
+        return None
+    whole = {k: v // d for k, v in terms.items() if v % d == 0}
+    rest = {k: v for k, v in terms.items() if v % d != 0}
+    if not whole and c // d == 0:
+        return None
+    r = c - (c // d) * d
+    if not rest:  # 0 <= r < d
+        return IntImm(r, a.dtype) if op == "%" else _rebuild(whole, c // d, a.dtype)
+    left = BinOp(op, _rebuild(rest, r, a.dtype), IntImm(d, a.dtype))
+    if op == "%":
+        return left
+    return simplify(BinOp("+", _rebuild(whole, c // d, a.dtype), left))
 
 
 def _cmp(op: str, x: int, y: int) -> bool:
