@@ -1161,19 +1161,20 @@ class _Emitter:
         loop's ``x = o*32 + i // 2`` reading ``A[y, x, 1]``: offsets 0, 0, 2, 2, ...), the index at the first lane
         and each lane's offset from it, when they span at most :data:`MAX_SHUFFLED_SPAN` vectors; else None. The
         lanes' values of the vectorized variable must be constants (a loop of one vector from 0)."""
-        values = _int_values(self.vars[self.lane_var]) if self.lane_var in self.vars else None
-        if not isinstance(values, list) or len(values) != self.lanes:
+        lane = self.lane_var
+        values = _int_values(self.vars[lane]) if lane is not None and lane in self.vars else None
+        if lane is None or not isinstance(values, list) or len(values) != self.lanes:
             return None
-        key = (id(node), self.lane_var, tuple(values))  # a vector split in pieces: each its own lanes
+        key = (id(node), lane, tuple(values))  # a vector split in pieces: each its own lanes
         hit = self._addr_cache.get(key)
         if hit is not None and hit[0] is node:
             return hit[1]
         out = None
         expanded = self.expand(flat)
-        first = simplify(substitute(expanded, {self.lane_var: ir.IntImm(values[0], "i64")}))
+        first = simplify(substitute(expanded, {lane: ir.IntImm(values[0], "i64")}))
         offsets = []
         for v in values:
-            d = simplify(ir.BinOp("-", substitute(expanded, {self.lane_var: ir.IntImm(v, "i64")}), first))
+            d = simplify(ir.BinOp("-", substitute(expanded, {lane: ir.IntImm(v, "i64")}), first))
             if not isinstance(d, ir.IntImm) or is_symbolic(d.value):
                 break
             offsets.append(d.value)
