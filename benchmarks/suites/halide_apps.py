@@ -747,16 +747,24 @@ def _camera_pipe(I, curve, **s):
     return np.clip(centre + mask * SHARPEN_X32 // 32, 0, 255).astype(np.uint8)
 
 
-def _camera_pipe_source() -> str:
+def _colour_rows(read) -> list[str]:
+    """DSL text of the Q8.8 colour matrix's three rows, channel ``k`` of the input read as ``read(k)``."""
     m = _color_matrix()
-    rows = [f"({m[k, 3]} + {m[k, 0]} * i32(I[0, y, x]) + {m[k, 1]} * i32(I[1, y, x]) + {m[k, 2]} * i32(I[2, y, x]))"
+    return [f"({m[k, 3]} + {m[k, 0]} * i32({read(0)}) + {m[k, 1]} * i32({read(1)}) + {m[k, 2]} * i32({read(2)}))"
             " // 256" for k in range(3)]
 
-    def avg(a, b):
-        return f"u8((u16({a}) + u16({b}) + 1) // 2)"
 
-    def blur121(a, b, c):
-        return avg(avg(a, c), b)
+def _blur121(a: str, b: str, c: str) -> str:
+    """DSL text of the app's [1 2 1] blur of u8 values ``a``, ``b``, ``c`` (``b`` the centre): two averages that
+    round up."""
+    def avg(p, q):
+        return f"u8((u16({p}) + u16({q}) + 1) // 2)"
+    return avg(avg(a, c), b)
+
+
+def _camera_pipe_source() -> str:
+    rows = _colour_rows(lambda k: f"I[{k}, y, x]")
+    blur121 = _blur121
     return f"""\
 def camera_pipe(I: u16[3, H, W], curve: u8[1024]) -> O:
     corrected[c, y, x] = i16(select(c == 0, {rows[0]}, select(c == 1, {rows[1]}, {rows[2]}))) where c in 0:3
@@ -769,16 +777,25 @@ def camera_pipe(I: u16[3, H, W], curve: u8[1024]) -> O:
 
 
 def _camera_pipe_hl(hl, sizes):
-    x, y, c = hl.Var("x"), hl.Var("y"), hl.Var("c")
+    x, y = hl.Var("x"), hl.Var("y")
     h, w = sizes["H"], sizes["W"]
     I = hl.ImageParam(hl.UInt(16), 3, "input")
     curve = hl.ImageParam(hl.UInt(8), 1, "curve")
+    out = _after_demosaic_hl(hl, [I[x, y, k] for k in range(3)], curve, 1)
+    return [(I, (3, h, w)), (curve, (1024,))], out, (3, h - 2, w - 2)
+
+
+def _after_demosaic_hl(hl, rgb, curve, shift: int):
+    """The camera pipe's stages after its demosaic in Halide, from the red, green and blue of pixel ``(x, y)`` (three
+    Exprs in ``x`` and ``y``): the Q8.8 colour matrix, the tone curve ``curve`` and the u8 sharpen; the output Func
+    reads the sharpened image ``shift`` pixels in."""
+    x, y, c = hl.Var("x"), hl.Var("y"), hl.Var("c")
     m = _color_matrix()
-    ir, ig, ib = (hl.i32(I[x, y, k]) for k in range(3))
-    r, g, b = (hl.i16((int(m[k, 3]) + int(m[k, 0]) * ir + int(m[k, 1]) * ig + int(m[k, 2]) * ib) / 256)
-               for k in range(3))
+    ir, ig, ib = (hl.i32(v) for v in rgb)
+    rows = [hl.i16((int(m[k, 3]) + int(m[k, 0]) * ir + int(m[k, 1]) * ig + int(m[k, 2]) * ib) / 256)
+            for k in range(3)]
     corrected, curved = hl.Func("corrected"), hl.Func("curved")
-    corrected[x, y, c] = hl.select(c == 0, r, c == 1, g, b)
+    corrected[x, y, c] = hl.select(c == 0, rows[0], c == 1, rows[1], rows[2])
     curved[x, y, c] = curve[hl.i32(hl.clamp(corrected[x, y, c], 0, 1023))]
 
     def avg(a, b):  # the app's: average two positive values rounding up
@@ -792,8 +809,8 @@ def _camera_pipe_hl(hl, sizes):
     mask[x, y, c] = hl.i16(curved[x, y, c]) - hl.i16(unsharp[x, y, c])
     sharpened = hl.Func("sharpened")
     sharpened[x, y, c] = hl.u8_sat(curved[x, y, c] + (mask[x, y, c] * hl.u8(SHARPEN_X32)) / 32)
-    out[x, y, c] = sharpened[x + 1, y + 1, c]
-    return [(I, (3, h, w)), (curve, (1024,))], out, (3, h - 2, w - 2)
+    out[x, y, c] = sharpened[x + shift, y + shift, c]
+    return out
 
 
 def _camera_inputs(sizes, rng):
@@ -830,16 +847,9 @@ def _camera_pipe_raw_source() -> str:
     reads = [f"raw[y + {1 + dy}, a, x + {1 + dx}, b]" for dy, dx in ((0, 0), (-1, 0), (1, 0), (0, -1), (0, 1))]
     lines, red, green, blue = _demosaic_stages(
         "denoised", lambda a, b: f"i16((i32({a}) + i32({b}) + 1) // 2)", less=2)
-    m = _color_matrix()
     q = "y, dy, x, dx"
-    rows = [f"({m[k, 3]} + {m[k, 0]} * i32(dem[0, {q}]) + {m[k, 1]} * i32(dem[1, {q}]) "
-            f"+ {m[k, 2]} * i32(dem[2, {q}])) // 256" for k in range(3)]
-
-    def avg(a, b):
-        return f"u8((u16({a}) + u16({b}) + 1) // 2)"
-
-    def blur121(a, b, c):
-        return avg(avg(a, c), b)
+    rows = _colour_rows(lambda k: f"dem[{k}, {q}]")
+    blur121 = _blur121
     # the pixel above and below an output quad's site (dy) and left and right of it (dx), in quads; a margin of one
     up = "select(dy == 1, curved[c, y + 1, 0, x, dx], curved[c, y, 1, x, dx])"
     down = "select(dy == 0, curved[c, y + 1, 1, x, dx], curved[c, y + 2, 0, x, dx])"
@@ -863,7 +873,7 @@ def camera_pipe_raw(raw: u16[H, 2, W, 2], curve: u8[1024]) -> O:
 
 
 def _camera_pipe_raw_hl(hl, sizes):
-    x, y, c = hl.Var("x"), hl.Var("y"), hl.Var("c")
+    x, y = hl.Var("x"), hl.Var("y")
     h, w = sizes["H"], sizes["W"]
     raw = hl.ImageParam(hl.UInt(16), 2, "raw")
     curve = hl.ImageParam(hl.UInt(8), 1, "curve")
@@ -875,27 +885,9 @@ def _camera_pipe_raw_hl(hl, sizes):
     planes = [hl.Func(n) for n in ("g_gr", "r_r", "b_b", "g_gb")]
     for f, (a, b) in zip(planes, ((0, 0), (0, 1), (1, 0), (1, 1))):
         f[x, y] = hl.i16(denoised[2 * x + b, 2 * y + a])
-    r, g, b = _demosaic_hl_rgb(hl, planes, lambda p, q: hl.i16((hl.i32(p) + hl.i32(q) + 1) / 2))
-    m = _color_matrix()
-    ir, ig, ib = (hl.i32(f[x + 6, y + 6]) for f in (r, g, b))  # the demosaic's output starts 3 quads in
-    rows = [hl.i16((int(m[k, 3]) + int(m[k, 0]) * ir + int(m[k, 1]) * ig + int(m[k, 2]) * ib) / 256)
-            for k in range(3)]
-    corrected, curved = hl.Func("corrected"), hl.Func("curved")
-    corrected[x, y, c] = hl.select(c == 0, rows[0], c == 1, rows[1], rows[2])
-    curved[x, y, c] = curve[hl.i32(hl.clamp(corrected[x, y, c], 0, 1023))]
-
-    def avg(a, b):
-        return hl.u8((hl.u16(a) + b + 1) / 2)
-
-    def blur121(a, b, c_):
-        return avg(avg(a, c_), b)
-    unsharp_y, unsharp, mask, out = hl.Func("unsharp_y"), hl.Func("unsharp"), hl.Func("mask"), hl.Func("output")
-    unsharp_y[x, y, c] = blur121(curved[x, y - 1, c], curved[x, y, c], curved[x, y + 1, c])
-    unsharp[x, y, c] = blur121(unsharp_y[x - 1, y, c], unsharp_y[x, y, c], unsharp_y[x + 1, y, c])
-    mask[x, y, c] = hl.i16(curved[x, y, c]) - hl.i16(unsharp[x, y, c])
-    sharpened = hl.Func("sharpened")
-    sharpened[x, y, c] = hl.u8_sat(curved[x, y, c] + (mask[x, y, c] * hl.u8(SHARPEN_X32)) / 32)
-    out[x, y, c] = sharpened[x + 2, y + 2, c]
+    rgb = _demosaic_hl_rgb(hl, planes, lambda p, q: hl.i16((hl.i32(p) + hl.i32(q) + 1) / 2))
+    # the demosaic's output starts 3 quads (6 pixels) in, the sharpened image one more quad
+    out = _after_demosaic_hl(hl, [f[x + 6, y + 6] for f in rgb], curve, 2)
     return [(raw, (2 * h, 2 * w)), (curve, (1024,))], out, (3, 2 * (h - 8), 2 * (w - 8))
 
 

@@ -14,6 +14,7 @@ kills every worker that runs it (recorded as ``lost``).
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import itertools
 import json
@@ -410,6 +411,18 @@ def _tune_in_thread(address, task, trials, db, options=None, **kw):
     return th, box
 
 
+@contextlib.contextmanager
+def _two_workers_a_freezable(tmp_path):
+    """A local cluster of workers "a" (without a nanny, so that SIGSTOP freezes the worker itself) and "b"; yields
+    the cluster and a's address."""
+    with LocalDask(tmp_path / "dask") as dk:
+        dk.start_scheduler()
+        dk.start_worker("a", cpu=0, nanny=False)
+        dk.start_worker("b", cpu=1)
+        dk.wait_for_workers(2)
+        yield dk, dk.worker_address("a")
+
+
 def _count(db, task) -> int:
     if not os.path.exists(db):
         return 0
@@ -477,12 +490,7 @@ def test_kill_9_of_a_worker_mid_run_the_run_finishes_on_the_other(tmp_path):
 def test_a_frozen_worker_does_not_stall_the_run(tmp_path):
     task = matmul_task()
     db = str(tmp_path / "h.db")
-    with LocalDask(tmp_path / "dask") as dk:
-        dk.start_scheduler()
-        dk.start_worker("a", cpu=0, nanny=False)
-        dk.start_worker("b", cpu=1)
-        dk.wait_for_workers(2)
-        a = dk.worker_address("a")
+    with _two_workers_a_freezable(tmp_path) as (dk, a):
         th, box = _tune_in_thread(dk.address, task, 30, db, ClusterOptions(timeout=30, margin=3))
         deadline = time.monotonic() + 180
         while time.monotonic() < deadline and th.is_alive():
@@ -512,12 +520,7 @@ def test_candidates_the_scheduler_gives_a_suspected_worker_are_taken_back(tmp_pa
     (the timeout of 240 s makes that 120 s)."""
     task = matmul_task()
     configs = [task.space.config_at(i) for i in range(0, 120, 20)]
-    with LocalDask(tmp_path / "dask") as dk:
-        dk.start_scheduler()
-        dk.start_worker("a", cpu=0, nanny=False)
-        dk.start_worker("b", cpu=1)
-        dk.wait_for_workers(2)
-        a = dk.worker_address("a")
+    with _two_workers_a_freezable(tmp_path) as (dk, a):
         with Cluster(dk.address, ClusterOptions(timeout=240, margin=200)) as cluster:
             runner = DaskRunner(task, cluster, seed=1)
             dk.kill("worker-a", signal.SIGSTOP)  # frozen before anything was sent: the scheduler does not know
