@@ -25,7 +25,19 @@ from dataclasses import dataclass
 
 from ..bind import BoundOp, bind
 from ..dtypes import DTYPES
-from ..program import Binary, BoundaryIndex, Call, GatherIndex, Op, Unary, index_vars_of, scan_axis, walk
+from ..program import (
+    Access,
+    Binary,
+    BoundaryIndex,
+    Call,
+    GatherIndex,
+    IntValue,
+    Op,
+    Unary,
+    index_vars_of,
+    scan_axis,
+    walk,
+)
 
 EXPENSIVE_CALLS = ("exp", "log", "sqrt", "tanh", "erf", "sigmoid")
 
@@ -84,6 +96,7 @@ class StageInfo:
     dtype: str
     out_strides: dict          # left-side var -> stride in the stage's own buffer
     scan: str | None = None    # a stage that reads itself: the index it runs along in order (never parallel/vector)
+    selectors: tuple = ()      # spatial vars a select's condition tests without reading data (`select(c == 0, ...)`)
 
     @property
     def points(self) -> int:
@@ -128,6 +141,32 @@ def _ops(e) -> int:
         elif isinstance(x, Call):
             n += 1 if x.fn not in EXPENSIVE_CALLS else 10
     return n
+
+
+def selectors(e, spatial: tuple) -> tuple:
+    """The variables of `spatial` that the condition of a `select` (or `x if c else y`) in `e` tests without reading
+    data (`select(c == 0, R[y, x], G[y, x])`, `select(dx == 0, ...)`): where such a variable is unrolled, each copy
+    of the body folds the condition to a constant and computes one side only; vectorized or in a loop, every side
+    is computed for every element.
+
+    >>> import tensorlang as tl
+    >>> st = tl.op("def f(R: f32[N], G: f32[N]) -> O:\\n    O[c, i] = select(c == 0, R[i], G[i]) where c in 0:2"
+    ...            ).stage("O")
+    >>> selectors(st.rhs, st.lhs_vars)
+    ('c',)
+    """
+    found: dict[str, None] = {}
+    for node in walk(e):
+        if isinstance(node, Call) and node.fn == "select":
+            cond = list(walk(node.args[0]))
+            if any(isinstance(x, Access) for x in cond):
+                continue
+            for x in cond:
+                if isinstance(x, IntValue):
+                    for v in x.expr.variables():
+                        if v in spatial:
+                            found.setdefault(v)
+    return tuple(found)
 
 
 def analyze(op: Op, sizes: dict) -> ProgramInfo:
@@ -175,7 +214,8 @@ def analyze(op: Op, sizes: dict) -> ProgramInfo:
             extents={v: bs.ranges[v][1] for v in s.all_vars}, lows={v: bs.ranges[v][0] for v in s.all_vars},
             reads=tuple(reads), readers=tuple(readers[s.name]), is_output=s.name in op.outputs,
             expensive=expensive, ops=_ops(s.rhs) + (s.reduce_op is not None), dtype=s.dtype,
-            out_strides=dict(zip(s.lhs_vars, _row_major(bs.shape))), scan=(scan_axis(s) or (None,))[0]))
+            out_strides=dict(zip(s.lhs_vars, _row_major(bs.shape))), scan=(scan_axis(s) or (None,))[0],
+            selectors=selectors(s.rhs, s.lhs_vars)))
     return ProgramInfo(bound, tuple(out))
 
 

@@ -44,7 +44,7 @@ from ..dtypes import DTYPES
 from .analysis import StageInfo
 from .problems import PACK_KINDS, ProblemKind
 from .rfactor import rfactor_picked
-from .space import KnobField, Placement, StageConfig, StageKnobs, epilogue_producer, packable
+from .space import KnobField, Placement, StageConfig, StageKnobs, epilogue_producer, packable, unrolled_selectors
 from .template import TileConfig, chunks, plan_loops, window_taps, y_side
 
 Configs = dict[str, StageConfig]
@@ -497,7 +497,10 @@ def _stage_defaults(space, st: StageInfo, configs: Configs, vw: int | None = Non
       5. else two vectors where the space offers them;
       6. no pack but in a reduction with reuse (a transposing copy is the search's to try: it needs blocks to
          copy);
-      7. an injective stage with a vector variable: :func:`_transpose_tiles`, then :func:`_stencil_rows`.
+      7. an injective stage with a vector variable: :func:`_transpose_tiles`, then :func:`_stencil_rows`;
+      8. a stage that is not a reduction with reuse: the variables that its selects test
+         (:func:`~tensorlang.autosched.space.unrolled_selectors`) in register tiles of their whole extent, where the
+         space offers them: unrolled, each copy computes one side of its selects.
     """
     role = space.roles[st.name]
     offered = role.offered
@@ -534,6 +537,10 @@ def _stage_defaults(space, st: StageInfo, configs: Configs, vw: int | None = Non
     if st.kind == "injective" and vec is not None:
         tile = _transpose_tiles(space, st, tile, offered, role.lanes)
         tile = _stencil_rows(space, st, configs, tile, offered, role.lanes)
+    if st.kind != "reuse":
+        unrolled = {v: st.extents[v] for v in unrolled_selectors(st)
+                    if v != tile.vec and st.extents[v] in offered.reg.get(v, ())}
+        tile = replace(tile, reg={**tile.reg, **unrolled})
     configs[st.name] = replace(sc, tile=tile)
 
 

@@ -144,11 +144,38 @@ end of each output, and each output is stored on its own; a spatial variable alo
 are as contiguous wins (a max filter's sliding window vectorized along x, not along its taps)."""
 
 
+SELECT_UNROLL = 16
+"""The most copies of a stage's body that :func:`unrolled_selectors` unrolls so that its selects on index variables
+fold: the demosaic's output quad, `select(c == 0, red, select(c == 1, green, blue))` over a 2 x 2 quad, is 12."""
+
+
+def unrolled_selectors(st: StageInfo) -> tuple:
+    """The spatial variables of `st` that the rules unroll whole because a `select` tests them without reading data
+    (:func:`~tensorlang.autosched.analysis.selectors`): unrolled, each copy of the body computes the side its
+    condition chooses; vectorized or looped over, every element computes every side (the demosaic's colours: three
+    sides for one, in each of its 2 x 2 sites). Conditions: a stage with a vector candidate other than them, the
+    variables taken in order while the product of their extents stays within :data:`SELECT_UNROLL`.
+
+    >>> import tensorlang as tl
+    >>> from tensorlang.autosched.analysis import analyze
+    >>> src = "def f(R: f32[N], G: f32[N]) -> O:\\n    O[c, i] = select(c == 0, R[i], G[i]) where c in 0:2"
+    >>> unrolled_selectors(analyze(tl.op(src), {"N": 64}).stage("O"))
+    ('c',)
+    """
+    out, copies = [], 1
+    for v in st.selectors:
+        if st.extents[v] >= 2 and copies * st.extents[v] <= SELECT_UNROLL:
+            out.append(v)
+            copies *= st.extents[v]
+    return tuple(out) if len(out) < len(st.spatial) else ()
+
+
 def vec_candidates(st: StageInfo, lanes: int = 16) -> tuple:
     """The variables worth vectorizing, best first, then None (leave vectorizing to LLVM): spatial ones that are
     contiguous in the output or in some read, or that a pack makes contiguous; for a reduction without reuse
     also its innermost contiguous reduction variable (vector accumulators, lanes combined at the end) when it
-    has at least a vector's worth of elements.
+    has at least a vector's worth of elements. The variables the rules unroll for their selects
+    (:func:`unrolled_selectors`) come after the others.
 
     >>> import tensorlang as tl
     >>> from tensorlang.autosched.analysis import analyze
@@ -171,7 +198,8 @@ def vec_candidates(st: StageInfo, lanes: int = 16) -> tuple:
                 # whose reads and store are contiguous, better than one whose reads gather
                 scored.append((vec_cost(st, v, lanes) + LANE_COMBINE_COST, v))
                 break
-    scored.sort(key=lambda x: x[0])
+    unrolled = unrolled_selectors(st)
+    scored.sort(key=lambda x: (x[1] in unrolled, x[0]))  # a selector unrolled (so its selects fold) comes last
     return tuple(v for _, v in scored) + (None,)
 
 
@@ -971,5 +999,6 @@ __all__ = [
     "generated_space",
     "lanes_of",
     "packable",
+    "unrolled_selectors",
     "vec_candidates",
 ]

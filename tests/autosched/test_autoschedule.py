@@ -392,6 +392,50 @@ def test_the_pick_leaves_a_strided_window_to_llvm():
     assert sp.default()["Y.vec"] == "m"
 
 
+INTERLEAVE = """\
+def interleave(R: f32[H, W], G: f32[H, W], B: f32[H, W]) -> O:
+    O[y, x, c] = select(c == 0, R[y, x] * 2.0, select(c == 1, G[y, x] + R[y, x], B[y, x] - G[y, x])) where c in 0:3
+"""
+
+
+@pytest.mark.parametrize("H, W", [(4, 37), (9, 64)])
+def test_the_pick_unrolls_a_variable_its_selects_test(H, W):
+    """`select(c == 0, ...)` over a short variable (colours, a quad's sites, Winograd's transform rows): the pick
+    unrolls `c` whole, so that each copy computes the side its condition chooses (vectorized along `c`, every
+    element computed all three), and vectorizes along another variable; numpy agrees."""
+    from tensorlang.autosched.space import unrolled_selectors, vec_candidates
+    op = tl.op(INTERLEAVE)
+    sp = generated_space(op, {"H": H, "W": W}, threads=2)
+    st = sp.info.stage("O")
+    assert st.selectors == ("c",) and unrolled_selectors(st) == ("c",)
+    assert vec_candidates(st)[-2:] == ("c", None)  # a candidate still, for the search, after the others
+    cfg = sp.default()
+    assert cfg["O.vec"] != "c" and cfg["O.c.reg"] == 3, cfg
+    s = sp.schedule(op, {"H": H, "W": W}, cfg)
+    assert "unroll(\"c\")" in str(s)
+    rng = np.random.default_rng(W)
+    R, G, B = (rng.standard_normal((H, W)).astype(np.float32) for _ in range(3))
+    want = np.stack([R * 2, G + R, B - G], axis=-1)
+    assert_close(tl.build(s)(R, G, B), want, reduction_len=1)
+
+
+def test_selects_that_read_data_or_test_long_variables_unroll_nothing():
+    """A condition that reads a tensor (`select(M[i] > 0, ...)`) folds in no copy; a variable longer than
+    `SELECT_UNROLL` is not unrolled (a concatenation along 64 channels); the product of the unrolled extents stays
+    within it."""
+    from tensorlang.autosched.analysis import analyze
+    from tensorlang.autosched.space import SELECT_UNROLL, unrolled_selectors
+    data = analyze(tl.op("def f(M: f32[N], A: f32[N]) -> O:\n    O[i] = select(M[i] > 0.0, A[i], 0.0)"), {"N": 8})
+    assert data.stage("O").selectors == ()
+    cat = analyze(tl.op("def f(A: f32[N], B: f32[N]) -> O:\n"
+                        "    O[c, i] = select(c < 32, A[i], B[i]) where c in 0:64"), {"N": 8}).stage("O")
+    assert cat.selectors == ("c",) and unrolled_selectors(cat) == ()
+    many = analyze(tl.op("def f(A: f32[N]) -> O:\n    O[a, b, c, i] = select(a == 0 and b == 1 and c == 2, A[i], "
+                         "0.0) where a in 0:4, b in 0:4, c in 0:4"), {"N": 32}).stage("O")
+    assert many.selectors == ("a", "b", "c") and unrolled_selectors(many) == ("a", "b")
+    assert 4 * 4 <= SELECT_UNROLL < 4 * 4 * 4
+
+
 @pytest.mark.parametrize("stride, K", [(2, 3), (2, 5), (3, 3)])
 def test_a_depthwise_convolution_at_a_stride_is_vectorized_along_x_without_gathers(stride, K, zen5):
     # NCHW, one filter a channel: across the channels every lane is a gather (X's channels lie H*W apart), along x
