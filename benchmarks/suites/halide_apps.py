@@ -8,8 +8,12 @@ channels where the app has them; the camera pipeline's 2592 x 1968 raw mosaic):
 - ``demosaic``: the demosaic stage of apps/camera_pipe (green interpolated along the direction of least change, red
   and blue corrected by green's second derivative, diagonals chosen the same way) on a GRBG mosaic, valid region
   as the app's (its output is smaller than its raw input); in float32 where the app computes in int16;
-- ``max-filter``: a square max filter of radius 26 as two separable passes (apps/max_filter computes a circular
-  one from logarithmic slices: see :data:`NOT_WRITTEN`);
+- ``max-filter``: apps/max_filter, a circular max filter of radius 26: the image's logarithmic vertical slices
+  (slice k the maximum of 2**k rows, each from two reads of the one before), each column offset's filter height
+  and the slice it reads (the app's ``log(2t + 1) / log 2``), and the maximum over the offsets of two samples of
+  that slice. The app's ``vert_log`` is one Func updated slice by slice; in the DSL, whose scans read along their
+  own index only, the slices are six stages stacked into one tensor that the output reads through each offset's
+  slice (a gather);
 - ``stencil-chain``: apps/stencil_chain, eight 5 x 5 stencils in a row, weights ``(i+3)(j+3)``, normalised by their
   sum (the app wraps in uint16); each stage a sum over its 5 x 5 window with the weight computed from the window's
   indices (written as 25 explicit taps a stage, as the app writes them, the zero-trial pick inlines the stages into
@@ -53,7 +57,7 @@ full-size output, as the apps do (the DSL's ``repeat_edge(I)[...]``); Halide's s
 ``repeat_edge`` as well, so that an auto-scheduler's tiles rounded up past a valid region read in bounds. A mosaic
 input holds integer values (0..1023), so the demosaic's comparisons and averages are exact in float32; the bilateral
 grid's pixels are multiples of 1/256, so its bins are exact in float32; the integer pipelines are compared bit for
-bit. :data:`NOT_WRITTEN` lists the apps the DSL cannot express yet.
+bit. :data:`NOT_WRITTEN` lists the apps the DSL cannot express yet (none now).
 
 Example::
 
@@ -79,12 +83,8 @@ ORIGIN = "Halide apps (github.com/halide/Halide/apps)"
 HAND_SCHEDULED = ("iir-blur", "histogram-equalize", "bilateral-grid", "local-laplacian")
 
 #: Halide's applications the DSL cannot write yet, and why.
-NOT_WRITTEN = {
-    "max_filter (as the app computes it)": "its logarithmic vertical slices are a recursion over the slice index "
-                                           "that reads the previous slice at y + 2^(k-1) (a read along two indices, "
-                                           "which a scan refuses), and the filter height per column offset is read "
-                                           "from a table choosing the slice; the square separable filter is here",
-}
+NOT_WRITTEN: dict[str, str] = {}
+"""The apps the DSL cannot write yet, with why: none (every app above is written as it computes)."""
 
 H, W = 2560, 1536  # the apps' estimates: 1536 wide, 2560 tall
 RAW_H, RAW_W = 1968, 2592  # camera_pipe's raw input
@@ -409,35 +409,95 @@ def _mosaic(sizes, rng):
 # ------------------------------------------------------------------------------------------------ max filter
 
 
+MAX_FILTER_SLICES = 6
+"""The vertical slices of apps/max_filter at its radius of 26 (``ceil(log2(radius)) + 1``): slice k is the maximum
+of 2**k rows. The DSL text holds that many stages, which serve radii 17 to 30 (a larger one needs more)."""
+
+
+def _filter_heights(R: int) -> np.ndarray:
+    """The app's ``filter_height`` at each column offset ``dx`` in -R..R, clamped to 0..R+1 as the app reads it: the
+    number of ``dy`` in 0..R inside the disc of radius R + 1/4."""
+    dx = np.arange(-R, R + 1)[:, None]
+    dy = np.arange(R + 1)[None, :]
+    return np.clip(np.sum(dx * dx + dy * dy < (R + 0.25) ** 2, axis=1), 0, R + 1)
+
+
 def _max_filter_np(I, R, **s):
-    K = 2 * R + 1
-    I = np.pad(I, ((0, 0), (R, R), (R, R)), mode="edge")
-    h, w = I.shape[1] - K + 1, I.shape[2] - K + 1
-    v = I[:, 0:h].copy()
-    for r in range(1, K):
-        np.maximum(v, I[:, r:r + h], out=v)
-    o = v[:, :, 0:w].copy()
-    for r in range(1, K):
-        np.maximum(o, v[:, :, r:r + w], out=o)
-    return o
+    """apps/max_filter's result from its definition: at column offset dx the maximum over rows y - t .. y + t of the
+    edge-repeated image, t the filter height there; then the maximum over dx (not the app's slices)."""
+    t = _filter_heights(R)
+    top = int(t.max())
+    P = np.pad(I, ((0, 0), (top, top), (R, R)), mode="edge")
+    h = I.shape[1]
+    vert, v = {}, P[:, top:top + h].copy()
+    for k in range(1, top + 1):  # v: the maximum over rows y - k .. y + k
+        np.maximum(v, P[:, top - k:top - k + h], out=v)
+        np.maximum(v, P[:, top + k:top + k + h], out=v)
+        if k in t:
+            vert[k] = v.copy()
+    w = I.shape[2]
+    out = vert[t[0]][:, :, 0:w].copy()
+    for d in range(1, 2 * R + 1):
+        np.maximum(out, vert[t[d]][:, :, d:d + w], out=out)
+    return out
 
 
-def _max_filter_scipy_setup(inputs, sizes):
-    from scipy.ndimage import maximum_filter1d
+def _max_filter_footprint_setup(inputs, sizes):
+    from scipy.ndimage import maximum_filter
     (I,) = inputs
-    K = 2 * sizes["R"] + 1
-    return lambda: maximum_filter1d(maximum_filter1d(I, K, axis=1, mode="nearest"), K, axis=2, mode="nearest")
+    R = sizes["R"]
+    t = _filter_heights(R)
+    rows = np.arange(-(R + 1), R + 2)[:, None]
+    footprint = np.abs(rows) <= t[None, :]  # [dy, dx]
+    return lambda: maximum_filter(I, footprint=footprint[None], mode="nearest")
+
+
+def _max_filter_source() -> str:
+    """apps/max_filter in the DSL: the filter heights and the slice each reads (the app's ``log(2t + 1) / log 2``),
+    the image's logarithmic vertical slices (slice k the maximum of slice k - 1 at rows y and y + 2**(k - 1)), kept
+    in one tensor ``V[k, ...]`` that the output reads through each offset's slice, two samples of 2**slice rows
+    that cover its 2t + 1. Rows are stored from y = -R - 1 and columns from x = -R."""
+    n = MAX_FILTER_SLICES
+    slices = "\n".join(f"    L{k}[c, y, x] = max(L{k - 1}[c, y, x], L{k - 1}[c, min(y + {2 ** (k - 1)}, H + R + 1), x])"
+                       for k in range(1, n))
+    stack = "L0[c, y, x]"
+    for k in reversed(range(1, n)):
+        stack = f"select(k == {k}, L{k}[c, y, x], {stack})"
+    return f"""\
+def max_filter(I: f32[3, H, W], R: int) -> O:
+    FH[d] += i32(select((d - R) * (d - R) + e * e < (R + 0.25) * (R + 0.25), 1, 0)) where d in 0:2*R+1, e in 0:R+1
+    T[d] = clamp(FH[d], 0, R + 1)
+    S[d] = clamp(i32(log(f32(2 * T[d] + 1)) / 0.6931472), 0, {n - 1})
+    P[d] *= i32(select(k < S[d], 2, 1)) where k in 0:{n - 1}
+    L0[c, y, x] = repeat_edge(I)[c, y - R - 1, x - R] where c in 0:3, y in 0:H+R+2, x in 0:W+2*R
+{slices}
+    V[k, c, y, x] = {stack} where k in 0:{n}
+    O[c, y, x] max= max(V[S[d], c, y + R + 1 - T[d], x + d], \
+V[S[d], c, y + R + 2 + T[d] - min(P[d], 2 * R), x + d]) where c in 0:3, y in 0:H, x in 0:W
+"""
 
 
 def _max_filter_hl(hl, sizes):
-    x, y, c = hl.Var("x"), hl.Var("y"), hl.Var("c")
+    """apps/max_filter as the app writes it: ``vert_log`` updated slice by slice over an RDom, ``slice_for_radius``,
+    ``vert`` for every radius t, ``filter_height``, and the horizontal maximum of ``vert`` at each offset's height."""
+    x, y, c, t = hl.Var("x"), hl.Var("y"), hl.Var("c"), hl.Var("t")
     I = hl.ImageParam(hl.Float(32), 3, "input")
-    I_edge = _edge(hl, I)
-    r = hl.RDom([(0, 2 * sizes["R"] + 1)])
-    vert, out = hl.Func("vert"), hl.Func("output")
-    half = sizes["R"]
-    vert[x, y, c] = hl.maximum(I_edge[x, y + r.x - half, c])
-    out[x, y, c] = hl.maximum(vert[x + r.x - half, y, c])
+    inp = _edge(hl, I)
+    R, h = sizes["R"], sizes["H"]
+    slices = math.ceil(math.log2(R)) + 1
+    vert_log, slice_for_radius, vert = hl.Func("vert_log"), hl.Func("slice_for_radius"), hl.Func("vert")
+    filter_height, out = hl.Func("filter_height"), hl.Func("output")
+    vert_log[x, y, c, t] = inp[x, y, c]
+    r = hl.RDom([(-R, h + R), (1, slices - 1)])
+    vert_log[x, r.x, c, r.y] = hl.max(vert_log[x, r.x, c, r.y - 1],
+                                      vert_log[x, r.x + hl.clamp(1 << (r.y - 1), 0, 2 * R), c, r.y - 1])
+    slice_for_radius[t] = hl.i32(hl.floor(hl.log(hl.f32(2 * t + 1)) / hl.f32(math.log(2.0))))
+    sl = hl.clamp(slice_for_radius[t], 0, slices)
+    vert[x, y, c, t] = hl.max(vert_log[x, y - t, c, sl], vert_log[x, y + t + 1 - hl.clamp(1 << sl, 0, 2 * R), c, sl])
+    dy = hl.RDom([(0, R + 1)])
+    filter_height[x] = hl.sum(hl.select(x * x + dy.x * dy.x < hl.f32((R + 0.25) * (R + 0.25)), 1, 0))
+    dx = hl.RDom([(-R, 2 * R + 1)])
+    out[x, y, c] = hl.maximum(vert[x + dx.x, y, c, hl.clamp(filter_height[dx.x], 0, R + 1)])
     return [(I, (3, sizes["H"], sizes["W"]))], out, (3, sizes["H"], sizes["W"])
 
 
@@ -1381,18 +1441,15 @@ PROGRAMS = [
             what="the camera pipe's demosaic of a GRBG mosaic (apps/camera_pipe)", origin=ORIGIN,
             notes="the mosaic as [H, 2, W, 2] quads and the output as [3, H-4, 2, W-4, 2]: the memory of "
                   "[2H, 2W] and [3, 2(H-4), 2(W-4)]"),
-    Program("max-filter", "halide", """\
-def max_filter(I: f32[3, H, W], R: int) -> O:
-    V[c, y, x] max= repeat_edge(I)[c, y + r - R, x - R] where c in 0:3, y in 0:H, x in 0:W+2*R, r in 0:2*R+1
-    O[c, y, x] max= V[c, y, x + r] where r in 0:2*R+1
-""", {"H": H, "W": W, "R": 26}, {"H": 16, "W": 18, "R": 2},
+    Program("max-filter", "halide", _max_filter_source(), {"H": H, "W": W, "R": 26}, {"H": 12, "W": 20, "R": 17},
             lambda I, R, **s: _max_filter_np(np.asarray(I, np.float64), R),
             {"numpy": call("numpy", _max_filter_np),
-             "scipy": Baseline("scipy", _max_filter_scipy_setup,
-                               "scipy.ndimage.maximum_filter1d, mode nearest")},
+             "scipy": Baseline("scipy", _max_filter_footprint_setup,
+                               "scipy.ndimage.maximum_filter with the app's footprint, mode nearest")},
             flops=lambda s: 2.0 * (2 * s["R"] + 1) * 3 * s["H"] * s["W"],
             inputs=_image_inputs("max-filter"), halide=_max_filter_hl,
-            what="square max filter of radius 26, separable (after apps/max_filter)", origin=ORIGIN),
+            what="circular max filter of radius 26 from logarithmic vertical slices (apps/max_filter)",
+            origin=ORIGIN),
     Program("stencil-chain", "halide", _stencil_chain_source(), {"H": H, "W": W}, {"H": 40, "W": 44},
             _ref(_stencil_chain),
             {"numpy": _np(_stencil_chain), "torch": Baseline("torch", _stencil_chain_torch_setup, "8 F.conv2d 5x5")},

@@ -803,7 +803,9 @@ class GeneratedSpace(Space):
         return out
 
     def working_set(self, st: StageInfo, plan: LoopPlan, at: str) -> int:
-        """Bytes of the reads that the loops inside loop `at` of `st`'s plan touch."""
+        """Bytes of the reads that the loops inside loop `at` of `st`'s plan touch (at most: a dimension indexed by a
+        value read from data, `E[ids[t], d]`, counts one index per combination of the values its variables take
+        inside, up to its size)."""
         order = plan.final_order()
         inside = order[order.index(at) + 1:]
         cover: dict[str, int] = {}
@@ -814,7 +816,11 @@ class GeneratedSpace(Space):
         for r in st.reads:
             n = 1
             for (terms, _), size in zip(r.dims, r.shape):
-                span = 1 + sum(abs(c) * (min(cover.get(v, 1), st.extents.get(v, 1)) - 1) for v, c in terms)
+                covered = {v: min(cover.get(v, 1), st.extents.get(v, 1)) for v, _ in terms}
+                if terms and all(abs(c) >= size > 1 for _, c in terms):  # indexed by a value read from data
+                    span = math.prod(covered.values())  # one index, anywhere, per combination of its variables
+                else:
+                    span = 1 + sum(abs(c) * (covered[v] - 1) for v, c in terms)
                 n *= min(span, size)
             total += n * DTYPES[self.info.bound.dtypes[r.tensor]].itemsize
         return total

@@ -436,6 +436,29 @@ def test_selects_that_read_data_or_test_long_variables_unroll_nothing():
     assert 4 * 4 <= SELECT_UNROLL < 4 * 4 * 4
 
 
+SLICE_GATHER = """\
+def slices(V: f32[6, R, X], S: i32[D], T: i32[D]) -> O:
+    O[y, x] max= max(V[S[d], y + T[d], x + d], V[S[d], y + 2 * T[d], x + d]) where y in 0:R-16, x in 0:X-D
+"""
+
+
+def test_a_tile_that_gathers_rows_counts_the_rows_it_can_reach():
+    """A read whose row is a value loaded from data (`V[S[d], y + T[d], x]`: the max filter's slices) reaches one
+    row per value of its variables inside a register tile, not every row of the tensor: counting every row, no tile
+    fit L2 and the pick did not schedule. The pick schedules, and numpy agrees."""
+    sizes = {"R": 2048, "X": 400, "D": 16}
+    op = tl.op(SLICE_GATHER)
+    sp = generated_space(op, sizes, threads=2)
+    assert not sp.problems(sp.default())
+    rng = np.random.default_rng(3)
+    V = rng.standard_normal((6, 2048, 400)).astype(np.float32)
+    S = rng.integers(0, 6, 16).astype(np.int32)
+    T = rng.integers(0, 9, 16).astype(np.int32)
+    y, x = np.arange(2048 - 16)[:, None], np.arange(400 - 16)[None, :]
+    want = np.max([np.maximum(V[S[d], y + T[d], x + d], V[S[d], y + 2 * T[d], x + d]) for d in range(16)], axis=0)
+    np.testing.assert_array_equal(tl.build(sp.schedule(op, sizes, sp.default()))(V, S, T), want)
+
+
 @pytest.mark.parametrize("stride, K", [(2, 3), (2, 5), (3, 3)])
 def test_a_depthwise_convolution_at_a_stride_is_vectorized_along_x_without_gathers(stride, K, zen5):
     # NCHW, one filter a channel: across the channels every lane is a gather (X's channels lie H*W apart), along x
