@@ -596,7 +596,8 @@ def window_vars(space, config: dict, st: StageInfo) -> dict:
     """{variable of `st`: taps} for the variables along which `st` reads some tensor at several offsets (a
     window: `X[y, x] + X[y + 1, x]` reads along `y` with 2 taps), directly or through the stages `config` (knob
     values, or one StageConfig a stage) inlines into it, whose windows are then `st`'s (a separable blur's
-    vertical pass, inlined into the horizontal one).
+    vertical pass, inlined into the horizontal one), and of the reductions computed in its tile over a window of a
+    stage computed there too (Harris's 3 x 3 sums of products: the products' halo rows).
 
     >>> import tensorlang as tl
     >>> from tensorlang.autosched.space import generated_space
@@ -614,6 +615,22 @@ def window_vars(space, config: dict, st: StageInfo) -> dict:
         for terms, const in r.dims:
             if len(terms) == 1 and terms[0][1] == 1:
                 offsets.setdefault((r.tensor, terms[0][0]), set()).add(const)
+        if r.tensor in space.roles and configs[r.tensor].place == "at" and \
+                space.info.stage(r.tensor).kind == "reduce":
+            # a reduction computed in this stage's tile over a window of a stage computed there too: that
+            # stage's halo along each variable the window slides, which rows of this stage's tile share
+            producer = space.info.stage(r.tensor)
+            names = {producer.spatial[d]: terms[0][0] for d, (terms, _) in enumerate(r.dims)
+                     if d < len(producer.spatial) and len(terms) == 1 and terms[0][1] == 1}
+            for q in producer.reads:
+                if q.tensor not in space.roles or configs[q.tensor].place != "at":
+                    continue
+                for terms, _ in q.dims:
+                    slid = [v for v, c in terms if v in producer.reduction and c == 1]
+                    own = [v for v, c in terms if v in producer.spatial and c == 1]
+                    if len(terms) == 2 and len(slid) == 1 and len(own) == 1 and own[0] in names:
+                        n = names[own[0]]
+                        taps[n] = max(taps.get(n, 1), producer.extents[slid[0]])
         if r.tensor in space.roles and configs[r.tensor].place == "inline":
             producer = space.info.stage(r.tensor)
             # the producer's variables as this stage's: a plain index `T[y, x + 1]` maps T's d-th variable to y
@@ -849,12 +866,16 @@ def _placement_rule(space, st: StageInfo, producers: set, placed: dict | None = 
       3. an injective stage that is cheap (no math calls, no reads that pad), inlined into every reader
          at most :data:`MAX_INLINED_LOADS` loads a point, and, where a reader reads several points of it (a
          window), whose loads times those points stay within :data:`MAX_WINDOW_RECOMPUTE`: "inline";
-      4. a stage read through a window (a padded image, a stencil's taps), or an injective one that a reader reads
+      4. a cheap injective stage read only by reductions over a small window that the rules compute inside their
+         reader's tile (:func:`_computed_with_its_window_readers`: Harris's products of gradients under its 3 x 3
+         sums): "at", in that tile with its halo, as Halide's overlapping tiles are (the reader's tile gets rows
+         for it: :func:`window_vars`);
+      5. a stage read through a window (a padded image, a stencil's taps), or an injective one that a reader reads
          at several points: "root", since computed inside its readers its halo would be recomputed;
-      5. a reduction with reuse (a matmul or convolution read by a stage that is not its epilogue, a permuted
+      6. a reduction with reuse (a matmul or convolution read by a stage that is not its epilogue, a permuted
          write say): "root", where it gets its own register tile (computed at a reader's loop it gets the
          reader's);
-      6. else (an expensive injective stage, a reduction without reuse): "at", inside its reader's loops.
+      7. else (an expensive injective stage, a reduction without reuse): "at", inside its reader's loops.
     """
     if "epilogue" in space.roles[st.name].placements:
         return "epilogue"
@@ -862,11 +883,49 @@ def _placement_rule(space, st: StageInfo, producers: set, placed: dict | None = 
         return "root"
     if st.kind == "injective" and not st.expensive and _inlining_stays_small(space.info, st, placed or {}):
         return "inline"
+    if st.kind == "injective" and not st.expensive and _computed_with_its_window_readers(space, st, producers,
+                                                                                          placed or {}):
+        return "at"
     if windowed(space.info, st.name) or (st.kind == "injective" and _read_at_points(space.info, st) > 1):
         return "root"
     if st.kind == "reuse":
         return "root"
     return "at"
+
+
+MAX_TILE_WINDOW = 9
+"""The most points of a stage that one point of its reader reads for :func:`_computed_with_its_window_readers` to
+compute the stage in its reader's tile: a 3 x 3 window, whose halo around a tile of 8 rows of 32 adds 33%; a
+wider one (the max filter's 53 taps) would recompute more than it saves."""
+
+
+def _computed_with_its_window_readers(space, st: StageInfo, producers: set, placed: dict) -> bool:
+    """Whether every reader of `st` is a reduction that reads it through a window of at most
+    :data:`MAX_TILE_WINDOW` points and that the rules compute inside its own reader's loops (condition 4 of
+    :func:`_placement_rule`): computed there too, `st` is computed for the tile and its halo, and never written
+    whole to memory and read back (Harris's three products of gradients, summed over 3 x 3: three full images
+    before).
+
+    >>> import tensorlang as tl
+    >>> from tensorlang.autosched.space import generated_space
+    >>> src = ("def h(X: f32[H, W]) -> R:\\n    P[y, x] = X[y, x] * X[y, x + 1]\\n"
+    ...        "    S[y, x] += P[y + a, x + b] where a in 0:3, b in 0:3\\n    R[y, x] = S[y, x] * S[y, x]")
+    >>> sp = generated_space(tl.op(src), {"H": 64, "W": 64}, threads=1)
+    >>> _computed_with_its_window_readers(sp, sp.info.stage("P"), set(), {})
+    True
+    """
+    stages = {o.name: o for o in space.info.stages}
+    readers = [stages[r] for r in st.readers if r in stages]
+    if not readers or not windowed(space.info, st.name):
+        return False
+    after = {**placed, st.name: "at"}
+    for reader in readers:
+        if reader.kind != "reduce" or not 1 < window_points(reader, st.name) <= MAX_TILE_WINDOW:
+            return False
+        if "at" not in space.roles[reader.name].placements or \
+                _placement_rule(space, reader, producers, after) != "at":
+            return False
+    return True
 
 
 MAX_WINDOW_RECOMPUTE = 16

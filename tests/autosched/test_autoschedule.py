@@ -459,6 +459,42 @@ def test_a_tile_that_gathers_rows_counts_the_rows_it_can_reach():
     np.testing.assert_array_equal(tl.build(sp.schedule(op, sizes, sp.default()))(V, S, T), want)
 
 
+PRODUCTS = """\
+def corners(X: f32[H, W]) -> R:
+    Ix[y, x] = X[y + 1, x + 2] - X[y + 1, x] where y in 0:H-2, x in 0:W-2
+    Iy[y, x] = X[y + 2, x + 1] - X[y, x + 1] where y in 0:H-2, x in 0:W-2
+    Pxx[y, x] = Ix[y, x] * Ix[y, x]
+    Pxy[y, x] = Ix[y, x] * Iy[y, x]
+    Sxx[y, x] += Pxx[y + a, x + b] where a in 0:3, b in 0:3
+    Sxy[y, x] += Pxy[y + a, x + b] where a in 0:3, b in 0:3
+    R[y, x] = Sxx[y, x] * Sxx[y, x] - 0.04 * Sxy[y, x]
+"""
+
+
+@pytest.mark.parametrize("H, W", [(12, 40), (74, 135)])
+def test_products_under_a_small_window_sum_are_computed_in_its_tile(H, W):
+    """Harris's shape: products of gradients summed over 3 x 3 by reductions that the pick computes in the output's
+    tile. The products are computed in that tile too (with their halo) rather than written whole to memory, and the
+    output's tile gets rows, so that the halo is a fraction of it; numpy agrees."""
+    from tensorlang.autosched.pick import window_vars
+    op = tl.op(PRODUCTS)
+    sizes = {"H": H, "W": W}
+    sp = generated_space(op, sizes, threads=2)
+    cfg = sp.default()
+    assert cfg["Pxx.place"] == cfg["Pxy.place"] == cfg["Sxx.place"] == "at", cfg
+    assert window_vars(sp, cfg, sp.info.stage("R")) == {"x": 3, "y": 3}
+    if H >= 32:
+        assert cfg["R.y.reg"] > 1, cfg
+    X = np.random.default_rng(H).standard_normal((H, W)).astype(np.float32)
+    ix = X[1:H - 1, 2:W] - X[1:H - 1, 0:W - 2]
+    iy = X[2:H, 1:W - 1] - X[0:H - 2, 1:W - 1]
+
+    def box(P):
+        return sum(P[a:a + H - 4, b:b + W - 4] for a in range(3) for b in range(3))
+    sxx, sxy = box(ix.astype(np.float64) ** 2), box(ix.astype(np.float64) * iy)
+    assert_close(tl.build(sp.schedule(op, sizes, cfg))(X), (sxx * sxx - 0.04 * sxy).astype(np.float32), reduction_len=9)
+
+
 @pytest.mark.parametrize("stride, K", [(2, 3), (2, 5), (3, 3)])
 def test_a_depthwise_convolution_at_a_stride_is_vectorized_along_x_without_gathers(stride, K, zen5):
     # NCHW, one filter a channel: across the channels every lane is a gather (X's channels lie H*W apart), along x
