@@ -442,16 +442,6 @@ def _max_filter_np(I, R, **s):
     return out
 
 
-def _max_filter_footprint_setup(inputs, sizes):
-    from scipy.ndimage import maximum_filter
-    (I,) = inputs
-    R = sizes["R"]
-    t = _filter_heights(R)
-    rows = np.arange(-(R + 1), R + 2)[:, None]
-    footprint = np.abs(rows) <= t[None, :]  # [dy, dx]
-    return lambda: maximum_filter(I, footprint=footprint[None], mode="nearest")
-
-
 def _max_filter_source() -> str:
     """apps/max_filter in the DSL: the filter heights and the slice each reads (the app's ``log(2t + 1) / log 2``),
     the image's logarithmic vertical slices (slice k the maximum of slice k - 1 at rows y and y + 2**(k - 1)), kept
@@ -1443,9 +1433,7 @@ PROGRAMS = [
                   "[2H, 2W] and [3, 2(H-4), 2(W-4)]"),
     Program("max-filter", "halide", _max_filter_source(), {"H": H, "W": W, "R": 26}, {"H": 12, "W": 20, "R": 17},
             lambda I, R, **s: _max_filter_np(np.asarray(I, np.float64), R),
-            {"numpy": call("numpy", _max_filter_np),
-             "scipy": Baseline("scipy", _max_filter_footprint_setup,
-                               "scipy.ndimage.maximum_filter with the app's footprint, mode nearest")},
+            {"numpy": call("numpy", _max_filter_np)},
             flops=lambda s: 2.0 * (2 * s["R"] + 1) * 3 * s["H"] * s["W"],
             inputs=_image_inputs("max-filter"), halide=_max_filter_hl,
             what="circular max filter of radius 26 from logarithmic vertical slices (apps/max_filter)",
