@@ -411,7 +411,8 @@ def _mosaic(sizes, rng):
 
 MAX_FILTER_SLICES = 6
 """The vertical slices of apps/max_filter at its radius of 26 (``ceil(log2(radius)) + 1``): slice k is the maximum
-of 2**k rows. The DSL text holds that many stages, which serve radii 17 to 30 (a larger one needs more)."""
+of 2**k rows. The DSL text holds that many stages, which serve radii up to 30 (a larger one reads a taller slice);
+the app's own count is this one from radius 17 to 32, and the small sizes use 17."""
 
 
 def _filter_heights(R: int) -> np.ndarray:

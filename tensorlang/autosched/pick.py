@@ -615,34 +615,42 @@ def window_vars(space, config: dict, st: StageInfo) -> dict:
         for terms, const in r.dims:
             if len(terms) == 1 and terms[0][1] == 1:
                 offsets.setdefault((r.tensor, terms[0][0]), set()).add(const)
-        if r.tensor in space.roles and configs[r.tensor].place == "at" and \
-                space.info.stage(r.tensor).kind == "reduce":
-            # a reduction computed in this stage's tile over a window of a stage computed there too: that
-            # stage's halo along each variable the window slides, which rows of this stage's tile share
-            producer = space.info.stage(r.tensor)
-            names = {producer.spatial[d]: terms[0][0] for d, (terms, _) in enumerate(r.dims)
-                     if d < len(producer.spatial) and len(terms) == 1 and terms[0][1] == 1}
-            for q in producer.reads:
-                if q.tensor not in space.roles or configs[q.tensor].place != "at":
-                    continue
-                for terms, _ in q.dims:
-                    slid = [v for v, c in terms if v in producer.reduction and c == 1]
-                    own = [v for v, c in terms if v in producer.spatial and c == 1]
-                    if len(terms) == 2 and len(slid) == 1 and len(own) == 1 and own[0] in names:
-                        n = names[own[0]]
-                        taps[n] = max(taps.get(n, 1), producer.extents[slid[0]])
-        if r.tensor in space.roles and configs[r.tensor].place == "inline":
-            producer = space.info.stage(r.tensor)
-            # the producer's variables as this stage's: a plain index `T[y, x + 1]` maps T's d-th variable to y
-            names = {producer.spatial[d]: terms[0][0] for d, (terms, _) in enumerate(r.dims)
-                     if d < len(producer.spatial) and len(terms) == 1 and terms[0][1] == 1}
-            for v, n in window_vars(space, configs, producer).items():
-                if v in names:
-                    taps[names[v]] = max(taps.get(names[v], 1), n)
+        place = configs[r.tensor].place if r.tensor in space.roles else None
+        if place not in ("inline", "at"):
+            continue
+        producer = space.info.stage(r.tensor)
+        if place == "inline":  # its windows are this stage's
+            inner = window_vars(space, configs, producer)
+        elif producer.kind == "reduce":  # computed in this stage's tile: the halo of what it reads there
+            inner = _slid_windows(space, configs, producer)
+        else:
+            continue
+        # the producer's variables as this stage's: a plain index `T[y, x + 1]` maps T's d-th variable to y
+        names = {producer.spatial[d]: terms[0][0] for d, (terms, _) in enumerate(r.dims)
+                 if d < len(producer.spatial) and len(terms) == 1 and terms[0][1] == 1}
+        for v, n in inner.items():
+            if v in names:
+                taps[names[v]] = max(taps.get(names[v], 1), n)
     for (_, v), consts in offsets.items():
         if len(consts) > 1:
             taps[v] = max(taps.get(v, 1), max(consts) - min(consts) + 1)
     return dict(sorted(taps.items()))
+
+
+def _slid_windows(space, configs: Configs, st: StageInfo) -> dict:
+    """{spatial variable of reduction `st`: taps} for its reads of stages `configs` computes inside a tile ("at")
+    through a window that a reduction variable slides along that spatial one (`P[y + a, x + b]`, `a` in 0:3:
+    {'y': 3, 'x': 3}): the halo of those stages in the tile where `st` is computed too (:func:`window_vars`)."""
+    taps: dict = {}
+    for q in st.reads:
+        if q.tensor not in space.roles or configs[q.tensor].place != "at":
+            continue
+        for terms, _ in q.dims:
+            slid = [v for v, c in terms if v in st.reduction and c == 1]
+            own = [v for v, c in terms if v in st.spatial and c == 1]
+            if len(terms) == 2 and len(slid) == 1 and len(own) == 1:
+                taps[own[0]] = max(taps.get(own[0], 1), st.extents[slid[0]])
+    return taps
 
 
 def _stencil_rows(space, st: StageInfo, configs: Configs, tile: TileConfig, offered: StageKnobs,
