@@ -513,10 +513,14 @@ def test_kill_9_loses_no_committed_record(tmp_path):
 
 
 _WRITE_N = """
-import sys, time
+import os, sys, time
 from tensorlang.tuner.records.database import Database
 db = Database(sys.argv[1])
 start, n = int(sys.argv[2]), int(sys.argv[3])
+waits = sys.argv[4:]  # files that readers create once they read: the writing starts while they read
+deadline = time.monotonic() + 120
+while not all(os.path.exists(w) for w in waits) and time.monotonic() < deadline:
+    time.sleep(0.01)
 for i in range(start, start + n):
     print(db.add(numbered_record(i)), i, flush=True)
     time.sleep(0.001)
@@ -539,6 +543,8 @@ while True:
     for r in recs:
         assert r == replace(numbered_record(r.trial), id=r.id)
     db.best(); db.tasks(); db.records(valid_only=True)
+    if reads == 1 and len(sys.argv) > 3:
+        open(sys.argv[3], "w").close()  # reading: the writer may start
     last = len(recs)
     lengths.add(last)
     if last >= n or time.monotonic() > deadline:
@@ -551,8 +557,9 @@ def test_two_readers_while_one_writer_adds(tmp_path):
     path = tmp_path / "shared.db"
     Database(path).close()
     n = 150
-    readers = [_spawn(_READ_UNTIL, path, n) for _ in range(2)]
-    writer = _spawn(_WRITE_N, path, 0, n)
+    ready = [tmp_path / f"reader{k}.reading" for k in range(2)]
+    readers = [_spawn(_READ_UNTIL, path, n, flag) for flag in ready]
+    writer = _spawn(_WRITE_N, path, 0, n, *ready)  # starts once both read, so that they read while it adds
     w_out, w_err = writer.communicate(timeout=180)
     assert writer.returncode == 0, w_err
     for reader in readers:
