@@ -206,14 +206,14 @@ def test_filters_already_blocked_are_read_in_place(zen5):
 def test_the_pick_takes_the_best_register_tile_whose_working_set_fits_in_l2(zen5):
     # ResNet-18's 3x3 convolution at 7 x 7, 512 channels, in NCHW16c: the most efficient tile by the FMA count
     # (4 output blocks x 7 rows) sweeps 4 blocks' filters over the whole reduction, 1.2 MB, more than a 1 MB L2;
-    # the pick takes the best tile that fits (2 x 7), not that one relaxed knob by knob (to 1 x 7: 7 accumulators,
-    # too few to hide the FMA's latency)
+    # the pick takes the best tile that fits (3 x 7: its filters stream from L2, 12 vector loads to 21 FMAs), not
+    # that one relaxed knob by knob (to 1 x 7: 7 accumulators, too few to hide the FMA's latency)
     from tensorlang.autosched.pick import register_tiles
     sp = generated_space(tl.op(blocked_conv(512, 7)), {}, threads=2)
     pick, st = sp.default(), sp.info.stage("O")
     knob = {k.name: k for k in sp.roles["O"].knobs}
     reg_values = {v: knob[f"O.{v}.reg"].values for v in st.spatial if f"O.{v}.reg" in knob}
-    tiles = register_tiles(st, "v", 16, sp.registers, reg_values, knob["O.vw"].values, {"P", "W"})
+    tiles = register_tiles(st, "v", 16, sp.registers, reg_values, knob["O.vw"].values, {"P", "W"}, sp.l1)
     regs = {v: pick.get(f"O.{v}.reg", 1) for v in st.spatial}
     chosen = next(i for i, (vw, rows, _) in enumerate(tiles)
                   if vw == pick["O.vw"] and all(regs[v] == rows.get(v, 1) for v in st.spatial if v != "v"))
@@ -222,8 +222,8 @@ def test_the_pick_takes_the_best_register_tile_whose_working_set_fits_in_l2(zen5
         bigger = {**pick, "O.vw": vw, **{f"O.{v}.reg": rows.get(v, 1) for v in st.spatial if v != "v"}}
         assert any(p.stage == "O" and p.kind in (ProblemKind.WORKING_SET, ProblemKind.ACCUMULATORS)
                    for p in sp.problems(bigger)), (vw, rows)
-    if sp.l2 <= 1 << 20:  # a 1 MB L2: two output blocks by seven rows
-        assert (pick["O.vw"], regs["o"], regs["y"] * regs["x"]) == (16, 2, 7), pick
+    if sp.l2 <= 1 << 20:  # a 1 MB L2: three output blocks by seven rows
+        assert (pick["O.vw"], regs["o"], regs["y"] * regs["x"]) == (16, 3, 7), pick
 
 
 def test_among_tiles_the_model_rates_alike_the_pick_takes_more_fmas_per_load(zen5):
@@ -1471,3 +1471,65 @@ def test_every_vector_width_offered_to_an_8_bit_stage_schedules():
     I = np.random.default_rng(0).integers(0, 256, (40, 517), dtype=np.uint8)
     want = ((I[:, :-2].astype(np.uint16) + I[:, 1:-1] + I[:, 2:]) // 3).astype(np.uint8)
     np.testing.assert_array_equal(tl.build(op, schedule="auto", **sizes)(I), want)
+
+
+MIXER_GEMM = ("def fc(X: f32[196, 2048], W: f32[2048, 512]) -> Y:\n"
+              "    Y[i, j] += X[i, k] * W[k, j]\n")
+BLOCKED_1X1 = ("def c1(I: f32[1, 42, 14, 14, 16], W: f32[7, 42, 1, 1, 16, 16]) -> O:\n"
+               "    O[n, o, y, x, v] += I[n, c, y + r, x + s, u] * W[o, c, r, s, u, v] "
+               "where r in 0:1, s in 0:1\n")
+
+
+def test_a_broadcast_side_copied_for_one_register_tile_is_read_in_place(zen5):
+    # MLP-Mixer's 196 x 2048 x 512 GEMM on two threads goes in blocks of 32 columns, one register tile each: a copy
+    # of X's rows would be made for every tile and read once, so X is read in place (W, which moves with the
+    # vector, is still packed); a blocked 1x1 convolution's tile takes one filter block at a time, so its image is
+    # read in place too. The queries of an attention block (197 x 64 against 197 keys, 13 tiles of keys a copy)
+    # and an NCHW convolution's padded image keep their copies
+    from tensorlang import schedules
+    from tensorlang.autosched.pick import X_PACK_TILES
+    gemm = generated_space(tl.op(MIXER_GEMM), {}, threads=2).default()
+    assert gemm["Y.vec"] == "j" and gemm["Y.pack.X"] is False and gemm["Y.pack.W"] is True, gemm
+    assert -(-gemm["Y.j.block"] // gemm["Y.vw"]) < X_PACK_TILES, gemm
+    conv1 = generated_space(tl.op(BLOCKED_1X1), {}, threads=2).default()
+    assert conv1["O.vec"] == "v" and conv1.get("O.pack.I", False) is False, conv1
+    qk = ("def qk(Q: f32[3, 197, 64], K: f32[3, 64, 197]) -> S:\n"
+          "    S[h, i, j] += Q[h, i, e] * K[h, e, j]\n")
+    attention = generated_space(tl.op(qk), {}, threads=2).default()
+    assert attention["S.vec"] == "j" and attention["S.pack.Q"] is True, attention
+    w = schedules.get("conv2d")
+    conv3 = generated_space(tl.op(w.source), w.sizes(), threads=2).default()
+    assert conv3["O.vec"] == "f" and conv3["O.pack.P"] is True, conv3
+    # read in place, the same result
+    rng = np.random.default_rng(7)
+    X, W = rng.standard_normal((196, 2048), np.float32), rng.standard_normal((2048, 512), np.float32)
+    op = tl.op(MIXER_GEMM)
+    assert_close(tl.build(generated_space(op, {}, threads=2).schedule(op, {}, gemm))(X, W),
+                 (X.astype(np.float64) @ W.astype(np.float64)).astype(np.float32), 2048)
+
+
+def test_filters_streamed_from_l2_take_a_tile_with_fewer_filter_blocks(zen5):
+    # the blocked 1x1 convolution's filters for all 7 output blocks are 300 KB: a tile of 7 blocks x 2 rows loads
+    # 7 filter vectors from L2 for 14 FMAs (L2_LOAD_COST each); the pick takes a tile whose filter panel fits in L1
+    from tensorlang.autosched.analysis import analyze
+    from tensorlang.autosched.pick import L2_LOAD_COST, tile_counts
+    st = analyze(tl.op(BLOCKED_1X1), {}).stage("O")
+    assert tile_counts(st, "v", 16, {"o": 7, "y": 2}, 16) == (14, 9.0)
+    assert tile_counts(st, "v", 16, {"o": 7, "y": 2}, 16, l1=48 << 10) == (14, 7 * L2_LOAD_COST + 2.0)
+    assert tile_counts(st, "v", 16, {"y": 2, "x": 14}, 16, l1=48 << 10) == (28, 29.0)  # 43 KB of filters: L1
+    sp = generated_space(tl.op(BLOCKED_1X1), {}, threads=2)
+    pick = sp.default()
+    assert pick["O.o.reg"] * 16 * 4 * 672 <= sp.l1 and pick["O.o.reg"] < 7, pick
+
+
+def test_among_tiles_rated_alike_rows_along_a_batch_lose(zen5):
+    # ResNet-18's Winograd products, 16 batches of 64 x 64 x 784: 32 lanes x 7 pixels x 2 batches and 32 lanes x
+    # 14 pixels rate alike; the batch's rows share no loaded value, so the pick takes the 14 pixels
+    from tensorlang.autosched.pick import batch_rows
+    src = ("def bmm(A: f32[16, 64, 64], X: f32[16, 64, 784]) -> C:\n"
+           "    C[b, i, j] += A[b, i, k] * X[b, k, j]\n")
+    sp = generated_space(tl.op(src), {}, threads=2)
+    pick = sp.default()
+    rows = {v: pick[f"C.{v}.reg"] for v in ("b", "i", "j") if pick[f"C.{v}.reg"] > 1}
+    assert batch_rows(sp.info.stage("C"), rows) == 1 and pick["C.b.reg"] == 1, pick
+
