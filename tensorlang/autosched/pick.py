@@ -430,9 +430,10 @@ def _pack_rule(space, st: StageInfo, configs: Configs, tile: TileConfig, vec: st
          one element (a copy pays only when the copied panel is read again: the weights of a matrix-vector
          product are read once, in place where they are contiguous);
       3. T is in memory whole (an input, or a stage at the root): a stage inlined or computed inside another's
-         loops has no buffer to copy from;
-      4. its panel is not already contiguous in the loops' order (:func:`panel_in_place`): a copy would cost a
-         pass over it on every call and stream no better (NCHW16c convolutions' blocked filters).
+         loops has no buffer to copy from (a 1x1 convolution's padding stage with no padding is inlined);
+      4. where T moves with the vector variable, its panel is not already contiguous in the loops' order
+         (:func:`panel_in_place`): a copy would cost a pass over it on every call and stream no better
+         (NCHW16c convolutions' blocked filters).
     """
     packs = {}
     for t in packable_reads:
