@@ -3,9 +3,9 @@
 Every stage is one of three kinds (Ansor's and MetaSchedule's distinction on CPU):
 
 - ``injective``: written with ``=`` (elementwise, transposes, padding, broadcasts);
-- ``reuse``: a reduction where some read misses one of the stage's loop variables, so that the read's elements
-  are used again across that loop (matmul, convolutions, batched, grouped and depthwise): these get multi-level
-  tiling with a register tile;
+- ``reuse``: a reduction where some read misses one of the stage's loop variables of more than one iteration, so
+  that the read's elements are used again across that loop (matmul, convolutions, batched, grouped and depthwise):
+  these get multi-level tiling with a register tile;
 - ``reduce``: a reduction without such reuse (row sums, max, the statistics of softmax and layernorm, pooling).
 
 A read's *strides* say how far (in elements of its tensor) one step of each loop variable moves it, which tells
@@ -205,7 +205,8 @@ def analyze(op: Op, sizes: dict) -> ProgramInfo:
                 for v, c in coeffs.items():
                     strides[v] = strides.get(v, 0) + c * rm[d]
             reads.append(Read(a.tensor, tuple(dims), shape, padded, strides))
-        all_vars = set(s.all_vars)
+        # a variable of one iteration (a mean's kept dimensions, `z in 0:1`) gives no read anything to reuse
+        all_vars = {v for v in s.all_vars if bs.ranges[v][1] > 1}
         has_reuse = s.reduce_op is not None and any(all_vars - r.vars for r in reads)
         kind = "injective" if s.reduce_op is None else "reuse" if has_reuse else "reduce"
         expensive = any(isinstance(x, Call) and x.fn in EXPENSIVE_CALLS for x in walk(s.rhs)) or any(bs.padded)
