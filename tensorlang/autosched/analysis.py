@@ -97,6 +97,7 @@ class StageInfo:
     out_strides: dict          # left-side var -> stride in the stage's own buffer
     scan: str | None = None    # a stage that reads itself: the index it runs along in order (never parallel/vector)
     selectors: tuple = ()      # spatial vars a select's condition tests without reading data (`select(c == 0, ...)`)
+    math_calls: bool = False   # calls exp, log, sqrt, tanh, erf or sigmoid
 
     @property
     def points(self) -> int:
@@ -209,14 +210,15 @@ def analyze(op: Op, sizes: dict) -> ProgramInfo:
         all_vars = {v for v in s.all_vars if bs.ranges[v][1] > 1}
         has_reuse = s.reduce_op is not None and any(all_vars - r.vars for r in reads)
         kind = "injective" if s.reduce_op is None else "reuse" if has_reuse else "reduce"
-        expensive = any(isinstance(x, Call) and x.fn in EXPENSIVE_CALLS for x in walk(s.rhs)) or any(bs.padded)
+        math_calls = any(isinstance(x, Call) and x.fn in EXPENSIVE_CALLS for x in walk(s.rhs))
+        expensive = math_calls or any(bs.padded)
         out.append(StageInfo(
             name=s.name, kind=kind, spatial=s.lhs_vars, reduction=s.red_vars,
             extents={v: bs.ranges[v][1] for v in s.all_vars}, lows={v: bs.ranges[v][0] for v in s.all_vars},
             reads=tuple(reads), readers=tuple(readers[s.name]), is_output=s.name in op.outputs,
             expensive=expensive, ops=_ops(s.rhs) + (s.reduce_op is not None), dtype=s.dtype,
             out_strides=dict(zip(s.lhs_vars, _row_major(bs.shape))), scan=(scan_axis(s) or (None,))[0],
-            selectors=selectors(s.rhs, s.lhs_vars)))
+            selectors=selectors(s.rhs, s.lhs_vars), math_calls=math_calls))
     return ProgramInfo(bound, tuple(out))
 
 
