@@ -341,6 +341,13 @@ def _x_tiles(st: StageInfo, tile: TileConfig, ys: set) -> int:
                      for v in st.spatial if v not in ys)
 
 
+def _y_tiles(st: StageInfo, tile: TileConfig, ys: set) -> int:
+    """The register tiles in one block of the Y side (`ys`: the vector variable in tiles of the vector width, the
+    others in their rows) of `tile`; :func:`_x_tiles`'s twin."""
+    return math.prod(-(-min(tile.block.get(v, st.extents[v]), st.extents[v])
+                       // max(1, tile.vw if v == tile.vec else tile.reg.get(v, 1))) for v in ys)
+
+
 def _x_block(space, st: StageInfo, tile: TileConfig, offered: StageKnobs, rows: dict, ys: set,
              red: int) -> TileConfig:
     """`tile` with the X side's rows in blocks of register tiles whose panel (rows x `red` reduction steps) fits
@@ -404,11 +411,7 @@ def _x_packs_with_reuse(space, st: StageInfo, tile: TileConfig) -> TileConfig:
     """
     if st.kind != "reuse" or tile.vec is None or tile.vec not in st.spatial or not tile.pack:
         return tile
-    tiles = 1
-    for v in y_side(st, tile.vec):
-        per = tile.vw if v == tile.vec else tile.reg.get(v, 1)
-        tiles *= -(-min(tile.block.get(v, st.extents[v]), st.extents[v]) // max(1, per))
-    if tiles >= X_PACK_TILES:
+    if _y_tiles(st, tile, set(y_side(st, tile.vec))) >= X_PACK_TILES:
         return tile
     itemsize = {t: DTYPES[space.info.bound.dtypes[t]].itemsize for t in tile.pack}
     x_side = {t for t in tile.pack if not any(r.strides.get(tile.vec, 0) or short_runs(st, r, itemsize[t])
